@@ -1,0 +1,56 @@
+// Package ids makes and checks the identifiers loom hands out.
+//
+// A new id is a prefix followed by 26 characters of Crockford base32: 48 bits
+// of milliseconds since the Unix epoch and 80 random bits, as in ULID. Ids made
+// later sort after ids made earlier (to the millisecond), which keeps listings
+// in creation order and B-tree inserts near the right edge.
+package ids
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+// New returns prefix followed by a fresh time-ordered random id.
+func New(prefix string) string {
+	var b [26]byte
+	ms := uint64(time.Now().UnixMilli())
+	// 48 bits of time in 10 characters (50 bits, top two zero).
+	for i := 9; i >= 0; i-- {
+		b[i] = alphabet[ms&31]
+		ms >>= 5
+	}
+	// 80 random bits in 16 characters.
+	hi, lo := rand.Uint64(), rand.Uint64()
+	for i := 25; i >= 10; i-- {
+		b[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return prefix + string(b[:])
+}
+
+// MaxLen is the longest id Valid accepts.
+const MaxLen = 128
+
+// Valid reports whether s is usable as an id of a thread, message or commit:
+// 1 to MaxLen bytes of ASCII letters, digits, '_', '-' and '.', not starting
+// with '.' or '-'. Such an id is safe as a file name, a URL path segment, a
+// SQL value and a Redis key part: it cannot name a parent directory, hold a
+// path separator or a Redis hash-tag brace.
+func Valid(s string) bool {
+	if len(s) == 0 || len(s) > MaxLen || s[0] == '.' || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}

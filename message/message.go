@@ -1,0 +1,346 @@
+package message
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/loomthreads/loom/internal/ids"
+)
+
+// Role says who a message comes from. The four roles below are the ones
+// providers know; any other lowercase word is kept as it is.
+type Role string
+
+// The roles providers know.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of a thread.
+type Message struct {
+	// ID names the message within its thread. A thread gives a message
+	// without an id a fresh one when it is appended.
+	ID string
+	// Role says who the message comes from.
+	Role Role
+	// AuthorName optionally names the author: an agent in a workflow, a
+	// user in a group chat.
+	AuthorName string
+	// Contents are the parts of the message, in order.
+	Contents []Content
+	// CreatedAt is when the message was made. A thread sets it when it is
+	// zero at append time.
+	CreatedAt time.Time
+	// Metadata is free-form data that travels with the message. Values are
+	// whatever encoding/json makes of the JSON: strings, json.Number, bool,
+	// nil, []any and map[string]any.
+	Metadata map[string]any
+}
+
+// NewID returns a fresh message id.
+func NewID() string { return ids.New("msg_") }
+
+// New returns a message with the given role and contents.
+func New(role Role, contents ...Content) Message {
+	return Message{Role: role, Contents: contents}
+}
+
+// System returns a system (instructions) message with the given text.
+func System(text string) Message { return New(RoleSystem, Text{Text: text}) }
+
+// User returns a user message with the given text.
+func User(text string) Message { return New(RoleUser, Text{Text: text}) }
+
+// Assistant returns an assistant message with the given text.
+func Assistant(text string) Message { return New(RoleAssistant, Text{Text: text}) }
+
+// ToolCall returns an assistant message that calls the tool name with the
+// given arguments (JSON text, as a model writes it). Use New with several
+// FunctionCall contents for parallel calls.
+func ToolCall(callID, name, arguments string) Message {
+	return New(RoleAssistant, FunctionCall{CallID: callID, Name: name, Arguments: arguments})
+}
+
+// ToolResult returns a tool message that carries the result of the call
+// callID.
+func ToolResult(callID, result string) Message {
+	return New(RoleTool, FunctionResult{CallID: callID, Result: result})
+}
+
+// ToolError returns a tool message that reports that the call callID failed.
+func ToolError(callID, reason string) Message {
+	return New(RoleTool, FunctionResult{CallID: callID, Result: reason, IsError: true})
+}
+
+// Text returns the concatenated text of the message's Text contents.
+func (m Message) Text() string {
+	var b strings.Builder
+	for _, c := range m.Contents {
+		if t, ok := c.(Text); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
+
+// Calls returns the message's function calls.
+func (m Message) Calls() []FunctionCall {
+	var out []FunctionCall
+	for _, c := range m.Contents {
+		if fc, ok := c.(FunctionCall); ok {
+			out = append(out, fc)
+		}
+	}
+	return out
+}
+
+// Results returns the message's function results.
+func (m Message) Results() []FunctionResult {
+	var out []FunctionResult
+	for _, c := range m.Contents {
+		if fr, ok := c.(FunctionResult); ok {
+			out = append(out, fr)
+		}
+	}
+	return out
+}
+
+// Clone returns a deep copy of m: changing the copy never changes m.
+func (m Message) Clone() Message {
+	if m.Contents != nil {
+		cs := make([]Content, len(m.Contents))
+		for i, c := range m.Contents {
+			switch v := c.(type) {
+			case Data:
+				v.Data = cloneBytes(v.Data)
+				cs[i] = v
+			case Unknown:
+				v.Raw = cloneBytes(v.Raw)
+				cs[i] = v
+			default:
+				cs[i] = c // the other variants hold only strings and numbers
+			}
+		}
+		m.Contents = cs
+	}
+	if m.Metadata != nil {
+		m.Metadata = cloneValue(m.Metadata).(map[string]any)
+	}
+	return m
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
+
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := maps.Clone(v)
+		for k, x := range out {
+			out[k] = cloneValue(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = cloneValue(x)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// Size returns about how many bytes the message takes: the lengths of its
+// strings and raw JSON plus a small overhead per part. It is what size limits
+// are checked against, and costs no encoding.
+func (m Message) Size() int {
+	n := 64 + len(m.ID) + len(m.Role) + len(m.AuthorName)
+	for _, c := range m.Contents {
+		n += 16 + contentSize(c)
+	}
+	for k, v := range m.Metadata {
+		n += 8 + len(k) + valueSize(v)
+	}
+	return n
+}
+
+func contentSize(c Content) int {
+	switch v := c.(type) {
+	case Text:
+		return len(v.Text)
+	case FunctionCall:
+		return len(v.CallID) + len(v.Name) + len(v.Arguments)
+	case FunctionResult:
+		return len(v.CallID) + len(v.Result)
+	case Data:
+		return len(v.MediaType) + len(v.URI) + len(v.Name) + (len(v.Data)+2)/3*4
+	case Reasoning:
+		return len(v.Text) + len(v.Protected)
+	case Usage:
+		return 48
+	case Error:
+		return len(v.Code) + len(v.Message)
+	case Unknown:
+		return len(v.Raw)
+	}
+	return 0
+}
+
+func valueSize(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(v) + 2
+	case map[string]any:
+		n := 2
+		for k, x := range v {
+			n += len(k) + 4 + valueSize(x)
+		}
+		return n
+	case []any:
+		n := 2
+		for _, x := range v {
+			n += 1 + valueSize(x)
+		}
+		return n
+	case fmt.Stringer:
+		return len(v.String())
+	default:
+		return 8
+	}
+}
+
+// MaxRoleLen is the longest role Validate accepts.
+const MaxRoleLen = 32
+
+// Validate reports what is wrong with m, if anything: an id that is not a
+// valid loom id, a missing or malformed role, a string (in a content or in
+// Metadata) that is not UTF-8, a content that is nil or not one of the
+// variants (such as a *Text), a function call without a call id or name, a
+// function result without a call id, or an Unknown whose raw JSON has no type
+// or has the type of a known variant.
+func (m Message) Validate() error {
+	var errs []error
+	if m.ID != "" && !ids.Valid(m.ID) {
+		errs = append(errs, fmt.Errorf("id %q: not a valid id", truncate(m.ID)))
+	}
+	if !validRole(m.Role) {
+		errs = append(errs, fmt.Errorf("role %q: want a lowercase word such as user or assistant", truncate(string(m.Role))))
+	}
+	if !utf8.ValidString(m.AuthorName) {
+		errs = append(errs, errors.New("author_name: not UTF-8"))
+	}
+	for i, c := range m.Contents {
+		if err := validateContent(c); err != nil {
+			errs = append(errs, fmt.Errorf("contents[%d]: %w", i, err))
+		}
+	}
+	if !validUTF8Value(m.Metadata) {
+		errs = append(errs, errors.New("metadata: not UTF-8"))
+	}
+	return errors.Join(errs...)
+}
+
+func validRole(r Role) bool {
+	if len(r) == 0 || len(r) > MaxRoleLen {
+		return false
+	}
+	for i := 0; i < len(r); i++ {
+		if c := r[i]; (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+func validateContent(c Content) error {
+	switch v := c.(type) {
+	case nil:
+		return errors.New("nil content")
+	case Text:
+		if !utf8.ValidString(v.Text) {
+			return errors.New("text: not UTF-8")
+		}
+	case FunctionCall:
+		if v.CallID == "" || v.Name == "" {
+			return errors.New("function_call: call_id and name are required")
+		}
+		if !utf8.ValidString(v.Arguments) || !utf8.ValidString(v.Name) || !utf8.ValidString(v.CallID) {
+			return errors.New("function_call: not UTF-8")
+		}
+	case FunctionResult:
+		if v.CallID == "" {
+			return errors.New("function_result: call_id is required")
+		}
+		if !utf8.ValidString(v.Result) || !utf8.ValidString(v.CallID) {
+			return errors.New("function_result: not UTF-8")
+		}
+	case Data:
+		if !utf8.ValidString(v.MediaType) || !utf8.ValidString(v.URI) || !utf8.ValidString(v.Name) {
+			return errors.New("data: not UTF-8")
+		}
+	case Reasoning:
+		if !utf8.ValidString(v.Text) || !utf8.ValidString(v.Protected) {
+			return errors.New("reasoning: not UTF-8")
+		}
+	case Usage:
+	case Error:
+		if !utf8.ValidString(v.Code) || !utf8.ValidString(v.Message) {
+			return errors.New("error: not UTF-8")
+		}
+	case Unknown:
+		t, err := unknownType(v.Raw)
+		if err != nil {
+			return err
+		}
+		if knownType(t) {
+			return fmt.Errorf("unknown content of known type %q", truncate(t))
+		}
+		if !utf8.Valid(v.Raw) {
+			return fmt.Errorf("%s: not UTF-8", truncate(t))
+		}
+	default:
+		return fmt.Errorf("content type %T is not a loom content", c)
+	}
+	return nil
+}
+
+// validUTF8Value reports whether every string and map key in the metadata
+// value v is UTF-8. encoding/json would write any other as U+FFFD.
+func validUTF8Value(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return utf8.ValidString(v)
+	case map[string]any:
+		for k, x := range v {
+			if !utf8.ValidString(k) || !validUTF8Value(x) {
+				return false
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if !validUTF8Value(x) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}

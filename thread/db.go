@@ -1,0 +1,266 @@
+package thread
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"time"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/message"
+)
+
+// Options configure a DB. The zero value means the defaults.
+type Options struct {
+	// Limits cap what one call may write; zero fields take the defaults.
+	Limits Limits
+	// Tenant scopes the DB: it creates threads for this tenant and sees no
+	// other tenant's threads. "" is the default tenant.
+	Tenant string
+	// AppendRetries is how many times Append rebases a pure append onto a
+	// newer head after ErrConflict before it gives up; 0 means 100, and a
+	// negative value means never.
+	AppendRetries int
+	// Now is the clock; nil means time.Now. Times are kept in UTC with
+	// microsecond precision, which every store can hold exactly.
+	Now func() time.Time
+}
+
+// Limits cap the size of what is written. Zero fields take the defaults.
+type Limits struct {
+	// MessageBytes caps one message (message.Size); default 1 MiB.
+	MessageBytes int
+	// MessagesPerCommit caps the messages of one call; default 10,000.
+	MessagesPerCommit int
+	// StateBytes caps the whole state map of a thread; default 1 MiB.
+	StateBytes int
+	// TitleBytes caps a title; default 1 KiB.
+	TitleBytes int
+	// Labels caps the number of labels; default 64. Keys follow the id
+	// rules; values are capped at LabelBytes (default 256).
+	Labels, LabelBytes int
+	// DocumentBytes caps a document read by Load; default 256 MiB.
+	DocumentBytes int64
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MessageBytes, 1<<20)
+	def(&l.MessagesPerCommit, 10_000)
+	def(&l.StateBytes, 1<<20)
+	def(&l.TitleBytes, 1<<10)
+	def(&l.Labels, 64)
+	def(&l.LabelBytes, 256)
+	if l.DocumentBytes <= 0 {
+		l.DocumentBytes = 256 << 20
+	}
+	return l
+}
+
+// DB is the entry point to threads: a Store with limits, a clock and a
+// tenant. It is safe for concurrent use.
+type DB struct {
+	store   Store
+	limits  Limits
+	tenant  string
+	retries int
+	now     func() time.Time
+}
+
+// New returns a DB on store; opts may be nil.
+func New(store Store, opts *Options) *DB {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	db := &DB{store: store, limits: o.Limits.withDefaults(), tenant: o.Tenant, retries: o.AppendRetries, now: o.Now}
+	if db.retries == 0 {
+		db.retries = 100
+	}
+	if db.now == nil {
+		db.now = time.Now
+	}
+	return db
+}
+
+// Store returns the store under db.
+func (db *DB) Store() Store { return db.store }
+
+// Tenant returns the tenant db is scoped to.
+func (db *DB) Tenant() string { return db.tenant }
+
+// WithTenant returns a DB on the same store scoped to tenant.
+func (db *DB) WithTenant(tenant string) *DB {
+	c := *db
+	c.tenant = tenant
+	return &c
+}
+
+// Close closes the store if it has a Close method.
+func (db *DB) Close() error {
+	if c, ok := db.store.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+func (db *DB) clock() time.Time { return db.now().UTC().Truncate(time.Microsecond) }
+
+// CreateOptions describe a new thread. The zero value makes an empty,
+// undetermined thread with a fresh id.
+type CreateOptions struct {
+	// ID names the thread; "" means a fresh id.
+	ID string
+	// Kind is the lifecycle kind; "" means KindUndetermined.
+	Kind   Kind
+	Title  string
+	Labels map[string]string
+	// Messages, when given, are the thread's first commit.
+	Messages []message.Message
+	// State, when given, is the thread's initial state.
+	State map[string]json.RawMessage
+}
+
+// NewThreadID returns a fresh thread id.
+func NewThreadID() string { return ids.New("th_") }
+
+// Create makes a new thread. An existing id is ErrConflict.
+func (db *DB) Create(ctx context.Context, opts CreateOptions) (*Thread, error) {
+	if opts.ID == "" {
+		opts.ID = NewThreadID()
+	}
+	if opts.Kind == "" {
+		opts.Kind = KindUndetermined
+	}
+	if err := db.checkRecord(opts.ID, opts.Kind, opts.Title, opts.Labels); err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	}
+	now := db.clock()
+	r := &Record{ID: opts.ID, Tenant: db.tenant, Kind: opts.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
+		Version: 1, CreatedAt: now, UpdatedAt: now}
+	b := &Batch{}
+	var head *Commit
+	if len(opts.Messages) > 0 || opts.State != nil {
+		c, err := db.newCommit(nil, nil, opts.Messages, opts.State, OpAppend, nil, now)
+		if err != nil {
+			return nil, fmt.Errorf("create %s: %w", opts.ID, err)
+		}
+		head, r.Head = c, c.ID
+		b.Commits = []*Commit{c}
+	}
+	b.Create = []Creation{{Record: r, Op: OpCreate}}
+	if err := db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+		return nil, fmt.Errorf("create %s: %w", opts.ID, err)
+	}
+	return db.handle(r, head), nil
+}
+
+// Thread returns a handle on the thread id at its current version.
+func (db *DB) Thread(ctx context.Context, id string) (*Thread, error) {
+	r, err := db.record(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return db.handle(r, nil), nil
+}
+
+// record reads a thread's record and hides other tenants' threads.
+func (db *DB) record(ctx context.Context, id string) (*Record, error) {
+	if !ids.Valid(id) {
+		return nil, fmt.Errorf("thread id %q: %w", clip(id), ErrInvalid)
+	}
+	r, err := db.store.Thread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.Tenant != db.tenant {
+		return nil, fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	}
+	return r, nil
+}
+
+// Threads yields handles on the threads that match opts, in id order (see
+// ListOptions). The DB's tenant always applies.
+func (db *DB) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Thread, error] {
+	opts.Tenant, opts.AllTenants = db.tenant, false
+	return func(yield func(*Thread, error) bool) {
+		for r, err := range db.store.Threads(ctx, opts) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(db.handle(r, nil), nil) {
+				return
+			}
+		}
+	}
+}
+
+// Delete deletes the thread id, its history and checkpoints, and every
+// commit no other thread or checkpoint reaches. It cannot be undone.
+func (db *DB) Delete(ctx context.Context, id string) error {
+	if _, err := db.record(ctx, id); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	if err := db.store.Apply(context.WithoutCancel(ctx), &Batch{Delete: []Deletion{{Thread: id}}}); err != nil {
+		return fmt.Errorf("delete %s: %w", id, err)
+	}
+	return nil
+}
+
+func (db *DB) handle(r *Record, head *Commit) *Thread {
+	return &Thread{db: db, rec: r, head: head}
+}
+
+// newCommit validates and builds a commit on parent (nil for the root).
+// parentState is the state in effect at parent, needed only when patch is
+// not nil. Messages without an id or time get them here.
+func (db *DB) newCommit(parent *Commit, parentState map[string]json.RawMessage, msgs []message.Message,
+	patch map[string]json.RawMessage, op Op, meta map[string]string, now time.Time) (*Commit, error) {
+	if err := db.checkMessages(msgs); err != nil {
+		return nil, err
+	}
+	c := &Commit{ID: ids.New("c_"), Op: op, Time: now, Metadata: cloneMeta(meta)}
+	if parent != nil {
+		c.Parent, c.Depth, c.StateFrom = parent.ID, parent.Depth, parent.StateFrom
+	}
+	c.Depth += int64(len(msgs))
+	if len(msgs) > 0 {
+		c.Messages = make([]message.Message, len(msgs))
+	}
+	for i, m := range msgs {
+		m = m.Clone()
+		if m.ID == "" {
+			m.ID = message.NewID()
+		}
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		c.Messages[i] = m
+	}
+	if patch != nil {
+		st, err := db.applyPatch(parentState, patch)
+		if err != nil {
+			return nil, err
+		}
+		c.State, c.StateFrom = st, c.ID
+	}
+	return c, nil
+}
+
+func cloneMeta(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

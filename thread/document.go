@@ -1,0 +1,521 @@
+package thread
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/message"
+)
+
+// DocumentFormat is the format version written in every portable document.
+const DocumentFormat = "loom.thread/v1"
+
+// The portable document; docs/portable-document.md describes it. Commit ids
+// are not in it: commits are named by their index, so that a document loads
+// into any store (with fresh ids) and saves back byte for byte.
+type document struct {
+	Format      string                     `json:"format"`
+	Thread      docThread                  `json:"thread"`
+	Messages    []message.Message          `json:"messages"`
+	State       map[string]json.RawMessage `json:"state,omitzero"`
+	Checkpoints []docCheckpoint            `json:"checkpoints,omitzero"`
+	History     *docHistory                `json:"history,omitzero"`
+}
+
+type docThread struct {
+	ID         string            `json:"id"`
+	Kind       Kind              `json:"kind"`
+	Title      string            `json:"title,omitzero"`
+	Labels     map[string]string `json:"labels,omitzero"`
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	ForkedFrom ForkPoint         `json:"forked_from,omitzero"`
+}
+
+type docCheckpoint struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	// Without history: the checkpoint's place on the head's line, as a
+	// message count, and the state in effect there.
+	Depth *int64                     `json:"depth,omitzero"`
+	State map[string]json.RawMessage `json:"state,omitzero"`
+	// With history: the commit's index and the version it was made at.
+	Commit  *int  `json:"commit,omitzero"`
+	Version int64 `json:"version,omitzero"`
+}
+
+type docHistory struct {
+	Version int64       `json:"version"`
+	Head    int         `json:"head"` // commit index, -1 for the empty root
+	Commits []docCommit `json:"commits"`
+	Entries []docEntry  `json:"entries"`
+}
+
+type docCommit struct {
+	Parent   int                        `json:"parent"` // index, -1 for the root
+	Op       Op                         `json:"op"`
+	Time     time.Time                  `json:"time"`
+	Messages []message.Message          `json:"messages,omitzero"`
+	State    map[string]json.RawMessage `json:"state,omitzero"`
+	Metadata map[string]string          `json:"metadata,omitzero"`
+}
+
+type docEntry struct {
+	Version int64     `json:"version"`
+	Commit  int       `json:"commit"` // index, -1 for the empty root
+	Op      Op        `json:"op"`
+	Time    time.Time `json:"time"`
+}
+
+// SaveOptions choose what Save writes.
+type SaveOptions struct {
+	// History adds every commit the thread's history and checkpoints reach,
+	// and the history itself, so that time travel survives the move. Without
+	// it, a checkpoint that is not on the head's line of commits (one left
+	// behind by a rollback) is not saved.
+	History bool
+}
+
+// Save writes the thread, as of the handle's version, as a portable JSON
+// document: the thread's record, its messages, state and checkpoints, and
+// with opts.History its whole history. Load reads it into any store, and
+// Save → Load → Save writes the same bytes.
+func (t *Thread) Save(ctx context.Context, w io.Writer, opts SaveOptions) error {
+	doc, err := t.document(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", t.ID(), err)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("save %s: %w", t.ID(), err)
+	}
+	return nil
+}
+
+func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, error) {
+	r, head, err := t.headCommit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	doc := &document{Format: DocumentFormat, Thread: docThread{ID: r.ID, Kind: r.Kind, Title: r.Title, Labels: cloneLabels(r.Labels),
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ForkedFrom: r.ForkedFrom}, Messages: []message.Message{}}
+
+	// The head's line, every commit of it, oldest first.
+	var line []*Commit
+	if head != nil {
+		for c, err := range t.db.store.Ancestors(ctx, head.ID, -1) {
+			if err != nil {
+				return nil, err
+			}
+			line = append(line, c)
+		}
+		slices.Reverse(line)
+	}
+	onLine := make(map[string]*Commit, len(line))
+	for _, c := range line {
+		onLine[c.ID] = c
+		doc.Messages = append(doc.Messages, c.Messages...)
+	}
+	stateOf := func(c *Commit) map[string]json.RawMessage {
+		if c == nil || c.StateFrom == "" {
+			return nil
+		}
+		return onLine[c.StateFrom].State
+	}
+	if st := stateOf(head); len(st) > 0 {
+		doc.State = st
+	}
+	var cps []Checkpoint
+	for cp, err := range t.db.store.Checkpoints(ctx, r.ID) {
+		if err != nil {
+			return nil, err
+		}
+		cps = append(cps, cp)
+	}
+	if !opts.History {
+		for _, cp := range cps {
+			c := onLine[cp.Commit]
+			if c == nil {
+				continue // left behind by a rollback: only History can keep it
+			}
+			dc := docCheckpoint{Name: cp.Name, CreatedAt: cp.CreatedAt, Depth: &c.Depth}
+			if st := stateOf(c); len(st) > 0 {
+				dc.State = st
+			}
+			doc.Checkpoints = append(doc.Checkpoints, dc)
+		}
+		return doc, nil
+	}
+
+	// With history: every commit reachable from an entry or a checkpoint,
+	// parents first, in the order the history first reached them.
+	var entries []HistoryEntry
+	for e, err := range t.db.store.History(ctx, r.ID, HistoryOptions{Before: r.Version + 1}) {
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+	slices.Reverse(entries)
+	h := &docHistory{Version: r.Version, Head: -1}
+	index := map[string]int{}
+	add := func(id string) (int, error) {
+		if id == "" {
+			return -1, nil
+		}
+		if i, ok := index[id]; ok {
+			return i, nil
+		}
+		var path []*Commit
+		for c, err := range t.db.store.Ancestors(ctx, id, -1) {
+			if err != nil {
+				return 0, err
+			}
+			if _, ok := index[c.ID]; ok {
+				break
+			}
+			path = append(path, c)
+		}
+		for _, c := range slices.Backward(path) {
+			parent := -1
+			if c.Parent != "" {
+				parent = index[c.Parent]
+			}
+			index[c.ID] = len(h.Commits)
+			dc := docCommit{Parent: parent, Op: c.Op, Time: c.Time}
+			if len(c.Messages) > 0 {
+				dc.Messages = c.Messages
+			}
+			if c.StateFrom == c.ID {
+				dc.State = c.State
+				if dc.State == nil {
+					dc.State = map[string]json.RawMessage{}
+				}
+			}
+			if len(c.Metadata) > 0 {
+				dc.Metadata = c.Metadata
+			}
+			h.Commits = append(h.Commits, dc)
+		}
+		return index[id], nil
+	}
+	for _, e := range entries {
+		i, err := add(e.Commit)
+		if err != nil {
+			return nil, err
+		}
+		h.Entries = append(h.Entries, docEntry{Version: e.Version, Commit: i, Op: e.Op, Time: e.Time})
+	}
+	for _, cp := range cps {
+		i, err := add(cp.Commit)
+		if err != nil {
+			return nil, err
+		}
+		doc.Checkpoints = append(doc.Checkpoints, docCheckpoint{Name: cp.Name, CreatedAt: cp.CreatedAt, Commit: &i, Version: cp.Version})
+	}
+	if h.Head, err = add(r.Head); err != nil {
+		return nil, err
+	}
+	doc.History = h
+	return doc, nil
+}
+
+// LoadOptions adjust Load.
+type LoadOptions struct {
+	// ID, when not "", names the loaded thread instead of the document's id.
+	ID string
+}
+
+// Load reads a portable document written by Save and creates the thread it
+// describes, with fresh commit ids. A thread with the same id is ErrConflict
+// (use LoadOptions.ID to load a second copy); a malformed or inconsistent
+// document is ErrInvalid, and nothing is written.
+func (db *DB) Load(ctx context.Context, r io.Reader, opts LoadOptions) (*Thread, error) {
+	data, err := io.ReadAll(io.LimitReader(r, db.limits.DocumentBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	if int64(len(data)) > db.limits.DocumentBytes {
+		return nil, fmt.Errorf("load: document over the limit of %d bytes: %w", db.limits.DocumentBytes, ErrInvalid)
+	}
+	var doc document
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("load: %v: %w", err, ErrInvalid)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("load: data after the document: %w", ErrInvalid)
+	}
+	th, err := db.load(ctx, &doc, opts)
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	return th, nil
+}
+
+func (db *DB) load(ctx context.Context, doc *document, opts LoadOptions) (*Thread, error) {
+	if doc.Format != DocumentFormat {
+		return nil, fmt.Errorf("format %q, want %q: %w", clip(doc.Format), DocumentFormat, ErrInvalid)
+	}
+	d := doc.Thread
+	if opts.ID != "" {
+		d.ID = opts.ID
+	}
+	if err := db.checkRecord(d.ID, d.Kind, d.Title, d.Labels); err != nil {
+		return nil, err
+	}
+	if d.ForkedFrom != (ForkPoint{}) && !(ids.Valid(d.ForkedFrom.Thread) && validOptionalID(d.ForkedFrom.Commit) && validOptionalID(d.ForkedFrom.Message)) {
+		return nil, fmt.Errorf("forked_from: %w", ErrInvalid)
+	}
+	now := db.clock()
+	rec := &Record{ID: d.ID, Tenant: db.tenant, Kind: d.Kind, Title: d.Title, Labels: cloneLabels(d.Labels),
+		CreatedAt: utcMicro(d.CreatedAt, now), UpdatedAt: utcMicro(d.UpdatedAt, now), ForkedFrom: d.ForkedFrom}
+	if rec.UpdatedAt.Before(rec.CreatedAt) {
+		rec.UpdatedAt = rec.CreatedAt
+	}
+	names := map[string]bool{}
+	for _, cp := range doc.Checkpoints {
+		if err := checkCheckpointName(cp.Name); err != nil {
+			return nil, err
+		}
+		if names[cp.Name] {
+			return nil, fmt.Errorf("checkpoint %q twice: %w", cp.Name, ErrInvalid)
+		}
+		names[cp.Name] = true
+	}
+	b := &Batch{}
+	var head *Commit
+	var err error
+	if doc.History != nil {
+		head, err = db.loadHistory(doc, rec, b, now)
+	} else {
+		head, err = db.loadLine(doc, rec, b, now)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+		return nil, err
+	}
+	return db.handle(rec, head), nil
+}
+
+func validOptionalID(s string) bool { return s == "" || ids.Valid(s) }
+
+func utcMicro(t, def time.Time) time.Time {
+	if t.IsZero() {
+		return def
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// loadCommit builds one commit of a document on parent with a fresh id.
+// snapshot, when not nil, is the whole state as of the commit.
+func (db *DB) loadCommit(parent *Commit, msgs []message.Message, snapshot map[string]json.RawMessage,
+	op Op, at time.Time, meta map[string]string) (*Commit, error) {
+	for _, m := range msgs {
+		if m.ID == "" {
+			return nil, fmt.Errorf("a message without an id: %w", ErrInvalid)
+		}
+	}
+	c, err := db.newCommit(parent, nil, msgs, snapshot, op, meta, at)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// loadLine builds the head's line of a document without history: one load
+// commit per checkpoint position, so that every checkpoint lands on a commit.
+func (db *DB) loadLine(doc *document, rec *Record, b *Batch, now time.Time) (*Commit, error) {
+	type cpAt struct {
+		i     int
+		depth int64
+	}
+	var cps []cpAt
+	for i, cp := range doc.Checkpoints {
+		if cp.Depth == nil || cp.Commit != nil || *cp.Depth < 0 || *cp.Depth > int64(len(doc.Messages)) {
+			return nil, fmt.Errorf("checkpoint %q: want a depth within the messages: %w", cp.Name, ErrInvalid)
+		}
+		cps = append(cps, cpAt{i, *cp.Depth})
+	}
+	slices.SortStableFunc(cps, func(a, b cpAt) int { return int(min(max(a.depth-b.depth, -1), 1)) })
+	var head *Commit
+	var state map[string]json.RawMessage // in effect at head
+	// step commits the messages up to depth upto with state st in effect,
+	// unless the head is there already; force makes a commit even on the
+	// empty root, for a checkpoint to point at.
+	step := func(upto int64, st map[string]json.RawMessage, force bool) error {
+		var from int64
+		if head != nil {
+			from = head.Depth
+		}
+		if upto < from {
+			return fmt.Errorf("checkpoint depth goes back: %w", ErrInvalid)
+		}
+		if upto == from && sameState(st, state) && (head != nil || !force) {
+			return nil
+		}
+		var snap map[string]json.RawMessage
+		if !sameState(st, state) || head == nil {
+			snap = st
+			if snap == nil {
+				snap = map[string]json.RawMessage{}
+			}
+		}
+		c, err := db.loadCommit(head, doc.Messages[from:upto], snap, OpLoad, now, nil)
+		if err != nil {
+			return err
+		}
+		if snap != nil {
+			state = c.State
+		}
+		b.Commits = append(b.Commits, c)
+		head = c
+		return nil
+	}
+	for _, cp := range cps {
+		if err := step(cp.depth, doc.Checkpoints[cp.i].State, true); err != nil {
+			return nil, err
+		}
+		dc := doc.Checkpoints[cp.i]
+		b.Checkpoints = append(b.Checkpoints, Checkpoint{Thread: rec.ID, Name: dc.Name, Commit: head.ID, Version: 1, CreatedAt: utcMicro(dc.CreatedAt, now)})
+	}
+	if err := step(int64(len(doc.Messages)), doc.State, false); err != nil {
+		return nil, err
+	}
+	if head != nil {
+		rec.Head = head.ID
+	}
+	rec.Version = 1
+	b.Create = []Creation{{Record: rec, Op: OpLoad}}
+	return head, nil
+}
+
+func sameState(a, b map[string]json.RawMessage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok {
+			return false
+		}
+		cv, err1 := compactJSON(v)
+		cw, err2 := compactJSON(w)
+		if err1 != nil || err2 != nil || !bytes.Equal(cv, cw) {
+			return false
+		}
+	}
+	return true
+}
+
+// loadHistory builds every commit of a document with history.
+func (db *DB) loadHistory(doc *document, rec *Record, b *Batch, now time.Time) (*Commit, error) {
+	h := doc.History
+	commits := make([]*Commit, len(h.Commits))
+	at := func(i int, what string) (*Commit, error) {
+		if i == -1 {
+			return nil, nil
+		}
+		if i < 0 || i >= len(commits) {
+			return nil, fmt.Errorf("%s: commit index %d out of range: %w", what, i, ErrInvalid)
+		}
+		return commits[i], nil
+	}
+	for i, dc := range h.Commits {
+		if dc.Parent < -1 || dc.Parent >= i {
+			return nil, fmt.Errorf("commit %d: parent %d is not an earlier commit: %w", i, dc.Parent, ErrInvalid)
+		}
+		parent, _ := at(dc.Parent, "")
+		c, err := db.loadCommit(parent, dc.Messages, dc.State, dc.Op, utcMicro(dc.Time, now), dc.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("commit %d: %w", i, err)
+		}
+		commits[i] = c
+	}
+	b.Commits = commits
+	head, err := at(h.Head, "head")
+	if err != nil {
+		return nil, err
+	}
+	if len(h.Entries) == 0 || h.Version != int64(len(h.Entries)) {
+		return nil, fmt.Errorf("history: version %d with %d entries: %w", h.Version, len(h.Entries), ErrInvalid)
+	}
+	var entries []HistoryEntry
+	for i, e := range h.Entries {
+		c, err := at(e.Commit, fmt.Sprintf("history entry %d", i))
+		if err != nil {
+			return nil, err
+		}
+		he := HistoryEntry{Version: e.Version, Op: e.Op, Time: utcMicro(e.Time, now)}
+		if c != nil {
+			he.Commit = c.ID
+		}
+		entries = append(entries, he)
+	}
+	if entries[len(entries)-1].Commit != idOf(head) {
+		return nil, fmt.Errorf("history: the last entry is not the head: %w", ErrInvalid)
+	}
+	// The plain fields must agree with the commits they repeat.
+	byID := make(map[string]*Commit, len(commits))
+	for _, c := range commits {
+		byID[c.ID] = c
+	}
+	var line []message.Message
+	for c := head; c != nil; c = byID[c.Parent] {
+		for i := len(c.Messages) - 1; i >= 0; i-- {
+			line = append(line, c.Messages[i])
+		}
+	}
+	slices.Reverse(line)
+	if !sameMessages(line, doc.Messages) {
+		return nil, fmt.Errorf("messages differ from the head's commits: %w", ErrInvalid)
+	}
+	var st map[string]json.RawMessage
+	if head != nil && head.StateFrom != "" {
+		st = byID[head.StateFrom].State
+	}
+	if !sameState(st, doc.State) {
+		return nil, fmt.Errorf("state differs from the head's commits: %w", ErrInvalid)
+	}
+	for _, cp := range doc.Checkpoints {
+		if cp.Commit == nil || cp.Depth != nil {
+			return nil, fmt.Errorf("checkpoint %q: want a commit index: %w", cp.Name, ErrInvalid)
+		}
+		c, err := at(*cp.Commit, "checkpoint "+cp.Name)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			return nil, fmt.Errorf("checkpoint %q: no commit: %w", cp.Name, ErrInvalid)
+		}
+		b.Checkpoints = append(b.Checkpoints, Checkpoint{Thread: rec.ID, Name: cp.Name, Commit: c.ID, Version: cp.Version, CreatedAt: utcMicro(cp.CreatedAt, now)})
+	}
+	rec.Head, rec.Version = idOf(head), h.Version
+	b.Create = []Creation{{Record: rec, History: entries}}
+	return head, nil
+}
+
+func idOf(c *Commit) string {
+	if c == nil {
+		return ""
+	}
+	return c.ID
+}
+
+func sameMessages(a, b []message.Message) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}

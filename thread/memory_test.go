@@ -1,0 +1,12 @@
+package thread_test
+
+import (
+	"testing"
+
+	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/storetest"
+)
+
+func TestMemoryStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) thread.Store { return thread.NewMemoryStore() }, nil)
+}

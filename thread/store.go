@@ -1,0 +1,160 @@
+package thread
+
+import (
+	"context"
+	"iter"
+	"time"
+)
+
+// Store keeps commits, thread records, history and checkpoints. It is the
+// whole contract between package thread and a backend; everything else
+// (appending, forking, views, save and load) is built on it here, once.
+//
+// A store must:
+//   - keep commits immutable: a commit id always yields the same commit;
+//   - apply a Batch atomically: all of it or none of it, with every version
+//     check done inside the same transaction as the writes;
+//   - keep a commit while anything reaches it: a child commit, a history
+//     entry or a checkpoint of any thread; delete it when the last reference
+//     goes (see Batch.Delete);
+//   - return ErrNotFound, ErrConflict and ErrInvalid (wrapped) as documented,
+//     and copies that the caller may change.
+//
+// thread/storetest checks all of this; every store runs it.
+type Store interface {
+	// Commit returns the commit with the given id, or ErrNotFound.
+	Commit(ctx context.Context, id string) (*Commit, error)
+	// Ancestors yields the commit id and then its ancestors, newest first,
+	// as long as their Depth is greater than floor: a floor of head.Depth-k
+	// yields exactly the commits that hold the last k messages, and a floor
+	// of -1 yields every commit down to the root. An unknown id yields
+	// ErrNotFound.
+	Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*Commit, error]
+
+	// Thread returns the record of a thread, or ErrNotFound.
+	Thread(ctx context.Context, id string) (*Record, error)
+	// Threads yields the records that match opts, in id order.
+	Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Record, error]
+	// History yields a thread's history entries, newest first. An unknown
+	// thread yields ErrNotFound.
+	History(ctx context.Context, thread string, opts HistoryOptions) iter.Seq2[HistoryEntry, error]
+	// Checkpoints yields a thread's checkpoints in name order. An unknown
+	// thread yields ErrNotFound.
+	Checkpoints(ctx context.Context, thread string) iter.Seq2[Checkpoint, error]
+
+	// Apply makes all the changes of b, or none of them.
+	Apply(ctx context.Context, b *Batch) error
+}
+
+// Batch is a set of changes that a store applies atomically, in the order of
+// its fields: commits, creations, moves, dropped checkpoints, new
+// checkpoints, deletions. Every
+// precondition is checked before anything changes, inside the store's
+// transaction:
+//   - a commit whose id exists already is ErrConflict; a parent that is
+//     neither stored nor earlier in Commits is ErrNotFound;
+//   - a creation of an existing thread id is ErrConflict;
+//   - a move whose From is not the thread's version is ErrConflict;
+//   - a head, checkpoint commit or thread that does not exist is ErrNotFound;
+//   - a checkpoint name taken on that thread is ErrConflict.
+type Batch struct {
+	// Commits are new commits, parents before children.
+	Commits []*Commit
+	// Create makes new threads.
+	Create []Creation
+	// Moves move heads (and change record fields) by compare-and-swap.
+	Moves []Move
+	// DropCheckpoints deletes checkpoints by thread and name; a missing one
+	// is ErrNotFound.
+	DropCheckpoints []CheckpointKey
+	// Checkpoints are new checkpoints.
+	Checkpoints []Checkpoint
+	// Delete removes threads with their history and checkpoints, then every
+	// commit that nothing else reaches any more.
+	Delete []Deletion
+}
+
+// Creation makes a thread. Record.Version must equal the version of the last
+// entry of History; with no History the store writes the single entry
+// {1, Record.Head, Op, Record.CreatedAt} and Record.Version must be 1.
+type Creation struct {
+	Record  *Record
+	Op      Op
+	History []HistoryEntry
+}
+
+// Move moves a thread's head from version From to From+1 and appends the
+// history entry {From+1, Head, Op, Time}. It may change record fields in the
+// same step.
+type Move struct {
+	Thread string
+	// From is the version the move was computed against.
+	From int64
+	// Head is the new head ("" for the empty root); it may equal the old one.
+	Head string
+	Op   Op
+	Time time.Time
+	// Kind, when not "", replaces the thread's kind.
+	Kind Kind
+	// Title, when not nil, replaces the title.
+	Title *string
+	// Labels, when not nil, replace the labels (an empty map clears them).
+	Labels map[string]string
+}
+
+// CheckpointKey names a checkpoint.
+type CheckpointKey struct {
+	Thread, Name string
+}
+
+// Deletion deletes a thread. A Version other than 0 must match the thread's.
+type Deletion struct {
+	Thread  string
+	Version int64
+}
+
+// ListOptions filter and page a listing of threads. The zero value lists
+// every thread of the default tenant "" in id order.
+type ListOptions struct {
+	// Tenant lists only this tenant's threads.
+	Tenant string
+	// AllTenants ignores Tenant and lists every tenant's threads.
+	AllTenants bool
+	// Labels, when not empty, lists only threads that have all these labels
+	// with these values.
+	Labels map[string]string
+	// Kind, when not "", lists only threads of this kind.
+	Kind Kind
+	// After is the cursor: list threads whose id sorts after it (before it
+	// with Desc). Pass the last id of the previous page.
+	After string
+	// Desc lists in descending id order: newest first for loom's ids.
+	Desc bool
+	// Limit caps the number of threads; 0 means no cap.
+	Limit int
+}
+
+// Match reports whether r passes the filters of o (not the cursor).
+// Stores that filter in memory use it.
+func (o ListOptions) Match(r *Record) bool {
+	if !o.AllTenants && r.Tenant != o.Tenant {
+		return false
+	}
+	if o.Kind != "" && r.Kind != o.Kind {
+		return false
+	}
+	for k, v := range o.Labels {
+		if got, ok := r.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// HistoryOptions page a thread's history.
+type HistoryOptions struct {
+	// Before lists entries with a version below it; 0 starts at the newest.
+	Before int64
+	// Limit caps the number of entries; 0 means no cap.
+	Limit int
+}

@@ -1,0 +1,608 @@
+package thread
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/message"
+)
+
+// Thread is a handle on one thread as of a version, like a checkout: reads
+// see that version, writes move it forward, and Refresh catches up with
+// writes made through other handles or processes. A Thread is safe for
+// concurrent use; writes through one handle run one at a time.
+type Thread struct {
+	db  *DB
+	wmu sync.Mutex // serializes writes through this handle
+
+	mu   sync.RWMutex
+	rec  *Record
+	head *Commit // the head commit once loaded; never handed out without Clone
+}
+
+// ID returns the thread's id.
+func (t *Thread) ID() string { return t.snapshot().ID }
+
+// Version returns the version this handle is at.
+func (t *Thread) Version() int64 { return t.snapshot().Version }
+
+// Kind returns the thread's kind.
+func (t *Thread) Kind() Kind { return t.snapshot().Kind }
+
+// Title returns the thread's title.
+func (t *Thread) Title() string { return t.snapshot().Title }
+
+// Record returns a copy of the thread's record as of this handle's version.
+func (t *Thread) Record() Record { return *t.snapshot().Clone() }
+
+func (t *Thread) snapshot() *Record {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.rec
+}
+
+func (t *Thread) set(r *Record, head *Commit) {
+	t.mu.Lock()
+	t.rec, t.head = r, head
+	t.mu.Unlock()
+}
+
+// Refresh moves the handle to the thread's current version.
+func (t *Thread) Refresh(ctx context.Context) error {
+	r, err := t.db.record(ctx, t.ID())
+	if err != nil {
+		return err
+	}
+	t.set(r, nil)
+	return nil
+}
+
+// headCommit returns the handle's record and head commit (nil for an empty
+// thread), loading the commit on first use.
+func (t *Thread) headCommit(ctx context.Context) (*Record, *Commit, error) {
+	t.mu.RLock()
+	r, h := t.rec, t.head
+	t.mu.RUnlock()
+	if h != nil || r.Head == "" {
+		return r, h, nil
+	}
+	h, err := t.db.store.Commit(ctx, r.Head)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.mu.Lock()
+	if t.rec == r {
+		t.head = h
+	}
+	t.mu.Unlock()
+	return r, h, nil
+}
+
+// Len returns the number of messages at the handle's version.
+func (t *Thread) Len(ctx context.Context) (int64, error) {
+	_, h, err := t.headCommit(ctx)
+	if err != nil || h == nil {
+		return 0, err
+	}
+	return h.Depth, nil
+}
+
+// CommitOptions describe one commit. A commit with only Messages is a pure
+// append.
+type CommitOptions struct {
+	// Messages are appended in order.
+	Messages []message.Message
+	// State patches the thread's state: each key is set to its JSON value,
+	// and a key with a nil value is removed.
+	State map[string]json.RawMessage
+	// Op records what made the commit; "" means OpAppend, or OpState when
+	// there are no messages.
+	Op Op
+	// Metadata is kept on the commit (run id, model, author).
+	Metadata map[string]string
+	// Kind, when not "", determines the thread's kind in the same step: an
+	// undetermined thread may become local or service; a determined one
+	// keeps its kind.
+	Kind Kind
+	// IfVersion, when not 0, commits only if the thread is at this version,
+	// and never retries (an HTTP If-Match).
+	IfVersion int64
+}
+
+// Commit writes one commit and moves the head to it. A pure append (only
+// Messages, no IfVersion) that loses a race is rebased onto the new head and
+// retried, because appends commute; anything else returns ErrConflict when the
+// thread has moved past the handle's version (or IfVersion).
+func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (*Commit, error) {
+	if opts.Op == "" {
+		opts.Op = OpAppend
+		if len(opts.Messages) == 0 {
+			opts.Op = OpState
+		}
+	}
+	if len(opts.Messages) == 0 && opts.State == nil {
+		return nil, fmt.Errorf("commit to %s: no messages and no state: %w", t.ID(), ErrInvalid)
+	}
+	pure := opts.State == nil && opts.Kind == "" && opts.IfVersion == 0 && opts.Op == OpAppend
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	for attempt := 0; ; attempt++ {
+		c, err := t.commitOnce(ctx, opts)
+		if err == nil || !pure || !errors.Is(err, ErrConflict) || t.db.retries < 0 || attempt >= t.db.retries {
+			return c, err
+		}
+		if attempt > 0 {
+			backoff(ctx, attempt)
+		}
+		if err := t.Refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// backoff sleeps a jittered, growing pause so that racing writers spread out.
+func backoff(ctx context.Context, attempt int) {
+	d := 20 * time.Microsecond << min(attempt, 9)
+	timer := time.NewTimer(rand.N(d) + d/2)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+}
+
+func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, error) {
+	r, head, err := t.headCommit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	from := r.Version
+	if opts.IfVersion != 0 && opts.IfVersion != from {
+		// The handle may be behind: check the store, not just the cache.
+		if err := t.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		if r, head, err = t.headCommit(ctx); err != nil {
+			return nil, err
+		}
+		if from = r.Version; opts.IfVersion != from {
+			return nil, fmt.Errorf("commit to %s: at version %d, not %d: %w", r.ID, from, opts.IfVersion, ErrConflict)
+		}
+	}
+	if opts.Kind != "" && opts.Kind != r.Kind && (r.Kind != KindUndetermined || !opts.Kind.valid() || opts.Kind == KindUndetermined) {
+		return nil, fmt.Errorf("commit to %s: kind %s cannot become %q: %w", r.ID, r.Kind, clip(string(opts.Kind)), ErrInvalid)
+	}
+	var parentState map[string]json.RawMessage
+	if opts.State != nil {
+		if parentState, err = t.stateAt(ctx, head); err != nil {
+			return nil, err
+		}
+	}
+	now := t.db.clock()
+	c, err := t.db.newCommit(head, parentState, opts.Messages, opts.State, opts.Op, opts.Metadata, now)
+	if err != nil {
+		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
+	}
+	mv := Move{Thread: r.ID, From: from, Head: c.ID, Op: opts.Op, Time: now}
+	if opts.Kind != r.Kind {
+		mv.Kind = opts.Kind
+	}
+	if err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{Commits: []*Commit{c}, Moves: []Move{mv}}); err != nil {
+		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
+	}
+	t.set(moved(r, mv), c)
+	return c.Clone(), nil
+}
+
+// moved returns r as a store leaves it after mv.
+func moved(r *Record, mv Move) *Record {
+	n := r.Clone()
+	n.Version, n.Head, n.UpdatedAt = mv.From+1, mv.Head, mv.Time
+	if mv.Kind != "" {
+		n.Kind = mv.Kind
+	}
+	if mv.Title != nil {
+		n.Title = *mv.Title
+	}
+	if mv.Labels != nil {
+		n.Labels = cloneLabels(mv.Labels)
+	}
+	return n
+}
+
+// Append appends messages to the thread in one commit and returns it, with
+// the ids and times the messages were given. See Commit for retries.
+func (t *Thread) Append(ctx context.Context, msgs ...message.Message) (*Commit, error) {
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("append to %s: no messages: %w", t.ID(), ErrInvalid)
+	}
+	return t.Commit(ctx, CommitOptions{Messages: msgs})
+}
+
+// SetState patches the thread's state in one commit (a nil value removes its
+// key). It never retries: state written on a stale version is ErrConflict.
+func (t *Thread) SetState(ctx context.Context, patch map[string]json.RawMessage) (*Commit, error) {
+	if patch == nil {
+		patch = map[string]json.RawMessage{}
+	}
+	return t.Commit(ctx, CommitOptions{State: patch})
+}
+
+// ReadOptions select messages to read. The zero value reads every message
+// at the handle's version.
+type ReadOptions struct {
+	// Version reads the thread as it was at that version (time travel);
+	// 0 means the handle's version.
+	Version int64
+	// Last reads only the newest Last messages; 0 means all. The cost is
+	// that of what is read, whatever the thread's length.
+	Last int
+}
+
+// Messages returns messages of the thread, oldest first.
+func (t *Thread) Messages(ctx context.Context, opts ReadOptions) ([]message.Message, error) {
+	if opts.Last < 0 {
+		return nil, fmt.Errorf("read %s: negative Last: %w", t.ID(), ErrInvalid)
+	}
+	head, err := t.commitAt(ctx, opts.Version)
+	if err != nil || head == nil {
+		return nil, err
+	}
+	return t.db.readMessages(ctx, head, opts.Last)
+}
+
+// commitAt returns the head commit at version (0: the handle's), nil for
+// an empty head.
+func (t *Thread) commitAt(ctx context.Context, version int64) (*Commit, error) {
+	r, h, err := t.headCommit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if version == 0 || version == r.Version {
+		return h, nil
+	}
+	e, err := t.entry(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	if e.Commit == "" {
+		return nil, nil
+	}
+	return t.db.store.Commit(ctx, e.Commit)
+}
+
+// entry returns the history entry of version v.
+func (t *Thread) entry(ctx context.Context, v int64) (HistoryEntry, error) {
+	if v < 1 {
+		return HistoryEntry{}, fmt.Errorf("thread %s: version %d: %w", t.ID(), v, ErrInvalid)
+	}
+	for e, err := range t.db.store.History(ctx, t.ID(), HistoryOptions{Before: v + 1, Limit: 1}) {
+		if err != nil {
+			return HistoryEntry{}, err
+		}
+		if e.Version == v {
+			return e, nil
+		}
+	}
+	return HistoryEntry{}, fmt.Errorf("thread %s: version %d: %w", t.ID(), v, ErrNotFound)
+}
+
+// readMessages returns the last messages up to and including head (all of
+// them when last is 0), walking only the commits that hold them.
+func (db *DB) readMessages(ctx context.Context, head *Commit, last int) ([]message.Message, error) {
+	floor := int64(0)
+	if last > 0 {
+		floor = max(head.Depth-int64(last), 0)
+	}
+	out := make([]message.Message, head.Depth-floor)
+	for c, err := range db.store.Ancestors(ctx, head.ID, floor) {
+		if err != nil {
+			return nil, err
+		}
+		start := c.Depth - int64(len(c.Messages)) // messages before this commit
+		for i, m := range c.Messages {
+			if p := start + int64(i); p >= floor { // p is 0-based
+				out[p-floor] = m
+			}
+		}
+	}
+	return out, nil
+}
+
+// State returns the thread's state at version (0: the handle's version).
+func (t *Thread) State(ctx context.Context, version int64) (map[string]json.RawMessage, error) {
+	c, err := t.commitAt(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	return t.stateAt(ctx, c)
+}
+
+// stateAt returns the state in effect at c (nil c: the empty root). The
+// result is the caller's to change.
+func (t *Thread) stateAt(ctx context.Context, c *Commit) (map[string]json.RawMessage, error) {
+	switch {
+	case c == nil || c.StateFrom == "":
+		return map[string]json.RawMessage{}, nil
+	case c.StateFrom == c.ID:
+		return cloneState(c.State), nil
+	}
+	s, err := t.db.store.Commit(ctx, c.StateFrom)
+	if err != nil {
+		return nil, err
+	}
+	return s.State, nil
+}
+
+// History yields the thread's history, newest version first: every head
+// move with its version, commit, operation and time.
+func (t *Thread) History(ctx context.Context, opts HistoryOptions) iter.Seq2[HistoryEntry, error] {
+	return t.db.store.History(ctx, t.ID(), opts)
+}
+
+// move moves the head to commit head by compare-and-swap from the handle's
+// version. It never retries.
+func (t *Thread) move(ctx context.Context, b *Batch, mv Move, head *Commit) error {
+	b.Moves = append(b.Moves, mv)
+	if err := t.db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+		return fmt.Errorf("%s %s: %w", mv.Op, mv.Thread, err)
+	}
+	t.set(moved(t.snapshot(), mv), head)
+	return nil
+}
+
+// Reset moves the head to the empty root: the thread has no messages and no
+// state. History keeps the old head, so Restore undoes a reset.
+func (t *Thread) Reset(ctx context.Context) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	r := t.snapshot()
+	return t.move(ctx, &Batch{}, Move{Thread: r.ID, From: r.Version, Op: OpReset, Time: t.db.clock()}, nil)
+}
+
+// Restore moves the head back (or forward) to where it was at version v.
+// It is a new history entry: nothing is rewritten.
+func (t *Thread) Restore(ctx context.Context, v int64) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	e, err := t.entry(ctx, v)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	r := t.snapshot()
+	return t.move(ctx, &Batch{}, Move{Thread: r.ID, From: r.Version, Head: e.Commit, Op: OpRestore, Time: t.db.clock()}, nil)
+}
+
+// Checkpoint names the handle's head commit so that Rollback can return to
+// it. Names are unique per thread (ErrConflict); an empty thread has nothing
+// to checkpoint (ErrInvalid).
+func (t *Thread) Checkpoint(ctx context.Context, name string) (Checkpoint, error) {
+	if err := checkCheckpointName(name); err != nil {
+		return Checkpoint{}, err
+	}
+	r := t.snapshot()
+	if r.Head == "" {
+		return Checkpoint{}, fmt.Errorf("checkpoint %s of empty thread %s: %w", name, r.ID, ErrInvalid)
+	}
+	cp := Checkpoint{Thread: r.ID, Name: name, Commit: r.Head, Version: r.Version, CreatedAt: t.db.clock()}
+	if err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{Checkpoints: []Checkpoint{cp}}); err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint %s of %s: %w", name, r.ID, err)
+	}
+	return cp, nil
+}
+
+// Checkpoints yields the thread's checkpoints in name order.
+func (t *Thread) Checkpoints(ctx context.Context) iter.Seq2[Checkpoint, error] {
+	return t.db.store.Checkpoints(ctx, t.ID())
+}
+
+// checkpoint returns the named checkpoint.
+func (t *Thread) checkpoint(ctx context.Context, name string) (Checkpoint, error) {
+	if err := checkCheckpointName(name); err != nil {
+		return Checkpoint{}, err
+	}
+	for cp, err := range t.Checkpoints(ctx) {
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		if cp.Name == name {
+			return cp, nil
+		}
+	}
+	return Checkpoint{}, fmt.Errorf("checkpoint %q of %s: %w", name, t.ID(), ErrNotFound)
+}
+
+// DeleteCheckpoint deletes the named checkpoint.
+func (t *Thread) DeleteCheckpoint(ctx context.Context, name string) error {
+	if err := checkCheckpointName(name); err != nil {
+		return err
+	}
+	err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{DropCheckpoints: []CheckpointKey{{t.ID(), name}}})
+	if err != nil {
+		return fmt.Errorf("delete checkpoint %q of %s: %w", name, t.ID(), err)
+	}
+	return nil
+}
+
+// Rollback moves the head back to the named checkpoint. It is a new history
+// entry, so the abandoned head stays reachable through Restore.
+func (t *Thread) Rollback(ctx context.Context, name string) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	cp, err := t.checkpoint(ctx, name)
+	if err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	r := t.snapshot()
+	return t.move(ctx, &Batch{}, Move{Thread: r.ID, From: r.Version, Head: cp.Commit, Op: OpRollback, Time: t.db.clock()}, nil)
+}
+
+// UpdateOptions change a thread's descriptive fields. Nil fields stay.
+type UpdateOptions struct {
+	Title *string
+	// Labels replace all labels; an empty map clears them.
+	Labels map[string]string
+}
+
+// Update changes the title or labels, by compare-and-swap on the version.
+func (t *Thread) Update(ctx context.Context, opts UpdateOptions) error {
+	if opts.Title != nil {
+		if err := t.db.checkTitle(*opts.Title); err != nil {
+			return err
+		}
+	}
+	if err := t.db.checkLabels(opts.Labels); err != nil {
+		return err
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	r := t.snapshot()
+	mv := Move{Thread: r.ID, From: r.Version, Head: r.Head, Op: OpUpdate, Time: t.db.clock(), Title: opts.Title, Labels: opts.Labels}
+	if mv.Labels != nil && len(mv.Labels) == 0 {
+		mv.Labels = map[string]string{}
+	}
+	t.mu.RLock()
+	head := t.head
+	t.mu.RUnlock()
+	return t.move(ctx, &Batch{}, mv, head)
+}
+
+// Delete deletes the thread, its history and checkpoints, and every commit
+// that no other thread or checkpoint reaches. It fails with ErrConflict if
+// the thread has moved past the handle's version.
+func (t *Thread) Delete(ctx context.Context) error {
+	r := t.snapshot()
+	if err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{Delete: []Deletion{{Thread: r.ID, Version: r.Version}}}); err != nil {
+		return fmt.Errorf("delete %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// ForkOptions say where to fork and what to call the new thread.
+type ForkOptions struct {
+	// At is the id of the last message the fork keeps; "" forks at the head.
+	At string
+	// Version forks the thread as it was at that version; 0 means the
+	// handle's version.
+	Version int64
+	// ID names the new thread; "" means a fresh id.
+	ID string
+	// Title names the new thread; "" keeps the source's title.
+	Title string
+	// Labels, when not nil, replace the source's labels.
+	Labels map[string]string
+}
+
+// Fork makes a new thread that shares this one's messages up to and
+// including the message At (or the head). Nothing is copied: the new thread
+// points at an existing commit, and only when At is inside a commit of
+// several messages is one new commit made, holding that commit's prefix.
+func (t *Thread) Fork(ctx context.Context, opts ForkOptions) (*Thread, error) {
+	return t.fork(ctx, opts, OpFork)
+}
+
+// Copy makes a new thread with this one's messages and state at the head, as
+// an independent thread (not marked as a fork). Title "" keeps the source's,
+// nil Labels keep the source's. Like Fork, it copies nothing.
+func (t *Thread) Copy(ctx context.Context, opts ForkOptions) (*Thread, error) {
+	opts.At = ""
+	return t.fork(ctx, opts, OpCopy)
+}
+
+func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, error) {
+	src := t.snapshot()
+	if opts.ID == "" {
+		opts.ID = NewThreadID()
+	}
+	if opts.Title == "" {
+		opts.Title = src.Title
+	}
+	if opts.Labels == nil {
+		opts.Labels = src.Labels
+	}
+	if err := t.db.checkRecord(opts.ID, src.Kind, opts.Title, opts.Labels); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
+	}
+	if opts.At != "" && !ids.Valid(opts.At) {
+		return nil, fmt.Errorf("%s %s: message id %q: %w", op, src.ID, clip(opts.At), ErrInvalid)
+	}
+	head, err := t.commitAt(ctx, opts.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
+	}
+	now := t.db.clock()
+	b := &Batch{}
+	if opts.At != "" {
+		if head, err = t.splitAt(ctx, head, opts.At, now, b); err != nil {
+			return nil, fmt.Errorf("%s %s at %s: %w", op, src.ID, opts.At, err)
+		}
+	}
+	r := &Record{ID: opts.ID, Tenant: t.db.tenant, Kind: src.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
+		Version: 1, CreatedAt: now, UpdatedAt: now}
+	if head != nil {
+		r.Head = head.ID
+	}
+	if op == OpFork {
+		r.ForkedFrom = ForkPoint{Thread: src.ID, Commit: r.Head, Message: opts.At}
+	}
+	b.Create = []Creation{{Record: r, Op: op}}
+	if err := t.db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
+	}
+	return t.db.handle(r, head), nil
+}
+
+// splitAt finds the message id on the way back from head and returns the
+// commit that ends with it, adding a split commit to b when the message is
+// inside a commit. The walk costs the messages after the id.
+func (t *Thread) splitAt(ctx context.Context, head *Commit, id string, now time.Time, b *Batch) (*Commit, error) {
+	if head == nil {
+		return nil, fmt.Errorf("message %q: %w", id, ErrNotFound)
+	}
+	var found *Commit
+	idx := -1
+	for c, err := range t.db.store.Ancestors(ctx, head.ID, 0) {
+		if err != nil {
+			return nil, err
+		}
+		for i := len(c.Messages) - 1; i >= 0; i-- {
+			if c.Messages[i].ID == id {
+				found, idx = c, i
+				break
+			}
+		}
+		if found != nil {
+			break
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("message %q: %w", id, ErrNotFound)
+	}
+	if idx == len(found.Messages)-1 {
+		return found, nil
+	}
+	// The prefix of found up to the message, on found's parent, with the
+	// state in effect before found: its state change belongs to the whole.
+	stateFrom := found.StateFrom
+	if stateFrom == found.ID {
+		stateFrom = ""
+		if found.Parent != "" {
+			p, err := t.db.store.Commit(ctx, found.Parent)
+			if err != nil {
+				return nil, err
+			}
+			stateFrom = p.StateFrom
+		}
+	}
+	split := &Commit{ID: ids.New("c_"), Parent: found.Parent, Depth: found.Depth - int64(len(found.Messages)-1-idx),
+		Messages: found.Messages[:idx+1], StateFrom: stateFrom, Op: OpFork, Time: now}
+	b.Commits = append(b.Commits, split)
+	return split, nil
+}

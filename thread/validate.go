@@ -1,0 +1,148 @@
+package thread
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/message"
+)
+
+// The checks at the boundary: everything a caller hands in is checked here,
+// before any store sees it.
+
+func (db *DB) checkRecord(id string, kind Kind, title string, labels map[string]string) error {
+	if !ids.Valid(id) {
+		return fmt.Errorf("thread id %q: letters, digits, '_', '-', '.' only, at most %d bytes: %w", clip(id), ids.MaxLen, ErrInvalid)
+	}
+	if !kind.valid() {
+		return fmt.Errorf("kind %q: %w", clip(string(kind)), ErrInvalid)
+	}
+	if err := db.checkTitle(title); err != nil {
+		return err
+	}
+	return db.checkLabels(labels)
+}
+
+func (db *DB) checkTitle(title string) error {
+	if len(title) > db.limits.TitleBytes {
+		return fmt.Errorf("title of %d bytes over the limit of %d: %w", len(title), db.limits.TitleBytes, ErrInvalid)
+	}
+	if !printable(title) {
+		return fmt.Errorf("title: not printable UTF-8: %w", ErrInvalid)
+	}
+	return nil
+}
+
+func (db *DB) checkLabels(labels map[string]string) error {
+	if len(labels) > db.limits.Labels {
+		return fmt.Errorf("%d labels over the limit of %d: %w", len(labels), db.limits.Labels, ErrInvalid)
+	}
+	for k, v := range labels {
+		if !ids.Valid(k) {
+			return fmt.Errorf("label key %q: %w", clip(k), ErrInvalid)
+		}
+		if len(v) > db.limits.LabelBytes || !printable(v) {
+			return fmt.Errorf("label %q: value not printable UTF-8 of at most %d bytes: %w", k, db.limits.LabelBytes, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func (db *DB) checkMessages(msgs []message.Message) error {
+	if len(msgs) > db.limits.MessagesPerCommit {
+		return fmt.Errorf("%d messages in one commit over the limit of %d: %w", len(msgs), db.limits.MessagesPerCommit, ErrInvalid)
+	}
+	seen := make(map[string]bool, len(msgs))
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("message %d: %v: %w", i, err, ErrInvalid)
+		}
+		if n := m.Size(); n > db.limits.MessageBytes {
+			return fmt.Errorf("message %d: %d bytes over the limit of %d: %w", i, n, db.limits.MessageBytes, ErrInvalid)
+		}
+		if m.ID != "" {
+			if seen[m.ID] {
+				return fmt.Errorf("message %d: id %q twice in one commit: %w", i, m.ID, ErrInvalid)
+			}
+			seen[m.ID] = true
+		}
+	}
+	return nil
+}
+
+// MaxStateKeyLen is the longest state key accepted.
+const MaxStateKeyLen = 256
+
+// applyPatch returns base with patch applied (a nil value deletes its key),
+// checked against the limits.
+func (db *DB) applyPatch(base, patch map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+	out := make(map[string]json.RawMessage, len(base)+len(patch))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range patch {
+		if k == "" || len(k) > MaxStateKeyLen || !printable(k) {
+			return nil, fmt.Errorf("state key %q: printable UTF-8 of 1 to %d bytes: %w", clip(k), MaxStateKeyLen, ErrInvalid)
+		}
+		if v == nil {
+			delete(out, k)
+			continue
+		}
+		c, err := compactJSON(v)
+		if err != nil {
+			return nil, fmt.Errorf("state %q: %v: %w", k, err, ErrInvalid)
+		}
+		out[k] = c
+	}
+	n := 0
+	for k, v := range out {
+		n += len(k) + len(v)
+	}
+	if n > db.limits.StateBytes {
+		return nil, fmt.Errorf("state of %d bytes over the limit of %d: %w", n, db.limits.StateBytes, ErrInvalid)
+	}
+	return out, nil
+}
+
+func compactJSON(v json.RawMessage) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, v); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(buf.Bytes()), nil
+}
+
+// CheckpointNameMax is the longest checkpoint name accepted.
+const CheckpointNameMax = 128
+
+func checkCheckpointName(name string) error {
+	if name == "" || len(name) > CheckpointNameMax || !printable(name) {
+		return fmt.Errorf("checkpoint name %q: printable UTF-8 of 1 to %d bytes: %w", clip(name), CheckpointNameMax, ErrInvalid)
+	}
+	return nil
+}
+
+// printable reports whether s is UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// clip shortens untrusted input for error messages.
+func clip(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return s
+}
