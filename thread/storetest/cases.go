@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/loomthreads/loom/internal/ids"
@@ -978,7 +977,7 @@ func richThread(t T, db *thread.DB, id string) *thread.Thread {
 
 // reopen fills a store, reopens it and checks that everything reads back the
 // same: records, messages at every version, state, history, checkpoints.
-func reopen(t *testing.T, s thread.Store, o *Options) {
+func reopen(t T, s thread.Store, o *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th := richThread(t, db, "rich")
@@ -1005,7 +1004,8 @@ func reopen(t *testing.T, s thread.Store, o *Options) {
 		return b.String()
 	}
 	before := snap(db)
-	s2 := o.Reopen(t, s)
+	s2, err := o.Reopen(s)
+	check(t, err, "reopen")
 	after := snap(thread.New(s2, nil))
 	if before != after {
 		t.Fatalf("after reopen the store reads back differently:\nbefore:\n%s\nafter:\n%s", before, after)

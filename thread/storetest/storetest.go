@@ -4,7 +4,7 @@
 //
 //	func TestStore(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) thread.Store { return mystore.Open(t.TempDir()) }, &storetest.Options{
-//			Reopen: func(t *testing.T, s thread.Store) thread.Store { s.(io.Closer).Close(); return mystore.Open(dir) },
+//			Reopen: func(s thread.Store) (thread.Store, error) { s.(*mystore.Store).Close(); return mystore.Open(s.Dir()) },
 //		})
 //	}
 //
@@ -30,7 +30,7 @@ import (
 type Options struct {
 	// Reopen closes s and opens the same durable data again. Stores that
 	// keep nothing after close leave it nil, and the reopen case is skipped.
-	Reopen func(t *testing.T, s thread.Store) thread.Store
+	Reopen func(s thread.Store) (thread.Store, error)
 	// Writers is the number of goroutines racing on one thread; default 32.
 	Writers int
 	// ForkDepth is the length of the fork chain; default 1,000.
@@ -126,7 +126,8 @@ type fatal struct{}
 // runRecorded runs one case against s and returns the failures it reported.
 func runRecorded(ctx context.Context, name string, s thread.Store, opts *Options) []string {
 	r := &recorder{ctx: ctx}
-	for _, c := range cases {
+	all := append(cases, suiteCase{"Reopen", reopen})
+	for _, c := range all {
 		if c.name == name {
 			func() {
 				defer func() {
