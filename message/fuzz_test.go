@@ -35,6 +35,7 @@ func FuzzMessageJSON(f *testing.F) {
 		`{"role":"user","contents":[{"type":"text","text":"<b>&\u2028"}]}`,
 		`{"role":"user","contents":[{"type":"x","a":"<\u00e9>","a":1e400}],"metadata":{"k":-0.0e-0}}`,
 		`{"role":"user","contents":null,"created_at":"2025-03-14T16:09:26.5+01:00","metadata":{}}`,
+		`{"role":"user","contents":[],"created_at":"9999-12-31T23:59:59.999999999-23:59"}`,
 		`{"role":"user","contents":[{"type":"data","data":""}]}`,
 		`{"role":"user","contents":[{"type":"text"}]}`,
 		`{"role":"user","contents":[{"TYPE":"text","Text":"hi"}]}`,

@@ -46,6 +46,13 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("message: data after the message object")
 	}
+	// Go reads offsets up to ±24:59 but writes none beyond ±23:59; refuse
+	// what could not be written back.
+	if !w.CreatedAt.IsZero() {
+		if _, err := w.CreatedAt.MarshalJSON(); err != nil {
+			return fmt.Errorf("created_at: %w", err)
+		}
+	}
 	out := Message{ID: w.ID, Role: w.Role, AuthorName: w.AuthorName, CreatedAt: w.CreatedAt, Metadata: w.Metadata}
 	if len(w.Contents) > 0 {
 		out.Contents = make([]Content, len(w.Contents))

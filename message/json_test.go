@@ -241,6 +241,11 @@ func TestTimeFormat(t *testing.T) {
 		{"2025-03-14T15:09:26.500Z", "2025-03-14T15:09:26.5Z"}, // trailing zeros are dropped
 		{"2025-03-14T16:09:26.5+01:00", "2025-03-14T16:09:26.5+01:00"},
 		{"2025-03-14T10:09:26.5-05:00", "2025-03-14T10:09:26.5-05:00"},
+		{"2025-03-14T15:09:26+00:00", "2025-03-14T15:09:26Z"},
+		{"2025-03-14T15:09:26,25Z", "2025-03-14T15:09:26.25Z"},
+		{"2025-03-14T15:09:26.1234567891Z", "2025-03-14T15:09:26.123456789Z"}, // beyond nanoseconds is dropped
+		{"9999-12-31T23:59:59.999999999-23:59", "9999-12-31T23:59:59.999999999-23:59"},
+		{"0000-01-01T00:00:00Z", "0000-01-01T00:00:00Z"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -379,6 +384,10 @@ func TestUnmarshalErrors(t *testing.T) {
 		{"contents not an array", `{"role":"user","contents":{"type":"text"}}`, ""},
 		{"metadata not an object", `{"role":"user","contents":[],"metadata":[1]}`, ""},
 		{"created_at not a time", `{"role":"user","contents":[],"created_at":"yesterday"}`, ""},
+		{"created_at offset hour 24", `{"role":"user","contents":[],"created_at":"2025-03-14T15:09:26+24:00"}`, "created_at:"},
+		{"created_at offset hour 25", `{"role":"user","contents":[],"created_at":"2025-03-14T15:09:26-25:00"}`, ""},
+		{"created_at lowercase t", `{"role":"user","contents":[],"created_at":"2025-03-14t15:09:26Z"}`, ""},
+		{"created_at offset without colon", `{"role":"user","contents":[],"created_at":"2025-03-14T15:09:26+0100"}`, ""},
 		{"created_at a number", `{"role":"user","contents":[],"created_at":1700000000}`, ""},
 		{"content a number", `{"role":"user","contents":[1]}`, "contents[0]: content:"},
 		{"content a string", `{"role":"user","contents":["hi"]}`, "contents[0]: content:"},

@@ -225,11 +225,12 @@ func valueSize(v any) int {
 const MaxRoleLen = 32
 
 // Validate reports what is wrong with m, if anything: an id that is not a
-// valid loom id, a missing or malformed role, a string (in a content or in
-// Metadata) that is not UTF-8, a content that is nil or not one of the
-// variants (such as a *Text), a function call without a call id or name, a
-// function result without a call id, or an Unknown whose raw JSON has no type
-// or has the type of a known variant.
+// valid loom id, a missing or malformed role, a CreatedAt that RFC 3339 cannot
+// write (a year outside 0 to 9999, an offset of a day or more), a string (in
+// a content or in Metadata) that is not UTF-8, a content that is nil or not
+// one of the variants (such as a *Text), a function call without a call id or
+// name, a function result without a call id, or an Unknown whose raw JSON has
+// no type or has the type of a known variant.
 func (m Message) Validate() error {
 	var errs []error
 	if m.ID != "" && !ids.Valid(m.ID) {
@@ -240,6 +241,11 @@ func (m Message) Validate() error {
 	}
 	if !utf8.ValidString(m.AuthorName) {
 		errs = append(errs, errors.New("author_name: not UTF-8"))
+	}
+	if !m.CreatedAt.IsZero() {
+		if _, err := m.CreatedAt.MarshalJSON(); err != nil {
+			errs = append(errs, fmt.Errorf("created_at: %w", err))
+		}
 	}
 	for i, c := range m.Contents {
 		if err := validateContent(c); err != nil {

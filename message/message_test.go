@@ -160,6 +160,9 @@ func TestValidate(t *testing.T) {
 		{"role with underscore", message.New("tool_runner")},
 		{"longest role", message.New(message.Role(strings.Repeat("r", message.MaxRoleLen)))},
 		{"empty text", message.User("")},
+		{"created_at with offset", with(message.User("hi"), func(m *message.Message) {
+			m.CreatedAt = time.Date(2025, 1, 1, 0, 0, 0, 1, time.FixedZone("", -(23*3600+59*60)))
+		})},
 		{"unicode", with(message.User("héllo, 世界 👋"), func(m *message.Message) { m.AuthorName = "Zoë" })},
 		{"function result without result", message.ToolResult("c", "")},
 		{"empty data", message.New(message.RoleUser, message.Data{})},
@@ -203,6 +206,12 @@ func TestValidate(t *testing.T) {
 		{"metadata key not UTF-8", with(message.User("hi"), func(m *message.Message) {
 			m.Metadata = map[string]any{"a": map[string]any{"\xff": true}}
 		}), []string{"metadata: not UTF-8"}},
+		{"created_at after 9999", with(message.User("hi"), func(m *message.Message) {
+			m.CreatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+		}), []string{"created_at:"}},
+		{"created_at offset of a day", with(message.User("hi"), func(m *message.Message) {
+			m.CreatedAt = time.Date(2025, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600))
+		}), []string{"created_at:"}},
 		{"unknown without type", message.New(message.RoleUser, message.Unknown{Raw: []byte(`{"url":"https://example.com"}`)}), []string{"content: missing type"}},
 		{"unknown with empty type", message.New(message.RoleUser, message.Unknown{Raw: []byte(`{"type":""}`)}), []string{"content: missing type"}},
 		{"unknown nil", message.New(message.RoleUser, message.Unknown{}), []string{"contents[0]: content:"}},

@@ -164,7 +164,7 @@ func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, err
 		entries = append(entries, e)
 	}
 	slices.Reverse(entries)
-	h := &docHistory{Version: r.Version, Head: -1}
+	h := &docHistory{Version: r.Version, Head: -1, Commits: []docCommit{}}
 	index := map[string]int{}
 	add := func(id string) (int, error) {
 		if id == "" {
@@ -514,6 +514,9 @@ func idOf(c *Commit) string {
 func sameMessages(a, b []message.Message) bool {
 	if len(a) != len(b) {
 		return false
+	}
+	if len(a) == 0 {
+		return true
 	}
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)

@@ -1,0 +1,45 @@
+// Package thread keeps the conversation state of agents and workflows as
+// threads: durable, cheap to fork, checkpoint, roll back and travel through in
+// time.
+//
+// A thread is a branch in a graph of immutable commits. Every change is a
+// commit that points at its parent; the thread is a named head that points at
+// one commit, plus a history of every head move, numbered by version. Nothing
+// is copied to fork and nothing is rewritten to roll back:
+//
+//	root ── c1 ── c2 ── c3 ── c4        thread A  (head c4)
+//	                     └─── c5        thread B  = fork of A at c3
+//
+// The smallest use:
+//
+//	db, _ := thread.Open(ctx, "memory://", nil)
+//	th, _ := db.Create(ctx, thread.CreateOptions{Title: "support chat"})
+//	th.Append(ctx, message.User("hi"), message.Assistant("hello"))
+//	msgs, _ := th.Messages(ctx, thread.ReadOptions{Last: 50})
+//
+// What each operation costs:
+//
+//	Append, Commit          O(messages appended); one atomic store write
+//	Messages (Last: k)      O(k): walks back only the commits that hold them
+//	Fork at the head        O(1): a new head on an existing commit
+//	Fork at a message       O(messages after it) to find it; at most one new commit
+//	Reset, Rollback, Restore O(1): the head moves, history records it
+//	Messages (Version: v)   O(1) + the read: history names the commit
+//	Save, Load              O(n): the portable document (docs/portable-document.md)
+//	Delete                  O(commits only this thread reaches)
+//
+// Heads move only by compare-and-swap on the version. Two writers never both
+// succeed from one version: the loser gets ErrConflict and nothing is lost.
+// Pure appends commute, so Append rebases onto the new head and retries;
+// rollback, restore, reset and state changes never retry silently.
+//
+// A thread also has a small key→JSON state, versioned with its messages: time
+// travel restores both. Keys are namespaced by convention: ctx/<provider>
+// for context-provider state, wf/… for workflows, service/… for provider ids.
+//
+// Storage is a Store: a small interface that backends implement and
+// thread/storetest checks. Open picks one by URL ("memory://" is built in;
+// sqlite://, postgres://, redis:// and file:// join when their packages are
+// imported). Errors are ErrNotFound, ErrConflict, ErrInvalid and
+// ErrUnsupported, wrapped with context; match them with errors.Is.
+package thread

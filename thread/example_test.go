@@ -1,0 +1,123 @@
+package thread_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+func Example() {
+	ctx := context.Background()
+	db, _ := thread.Open(ctx, "memory://", nil)
+	th, _ := db.Create(ctx, thread.CreateOptions{Title: "support chat"})
+	th.Append(ctx, message.User("My order is late."), message.Assistant("Let me check."))
+	msgs, _ := th.Messages(ctx, thread.ReadOptions{Last: 50})
+	for _, m := range msgs {
+		fmt.Printf("%s: %s\n", m.Role, m.Text())
+	}
+	// Output:
+	// user: My order is late.
+	// assistant: Let me check.
+}
+
+func ExampleThread_Append() {
+	ctx := context.Background()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	th, _ := db.Create(ctx, thread.CreateOptions{})
+	// One call, one commit: a tool call and its result stay together.
+	c, _ := th.Append(ctx,
+		message.ToolCall("call_1", "weather", `{"city":"Paris"}`),
+		message.ToolResult("call_1", `{"temp_c":21}`),
+	)
+	fmt.Println("messages:", c.Depth, "version:", th.Version())
+	// Output: messages: 2 version: 2
+}
+
+func ExampleThread_Fork() {
+	ctx := context.Background()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	th, _ := db.Create(ctx, thread.CreateOptions{})
+	c, _ := th.Append(ctx, message.User("Plan a trip."), message.Assistant("Where to?"))
+	th.Append(ctx, message.User("Rome."))
+
+	// Branch from "Where to?": the fork shares the prefix, copies nothing.
+	alt, _ := th.Fork(ctx, thread.ForkOptions{At: c.Messages[1].ID})
+	alt.Append(ctx, message.User("Lisbon."))
+
+	for _, t := range []*thread.Thread{th, alt} {
+		msgs, _ := t.Messages(ctx, thread.ReadOptions{})
+		fmt.Println(len(msgs), msgs[len(msgs)-1].Text())
+	}
+	// Output:
+	// 3 Rome.
+	// 3 Lisbon.
+}
+
+func ExampleThread_Rollback() {
+	ctx := context.Background()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	th, _ := db.Create(ctx, thread.CreateOptions{})
+	th.Append(ctx, message.User("Write a haiku."))
+	th.Checkpoint(ctx, "asked")
+	th.Append(ctx, message.Assistant("A bad haiku."))
+
+	th.Rollback(ctx, "asked") // the bad answer stays in history, not in the thread
+	th.Append(ctx, message.Assistant("Autumn moonlight—"))
+
+	msgs, _ := th.Messages(ctx, thread.ReadOptions{})
+	for _, m := range msgs {
+		fmt.Println(m.Text())
+	}
+	// Output:
+	// Write a haiku.
+	// Autumn moonlight—
+}
+
+func ExampleThread_Messages_timeTravel() {
+	ctx := context.Background()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	th, _ := db.Create(ctx, thread.CreateOptions{}) // version 1
+	th.Append(ctx, message.User("one"))             // version 2
+	th.Append(ctx, message.User("two"))             // version 3
+	th.Reset(ctx)                                   // version 4: empty
+
+	for v := int64(1); v <= th.Version(); v++ {
+		msgs, _ := th.Messages(ctx, thread.ReadOptions{Version: v})
+		fmt.Println("version", v, "has", len(msgs), "messages")
+	}
+	th.Restore(ctx, 3) // undo the reset
+	msgs, _ := th.Messages(ctx, thread.ReadOptions{})
+	fmt.Println("restored:", msgs[0].Text(), msgs[1].Text())
+	// Output:
+	// version 1 has 0 messages
+	// version 2 has 1 messages
+	// version 3 has 2 messages
+	// version 4 has 0 messages
+	// restored: one two
+}
+
+func ExampleThread_Save() {
+	ctx := context.Background()
+	src := thread.New(thread.NewMemoryStore(), nil)
+	th, _ := src.Create(ctx, thread.CreateOptions{ID: "trip", Title: "Trip"})
+	th.Append(ctx, message.User("Book a train."))
+	th.Checkpoint(ctx, "start")
+
+	var doc bytes.Buffer
+	th.Save(ctx, &doc, thread.SaveOptions{History: true})
+
+	// Load it into another store: messages, checkpoints and history move.
+	dst := thread.New(thread.NewMemoryStore(), nil)
+	copied, _ := dst.Load(ctx, &doc, thread.LoadOptions{})
+	msgs, _ := copied.Messages(ctx, thread.ReadOptions{})
+	fmt.Println(copied.ID(), copied.Title(), copied.Version(), msgs[0].Text())
+	for cp := range copied.Checkpoints(ctx) {
+		fmt.Println("checkpoint:", cp.Name)
+	}
+	// Output:
+	// trip Trip 2 Book a train.
+	// checkpoint: start
+}
