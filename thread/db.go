@@ -215,6 +215,9 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 }
 
 func (db *DB) handle(r *Record, head *Commit) *Thread {
+	if head != nil && (len(head.Messages) > 0 || head.Metadata != nil) {
+		head = head.header()
+	}
 	return &Thread{db: db, rec: r, head: head}
 }
 
@@ -235,7 +238,8 @@ func (db *DB) newCommit(parent *Commit, parentState map[string]json.RawMessage, 
 		c.Messages = make([]message.Message, len(msgs))
 	}
 	for i, m := range msgs {
-		m = m.Clone()
+		// A shallow copy: the store keeps a deep copy of its own, and the
+		// commit returned to the caller may share the caller's contents.
 		if m.ID == "" {
 			m.ID = message.NewID()
 		}

@@ -24,7 +24,11 @@ type MemoryStore struct {
 	mu      sync.RWMutex
 	commits map[string]*memCommit
 	threads map[string]*memThread
-	order   []string // thread ids, sorted
+	order   []string // thread ids; sorted unless unsorted is set
+	// unsorted is set when an id was appended out of order. Sorting waits
+	// for the next listing: creating stays O(1), and loom's time-ordered ids
+	// mostly arrive in order anyway.
+	unsorted bool
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -100,7 +104,8 @@ func (s *MemoryStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*
 		cursor, started, n := opts.After, opts.After != "", 0
 		for {
 			var batch []*Record
-			s.mu.RLock()
+			s.mu.Lock() // not RLock: the ids may need sorting
+			s.sortOrder()
 			var i int
 			if opts.Desc {
 				i = len(s.order) - 1
@@ -126,7 +131,7 @@ func (s *MemoryStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*
 				}
 			}
 			more := i >= 0 && i < len(s.order)
-			s.mu.RUnlock()
+			s.mu.Unlock()
 			for _, r := range batch {
 				if opts.Limit > 0 && n >= opts.Limit {
 					return
@@ -223,7 +228,7 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 		s.commits[c.ID] = mc
 	}
 	for _, cr := range b.Create {
-		t := &memThread{rec: cr.Record.Clone(), checkpoints: make(map[string]Checkpoint)}
+		t := &memThread{rec: cr.Record.Clone()}
 		t.history = slices.Clone(cr.History)
 		if len(t.history) == 0 {
 			t.history = []HistoryEntry{{Version: 1, Commit: cr.Record.Head, Op: cr.Op, Time: cr.Record.CreatedAt}}
@@ -232,12 +237,15 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 			s.ref(e.Commit)
 		}
 		s.threads[t.rec.ID] = t
-		i, _ := slices.BinarySearch(s.order, t.rec.ID)
-		s.order = slices.Insert(s.order, i, t.rec.ID)
+		if n := len(s.order); n > 0 && s.order[n-1] > t.rec.ID {
+			s.unsorted = true
+		}
+		s.order = append(s.order, t.rec.ID)
 	}
 	for _, m := range b.Moves {
 		t := s.threads[m.Thread]
-		r := t.rec.Clone() // readers may hold the old record
+		r := new(Record) // records are never changed in place: readers clone them
+		*r = *t.rec
 		r.Version++
 		r.Head = m.Head
 		r.UpdatedAt = m.Time
@@ -260,7 +268,11 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 		delete(t.checkpoints, k.Name)
 	}
 	for _, cp := range b.Checkpoints {
-		s.threads[cp.Thread].checkpoints[cp.Name] = cp
+		t := s.threads[cp.Thread]
+		if t.checkpoints == nil {
+			t.checkpoints = make(map[string]Checkpoint)
+		}
+		t.checkpoints[cp.Name] = cp
 		s.ref(cp.Commit)
 	}
 	for _, d := range b.Delete {
@@ -272,11 +284,20 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 			s.unref(cp.Commit)
 		}
 		delete(s.threads, d.Thread)
+		s.sortOrder()
 		if i, ok := slices.BinarySearch(s.order, d.Thread); ok {
 			s.order = slices.Delete(s.order, i, i+1)
 		}
 	}
 	return nil
+}
+
+// sortOrder sorts the thread ids if they are out of order; mu must be held.
+func (s *MemoryStore) sortOrder() {
+	if s.unsorted {
+		slices.Sort(s.order)
+		s.unsorted = false
+	}
 }
 
 func cloneLabels(l map[string]string) map[string]string {
@@ -313,34 +334,39 @@ func (s *MemoryStore) unref(id string) {
 
 // check validates a batch without changing anything.
 func (s *MemoryStore) check(b *Batch) error {
-	newCommits := make(map[string]bool, len(b.Commits))
-	commitExists := func(id string) bool { return id == "" || newCommits[id] || s.commits[id] != nil }
+	var newCommits set[string]
+	commitExists := func(id string) bool { return id == "" || s.commits[id] != nil || newCommits.has(id) }
 	for _, c := range b.Commits {
-		if c.ID == "" || s.commits[c.ID] != nil || newCommits[c.ID] {
+		if c.ID == "" || s.commits[c.ID] != nil || newCommits.has(c.ID) {
 			return fmt.Errorf("commit %q exists: %w", c.ID, ErrConflict)
 		}
 		if !commitExists(c.Parent) {
 			return fmt.Errorf("commit %q: parent %q: %w", c.ID, c.Parent, ErrNotFound)
 		}
-		newCommits[c.ID] = true
+		newCommits.add(c.ID)
 	}
-	version := make(map[string]int64) // threads as the batch leaves them
-	exists := func(id string) bool {
-		_, ok := version[id]
-		return ok || s.threads[id] != nil
+	// Threads as the batch leaves them, for batches that touch one twice.
+	var version []struct {
+		id string
+		v  int64
 	}
-	versionOf := func(id string) int64 {
-		if v, ok := version[id]; ok {
-			return v
+	lookup := func(id string) (int64, bool) {
+		for i := len(version) - 1; i >= 0; i-- {
+			if version[i].id == id {
+				return version[i].v, true
+			}
 		}
-		return s.threads[id].rec.Version
+		if t := s.threads[id]; t != nil {
+			return t.rec.Version, true
+		}
+		return 0, false
 	}
 	for _, cr := range b.Create {
 		r := cr.Record
 		if r == nil || r.ID == "" {
 			return fmt.Errorf("create: no thread id: %w", ErrInvalid)
 		}
-		if exists(r.ID) {
+		if _, ok := lookup(r.ID); ok {
 			return fmt.Errorf("thread %q exists: %w", r.ID, ErrConflict)
 		}
 		if err := cr.Validate(); err != nil {
@@ -354,59 +380,103 @@ func (s *MemoryStore) check(b *Batch) error {
 				return fmt.Errorf("thread %q: history commit %q: %w", r.ID, e.Commit, ErrNotFound)
 			}
 		}
-		version[r.ID] = r.Version
+		version = append(version, struct {
+			id string
+			v  int64
+		}{r.ID, r.Version})
 	}
 	for _, m := range b.Moves {
-		if !exists(m.Thread) {
+		v, ok := lookup(m.Thread)
+		if !ok {
 			return fmt.Errorf("thread %q: %w", m.Thread, ErrNotFound)
 		}
-		if v := versionOf(m.Thread); v != m.From {
+		if v != m.From {
 			return fmt.Errorf("thread %q is at version %d, not %d: %w", m.Thread, v, m.From, ErrConflict)
 		}
 		if !commitExists(m.Head) {
 			return fmt.Errorf("thread %q: head %q: %w", m.Thread, m.Head, ErrNotFound)
 		}
-		version[m.Thread] = m.From + 1
+		version = append(version, struct {
+			id string
+			v  int64
+		}{m.Thread, m.From + 1})
 	}
-	dropped := make(map[CheckpointKey]bool)
+	var dropped, added set[CheckpointKey]
 	for _, k := range b.DropCheckpoints {
 		t := s.threads[k.Thread]
 		if t == nil {
 			return fmt.Errorf("thread %q: %w", k.Thread, ErrNotFound)
 		}
-		if _, ok := t.checkpoints[k.Name]; !ok || dropped[k] {
+		if _, ok := t.checkpoints[k.Name]; !ok || dropped.has(k) {
 			return fmt.Errorf("checkpoint %q of thread %q: %w", k.Name, k.Thread, ErrNotFound)
 		}
-		dropped[k] = true
+		dropped.add(k)
 	}
-	added := make(map[CheckpointKey]bool)
 	for _, cp := range b.Checkpoints {
 		k := CheckpointKey{cp.Thread, cp.Name}
-		if !exists(cp.Thread) {
+		if _, ok := lookup(cp.Thread); !ok {
 			return fmt.Errorf("thread %q: %w", cp.Thread, ErrNotFound)
 		}
 		if cp.Commit == "" || !commitExists(cp.Commit) {
 			return fmt.Errorf("checkpoint %q: commit %q: %w", cp.Name, cp.Commit, ErrNotFound)
 		}
-		taken := added[k]
-		if t := s.threads[cp.Thread]; t != nil && !dropped[k] {
+		taken := added.has(k)
+		if t := s.threads[cp.Thread]; t != nil && !dropped.has(k) {
 			_, ok := t.checkpoints[cp.Name]
 			taken = taken || ok
 		}
 		if taken {
 			return fmt.Errorf("checkpoint %q of thread %q exists: %w", cp.Name, cp.Thread, ErrConflict)
 		}
-		added[k] = true
+		added.add(k)
 	}
 	for _, d := range b.Delete {
-		if !exists(d.Thread) || s.threads[d.Thread] == nil {
+		v, ok := lookup(d.Thread)
+		if !ok || s.threads[d.Thread] == nil {
 			return fmt.Errorf("thread %q: %w", d.Thread, ErrNotFound)
 		}
-		if v := versionOf(d.Thread); d.Version != 0 && v != d.Version {
+		if d.Version != 0 && v != d.Version {
 			return fmt.Errorf("thread %q is at version %d, not %d: %w", d.Thread, v, d.Version, ErrConflict)
 		}
 	}
 	return nil
+}
+
+// set is a set that allocates nothing until it holds more than a few items:
+// most batches are one commit and one move.
+type set[K comparable] struct {
+	few  [4]K
+	n    int
+	many map[K]bool
+}
+
+func (s *set[K]) add(k K) {
+	if s.many != nil {
+		s.many[k] = true
+		return
+	}
+	if s.n < len(s.few) {
+		s.few[s.n] = k
+		s.n++
+		return
+	}
+	s.many = make(map[K]bool, 16)
+	for _, x := range s.few {
+		s.many[x] = true
+	}
+	s.many[k] = true
+}
+
+func (s *set[K]) has(k K) bool {
+	if s.many != nil {
+		return s.many[k]
+	}
+	for _, x := range s.few[:s.n] {
+		if x == k {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate checks that a creation's history is numbered 1..n

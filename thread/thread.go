@@ -77,6 +77,7 @@ func (t *Thread) headCommit(ctx context.Context) (*Record, *Commit, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	h = h.header()
 	t.mu.Lock()
 	if t.rec == r {
 		t.head = h
@@ -194,16 +195,27 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	if opts.Kind != r.Kind {
 		mv.Kind = opts.Kind
 	}
-	if err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{Commits: []*Commit{c}, Moves: []Move{mv}}); err != nil {
+	// One allocation for the batch of the common case.
+	one := &struct {
+		b Batch
+		c [1]*Commit
+		m [1]Move
+	}{c: [1]*Commit{c}, m: [1]Move{mv}}
+	one.b.Commits, one.b.Moves = one.c[:], one.m[:]
+	if err := t.db.store.Apply(context.WithoutCancel(ctx), &one.b); err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
-	t.set(moved(r, mv), c)
-	return c.Clone(), nil
+	// The store kept its own copy of c, and the handle keeps only the
+	// header: c is the caller's.
+	t.set(moved(r, mv), c.header())
+	return c, nil
 }
 
-// moved returns r as a store leaves it after mv.
+// moved returns r as a store leaves it after mv. Records a handle keeps are
+// never changed, so the copy shares the labels unless mv replaces them.
 func moved(r *Record, mv Move) *Record {
-	n := r.Clone()
+	n := new(Record)
+	*n = *r
 	n.Version, n.Head, n.UpdatedAt = mv.From+1, mv.Head, mv.Time
 	if mv.Kind != "" {
 		n.Kind = mv.Kind

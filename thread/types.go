@@ -76,16 +76,35 @@ type Commit struct {
 
 // Clone returns a deep copy of c.
 func (c *Commit) Clone() *Commit {
-	out := *c
-	if c.Messages != nil {
-		out.Messages = make([]message.Message, len(c.Messages))
-		for i, m := range c.Messages {
-			out.Messages[i] = m.Clone()
+	var out *Commit
+	if len(c.Messages) == 1 {
+		// The common commit of one message: one allocation for both.
+		one := &struct {
+			c Commit
+			m [1]message.Message
+		}{c: *c}
+		one.m[0] = c.Messages[0].Clone()
+		out = &one.c
+		out.Messages = one.m[:]
+	} else {
+		out = new(Commit)
+		*out = *c
+		if c.Messages != nil {
+			out.Messages = make([]message.Message, len(c.Messages))
+			for i, m := range c.Messages {
+				out.Messages[i] = m.Clone()
+			}
 		}
 	}
 	out.State = cloneState(c.State)
 	out.Metadata = maps.Clone(c.Metadata)
-	return &out
+	return out
+}
+
+// header returns a copy of c without its messages and metadata: what a
+// handle keeps of its head.
+func (c *Commit) header() *Commit {
+	return &Commit{ID: c.ID, Parent: c.Parent, Depth: c.Depth, State: cloneState(c.State), StateFrom: c.StateFrom, Op: c.Op, Time: c.Time}
 }
 
 func cloneState(s map[string]json.RawMessage) map[string]json.RawMessage {

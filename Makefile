@@ -1,0 +1,20 @@
+# loom's developer commands. `make test` is what CI runs (.ci/run).
+GO ?= go
+FUZZTIME ?= 30s
+
+.PHONY: test bench fuzz
+
+# vet, then every test with the race detector on.
+test:
+	$(GO) vet ./...
+	$(GO) test -race ./...
+
+# The benchmarks; docs/benchmarks.md records their figures.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzMessageJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./message
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./thread
+	$(GO) test -run '^$$' -fuzz '^FuzzValid$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/ids

@@ -1,0 +1,99 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+// Bench runs the standard benchmark scenarios against stores made by
+// newStore, as sub-benchmarks: append one message, a chat turn, fork at
+// depths 10, 1,000 and 100,000, the last 50 messages at depths 1,000 and
+// 100,000, a full read of 1,000 messages, and time travel in a thread of
+// 10,000 versions. Flat costs must stay flat across depths.
+func Bench(b *testing.B, newStore func(b *testing.B) thread.Store) {
+	user := strings.Repeat("u", 200)
+	assistant := strings.Repeat("a", 600)
+	b.Run("Append", func(b *testing.B) {
+		th := newThread(b, newStore(b), 0)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := th.Append(b.Context(), message.User(user)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ChatTurn", func(b *testing.B) {
+		th := newThread(b, newStore(b), 0)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := th.Append(b.Context(), message.User(user), message.Assistant(assistant)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, depth := range []int{10, 1000, 100_000} {
+		b.Run(fmt.Sprintf("Fork/depth=%d", depth), func(b *testing.B) {
+			th := newThread(b, newStore(b), depth)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := th.Fork(b.Context(), thread.ForkOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	for _, depth := range []int{1000, 100_000} {
+		b.Run(fmt.Sprintf("Last50/depth=%d", depth), func(b *testing.B) {
+			th := newThread(b, newStore(b), depth)
+			b.ReportAllocs()
+			for b.Loop() {
+				if msgs, err := th.Messages(b.Context(), thread.ReadOptions{Last: 50}); err != nil || len(msgs) != 50 {
+					b.Fatal(len(msgs), err)
+				}
+			}
+		})
+	}
+	b.Run("ReadAll/messages=1000", func(b *testing.B) {
+		th := newThread(b, newStore(b), 1000)
+		b.ReportAllocs()
+		for b.Loop() {
+			if msgs, err := th.Messages(b.Context(), thread.ReadOptions{}); err != nil || len(msgs) != 1000 {
+				b.Fatal(len(msgs), err)
+			}
+		}
+	})
+	b.Run("TimeTravel/versions=10000", func(b *testing.B) {
+		th := newThread(b, newStore(b), 10_000)
+		r := rand.New(rand.NewPCG(1, 2))
+		b.ReportAllocs()
+		for b.Loop() {
+			v := 2 + r.Int64N(th.Version()-1)
+			if msgs, err := th.Messages(b.Context(), thread.ReadOptions{Version: v, Last: 50}); err != nil || len(msgs) != int(min(v-1, 50)) {
+				b.Fatal(v, len(msgs), err)
+			}
+		}
+	})
+}
+
+// newThread makes a thread of depth single-message commits (and versions).
+func newThread(b *testing.B, s thread.Store, depth int) *thread.Thread {
+	b.Helper()
+	ctx := context.Background()
+	th, err := thread.New(s, nil).Create(ctx, thread.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := strings.Repeat("m", 400)
+	for range depth {
+		if _, err := th.Append(ctx, message.User(text)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return th
+}
