@@ -47,6 +47,9 @@ type Message struct {
 // NewID returns a fresh message id.
 func NewID() string { return ids.New("msg_") }
 
+// NewIDAt returns a fresh message id whose time part is t.
+func NewIDAt(t time.Time) string { return ids.NewAt("msg_", t) }
+
 // New returns a message with the given role and contents.
 func New(role Role, contents ...Content) Message {
 	return Message{Role: role, Contents: contents}

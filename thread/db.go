@@ -132,8 +132,9 @@ func NewThreadID() string { return ids.New("th_") }
 
 // Create makes a new thread. An existing id is ErrConflict.
 func (db *DB) Create(ctx context.Context, opts CreateOptions) (*Thread, error) {
+	now := db.clock()
 	if opts.ID == "" {
-		opts.ID = NewThreadID()
+		opts.ID = ids.NewAt("th_", now)
 	}
 	if opts.Kind == "" {
 		opts.Kind = KindUndetermined
@@ -141,7 +142,6 @@ func (db *DB) Create(ctx context.Context, opts CreateOptions) (*Thread, error) {
 	if err := db.checkRecord(opts.ID, opts.Kind, opts.Title, opts.Labels); err != nil {
 		return nil, fmt.Errorf("create: %w", err)
 	}
-	now := db.clock()
 	r := &Record{ID: opts.ID, Tenant: db.tenant, Kind: opts.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
 		Version: 1, CreatedAt: now, UpdatedAt: now}
 	b := &Batch{}
@@ -229,7 +229,13 @@ func (db *DB) newCommit(parent *Commit, parentState map[string]json.RawMessage, 
 	if err := db.checkMessages(msgs); err != nil {
 		return nil, err
 	}
-	c := &Commit{ID: ids.New("c_"), Op: op, Time: now, Metadata: cloneMeta(meta)}
+	if err := checkOp(op); err != nil {
+		return nil, err
+	}
+	if err := checkMeta(meta); err != nil {
+		return nil, err
+	}
+	c := &Commit{ID: ids.NewAt("c_", now), Op: op, Time: now, Metadata: cloneMeta(meta)}
 	if parent != nil {
 		c.Parent, c.Depth, c.StateFrom = parent.ID, parent.Depth, parent.StateFrom
 	}
@@ -241,7 +247,7 @@ func (db *DB) newCommit(parent *Commit, parentState map[string]json.RawMessage, 
 		// A shallow copy: the store keeps a deep copy of its own, and the
 		// commit returned to the caller may share the caller's contents.
 		if m.ID == "" {
-			m.ID = message.NewID()
+			m.ID = message.NewIDAt(now)
 		}
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now

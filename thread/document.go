@@ -455,6 +455,9 @@ func (db *DB) loadHistory(doc *document, rec *Record, b *Batch, now time.Time) (
 		if err != nil {
 			return nil, err
 		}
+		if err := checkOp(e.Op); err != nil {
+			return nil, fmt.Errorf("history entry %d: %w", i, err)
+		}
 		he := HistoryEntry{Version: e.Version, Op: e.Op, Time: utcMicro(e.Time, now)}
 		if c != nil {
 			he.Commit = c.ID

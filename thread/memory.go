@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/loomthreads/loom/message"
 )
 
 func init() {
@@ -35,15 +37,88 @@ var _ Store = (*MemoryStore)(nil)
 
 // memCommit is immutable after it is published, except refs (guarded by mu).
 type memCommit struct {
-	c      *Commit
+	c      Commit
 	parent *memCommit
-	refs   int // children + history entries + checkpoints that point here
+	refs   int                // children + history entries + checkpoints that point here
+	one    [1]message.Message // holds the message of a one-message commit: one allocation, not two
+}
+
+func newMemCommit(c *Commit) *memCommit {
+	mc := &memCommit{c: *c}
+	switch len(c.Messages) {
+	case 0:
+		mc.c.Messages = nil
+	case 1:
+		mc.one[0] = c.Messages[0].Clone()
+		mc.c.Messages = mc.one[:]
+	default:
+		mc.c.Messages = make([]message.Message, len(c.Messages))
+		for i, m := range c.Messages {
+			mc.c.Messages[i] = m.Clone()
+		}
+	}
+	mc.c.State = cloneState(c.State)
+	mc.c.Metadata = cloneMeta(c.Metadata)
+	return mc
 }
 
 type memThread struct {
 	rec         *Record
-	history     []HistoryEntry // by version: history[i].Version == i+1
+	history     history
 	checkpoints map[string]Checkpoint
+
+	// The first record and history chunk live here: one allocation makes
+	// a thread.
+	first      Record
+	firstChunk [1][]HistoryEntry
+	firstItems [2]HistoryEntry
+}
+
+func newMemThread(r *Record) *memThread {
+	t := &memThread{first: *r}
+	t.first.Labels = cloneLabels(r.Labels)
+	t.rec = &t.first
+	t.firstChunk[0] = t.firstItems[:0]
+	t.history.chunks = t.firstChunk[:]
+	return t
+}
+
+// history is a thread's history in chunks: appending never copies the
+// entries already there, and a reader holding a copy of the chunk list reads
+// what was there when it looked, without the lock.
+type history struct {
+	chunks [][]HistoryEntry
+	n      int64
+}
+
+const historyChunk = 512
+
+func (h *history) add(e HistoryEntry) {
+	if h.n > 0 && h.n%historyChunk == 0 {
+		// Most threads are short: a chunk starts small and grows to its size.
+		h.chunks = append(h.chunks, make([]HistoryEntry, 0, 2))
+	}
+	last := len(h.chunks) - 1
+	h.chunks[last] = append(h.chunks[last], e)
+	h.n++
+}
+
+// at returns the entry of version v (1-based).
+func (h *history) at(v int64) HistoryEntry {
+	return h.chunks[(v-1)/historyChunk][(v-1)%historyChunk]
+}
+
+// snapshot returns a copy of h that later adds do not change.
+func (h *history) snapshot() history {
+	return history{chunks: slices.Clone(h.chunks), n: h.n}
+}
+
+func (h *history) each(f func(HistoryEntry)) {
+	for _, c := range h.chunks {
+		for _, e := range c {
+			f(e)
+		}
+	}
 }
 
 // NewMemoryStore returns an empty in-memory store.
@@ -61,6 +136,7 @@ func (s *MemoryStore) Commit(ctx context.Context, id string) (*Commit, error) {
 	}
 	return mc.c.Clone(), nil
 }
+
 
 // Ancestors implements Store. The walk follows parent pointers without the
 // lock: a published commit and its parent link never change.
@@ -157,16 +233,16 @@ func (s *MemoryStore) History(ctx context.Context, thread string, opts HistoryOp
 	return func(yield func(HistoryEntry, error) bool) {
 		s.mu.RLock()
 		t := s.threads[thread]
-		var h []HistoryEntry
+		var h history
 		if t != nil {
-			h = t.history // entries below len never change; safe to read unlocked
+			h = t.history.snapshot()
 		}
 		s.mu.RUnlock()
 		if t == nil {
 			yield(HistoryEntry{}, fmt.Errorf("thread %q: %w", thread, ErrNotFound))
 			return
 		}
-		end := int64(len(h))
+		end := h.n
 		if opts.Before > 0 && opts.Before-1 < end {
 			end = opts.Before - 1
 		}
@@ -176,7 +252,7 @@ func (s *MemoryStore) History(ctx context.Context, thread string, opts HistoryOp
 				return
 			}
 			n++
-			if !yield(h[v-1], nil) {
+			if !yield(h.at(v), nil) {
 				return
 			}
 		}
@@ -219,23 +295,39 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 	if err := s.check(b); err != nil {
 		return err
 	}
+	var buf [2]*memCommit
+	added := buf[:0]
 	for _, c := range b.Commits {
-		mc := &memCommit{c: c.Clone()}
+		mc := newMemCommit(c)
 		if c.Parent != "" {
 			mc.parent = s.commits[c.Parent]
 			mc.parent.refs++
 		}
 		s.commits[c.ID] = mc
+		added = append(added, mc)
+	}
+	// ref counts one more reference to a commit, looking in the batch first.
+	ref := func(id string) {
+		if id == "" {
+			return
+		}
+		for _, mc := range added {
+			if mc.c.ID == id {
+				mc.refs++
+				return
+			}
+		}
+		s.commits[id].refs++
 	}
 	for _, cr := range b.Create {
-		t := &memThread{rec: cr.Record.Clone()}
-		t.history = slices.Clone(cr.History)
-		if len(t.history) == 0 {
-			t.history = []HistoryEntry{{Version: 1, Commit: cr.Record.Head, Op: cr.Op, Time: cr.Record.CreatedAt}}
+		t := newMemThread(cr.Record)
+		for _, e := range cr.History {
+			t.history.add(e)
 		}
-		for _, e := range t.history {
-			s.ref(e.Commit)
+		if len(cr.History) == 0 {
+			t.history.add(HistoryEntry{Version: 1, Commit: cr.Record.Head, Op: cr.Op, Time: cr.Record.CreatedAt})
 		}
+		t.history.each(func(e HistoryEntry) { ref(e.Commit) })
 		s.threads[t.rec.ID] = t
 		if n := len(s.order); n > 0 && s.order[n-1] > t.rec.ID {
 			s.unsorted = true
@@ -259,8 +351,8 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 			r.Labels = cloneLabels(m.Labels)
 		}
 		t.rec = r
-		t.history = append(t.history, HistoryEntry{Version: r.Version, Commit: m.Head, Op: m.Op, Time: m.Time})
-		s.ref(m.Head)
+		t.history.add(HistoryEntry{Version: r.Version, Commit: m.Head, Op: m.Op, Time: m.Time})
+		ref(m.Head)
 	}
 	for _, k := range b.DropCheckpoints {
 		t := s.threads[k.Thread]
@@ -273,13 +365,11 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 			t.checkpoints = make(map[string]Checkpoint)
 		}
 		t.checkpoints[cp.Name] = cp
-		s.ref(cp.Commit)
+		ref(cp.Commit)
 	}
 	for _, d := range b.Delete {
 		t := s.threads[d.Thread]
-		for _, e := range t.history {
-			s.unref(e.Commit)
-		}
+		t.history.each(func(e HistoryEntry) { s.unref(e.Commit) })
 		for _, cp := range t.checkpoints {
 			s.unref(cp.Commit)
 		}
@@ -309,12 +399,6 @@ func cloneLabels(l map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-func (s *MemoryStore) ref(id string) {
-	if id != "" {
-		s.commits[id].refs++
-	}
 }
 
 // unref drops one reference and deletes the commits that no longer have any,

@@ -477,9 +477,6 @@ func (t *Thread) Update(ctx context.Context, opts UpdateOptions) error {
 	defer t.wmu.Unlock()
 	r := t.snapshot()
 	mv := Move{Thread: r.ID, From: r.Version, Head: r.Head, Op: OpUpdate, Time: t.db.clock(), Title: opts.Title, Labels: opts.Labels}
-	if mv.Labels != nil && len(mv.Labels) == 0 {
-		mv.Labels = map[string]string{}
-	}
 	t.mu.RLock()
 	head := t.head
 	t.mu.RUnlock()
@@ -530,8 +527,9 @@ func (t *Thread) Copy(ctx context.Context, opts ForkOptions) (*Thread, error) {
 
 func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, error) {
 	src := t.snapshot()
+	now := t.db.clock()
 	if opts.ID == "" {
-		opts.ID = NewThreadID()
+		opts.ID = ids.NewAt("th_", now)
 	}
 	if opts.Title == "" {
 		opts.Title = src.Title
@@ -549,14 +547,20 @@ func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, er
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
 	}
-	now := t.db.clock()
-	b := &Batch{}
+	// One allocation for the record and the batch that creates it.
+	one := &struct {
+		r  Record
+		b  Batch
+		cr [1]Creation
+	}{}
+	b := &one.b
 	if opts.At != "" {
 		if head, err = t.splitAt(ctx, head, opts.At, now, b); err != nil {
 			return nil, fmt.Errorf("%s %s at %s: %w", op, src.ID, opts.At, err)
 		}
 	}
-	r := &Record{ID: opts.ID, Tenant: t.db.tenant, Kind: src.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
+	r := &one.r
+	*r = Record{ID: opts.ID, Tenant: t.db.tenant, Kind: src.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
 		Version: 1, CreatedAt: now, UpdatedAt: now}
 	if head != nil {
 		r.Head = head.ID
@@ -564,7 +568,8 @@ func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, er
 	if op == OpFork {
 		r.ForkedFrom = ForkPoint{Thread: src.ID, Commit: r.Head, Message: opts.At}
 	}
-	b.Create = []Creation{{Record: r, Op: op}}
+	one.cr[0] = Creation{Record: r, Op: op}
+	b.Create = one.cr[:]
 	if err := t.db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
 	}

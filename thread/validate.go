@@ -146,3 +146,36 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// checkOp accepts an op of 1 to 32 lowercase letters and '_': the ops loom
+// writes, and room for new ones without letting arbitrary text in.
+func checkOp(op Op) error {
+	if len(op) == 0 || len(op) > 32 {
+		return fmt.Errorf("op %q: %w", clip(string(op)), ErrInvalid)
+	}
+	for i := 0; i < len(op); i++ {
+		if c := op[i]; (c < 'a' || c > 'z') && c != '_' {
+			return fmt.Errorf("op %q: %w", clip(string(op)), ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// The caps on commit metadata.
+const (
+	maxMetaEntries  = 64
+	maxMetaKeyLen   = 128
+	maxMetaValueLen = 4096
+)
+
+func checkMeta(meta map[string]string) error {
+	if len(meta) > maxMetaEntries {
+		return fmt.Errorf("%d metadata entries over the limit of %d: %w", len(meta), maxMetaEntries, ErrInvalid)
+	}
+	for k, v := range meta {
+		if k == "" || len(k) > maxMetaKeyLen || !printable(k) || len(v) > maxMetaValueLen || !utf8.ValidString(v) {
+			return fmt.Errorf("metadata %q: keys of 1 to %d printable bytes, values of at most %d bytes of UTF-8: %w", clip(k), maxMetaKeyLen, maxMetaValueLen, ErrInvalid)
+		}
+	}
+	return nil
+}

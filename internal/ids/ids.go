@@ -14,9 +14,13 @@ import (
 const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 
 // New returns prefix followed by a fresh time-ordered random id.
-func New(prefix string) string {
+func New(prefix string) string { return NewAt(prefix, time.Now()) }
+
+// NewAt is New with the time part taken from t, for callers that have read
+// the clock already (it is not free on every machine).
+func NewAt(prefix string, t time.Time) string {
 	var b [26]byte
-	ms := uint64(time.Now().UnixMilli())
+	ms := uint64(t.UnixMilli())
 	// 48 bits of time in 10 characters (50 bits, top two zero).
 	for i := 9; i >= 0; i-- {
 		b[i] = alphabet[ms&31]

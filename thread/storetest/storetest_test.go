@@ -7,6 +7,7 @@ import (
 	"iter"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loomthreads/loom/thread"
 )
@@ -15,10 +16,13 @@ import (
 // breaks one invariant, and the cases that guard it must fail.
 
 // lostUpdate moves heads last-writer-wins: it ignores the version a move was
-// computed against, so racing appends overwrite each other.
+// computed against, so a commit built on an old head overwrites the newer
+// one. The pause stands for a slow network: it widens the window in which
+// racing writers overlap.
 type lostUpdate struct{ *thread.MemoryStore }
 
 func (s lostUpdate) Apply(ctx context.Context, b *thread.Batch) error {
+	time.Sleep(20 * time.Microsecond)
 	for i, m := range b.Moves {
 		if r, err := s.MemoryStore.Thread(ctx, m.Thread); err == nil {
 			b.Moves[i].From = r.Version
