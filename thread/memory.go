@@ -137,7 +137,6 @@ func (s *MemoryStore) Commit(ctx context.Context, id string) (*Commit, error) {
 	return mc.c.Clone(), nil
 }
 
-
 // Ancestors implements Store. The walk follows parent pointers without the
 // lock: a published commit and its parent link never change.
 func (s *MemoryStore) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*Commit, error] {
