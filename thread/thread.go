@@ -54,6 +54,16 @@ func (t *Thread) set(r *Record, head *Commit) {
 	t.mu.Unlock()
 }
 
+// advance moves the handle to r after a write through it, unless a Refresh
+// running beside the write has already moved it further.
+func (t *Thread) advance(r *Record, head *Commit) {
+	t.mu.Lock()
+	if r.Version > t.rec.Version {
+		t.rec, t.head = r, head
+	}
+	t.mu.Unlock()
+}
+
 // Refresh moves the handle to the thread's current version.
 func (t *Thread) Refresh(ctx context.Context) error {
 	r, err := t.db.record(ctx, t.ID())
@@ -142,6 +152,9 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (*Commit, error
 		if attempt > 0 {
 			backoff(ctx, attempt)
 		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
+		}
 		if err := t.Refresh(ctx); err != nil {
 			return nil, err
 		}
@@ -207,7 +220,7 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	}
 	// The store kept its own copy of c, and the handle keeps only the
 	// header: c is the caller's.
-	t.set(moved(r, mv), c.header())
+	t.advance(moved(r, mv), c.header())
 	return c, nil
 }
 
@@ -361,12 +374,11 @@ func (t *Thread) History(ctx context.Context, opts HistoryOptions) iter.Seq2[His
 
 // move moves the head to commit head by compare-and-swap from the handle's
 // version. It never retries.
-func (t *Thread) move(ctx context.Context, b *Batch, mv Move, head *Commit) error {
-	b.Moves = append(b.Moves, mv)
-	if err := t.db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+func (t *Thread) move(ctx context.Context, r *Record, mv Move, head *Commit) error {
+	if err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{Moves: []Move{mv}}); err != nil {
 		return fmt.Errorf("%s %s: %w", mv.Op, mv.Thread, err)
 	}
-	t.set(moved(t.snapshot(), mv), head)
+	t.advance(moved(r, mv), head)
 	return nil
 }
 
@@ -376,7 +388,7 @@ func (t *Thread) Reset(ctx context.Context) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	r := t.snapshot()
-	return t.move(ctx, &Batch{}, Move{Thread: r.ID, From: r.Version, Op: OpReset, Time: t.db.clock()}, nil)
+	return t.move(ctx, r, Move{Thread: r.ID, From: r.Version, Op: OpReset, Time: t.db.clock()}, nil)
 }
 
 // Restore moves the head back (or forward) to where it was at version v.
@@ -389,7 +401,7 @@ func (t *Thread) Restore(ctx context.Context, v int64) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	r := t.snapshot()
-	return t.move(ctx, &Batch{}, Move{Thread: r.ID, From: r.Version, Head: e.Commit, Op: OpRestore, Time: t.db.clock()}, nil)
+	return t.move(ctx, r, Move{Thread: r.ID, From: r.Version, Head: e.Commit, Op: OpRestore, Time: t.db.clock()}, nil)
 }
 
 // Checkpoint names the handle's head commit so that Rollback can return to
@@ -453,7 +465,7 @@ func (t *Thread) Rollback(ctx context.Context, name string) error {
 		return fmt.Errorf("rollback: %w", err)
 	}
 	r := t.snapshot()
-	return t.move(ctx, &Batch{}, Move{Thread: r.ID, From: r.Version, Head: cp.Commit, Op: OpRollback, Time: t.db.clock()}, nil)
+	return t.move(ctx, r, Move{Thread: r.ID, From: r.Version, Head: cp.Commit, Op: OpRollback, Time: t.db.clock()}, nil)
 }
 
 // UpdateOptions change a thread's descriptive fields. Nil fields stay.
@@ -480,7 +492,7 @@ func (t *Thread) Update(ctx context.Context, opts UpdateOptions) error {
 	t.mu.RLock()
 	head := t.head
 	t.mu.RUnlock()
-	return t.move(ctx, &Batch{}, mv, head)
+	return t.move(ctx, r, mv, head)
 }
 
 // Delete deletes the thread, its history and checkpoints, and every commit
