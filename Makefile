@@ -4,10 +4,12 @@ FUZZTIME ?= 30s
 
 .PHONY: test bench fuzz
 
-# vet, then every test with the race detector on.
+# vet, then every test with the race detector on. scripts/test-deps installs
+# PostgreSQL and Redis when missing (as root) and then makes a missing server
+# a failure rather than a skip.
 test:
 	$(GO) vet ./...
-	$(GO) test -race ./...
+	env $$(./scripts/test-deps) $(GO) test -race ./...
 
 # The benchmarks; docs/benchmarks.md records their figures.
 bench:
