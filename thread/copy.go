@@ -1,0 +1,152 @@
+package thread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// CopyOptions choose what Copy copies and how it reports.
+type CopyOptions struct {
+	// Filter selects the threads; its Tenant and AllTenants apply as in a
+	// listing (set AllTenants to copy every tenant's threads). Limit and
+	// After page as usual.
+	Filter ListOptions
+	// Progress, when set, is called after each thread.
+	Progress func(CopyProgress)
+}
+
+// CopyProgress reports how far a Copy has got.
+type CopyProgress struct {
+	// Thread is the thread just handled.
+	Thread string
+	// Done counts the threads handled so far, Total the threads to handle.
+	Done, Total int
+	// Copied counts threads written, Skipped threads that dst had already.
+	Copied, Skipped int
+	// Commits counts the commits written so far.
+	Commits int
+}
+
+// Copy copies threads with their whole history — commits, history entries,
+// checkpoints — from src to dst, keeping every id: a thread reads the same,
+// at every version, in both stores, and commits that threads share (forks)
+// are written once. A thread that dst has already is skipped, so a copy that
+// was interrupted can simply be run again. Each thread is one atomic batch
+// in dst.
+func Copy(ctx context.Context, dst, src Store, opts CopyOptions) error {
+	var ids []string
+	filter := opts.Filter
+	for r, err := range src.Threads(ctx, filter) {
+		if err != nil {
+			return fmt.Errorf("copy: list: %w", err)
+		}
+		ids = append(ids, r.ID)
+	}
+	p := CopyProgress{Total: len(ids)}
+	for _, id := range ids {
+		n, err := copyThread(ctx, dst, src, id)
+		switch {
+		case errors.Is(err, errExists):
+			p.Skipped++
+		case errors.Is(err, ErrNotFound) && n == 0:
+			// Deleted from src since the listing: nothing to copy.
+		case err != nil:
+			return fmt.Errorf("copy %s: %w", id, err)
+		default:
+			p.Copied++
+			p.Commits += n
+		}
+		p.Done++
+		p.Thread = id
+		if opts.Progress != nil {
+			opts.Progress(p)
+		}
+	}
+	return nil
+}
+
+var errExists = errors.New("exists in the destination")
+
+// copyThread copies one thread and returns the number of commits written.
+func copyThread(ctx context.Context, dst, src Store, id string) (int, error) {
+	if _, err := dst.Thread(ctx, id); err == nil {
+		return 0, errExists
+	} else if !errors.Is(err, ErrNotFound) {
+		return 0, err
+	}
+	r, err := src.Thread(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	var history []HistoryEntry
+	for e, err := range src.History(ctx, id, HistoryOptions{Before: r.Version + 1}) {
+		if err != nil {
+			return 0, err
+		}
+		history = append(history, e)
+	}
+	slices.Reverse(history)
+	if len(history) == 0 || history[len(history)-1].Version != r.Version {
+		return 0, fmt.Errorf("history and record disagree (the thread moved during the copy): %w", ErrConflict)
+	}
+	var cps []Checkpoint
+	for cp, err := range src.Checkpoints(ctx, id) {
+		if err != nil {
+			return 0, err
+		}
+		cps = append(cps, cp)
+	}
+	// Every commit the history and checkpoints reach that dst lacks,
+	// parents first.
+	b := &Batch{}
+	have := map[string]bool{}
+	need := func(root string) error {
+		var chain []*Commit
+		for c, err := range src.Ancestors(ctx, root, -1) {
+			if err != nil {
+				return err
+			}
+			if have[c.ID] {
+				break
+			}
+			have[c.ID] = true
+			if _, err := dst.Commit(ctx, c.ID); err == nil {
+				break // dst has it, and so all its ancestors
+			} else if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			chain = append(chain, c)
+		}
+		slices.Reverse(chain)
+		b.Commits = append(b.Commits, chain...)
+		return nil
+	}
+	for _, e := range history {
+		if e.Commit != "" && !have[e.Commit] {
+			if err := need(e.Commit); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for _, cp := range cps {
+		if !have[cp.Commit] {
+			if err := need(cp.Commit); err != nil {
+				return 0, err
+			}
+		}
+	}
+	r.Head = history[len(history)-1].Commit
+	b.Create = []Creation{{Record: r, History: history}}
+	b.Checkpoints = cps
+	if err := dst.Apply(ctx, b); err != nil {
+		if errors.Is(err, ErrConflict) {
+			if _, err2 := dst.Thread(ctx, id); err2 == nil {
+				return 0, errExists // created meanwhile by another copy
+			}
+		}
+		return 0, err
+	}
+	return len(b.Commits), nil
+}
