@@ -1017,3 +1017,37 @@ func reopen(t T, s thread.Store, o *Options) {
 	_, err = th2.Append(ctx, message.User("after reopen"))
 	check(t, err, "append after reopen")
 }
+
+// copyInAndOut copies threads with history, forks and checkpoints from a
+// memory store into the store and back out, keeping every id and byte.
+func copyInAndOut(t T, s thread.Store, _ *Options) {
+	ctx := t.Context()
+	mem := thread.NewMemoryStore()
+	mdb := thread.New(mem, nil)
+	rich := richThread(t, mdb, "rich")
+	f, err := rich.Fork(ctx, thread.ForkOptions{ID: "fork", At: read(t, rich, thread.ReadOptions{})[1].ID})
+	check(t, err, "fork")
+	_, err = f.Append(ctx, message.User("fork only"))
+	check(t, err, "append")
+	check(t, thread.Copy(ctx, s, mem, thread.CopyOptions{}), "copy in")
+	back := thread.NewMemoryStore()
+	check(t, thread.Copy(ctx, back, s, thread.CopyOptions{}), "copy out")
+	for _, id := range []string{"rich", "fork"} {
+		docs := make([]string, 3)
+		for i, st := range []thread.Store{mem, s, back} {
+			th, err := thread.New(st, nil).Thread(ctx, id)
+			check(t, err, "get "+id)
+			var b bytes.Buffer
+			check(t, th.Save(ctx, &b, thread.SaveOptions{History: true}), "save")
+			docs[i] = b.String()
+		}
+		if docs[0] != docs[1] || docs[1] != docs[2] {
+			t.Fatalf("thread %s differs after copying in and out:\nsource %s\nstore  %s\nback   %s", id, docs[0], docs[1], docs[2])
+		}
+	}
+	var done thread.CopyProgress
+	check(t, thread.Copy(ctx, s, mem, thread.CopyOptions{Progress: func(p thread.CopyProgress) { done = p }}), "copy again")
+	if done.Skipped != 2 || done.Copied != 0 {
+		t.Fatalf("copying again: %+v, want both skipped", done)
+	}
+}

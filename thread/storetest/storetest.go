@@ -100,6 +100,7 @@ var cases = []suiteCase{
 	{"StateIsVersioned", stateIsVersioned},
 	{"ListFiltersAndPaging", listFiltersAndPaging},
 	{"SaveLoadRoundTrip", saveLoadRoundTrip},
+	{"CopyInAndOut", copyInAndOut},
 }
 
 // recorder is a T that records failures instead of failing, for running a
