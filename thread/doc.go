@@ -19,14 +19,15 @@
 //
 // What each operation costs:
 //
-//	Append, Commit          O(messages appended); one atomic store write
-//	Messages (Last: k)      O(k): walks back only the commits that hold them
-//	Fork at the head        O(1): a new head on an existing commit
-//	Fork at a message       O(messages after it) to find it; at most one new commit
-//	Reset, Rollback, Restore O(1): the head moves, history records it
-//	Messages (Version: v)   O(1) + the read: history names the commit
-//	Save, Load              O(n): the portable document (docs/portable-document.md)
-//	Delete                  O(commits only this thread reaches)
+//	Append, Commit            O(messages appended); one atomic store write
+//	Messages (Last: k)        O(k): walks back only the commits that hold them
+//	Fork at the head, Copy    O(1): a new head on an existing commit
+//	Fork at a message         O(messages after it) to find it; at most one new commit
+//	Reset, Rollback, Restore  O(1): the head moves, the history records it
+//	Messages (Version: v)     O(1) + the read: the history names the commit
+//	Save, Load                O(n): the portable document (docs/portable-document.md)
+//	Delete                    O(commits only this thread reaches)
+//	Copy (store to store)     O(commits the destination lacks); ids and sharing kept
 //
 // Heads move only by compare-and-swap on the version. Two writers never both
 // succeed from one version: the loser gets ErrConflict and nothing is lost.
