@@ -1,9 +1,11 @@
 package message
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -40,7 +42,8 @@ type Message struct {
 	CreatedAt time.Time
 	// Metadata is free-form data that travels with the message. Values are
 	// whatever encoding/json makes of the JSON: strings, json.Number, bool,
-	// nil, []any and map[string]any.
+	// nil, []any and map[string]any; Validate also accepts Go integers and
+	// finite floats, and refuses anything else.
 	Metadata map[string]any
 }
 
@@ -255,8 +258,12 @@ func (m Message) Validate() error {
 			errs = append(errs, fmt.Errorf("contents[%d]: %w", i, err))
 		}
 	}
-	if !validUTF8Value(m.Metadata) {
-		errs = append(errs, errors.New("metadata: not UTF-8"))
+	for k, v := range m.Metadata {
+		if !utf8.ValidString(k) {
+			errs = append(errs, errors.New("metadata: a key is not UTF-8"))
+		} else if err := validMetaValue(v); err != nil {
+			errs = append(errs, fmt.Errorf("metadata %q: %v", truncate(k), err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -327,24 +334,47 @@ func validateContent(c Content) error {
 
 // validUTF8Value reports whether every string and map key in the metadata
 // value v is UTF-8. encoding/json would write any other as U+FFFD.
-func validUTF8Value(v any) bool {
+// validMetaValue accepts what JSON can hold and Clone can copy: the types
+// encoding/json decodes into (with json.Number), finite floats and integers.
+func validMetaValue(v any) error {
 	switch v := v.(type) {
+	case nil, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return nil
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return errors.New("not a finite number")
+		}
+	case float32:
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return errors.New("not a finite number")
+		}
+	case json.Number:
+		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || !json.Valid([]byte(v)) {
+			return fmt.Errorf("json.Number %q is not a number", truncate(string(v)))
+		}
 	case string:
-		return utf8.ValidString(v)
+		if !utf8.ValidString(v) {
+			return errors.New("not UTF-8")
+		}
 	case map[string]any:
 		for k, x := range v {
-			if !utf8.ValidString(k) || !validUTF8Value(x) {
-				return false
+			if !utf8.ValidString(k) {
+				return errors.New("a key is not UTF-8")
+			}
+			if err := validMetaValue(x); err != nil {
+				return err
 			}
 		}
 	case []any:
 		for _, x := range v {
-			if !validUTF8Value(x) {
-				return false
+			if err := validMetaValue(x); err != nil {
+				return err
 			}
 		}
+	default:
+		return fmt.Errorf("a %T; metadata holds JSON values (string, number, bool, nil, []any, map[string]any)", v)
 	}
-	return true
+	return nil
 }
 
 func truncate(s string) string {

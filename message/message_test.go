@@ -2,6 +2,7 @@ package message_test
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -202,10 +203,25 @@ func TestValidate(t *testing.T) {
 		{"error not UTF-8", message.New(message.RoleAssistant, message.Error{Message: "\xff"}), []string{"error: not UTF-8"}},
 		{"metadata value not UTF-8", with(message.User("hi"), func(m *message.Message) {
 			m.Metadata = map[string]any{"a": []any{"ok", "\xff"}}
-		}), []string{"metadata: not UTF-8"}},
+		}), []string{`metadata "a": not UTF-8`}},
 		{"metadata key not UTF-8", with(message.User("hi"), func(m *message.Message) {
 			m.Metadata = map[string]any{"a": map[string]any{"\xff": true}}
-		}), []string{"metadata: not UTF-8"}},
+		}), []string{`metadata "a": a key is not UTF-8`}},
+		{"metadata top-level key not UTF-8", with(message.User("hi"), func(m *message.Message) {
+			m.Metadata = map[string]any{"\xff": true}
+		}), []string{"metadata: a key is not UTF-8"}},
+		{"metadata NaN", with(message.User("hi"), func(m *message.Message) {
+			m.Metadata = map[string]any{"score": math.NaN()}
+		}), []string{`metadata "score": not a finite number`}},
+		{"metadata of a Go type JSON does not decode to", with(message.User("hi"), func(m *message.Message) {
+			m.Metadata = map[string]any{"tags": []string{"shared", "with", "the", "caller"}}
+		}), []string{`metadata "tags": a []string`}},
+		{"metadata bytes", with(message.User("hi"), func(m *message.Message) {
+			m.Metadata = map[string]any{"blob": []byte("x")}
+		}), []string{`metadata "blob": a []uint8`}},
+		{"metadata bad json.Number", with(message.User("hi"), func(m *message.Message) {
+			m.Metadata = map[string]any{"n": json.Number("12abc")}
+		}), []string{`metadata "n": json.Number`}},
 		{"created_at after 9999", with(message.User("hi"), func(m *message.Message) {
 			m.CreatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 		}), []string{"created_at:"}},

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/loomthreads/loom/internal/ids"
 )
 
 // CopyOptions choose what Copy copies and how it reports.
@@ -34,7 +36,9 @@ type CopyProgress struct {
 // at every version, in both stores, and commits that threads share (forks)
 // are written once. A thread that dst has already is skipped, so a copy that
 // was interrupted can simply be run again. Each thread is one atomic batch
-// in dst.
+// in dst. What src holds is checked as if it were written anew (ids,
+// messages, ops, metadata, with the default Limits): a thread that fails is
+// an ErrInvalid and stops the copy, with the threads before it copied.
 func Copy(ctx context.Context, dst, src Store, opts CopyOptions) error {
 	var ids []string
 	filter := opts.Filter
@@ -137,6 +141,9 @@ func copyThread(ctx context.Context, dst, src Store, id string) (int, error) {
 			}
 		}
 	}
+	if err := checkCopied(r, history, cps, b.Commits); err != nil {
+		return 0, err
+	}
 	r.Head = history[len(history)-1].Commit
 	b.Create = []Creation{{Record: r, History: history}}
 	b.Checkpoints = cps
@@ -149,4 +156,50 @@ func copyThread(ctx context.Context, dst, src Store, id string) (int, error) {
 		return 0, err
 	}
 	return len(b.Commits), nil
+}
+
+// copyChecks holds the default limits that copied data is checked against.
+var copyChecks = New(nil, nil)
+
+// checkCopied checks what a copy is about to write, as Create, Append and
+// Checkpoint would have.
+func checkCopied(r *Record, history []HistoryEntry, cps []Checkpoint, commits []*Commit) error {
+	if err := copyChecks.checkRecord(r.ID, r.Kind, r.Title, r.Labels); err != nil {
+		return err
+	}
+	for _, e := range history {
+		if err := checkOp(e.Op); err != nil {
+			return err
+		}
+	}
+	for _, cp := range cps {
+		if err := checkCheckpointName(cp.Name); err != nil {
+			return err
+		}
+	}
+	for _, c := range commits {
+		if !ids.Valid(c.ID) || (c.Parent != "" && !ids.Valid(c.Parent)) {
+			return fmt.Errorf("commit id %q: %w", clip(c.ID), ErrInvalid)
+		}
+		if err := copyChecks.checkMessages(c.Messages); err != nil {
+			return fmt.Errorf("commit %s: %w", c.ID, err)
+		}
+		for _, m := range c.Messages {
+			if !ids.Valid(m.ID) {
+				return fmt.Errorf("commit %s: a message without a valid id: %w", c.ID, ErrInvalid)
+			}
+		}
+		if err := checkOp(c.Op); err != nil {
+			return err
+		}
+		if err := checkMeta(c.Metadata); err != nil {
+			return err
+		}
+		if c.State != nil {
+			if _, err := copyChecks.applyPatch(nil, c.State); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"time"
 
@@ -35,7 +36,14 @@ type docThread struct {
 	Labels     map[string]string `json:"labels,omitzero"`
 	CreatedAt  time.Time         `json:"created_at"`
 	UpdatedAt  time.Time         `json:"updated_at"`
-	ForkedFrom ForkPoint         `json:"forked_from,omitzero"`
+	ForkedFrom docForkPoint      `json:"forked_from,omitzero"`
+}
+
+// docForkPoint is a ForkPoint without the commit: commit ids do not travel
+// (a loaded thread's commits get fresh ones), thread and message ids do.
+type docForkPoint struct {
+	Thread  string `json:"thread"`
+	Message string `json:"message,omitzero"`
 }
 
 type docCheckpoint struct {
@@ -105,7 +113,7 @@ func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, err
 		return nil, err
 	}
 	doc := &document{Format: DocumentFormat, Thread: docThread{ID: r.ID, Kind: r.Kind, Title: r.Title, Labels: cloneLabels(r.Labels),
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ForkedFrom: r.ForkedFrom}, Messages: []message.Message{}}
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ForkedFrom: docForkPoint{r.ForkedFrom.Thread, r.ForkedFrom.Message}}, Messages: []message.Message{}}
 
 	// The head's line, every commit of it, oldest first.
 	var line []*Commit
@@ -137,7 +145,9 @@ func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, err
 		if err != nil {
 			return nil, err
 		}
-		cps = append(cps, cp)
+		if cp.Version <= r.Version { // not those made after the handle's version
+			cps = append(cps, cp)
+		}
 	}
 	if !opts.History {
 		for _, cp := range cps {
@@ -238,7 +248,11 @@ type LoadOptions struct {
 // (use LoadOptions.ID to load a second copy); a malformed or inconsistent
 // document is ErrInvalid, and nothing is written.
 func (db *DB) Load(ctx context.Context, r io.Reader, opts LoadOptions) (*Thread, error) {
-	data, err := io.ReadAll(io.LimitReader(r, db.limits.DocumentBytes+1))
+	limit := db.limits.DocumentBytes
+	if limit < math.MaxInt64 {
+		limit++ // one byte more, to tell a document at the limit from one over it
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit))
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
@@ -271,12 +285,13 @@ func (db *DB) load(ctx context.Context, doc *document, opts LoadOptions) (*Threa
 	if err := db.checkRecord(d.ID, d.Kind, d.Title, d.Labels); err != nil {
 		return nil, err
 	}
-	if d.ForkedFrom != (ForkPoint{}) && !(ids.Valid(d.ForkedFrom.Thread) && validOptionalID(d.ForkedFrom.Commit) && validOptionalID(d.ForkedFrom.Message)) {
+	if d.ForkedFrom != (docForkPoint{}) && !(ids.Valid(d.ForkedFrom.Thread) && validOptionalID(d.ForkedFrom.Message)) {
 		return nil, fmt.Errorf("forked_from: %w", ErrInvalid)
 	}
 	now := db.clock()
 	rec := &Record{ID: d.ID, Tenant: db.tenant, Kind: d.Kind, Title: d.Title, Labels: cloneLabels(d.Labels),
-		CreatedAt: utcMicro(d.CreatedAt, now), UpdatedAt: utcMicro(d.UpdatedAt, now), ForkedFrom: d.ForkedFrom}
+		CreatedAt: utcMicro(d.CreatedAt, now), UpdatedAt: utcMicro(d.UpdatedAt, now),
+		ForkedFrom: ForkPoint{Thread: d.ForkedFrom.Thread, Message: d.ForkedFrom.Message}}
 	if rec.UpdatedAt.Before(rec.CreatedAt) {
 		rec.UpdatedAt = rec.CreatedAt
 	}
@@ -370,15 +385,30 @@ func (db *DB) loadLine(doc *document, rec *Record, b *Batch, now time.Time) (*Co
 				snap = map[string]json.RawMessage{}
 			}
 		}
-		c, err := db.loadCommit(head, doc.Messages[from:upto], snap, OpLoad, now, nil)
-		if err != nil {
-			return err
+		// Pieces of at most MessagesPerCommit messages, cut before an id
+		// that repeats (the line may hold one id twice; a commit may not).
+		// The state goes on the last piece.
+		msgs := doc.Messages[from:upto]
+		for first := true; first || len(msgs) > 0; first = false {
+			n, seen := 0, map[string]bool{}
+			for n < len(msgs) && n < db.limits.MessagesPerCommit && !seen[msgs[n].ID] {
+				seen[msgs[n].ID] = true
+				n++
+			}
+			var st map[string]json.RawMessage
+			if n == len(msgs) {
+				st = snap
+			}
+			c, err := db.loadCommit(head, msgs[:n], st, OpLoad, now, nil)
+			if err != nil {
+				return err
+			}
+			if st != nil {
+				state = c.State
+			}
+			b.Commits = append(b.Commits, c)
+			head, msgs = c, msgs[n:]
 		}
-		if snap != nil {
-			state = c.State
-		}
-		b.Commits = append(b.Commits, c)
-		head = c
 		return nil
 	}
 	for _, cp := range cps {
@@ -500,7 +530,27 @@ func (db *DB) loadHistory(doc *document, rec *Record, b *Batch, now time.Time) (
 		if c == nil {
 			return nil, fmt.Errorf("checkpoint %q: no commit: %w", cp.Name, ErrInvalid)
 		}
+		if cp.Version < 1 || cp.Version > h.Version {
+			return nil, fmt.Errorf("checkpoint %q: version %d outside 1 to %d: %w", cp.Name, cp.Version, h.Version, ErrInvalid)
+		}
 		b.Checkpoints = append(b.Checkpoints, Checkpoint{Thread: rec.ID, Name: cp.Name, Commit: c.ID, Version: cp.Version, CreatedAt: utcMicro(cp.CreatedAt, now)})
+	}
+	// Every commit must be reachable from an entry or a checkpoint: one that
+	// is not could never be deleted.
+	reached := make([]bool, len(h.Commits))
+	mark := func(i int) {
+		for ; i >= 0 && !reached[i]; i = h.Commits[i].Parent {
+			reached[i] = true
+		}
+	}
+	for _, e := range h.Entries {
+		mark(e.Commit)
+	}
+	for _, cp := range doc.Checkpoints {
+		mark(*cp.Commit)
+	}
+	if i := slices.Index(reached, false); i >= 0 {
+		return nil, fmt.Errorf("commit %d: reached by no history entry or checkpoint: %w", i, ErrInvalid)
 	}
 	rec.Head, rec.Version = idOf(head), h.Version
 	b.Create = []Creation{{Record: rec, History: entries}}

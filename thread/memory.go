@@ -353,6 +353,11 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 		t.history.add(HistoryEntry{Version: r.Version, Commit: m.Head, Op: m.Op, Time: m.Time})
 		ref(m.Head)
 	}
+	// New references count before old ones are let go, so that a batch
+	// that replaces a checkpoint never frees what the new one keeps.
+	for _, cp := range b.Checkpoints {
+		ref(cp.Commit)
+	}
 	for _, k := range b.DropCheckpoints {
 		t := s.threads[k.Thread]
 		s.unref(t.checkpoints[k.Name].Commit)
@@ -364,7 +369,6 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 			t.checkpoints = make(map[string]Checkpoint)
 		}
 		t.checkpoints[cp.Name] = cp
-		ref(cp.Commit)
 	}
 	for _, d := range b.Delete {
 		t := s.threads[d.Thread]
@@ -420,6 +424,9 @@ func (s *MemoryStore) check(b *Batch) error {
 	var newCommits set[string]
 	commitExists := func(id string) bool { return id == "" || s.commits[id] != nil || newCommits.has(id) }
 	for _, c := range b.Commits {
+		if c == nil {
+			return fmt.Errorf("a nil commit: %w", ErrInvalid)
+		}
 		if c.ID == "" || s.commits[c.ID] != nil || newCommits.has(c.ID) {
 			return fmt.Errorf("commit %q exists: %w", c.ID, ErrConflict)
 		}
@@ -513,11 +520,13 @@ func (s *MemoryStore) check(b *Batch) error {
 		}
 		added.add(k)
 	}
+	var deleted set[string]
 	for _, d := range b.Delete {
 		v, ok := lookup(d.Thread)
-		if !ok || s.threads[d.Thread] == nil {
+		if !ok || s.threads[d.Thread] == nil || deleted.has(d.Thread) {
 			return fmt.Errorf("thread %q: %w", d.Thread, ErrNotFound)
 		}
+		deleted.add(d.Thread)
 		if d.Version != 0 && v != d.Version {
 			return fmt.Errorf("thread %q is at version %d, not %d: %w", d.Thread, v, d.Version, ErrConflict)
 		}

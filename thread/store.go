@@ -16,7 +16,9 @@ import (
 //     check done inside the same transaction as the writes;
 //   - keep a commit while anything reaches it: a child commit, a history
 //     entry or a checkpoint of any thread; delete it when the last reference
-//     goes (see Batch.Delete);
+//     goes (see Batch.Delete). Within a batch, count the new references
+//     before letting old ones go, so that replacing a checkpoint never frees
+//     what the new one keeps;
 //   - return ErrNotFound, ErrConflict and ErrInvalid (wrapped) as documented,
 //     and copies that the caller may change.
 //

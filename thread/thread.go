@@ -48,12 +48,6 @@ func (t *Thread) snapshot() *Record {
 	return t.rec
 }
 
-func (t *Thread) set(r *Record, head *Commit) {
-	t.mu.Lock()
-	t.rec, t.head = r, head
-	t.mu.Unlock()
-}
-
 // advance moves the handle to r after a write through it, unless a Refresh
 // running beside the write has already moved it further.
 func (t *Thread) advance(r *Record, head *Commit) {
@@ -70,7 +64,14 @@ func (t *Thread) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t.set(r, nil)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// A write through this handle may have finished while the record was
+	// read: never move back, unless the thread was deleted and made anew.
+	if c := t.rec; r.Version < c.Version && r.CreatedAt.Equal(c.CreatedAt) {
+		return nil
+	}
+	t.rec, t.head = r, nil
 	return nil
 }
 
@@ -131,6 +132,10 @@ type CommitOptions struct {
 // Messages, no IfVersion) that loses a race is rebased onto the new head and
 // retried, because appends commute; anything else returns ErrConflict when the
 // thread has moved past the handle's version (or IfVersion).
+//
+// The returned commit is the caller's: the store keeps its own copy. Its
+// messages are the ones given, with ids and times filled in, and share their
+// contents with them.
 func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (*Commit, error) {
 	if opts.Op == "" {
 		opts.Op = OpAppend
@@ -487,11 +492,10 @@ func (t *Thread) Update(ctx context.Context, opts UpdateOptions) error {
 	}
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
-	r := t.snapshot()
-	mv := Move{Thread: r.ID, From: r.Version, Head: r.Head, Op: OpUpdate, Time: t.db.clock(), Title: opts.Title, Labels: opts.Labels}
 	t.mu.RLock()
-	head := t.head
+	r, head := t.rec, t.head
 	t.mu.RUnlock()
+	mv := Move{Thread: r.ID, From: r.Version, Head: r.Head, Op: OpUpdate, Time: t.db.clock(), Title: opts.Title, Labels: opts.Labels}
 	return t.move(ctx, r, mv, head)
 }
 

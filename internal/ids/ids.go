@@ -41,9 +41,12 @@ const MaxLen = 128
 
 // Valid reports whether s is usable as an id of a thread, message or commit:
 // 1 to MaxLen bytes of ASCII letters, digits, '_', '-' and '.', not starting
-// with '.' or '-'. Such an id is safe as a file name, a URL path segment, a
-// SQL value and a Redis key part: it cannot name a parent directory, hold a
-// path separator or a Redis hash-tag brace.
+// with '.' or '-'. Such an id is safe as a file name on Linux, a URL path
+// segment, a SQL value and a Redis key part: it cannot name a parent
+// directory, hold a path separator or a Redis hash-tag brace. (On
+// case-insensitive file systems "Th" and "th" name one file, and Windows
+// reserves names such as "nul": a store that maps ids to file names there
+// must encode them.)
 func Valid(s string) bool {
 	if len(s) == 0 || len(s) > MaxLen || s[0] == '.' || s[0] == '-' {
 		return false

@@ -932,11 +932,36 @@ func saveLoadRoundTrip(t T, s thread.Store, _ *Options) {
 			}
 		}
 	}
+	// A long thread and a line that holds one message id twice (allowed
+	// across commits) load back from a document without history.
+	long, err := db.Create(ctx, thread.CreateOptions{ID: "long"})
+	check(t, err, "create long")
+	for range 3 {
+		_, err = long.Append(ctx, numbered("l", 4000)...)
+		check(t, err, "append 4,000")
+	}
+	twice := message.User("twice")
+	twice.ID = "m-twice"
+	_, err = long.Append(ctx, twice)
+	check(t, err, "append an id")
+	_, err = long.Append(ctx, twice)
+	check(t, err, "append the same id again")
+	var doc bytes.Buffer
+	check(t, long.Save(ctx, &doc, thread.SaveOptions{}), "save long")
+	back, err := db.Load(ctx, bytes.NewReader(doc.Bytes()), thread.LoadOptions{ID: "long-back"})
+	check(t, err, "load a 12,002-message line")
+	if n, _ := back.Len(ctx); n != 12002 {
+		t.Fatalf("loaded %d messages, want 12,002", n)
+	}
 	// Garbage in, an error out, nothing written.
 	for _, doc := range []string{"", "{", "[]", `{"format":"nope"}`, `{"format":"loom.thread/v1","thread":{"id":"../x","kind":"local"}}`,
 		`{"format":"loom.thread/v1","thread":{"id":"g","kind":"local"},"messages":[{"role":"user","contents":[{"type":"text","text":"x"}]}]}`,
 		`{"format":"loom.thread/v1","thread":{"id":"g","kind":"local"},"messages":[],"history":{"version":1,"head":5,"commits":[],"entries":[{"version":1,"commit":-1}]}}`,
 		`{"format":"loom.thread/v1","thread":{"id":"g","kind":"local"},"messages":[],"history":{"version":1,"head":0,"commits":[{"parent":0}],"entries":[{"version":1,"commit":0}]}}`,
+		// A commit that nothing reaches could never be deleted.
+		`{"format":"loom.thread/v1","thread":{"id":"g","kind":"local"},"messages":[],"history":{"version":1,"head":-1,"commits":[{"parent":-1,"op":"append"}],"entries":[{"version":1,"commit":-1,"op":"create"}]}}`,
+		// A checkpoint from a version the history does not have.
+		`{"format":"loom.thread/v1","thread":{"id":"g","kind":"local"},"messages":[],"checkpoints":[{"name":"x","commit":0,"version":9}],"history":{"version":1,"head":-1,"commits":[{"parent":-1,"op":"append"}],"entries":[{"version":1,"commit":-1,"op":"create"}]}}`,
 	} {
 		_, err := db.Load(ctx, strings.NewReader(doc), thread.LoadOptions{})
 		wantErr(t, err, thread.ErrInvalid, fmt.Sprintf("load %q", doc))
@@ -992,6 +1017,7 @@ func reopen(t T, s thread.Store, o *Options) {
 		for th, err := range db.Threads(ctx, thread.ListOptions{}) {
 			check(t, err, "list")
 			fmt.Fprintf(&b, "%s\n", encode(t, th.Record()))
+			fmt.Fprintf(&b, "commits %s\n", commitIDs(t, db.Store(), th.ID()))
 			check(t, th.Save(ctx, &b, thread.SaveOptions{History: true}), "save")
 			for v := int64(1); v <= th.Version(); v++ {
 				fmt.Fprintf(&b, "v%d %s\n", v, encode(t, read(t, th, thread.ReadOptions{Version: v})))
@@ -1044,10 +1070,131 @@ func copyInAndOut(t T, s thread.Store, _ *Options) {
 		if docs[0] != docs[1] || docs[1] != docs[2] {
 			t.Fatalf("thread %s differs after copying in and out:\nsource %s\nstore  %s\nback   %s", id, docs[0], docs[1], docs[2])
 		}
+		if a, b, c := commitIDs(t, mem, id), commitIDs(t, s, id), commitIDs(t, back, id); a != b || b != c {
+			t.Fatalf("thread %s: commit ids changed in the copy:\nsource %s\nstore  %s\nback   %s", id, a, b, c)
+		}
 	}
 	var done thread.CopyProgress
 	check(t, thread.Copy(ctx, s, mem, thread.CopyOptions{Progress: func(p thread.CopyProgress) { done = p }}), "copy again")
 	if done.Skipped != 2 || done.Copied != 0 {
 		t.Fatalf("copying again: %+v, want both skipped", done)
 	}
+}
+
+// badBatches sends the store batches that no thread operation makes: nil
+// entries, a thread deleted twice, hostile ids. The store refuses them with a
+// typed error, or (for ids) takes them and reads them back exactly; it never
+// panics and never applies part of a batch.
+func badBatches(t T, s thread.Store, _ *Options) {
+	ctx := t.Context()
+	db := thread.New(s, nil)
+	_, err := db.Create(ctx, thread.CreateOptions{ID: "x", Messages: numbered("x", 1)})
+	check(t, err, "create")
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if err := s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: "x"}, {Thread: "x"}}}); !errors.Is(err, thread.ErrNotFound) && !errors.Is(err, thread.ErrInvalid) {
+		t.Fatalf("deleting a thread twice in one batch: %v", err)
+	}
+	if _, err := s.Thread(ctx, "x"); err != nil {
+		t.Fatalf("a refused batch deleted the thread: %v", err)
+	}
+	if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{nil}}); !errors.Is(err, thread.ErrInvalid) {
+		t.Fatalf("a nil commit: %v, want ErrInvalid", err)
+	}
+	if err := s.Apply(ctx, &thread.Batch{Create: []thread.Creation{{}}}); !errors.Is(err, thread.ErrInvalid) {
+		t.Fatalf("a creation without a record: %v, want ErrInvalid", err)
+	}
+	for _, id := range []string{"../x", "a/b", "{slot}", "a\x00b", "..", strings.Repeat("z", 300)} {
+		c := rawCommit(nil, "hostile")
+		r := &thread.Record{ID: id, Kind: thread.KindLocal, Head: c.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
+		err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}, Create: []thread.Creation{{Record: r, Op: thread.OpCreate}},
+			Checkpoints: []thread.Checkpoint{{Thread: id, Name: "../cp", Commit: c.ID, Version: 1, CreatedAt: now}}})
+		if err != nil {
+			if !errors.Is(err, thread.ErrInvalid) {
+				t.Fatalf("create %q: %v, want ErrInvalid or success", id, err)
+			}
+			if _, err := s.Commit(ctx, c.ID); !errors.Is(err, thread.ErrNotFound) {
+				t.Fatalf("a refused batch for %q left its commit behind: %v", id, err)
+			}
+			continue
+		}
+		got, err := s.Thread(ctx, id)
+		if err != nil || got.ID != id || got.Head != c.ID {
+			t.Fatalf("thread %q taken but read back as %+v, %v", id, got, err)
+		}
+		for cp, err := range s.Checkpoints(ctx, id) {
+			if err != nil || cp.Name != "../cp" || cp.Commit != c.ID {
+				t.Fatalf("checkpoint of %q read back as %+v, %v", id, cp, err)
+			}
+		}
+		check(t, s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: id}}}), "delete "+id)
+		if _, err := s.Commit(ctx, c.ID); !errors.Is(err, thread.ErrNotFound) {
+			t.Fatalf("deleting %q left its commit: %v", id, err)
+		}
+	}
+}
+
+// checkpointAloneKeepsCommits checks that a checkpoint is a reference of its
+// own: a commit that only a checkpoint reaches survives until the checkpoint
+// or its thread goes.
+func checkpointAloneKeepsCommits(t T, s thread.Store, _ *Options) {
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	base := rawCommit(nil, "base")
+	x := rawCommit(base, "only a checkpoint reaches this")
+	rec := func(id string) *thread.Record {
+		return &thread.Record{ID: id, Kind: thread.KindLocal, Version: 1, CreatedAt: now, UpdatedAt: now}
+	}
+	// T's head is the empty root; its checkpoint is the only reference to
+	// x, and x the only reference to base.
+	check(t, s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{base, x}, Create: []thread.Creation{{Record: rec("t"), Op: thread.OpCreate}},
+		Checkpoints: []thread.Checkpoint{{Thread: "t", Name: "cp", Commit: x.ID, Version: 1, CreatedAt: now}}}), "create t")
+	// Another thread on base comes and goes.
+	other := rec("other")
+	other.Head = base.ID
+	check(t, s.Apply(ctx, &thread.Batch{Create: []thread.Creation{{Record: other, Op: thread.OpCreate}}}), "create other")
+	check(t, s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: "other"}}}), "delete other")
+	for _, c := range []*thread.Commit{x, base} {
+		if _, err := s.Commit(ctx, c.ID); err != nil {
+			t.Fatalf("commit %s, reached only through a checkpoint, is gone: %v", c.ID, err)
+		}
+	}
+	// Replacing the checkpoint in one batch keeps x: the new one counts
+	// before the old one is let go.
+	check(t, s.Apply(ctx, &thread.Batch{DropCheckpoints: []thread.CheckpointKey{{Thread: "t", Name: "cp"}},
+		Checkpoints: []thread.Checkpoint{{Thread: "t", Name: "cp2", Commit: x.ID, Version: 1, CreatedAt: now}}}), "replace checkpoint")
+	if _, err := s.Commit(ctx, x.ID); err != nil {
+		t.Fatalf("commit x is gone after its checkpoint was replaced: %v", err)
+	}
+	// Dropping the last checkpoint frees x and base.
+	check(t, s.Apply(ctx, &thread.Batch{DropCheckpoints: []thread.CheckpointKey{{Thread: "t", Name: "cp2"}}}), "drop checkpoint")
+	for _, c := range []*thread.Commit{x, base} {
+		if _, err := s.Commit(ctx, c.ID); !errors.Is(err, thread.ErrNotFound) {
+			t.Fatalf("commit %s outlived its last reference: %v", c.ID, err)
+		}
+	}
+}
+
+// commitIDs lists the ids of every commit the thread's head and checkpoints
+// reach, for comparing stores that must keep commit ids.
+func commitIDs(t T, s thread.Store, id string) string {
+	ctx := t.Context()
+	r, err := s.Thread(ctx, id)
+	check(t, err, "record "+id)
+	roots := []string{r.Head}
+	for cp, err := range s.Checkpoints(ctx, id) {
+		check(t, err, "checkpoints")
+		roots = append(roots, cp.Commit)
+	}
+	var b strings.Builder
+	for _, root := range roots {
+		if root == "" {
+			continue
+		}
+		for c, err := range s.Ancestors(ctx, root, -1) {
+			check(t, err, "ancestors")
+			b.WriteString(c.ID + " ")
+		}
+		b.WriteString("| ")
+	}
+	return b.String()
 }

@@ -101,6 +101,8 @@ var cases = []suiteCase{
 	{"ListFiltersAndPaging", listFiltersAndPaging},
 	{"SaveLoadRoundTrip", saveLoadRoundTrip},
 	{"CopyInAndOut", copyInAndOut},
+	{"BadBatches", badBatches},
+	{"CheckpointAloneKeepsCommits", checkpointAloneKeepsCommits},
 }
 
 // recorder is a T that records failures instead of failing, for running a
