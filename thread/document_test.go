@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -173,4 +174,20 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestLoadDocumentLimit(t *testing.T) {
+	ctx := t.Context()
+	golden, err := os.ReadFile(filepath.Join("testdata", "document.json"))
+	must(t, err)
+	for _, tc := range []struct {
+		limit int64
+		ok    bool
+	}{{math.MaxInt64, true}, {int64(len(golden)), true}, {int64(len(golden)) - 1, false}} {
+		db := thread.New(thread.NewMemoryStore(), &thread.Options{Limits: thread.Limits{DocumentBytes: tc.limit}})
+		_, err := db.Load(ctx, bytes.NewReader(golden), thread.LoadOptions{})
+		if tc.ok && err != nil || !tc.ok && !errors.Is(err, thread.ErrInvalid) {
+			t.Errorf("limit %d for a document of %d bytes: %v", tc.limit, len(golden), err)
+		}
+	}
 }
