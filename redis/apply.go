@@ -1,0 +1,672 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread"
+)
+
+// Apply implements thread.Store. It resolves the family of every thread
+// and commit the batch names, points the index keys of new threads and
+// commits at their families, and runs one Lua script that checks every
+// precondition and then writes; see the package doc.
+func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validate(b); err != nil {
+		return err
+	}
+	err, cached := s.apply(ctx, b, false)
+	if cached && errors.Is(err, thread.ErrNotFound) {
+		// A family from the cache may be stale (its thread was deleted and
+		// made again elsewhere): once more from the index keys.
+		err, _ = s.apply(ctx, b, true)
+	}
+	return err
+}
+
+func validOp(op thread.Op) bool { return len(op) <= 64 && !strings.ContainsAny(string(op), "\t") }
+
+// validate refuses ids that cannot be stored (ErrInvalid) or cannot exist
+// (ErrNotFound) before anything reaches the server.
+func validate(b *thread.Batch) error {
+	ref := func(what, id string) error {
+		if id != "" && !ids.Valid(id) {
+			return fmt.Errorf("%s %q: %w", what, clip(id), thread.ErrNotFound)
+		}
+		return nil
+	}
+	for _, c := range b.Commits {
+		if c == nil || !ids.Valid(c.ID) {
+			return fmt.Errorf("commit id: %w", thread.ErrInvalid)
+		}
+		if !validOp(c.Op) {
+			return fmt.Errorf("commit %s: op %q: %w", c.ID, clip(string(c.Op)), thread.ErrInvalid)
+		}
+		if err := ref("parent", c.Parent); err != nil {
+			return fmt.Errorf("commit %s: %w", c.ID, err)
+		}
+	}
+	for _, cr := range b.Create {
+		r := cr.Record
+		if r == nil || r.ID == "" {
+			return fmt.Errorf("create: no thread id: %w", thread.ErrInvalid)
+		}
+		if !ids.Valid(r.ID) {
+			return fmt.Errorf("create: thread id %q: %w", clip(r.ID), thread.ErrInvalid)
+		}
+		if err := cr.Validate(); err != nil {
+			return err
+		}
+		if !validOp(cr.Op) {
+			return fmt.Errorf("create %s: op %q: %w", r.ID, clip(string(cr.Op)), thread.ErrInvalid)
+		}
+		if err := ref("head", r.Head); err != nil {
+			return fmt.Errorf("create %s: %w", r.ID, err)
+		}
+		for _, e := range cr.History {
+			if err := ref("history commit", e.Commit); err != nil {
+				return fmt.Errorf("create %s: %w", r.ID, err)
+			}
+			if !validOp(e.Op) {
+				return fmt.Errorf("create %s: op %q: %w", r.ID, clip(string(e.Op)), thread.ErrInvalid)
+			}
+		}
+	}
+	for _, m := range b.Moves {
+		if err := ref("thread", m.Thread); err != nil || m.Thread == "" {
+			return fmt.Errorf("move: thread %q: %w", clip(m.Thread), thread.ErrNotFound)
+		}
+		if err := ref("head", m.Head); err != nil {
+			return fmt.Errorf("move %s: %w", m.Thread, err)
+		}
+		if !validOp(m.Op) {
+			return fmt.Errorf("move %s: op %q: %w", m.Thread, clip(string(m.Op)), thread.ErrInvalid)
+		}
+	}
+	for _, k := range b.DropCheckpoints {
+		if !ids.Valid(k.Thread) {
+			return fmt.Errorf("drop checkpoint: thread %q: %w", clip(k.Thread), thread.ErrNotFound)
+		}
+	}
+	for _, cp := range b.Checkpoints {
+		if !ids.Valid(cp.Thread) {
+			return fmt.Errorf("checkpoint: thread %q: %w", clip(cp.Thread), thread.ErrNotFound)
+		}
+		if !ids.Valid(cp.Commit) {
+			return fmt.Errorf("checkpoint %q: commit %q: %w", clip(cp.Name), clip(cp.Commit), thread.ErrNotFound)
+		}
+	}
+	for _, d := range b.Delete {
+		if !ids.Valid(d.Thread) {
+			return fmt.Errorf("delete: thread %q: %w", clip(d.Thread), thread.ErrNotFound)
+		}
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// plan is a batch with the family of everything it names.
+type plan struct {
+	threads map[string]string // thread id -> family (existing, or made by the batch)
+	commits map[string]string // commit id -> family
+	created []string          // family of each creation
+	primary string
+	cached  bool // some family came from the cache
+}
+
+// resolve finds the families of the threads and commits that b names and
+// assigns families to the threads and commits it makes: a new commit joins
+// its parent's family; a new thread joins the family of its head, its
+// history or the thread it was forked from, or starts its own (named after
+// its id); commits with neither join the batch's first family.
+func (s *Store) resolve(ctx context.Context, b *thread.Batch, fresh bool) (*plan, error) {
+	p := &plan{threads: map[string]string{}, commits: map[string]string{}, created: make([]string, len(b.Create))}
+	isNew := make(map[string]bool, len(b.Commits))
+	for _, c := range b.Commits {
+		isNew[c.ID] = true
+	}
+	creating := make(map[string]int, len(b.Create))
+	for i, cr := range b.Create {
+		creating[cr.Record.ID] = i
+	}
+	var keys []string // "t:"+id or "c:"+id, to look up
+	seen := map[string]bool{}
+	want := func(kind, id string) {
+		if id == "" || (kind == "c" && isNew[id]) {
+			return
+		}
+		k := kind + ":" + id
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	for _, c := range b.Commits {
+		want("c", c.Parent)
+	}
+	for _, cr := range b.Create {
+		want("c", cr.Record.Head)
+		for _, e := range cr.History {
+			want("c", e.Commit)
+		}
+		if ff := cr.Record.ForkedFrom.Thread; ids.Valid(ff) {
+			want("t", ff)
+		}
+	}
+	for _, m := range b.Moves {
+		want("t", m.Thread)
+		want("c", m.Head)
+	}
+	for _, k := range b.DropCheckpoints {
+		want("t", k.Thread)
+	}
+	for _, cp := range b.Checkpoints {
+		want("t", cp.Thread)
+		want("c", cp.Commit)
+	}
+	for _, d := range b.Delete {
+		want("t", d.Thread)
+	}
+	// From the cache, then one round trip for the rest.
+	found := make(map[string]string, len(keys))
+	var misses []string
+	for _, k := range keys {
+		if f, ok := s.fams.get(k); ok && !fresh {
+			found[k], p.cached = f, true
+		} else {
+			misses = append(misses, k)
+		}
+	}
+	if len(misses) > 0 {
+		cmds := make([]*goredis.StringCmd, len(misses))
+		_, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+			for i, k := range misses {
+				cmds[i] = pipe.Get(ctx, s.indexKey(k))
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return nil, fmt.Errorf("redis: resolve families: %w", err)
+		}
+		for i, k := range misses {
+			if f, err := cmds[i].Result(); err == nil {
+				found[k] = f
+				s.fams.put(k, f)
+			}
+		}
+	}
+	for k, f := range found {
+		if k[0] == 't' {
+			p.threads[k[2:]] = f
+		} else {
+			p.commits[k[2:]] = f
+		}
+	}
+
+	// Assign families until nothing changes.
+	threadFam := func(id string) string {
+		if i, ok := creating[id]; ok {
+			return p.created[i]
+		}
+		return p.threads[id]
+	}
+	for changed := true; changed; {
+		changed = false
+		set := func(id, f string) {
+			if id != "" && f != "" && isNew[id] && p.commits[id] == "" {
+				p.commits[id], changed = f, true
+			}
+		}
+		for _, c := range b.Commits {
+			if c.Parent != "" {
+				set(c.ID, p.commits[c.Parent])
+			}
+		}
+		for i, cr := range b.Create {
+			if p.created[i] == "" {
+				cands := []string{p.commits[cr.Record.Head]}
+				for _, e := range cr.History {
+					cands = append(cands, p.commits[e.Commit])
+				}
+				cands = append(cands, p.threads[cr.Record.ForkedFrom.Thread])
+				for _, f := range cands {
+					if f != "" {
+						p.created[i], changed = f, true
+						break
+					}
+				}
+			}
+			if f := p.created[i]; f != "" {
+				set(cr.Record.Head, f)
+				for _, e := range cr.History {
+					set(e.Commit, f)
+				}
+			}
+		}
+		for _, m := range b.Moves {
+			set(m.Head, threadFam(m.Thread))
+		}
+		for _, cp := range b.Checkpoints {
+			set(cp.Commit, threadFam(cp.Thread))
+		}
+		if !changed {
+			for i, cr := range b.Create {
+				if p.created[i] == "" {
+					p.created[i], changed = cr.Record.ID, true
+					break
+				}
+			}
+		}
+	}
+	// The batch's first family; what is unknown goes there, to be found
+	// missing by the script.
+	for _, f := range p.created {
+		if p.primary == "" {
+			p.primary = f
+		}
+	}
+	for _, id := range append(append(append(threadIDs(b.Moves), dropIDs(b.DropCheckpoints)...), cpIDs(b.Checkpoints)...), delIDs(b.Delete)...) {
+		if f := threadFam(id); f != "" && p.primary == "" {
+			p.primary = f
+		}
+	}
+	for _, c := range b.Commits {
+		if f := p.commits[c.ID]; f != "" && p.primary == "" {
+			p.primary = f
+		}
+	}
+	if p.primary == "" && len(b.Commits) > 0 {
+		p.primary = b.Commits[0].ID
+	}
+	for _, c := range b.Commits {
+		if p.commits[c.ID] == "" {
+			p.commits[c.ID] = p.primary
+		}
+	}
+	for i, cr := range b.Create {
+		p.threads[cr.Record.ID] = p.created[i]
+	}
+	return p, nil
+}
+
+func threadIDs(ms []thread.Move) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Thread
+	}
+	return out
+}
+
+func dropIDs(ks []thread.CheckpointKey) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.Thread
+	}
+	return out
+}
+
+func cpIDs(cps []thread.Checkpoint) []string {
+	out := make([]string, len(cps))
+	for i, cp := range cps {
+		out[i] = cp.Thread
+	}
+	return out
+}
+
+func delIDs(ds []thread.Deletion) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Thread
+	}
+	return out
+}
+
+// fam returns the family of a thread or commit the batch names, the
+// primary one for what does not exist.
+func (p *plan) thread(id string) string {
+	if f := p.threads[id]; f != "" {
+		return f
+	}
+	return p.primary
+}
+
+func (p *plan) commit(id string) string {
+	if id == "" {
+		return p.primary
+	}
+	if f := p.commits[id]; f != "" {
+		return f
+	}
+	return p.primary
+}
+
+// rel is the family of a commit as a history entry or checkpoint stores
+// it: "" when it is the thread's own.
+func rel(commitFam, threadFam string) string {
+	if commitFam == threadFam {
+		return ""
+	}
+	return commitFam
+}
+
+// families returns the distinct families the batch touches.
+func (p *plan) families(b *thread.Batch) []string {
+	var out []string
+	add := func(f string) {
+		for _, x := range out {
+			if x == f {
+				return
+			}
+		}
+		out = append(out, f)
+	}
+	add(p.primary)
+	for _, c := range b.Commits {
+		add(p.commit(c.ID))
+		if c.Parent != "" {
+			add(p.commit(c.Parent))
+		}
+	}
+	for _, f := range p.created {
+		add(f)
+	}
+	for _, cr := range b.Create {
+		add(p.commit(cr.Record.Head))
+		for _, e := range cr.History {
+			add(p.commit(e.Commit))
+		}
+	}
+	for _, m := range b.Moves {
+		add(p.thread(m.Thread))
+		add(p.commit(m.Head))
+	}
+	for _, k := range b.DropCheckpoints {
+		add(p.thread(k.Thread))
+	}
+	for _, cp := range b.Checkpoints {
+		add(p.thread(cp.Thread))
+		add(p.commit(cp.Commit))
+	}
+	for _, d := range b.Delete {
+		add(p.thread(d.Thread))
+	}
+	return out
+}
+
+// claim is an index key of a new commit, written before the script, to be
+// taken back if the script refuses the batch. (Index keys and listing
+// entries of new threads are left: they point at nothing, readers skip
+// them, and the next creation of the id takes them over. Taking them back
+// could race with another process creating the same id.)
+type claim struct {
+	key, fam string
+}
+
+func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh bool) (err error, cached bool) {
+	p, err := s.resolve(ctx, b, fresh)
+	if err != nil {
+		return err, false
+	}
+	if p.primary == "" {
+		return nil, false // an empty batch
+	}
+	if fams := p.families(b); s.cluster && len(fams) > 1 {
+		return fmt.Errorf("batch spans the thread families %q: a Redis Cluster store keeps a family in one hash slot and applies a batch within one: %w",
+			fams, thread.ErrUnsupported), p.cached
+	}
+	var expires int64
+	if s.ttl > 0 {
+		expires = micros(s.now().Add(s.ttl))
+	}
+	args, err := s.scriptArgs(b, p, expires)
+	if err != nil {
+		return err, p.cached
+	}
+	claims, err := s.claim(ctx, b, p, expires)
+	if err != nil {
+		return err, p.cached
+	}
+	res, err := applyScript.Run(ctx, s.rdb, []string{s.famKey(p.primary, "m")}, args...).Slice()
+	if err != nil {
+		// Whether it ran is unknown: leave the claims, which point at
+		// nothing if it did not.
+		return fmt.Errorf("redis: apply: %w", err), p.cached
+	}
+	after := context.WithoutCancel(ctx)
+	if len(res) == 3 && res[0] == "ERR" {
+		s.unclaim(after, claims)
+		kind, _ := res[1].(string)
+		msg, _ := res[2].(string)
+		sentinel := thread.ErrNotFound
+		if kind == "conflict" {
+			sentinel = thread.ErrConflict
+		}
+		return fmt.Errorf("%s: %w", msg, sentinel), p.cached
+	}
+	if len(res) != 3 || res[0] != "OK" {
+		return fmt.Errorf("redis: apply: unexpected reply %v", res), p.cached
+	}
+	freed, _ := res[1].([]any)
+	tenants, _ := res[2].([]any)
+	for _, c := range b.Commits {
+		s.fams.put("c:"+c.ID, p.commit(c.ID))
+	}
+	for i, cr := range b.Create {
+		s.fams.put("t:"+cr.Record.ID, p.created[i])
+	}
+	if len(freed) == 0 && len(b.Delete) == 0 {
+		return nil, p.cached
+	}
+	// Take the index keys and listing entries of what is gone. A crash
+	// here leaves keys that point at nothing, which readers treat as
+	// missing.
+	_, err = s.rdb.Pipelined(after, func(pipe goredis.Pipeliner) error {
+		for i := 0; i+1 < len(freed); i += 2 {
+			id, _ := freed[i].(string)
+			fam, _ := freed[i+1].(string)
+			s.fams.drop("c:" + id)
+			unclaimScript.Eval(after, pipe, []string{s.commitIndexKey(id)}, fam)
+		}
+		for i, d := range b.Delete {
+			tenant := ""
+			if i < len(tenants) {
+				tenant, _ = tenants[i].(string)
+			}
+			s.fams.drop("t:" + d.Thread)
+			unclaimScript.Eval(after, pipe, []string{s.threadIndexKey(d.Thread)}, p.thread(d.Thread))
+			pipe.ZRem(after, s.allKey(), d.Thread)
+			pipe.ZRem(after, s.tenantKey(tenant), d.Thread)
+			pipe.ZRem(after, s.expiryKey(), d.Thread)
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("redis store: clean up index keys after a delete", "err", err)
+	}
+	return nil, p.cached
+}
+
+// scriptArgs encodes b for the apply script.
+func (s *Store) scriptArgs(b *thread.Batch, p *plan, expires int64) ([]any, error) {
+	args := make([]any, 0, 16+6*len(b.Commits))
+	args = append(args, s.prefix, len(b.Commits))
+	for _, c := range b.Commits {
+		blob, err := encodeCommit(c)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, p.commit(c.ID), c.ID, c.Parent, p.commit(c.Parent), strconv.FormatInt(c.Depth, 10), blob)
+	}
+	args = append(args, len(b.Create))
+	for i, cr := range b.Create {
+		r, f := cr.Record, p.created[i]
+		args = append(args, f, r.ID, r.Head, p.commit(r.Head))
+		fields := recordFields(r, expires)
+		args = append(args, len(fields)/2)
+		for _, x := range fields {
+			args = append(args, x)
+		}
+		hist := cr.History
+		if len(hist) == 0 {
+			hist = []thread.HistoryEntry{{Version: 1, Commit: r.Head, Op: cr.Op, Time: r.CreatedAt}}
+		}
+		args = append(args, len(hist))
+		for _, e := range hist {
+			cf := p.commit(e.Commit)
+			args = append(args, e.Commit, cf, entryValue(e.Time, e.Op, e.Commit, rel(cf, f)))
+		}
+	}
+	args = append(args, len(b.Moves))
+	for _, m := range b.Moves {
+		f, hf := p.thread(m.Thread), p.commit(m.Head)
+		args = append(args, f, m.Thread, m.From, m.Head, hf, entryValue(m.Time, m.Op, m.Head, rel(hf, f)))
+		fields := []string{fVersion, strconv.FormatInt(m.From+1, 10), fHead, m.Head, fUpdated, strconv.FormatInt(micros(m.Time), 10)}
+		if m.Kind != "" {
+			fields = append(fields, fKind, string(m.Kind))
+		}
+		if m.Title != nil {
+			fields = append(fields, fTitle, *m.Title)
+		}
+		if m.Labels != nil {
+			fields = append(fields, fLabels, encodeLabels(m.Labels))
+		}
+		if expires != 0 {
+			fields = append(fields, fExpires, strconv.FormatInt(expires, 10))
+		}
+		args = append(args, len(fields)/2)
+		for _, x := range fields {
+			args = append(args, x)
+		}
+	}
+	args = append(args, len(b.DropCheckpoints))
+	for _, k := range b.DropCheckpoints {
+		args = append(args, p.thread(k.Thread), k.Thread, k.Name)
+	}
+	args = append(args, len(b.Checkpoints))
+	for _, cp := range b.Checkpoints {
+		f, cf := p.thread(cp.Thread), p.commit(cp.Commit)
+		args = append(args, f, cp.Thread, cp.Name, cp.Commit, cf, checkpointValue(cp, rel(cf, f)))
+	}
+	args = append(args, len(b.Delete))
+	for _, d := range b.Delete {
+		args = append(args, p.thread(d.Thread), d.Thread, d.Version)
+	}
+	return args, nil
+}
+
+// claim points the index keys of the batch's new commits and threads at
+// their families and lists new threads, before the script runs, so that a
+// crash after the script never leaves data that cannot be found. An index
+// key that points at another family where its object exists is a
+// conflict; one that points at nothing is taken over.
+func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int64) ([]claim, error) {
+	type pending struct {
+		c      claim
+		thread bool
+		id     string
+		cmd    *goredis.Cmd
+	}
+	var todo []pending
+	_, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+		for _, c := range b.Commits {
+			k, f := s.commitIndexKey(c.ID), p.commit(c.ID)
+			todo = append(todo, pending{c: claim{key: k, fam: f}, id: c.ID, cmd: claimScript.Eval(ctx, pipe, []string{k}, f)})
+		}
+		for i, cr := range b.Create {
+			r := cr.Record
+			k, f := s.threadIndexKey(r.ID), p.created[i]
+			todo = append(todo, pending{c: claim{key: k, fam: f}, thread: true, id: r.ID, cmd: claimScript.Eval(ctx, pipe, []string{k}, f)})
+			pipe.ZAdd(ctx, s.allKey(), goredis.Z{Member: r.ID})
+			pipe.ZAdd(ctx, s.tenantKey(r.Tenant), goredis.Z{Member: r.ID})
+			if expires != 0 {
+				pipe.ZAdd(ctx, s.expiryKey(), goredis.Z{Score: float64(expires), Member: r.ID})
+			}
+		}
+		if expires != 0 {
+			for _, m := range b.Moves {
+				pipe.ZAdd(ctx, s.expiryKey(), goredis.Z{Score: float64(expires), Member: m.Thread})
+			}
+		}
+		return nil
+	})
+	var claims []claim
+	var others []pending
+	for _, t := range todo {
+		switch v, _ := t.cmd.Result(); v := v.(type) {
+		case int64:
+			if v == 1 && !t.thread {
+				claims = append(claims, t.c)
+			}
+		case string:
+			others = append(others, t)
+		}
+	}
+	if err != nil {
+		s.unclaim(context.WithoutCancel(ctx), claims)
+		return nil, fmt.Errorf("redis: claim index keys: %w", err)
+	}
+	for _, o := range others {
+		other, _ := o.cmd.Text()
+		var n int64
+		var err error
+		if o.thread {
+			n, err = s.rdb.Exists(ctx, s.recKey(other, o.id)).Result()
+		} else {
+			var ok bool
+			ok, err = s.rdb.HExists(ctx, s.famKey(other, "m"), o.id).Result()
+			if ok {
+				n = 1
+			}
+		}
+		if err == nil && n == 0 {
+			// A key left by a crash or a refused batch: take it over.
+			err = s.rdb.Set(ctx, o.c.key, o.c.fam, 0).Err()
+			if !o.thread {
+				claims = append(claims, o.c)
+			}
+		}
+		if err == nil && n > 0 {
+			what := "commit"
+			if o.thread {
+				what = "thread"
+			}
+			err = fmt.Errorf("%s %q exists: %w", what, o.id, thread.ErrConflict)
+		}
+		if err != nil {
+			s.unclaim(context.WithoutCancel(ctx), claims)
+			return nil, err
+		}
+	}
+	return claims, nil
+}
+
+// unclaim takes back what claim wrote for a batch that was refused.
+func (s *Store) unclaim(ctx context.Context, claims []claim) {
+	if len(claims) == 0 {
+		return
+	}
+	_, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+		for _, c := range claims {
+			unclaimScript.Eval(ctx, pipe, []string{c.key}, c.fam)
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("redis store: take back index keys of a refused batch", "err", err)
+	}
+}

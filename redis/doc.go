@@ -1,0 +1,85 @@
+// Package redis is a thread.Store on Redis: low latency, optional expiry of
+// threads, and several processes (or loom servers) sharing one Redis.
+//
+// Pick it when threads are hot, short-lived or shared by many workers and
+// Redis is already at hand; pick sqlite for one process on one disk and
+// postgres for long-lived data that needs SQL. Durability is Redis's own:
+// with appendonly yes and appendfsync everysec (or always) what the store
+// acknowledged survives a crash of the server as well as of the process.
+// It needs Redis 6.2 or later (Lua scripting).
+//
+// The smallest use:
+//
+//	import _ "github.com/loomthreads/loom/redis"
+//
+//	db, err := thread.Open(ctx, "redis://localhost:6379/0?prefix=loom", nil)
+//	th, err := db.Create(ctx, thread.CreateOptions{})
+//	_, err = th.Append(ctx, message.User("hello"))
+//
+// or redis.Open(ctx, url, &redis.Options{…}) for the options.
+//
+// # URL
+//
+//	redis://[user:pass@]host:port/db?prefix=loom&ttl=24h&sweep=1m&cluster=false
+//
+// rediss:// is the same over TLS. The driver's own parameters
+// (dial_timeout, pool_size, …) pass through to go-redis.
+//
+// # Layout
+//
+// Threads are grouped into families: a thread created from nothing starts
+// one (named after its id); a fork or copy joins its source's family, and so
+// does every commit made on a family's commits. Every key of a family
+// carries the hash tag {family}, so a Redis Cluster keeps it in one slot:
+//
+//	P:{F}:c         hash commit id -> commit (framed bytes; messages as their exact JSON)
+//	P:{F}:m         hash commit id -> "depth \t parent \t parent's family"
+//	P:{F}:n         hash commit id -> references (children + history entries + checkpoints)
+//	P:{F}:r:<id>    hash: a thread's record (times in µs)
+//	P:{F}:h:<id>    hash version -> "µs \t op \t commit \t family"
+//	P:{F}:k:<id>    hash checkpoint name -> "µs \t version \t commit \t family"
+//
+// Small index keys outside the families find them: P:t:<thread> and
+// P:c:<commit> hold the family (written before the batch that makes the
+// object and never changed while it exists, so reading one first is safe),
+// and sorted sets P:a (every thread) and P:l:=<tenant> list ids in lexical
+// order for ZRANGEBYLEX paging. P:schema holds the schema version; Open
+// migrates older data and refuses data of a newer version. Every id that
+// becomes part of a key has passed ids.Valid, so no id can leave the prefix
+// or inject a hash tag; tenants, which are free text, become a digest.
+//
+// # Apply
+//
+// Apply resolves the families the batch names (from a process-wide cache,
+// else the index keys), writes the index keys of new threads and commits,
+// and runs one Lua script that checks every precondition of the batch, in
+// the batch's order, and only then writes: the script is atomic, so a
+// batch is applied whole or not at all and compare-and-swap on versions
+// needs no retry loop. Deleting a thread decrements the references of its
+// history and checkpoints and deletes every commit whose count reaches
+// zero, walking up the parents, inside the same script.
+//
+// With Options.Cluster (set for a *redis.ClusterClient or ?cluster=true) a
+// batch whose threads and commits span several families is refused with
+// thread.ErrUnsupported: a script can only touch one slot. Ordinary thread
+// operations never span families (a fork joins its source's); a raw batch
+// that moves two unrelated threads does. On a single server any batch works.
+//
+// # Expiry
+//
+// With a TTL (Options.TTL or ?ttl=24h) each thread expires TTL after its
+// last head move. Expiry is loom's, not Redis's EXPIRE: a thread past its
+// deadline reads as not found at once, and a sweeper (every
+// Options.SweepInterval, or Store.Sweep) deletes it as a normal Delete
+// does. Commits that another thread or checkpoint still reaches (a fork's
+// shared prefix) survive; the rest go with the thread. Redis EXPIRE on the
+// keys would leave reference counts and index keys wrong.
+//
+// # Known limits
+//
+// Index keys are written outside the script (they live in other slots). A
+// crash between them and the script leaves an index key that points at
+// nothing, which readers treat as missing and a later creation takes over.
+// Two processes that delete a thread and create one with the same id at
+// the same moment can leave the new thread unlisted or unfindable by id.
+package redis

@@ -1,0 +1,415 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread"
+)
+
+// Commit implements thread.Store.
+func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
+	if !ids.Valid(id) {
+		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
+	}
+	for fresh := false; ; fresh = true {
+		fam, cached, err := s.family(ctx, "c:"+id, fresh)
+		if err != nil {
+			return nil, fmt.Errorf("commit %s: %w", id, err)
+		}
+		if fam == "" {
+			return nil, fmt.Errorf("commit %q: %w", id, thread.ErrNotFound)
+		}
+		blob, err := s.rdb.HGet(ctx, s.famKey(fam, "c"), id).Bytes()
+		if errors.Is(err, goredis.Nil) {
+			if cached {
+				continue
+			}
+			return nil, fmt.Errorf("commit %q: %w", id, thread.ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("commit %s: %w", id, err)
+		}
+		return decodeCommit(id, blob)
+	}
+}
+
+// Ancestors implements thread.Store: one script walks the parents on the
+// server and returns up to a page of commits per round trip.
+func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
+	return func(yield func(*thread.Commit, error) bool) {
+		if !ids.Valid(id) {
+			yield(nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound))
+			return
+		}
+		fam, cached, err := s.family(ctx, "c:"+id, false)
+		if err == nil && fam == "" {
+			err = fmt.Errorf("commit %q: %w", id, thread.ErrNotFound)
+		}
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		page := 128
+		for first := true; id != ""; first = false {
+			res, err := ancestorsScript.Run(ctx, s.rdb, []string{s.famKey(fam, "m")}, s.prefix, fam, id, floor, page, 4<<20).Slice()
+			if err != nil {
+				yield(nil, fmt.Errorf("ancestors of %s: %w", id, err))
+				return
+			}
+			if len(res) == 1 && res[0] == "N" {
+				if first && cached {
+					if fam, _, err = s.family(ctx, "c:"+id, true); err == nil && fam != "" {
+						cached = false
+						continue
+					}
+				}
+				yield(nil, fmt.Errorf("commit %q: %w", id, thread.ErrNotFound))
+				return
+			}
+			if len(res) != 4 || res[0] != "C" {
+				yield(nil, fmt.Errorf("ancestors of %s: missing commit %v", id, res[1:]))
+				return
+			}
+			id, _ = res[1].(string)
+			fam, _ = res[2].(string)
+			out, _ := res[3].([]any)
+			for i := 0; i+1 < len(out); i += 2 {
+				cid, _ := out[i].(string)
+				blob, _ := out[i+1].(string)
+				c, err := decodeCommit(cid, []byte(blob))
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				if !yield(c, nil) {
+					return
+				}
+			}
+			page = 1024
+		}
+	}
+}
+
+// record reads a thread's record and its family; expired threads are
+// returned too (exp says when).
+func (s *Store) record(ctx context.Context, id string) (r *thread.Record, fam string, exp int64, err error) {
+	if !ids.Valid(id) {
+		return nil, "", 0, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
+	}
+	for fresh := false; ; fresh = true {
+		fam, cached, err := s.family(ctx, "t:"+id, fresh)
+		if err != nil {
+			return nil, "", 0, fmt.Errorf("thread %s: %w", id, err)
+		}
+		if fam == "" {
+			return nil, "", 0, fmt.Errorf("thread %q: %w", id, thread.ErrNotFound)
+		}
+		h, err := s.rdb.HGetAll(ctx, s.recKey(fam, id)).Result()
+		if err != nil {
+			return nil, "", 0, fmt.Errorf("thread %s: %w", id, err)
+		}
+		if len(h) == 0 {
+			if cached {
+				continue
+			}
+			return nil, "", 0, fmt.Errorf("thread %q: %w", id, thread.ErrNotFound)
+		}
+		r, exp, err := decodeRecord(h)
+		if err != nil {
+			return nil, "", 0, fmt.Errorf("thread %s: %w", id, err)
+		}
+		return r, fam, exp, nil
+	}
+}
+
+func (s *Store) expired(exp int64) bool { return exp != 0 && exp <= micros(s.now()) }
+
+// Thread implements thread.Store. An expired thread is not found, even
+// before the sweeper deletes it.
+func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
+	r, _, exp, err := s.record(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.expired(exp) {
+		return nil, fmt.Errorf("thread %q expired: %w", id, thread.ErrNotFound)
+	}
+	return r, nil
+}
+
+// Threads implements thread.Store. It pages through a sorted set of thread
+// ids (one per tenant, one for all) in lexical order and filters the
+// records by kind and labels on the client.
+func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
+	return func(yield func(*thread.Record, error) bool) {
+		key := s.allKey()
+		if !opts.AllTenants {
+			key = s.tenantKey(opts.Tenant)
+		}
+		const page = 256
+		cursor, started, n := opts.After, opts.After != "", 0
+		for {
+			var idsPage []string
+			var err error
+			if opts.Desc {
+				max := "+"
+				if started {
+					max = "(" + cursor
+				}
+				idsPage, err = s.rdb.ZRevRangeByLex(ctx, key, &goredis.ZRangeBy{Min: "-", Max: max, Count: page}).Result()
+			} else {
+				min := "-"
+				if started {
+					min = "(" + cursor
+				}
+				idsPage, err = s.rdb.ZRangeByLex(ctx, key, &goredis.ZRangeBy{Min: min, Max: "+", Count: page}).Result()
+			}
+			if err != nil {
+				yield(nil, fmt.Errorf("list threads: %w", err))
+				return
+			}
+			if len(idsPage) == 0 {
+				return
+			}
+			cursor, started = idsPage[len(idsPage)-1], true
+			recs, err := s.records(ctx, idsPage)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, r := range recs {
+				if r == nil || !opts.Match(r) {
+					continue
+				}
+				if opts.Limit > 0 && n >= opts.Limit {
+					return
+				}
+				n++
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if len(idsPage) < page || (opts.Limit > 0 && n >= opts.Limit) {
+				return
+			}
+		}
+	}
+}
+
+// records reads the records of ids in two round trips (one when the
+// families are cached); missing and expired threads are nil.
+func (s *Store) records(ctx context.Context, idList []string) ([]*thread.Record, error) {
+	fams := make([]string, len(idList))
+	var misses []int
+	for i, id := range idList {
+		if f, ok := s.fams.get("t:" + id); ok {
+			fams[i] = f
+		} else {
+			misses = append(misses, i)
+		}
+	}
+	read := func(which []int, fresh bool) ([]int, error) {
+		if fresh {
+			cmds := make([]*goredis.StringCmd, len(which))
+			_, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+				for j, i := range which {
+					cmds[j] = pipe.Get(ctx, s.threadIndexKey(idList[i]))
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				return nil, fmt.Errorf("list threads: %w", err)
+			}
+			for j, i := range which {
+				fams[i], _ = cmds[j].Result()
+				if fams[i] != "" {
+					s.fams.put("t:"+idList[i], fams[i])
+				}
+			}
+		}
+		return which, nil
+	}
+	if _, err := read(misses, true); err != nil {
+		return nil, err
+	}
+	out := make([]*thread.Record, len(idList))
+	all := make([]int, len(idList))
+	for i := range all {
+		all[i] = i
+	}
+	fetch := func(which []int) (empty []int, err error) {
+		cmds := make([]*goredis.MapStringStringCmd, len(which))
+		_, err = s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+			for j, i := range which {
+				if fams[i] != "" {
+					cmds[j] = pipe.HGetAll(ctx, s.recKey(fams[i], idList[i]))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list threads: %w", err)
+		}
+		for j, i := range which {
+			if cmds[j] == nil {
+				continue
+			}
+			h := cmds[j].Val()
+			if len(h) == 0 {
+				empty = append(empty, i)
+				continue
+			}
+			r, exp, err := decodeRecord(h)
+			if err != nil {
+				return nil, fmt.Errorf("thread %s: %w", idList[i], err)
+			}
+			if !s.expired(exp) {
+				out[i] = r
+			}
+		}
+		return empty, nil
+	}
+	empty, err := fetch(all)
+	if err != nil {
+		return nil, err
+	}
+	// A family from the cache may be stale: look those up afresh.
+	var stale []int
+	for _, i := range empty {
+		if !slices.Contains(misses, i) {
+			stale = append(stale, i)
+		}
+	}
+	if len(stale) > 0 {
+		if _, err := read(stale, true); err != nil {
+			return nil, err
+		}
+		if _, err := fetch(stale); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// History implements thread.Store.
+func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
+	return func(yield func(thread.HistoryEntry, error) bool) {
+		notFound := fmt.Errorf("thread %q: %w", clip(th), thread.ErrNotFound)
+		if !ids.Valid(th) {
+			yield(thread.HistoryEntry{}, notFound)
+			return
+		}
+		fam, cached, err := s.family(ctx, "t:"+th, false)
+		if err == nil && fam == "" {
+			err = notFound
+		}
+		if err != nil {
+			yield(thread.HistoryEntry{}, err)
+			return
+		}
+		before, n := opts.Before, 0
+		for first := true; ; first = false {
+			limit := 256
+			if opts.Limit > 0 {
+				limit = min(limit, opts.Limit-n)
+			}
+			res, err := historyScript.Run(ctx, s.rdb, []string{s.recKey(fam, th), s.histKey(fam, th)}, before, limit).Slice()
+			if errors.Is(err, goredis.Nil) {
+				if first && cached {
+					if fam, _, err = s.family(ctx, "t:"+th, true); err == nil && fam != "" {
+						cached = false
+						continue
+					}
+				}
+				if first {
+					yield(thread.HistoryEntry{}, notFound)
+				}
+				return
+			}
+			if err != nil {
+				yield(thread.HistoryEntry{}, fmt.Errorf("history of %s: %w", th, err))
+				return
+			}
+			top, _ := res[0].(int64)
+			vals, _ := res[1].([]any)
+			for i, v := range vals {
+				str, _ := v.(string)
+				e, err := decodeEntry(top-int64(i), str)
+				if err != nil {
+					yield(thread.HistoryEntry{}, fmt.Errorf("thread %s: %w", th, err))
+					return
+				}
+				n++
+				if !yield(e, nil) {
+					return
+				}
+			}
+			before = top - int64(len(vals)) + 1
+			if len(vals) < limit || before <= 1 || (opts.Limit > 0 && n >= opts.Limit) {
+				return
+			}
+		}
+	}
+}
+
+// Checkpoints implements thread.Store.
+func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Checkpoint, error] {
+	return func(yield func(thread.Checkpoint, error) bool) {
+		notFound := fmt.Errorf("thread %q: %w", clip(th), thread.ErrNotFound)
+		if !ids.Valid(th) {
+			yield(thread.Checkpoint{}, notFound)
+			return
+		}
+		for fresh := false; ; fresh = true {
+			fam, cached, err := s.family(ctx, "t:"+th, fresh)
+			if err == nil && fam == "" {
+				err = notFound
+			}
+			if err != nil {
+				yield(thread.Checkpoint{}, err)
+				return
+			}
+			var exists *goredis.IntCmd
+			var all *goredis.MapStringStringCmd
+			if _, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+				exists = pipe.Exists(ctx, s.recKey(fam, th))
+				all = pipe.HGetAll(ctx, s.cpKey(fam, th))
+				return nil
+			}); err != nil {
+				yield(thread.Checkpoint{}, fmt.Errorf("checkpoints of %s: %w", th, err))
+				return
+			}
+			if exists.Val() == 0 {
+				if cached {
+					continue
+				}
+				yield(thread.Checkpoint{}, notFound)
+				return
+			}
+			cps := make([]thread.Checkpoint, 0, len(all.Val()))
+			for name, v := range all.Val() {
+				cp, err := decodeCheckpoint(th, name, v)
+				if err != nil {
+					yield(thread.Checkpoint{}, fmt.Errorf("thread %s: %w", th, err))
+					return
+				}
+				cps = append(cps, cp)
+			}
+			slices.SortFunc(cps, func(a, b thread.Checkpoint) int { return strings.Compare(a.Name, b.Name) })
+			for _, cp := range cps {
+				if !yield(cp, nil) {
+					return
+				}
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,335 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread"
+)
+
+func init() {
+	open := func(ctx context.Context, u *url.URL) (thread.Store, error) { return Open(ctx, u.String(), nil) }
+	thread.Register("redis", open)
+	thread.Register("rediss", open)
+}
+
+// SchemaVersion is the version of the key layout this package writes. Open
+// migrates older data up to it and refuses data written by a newer one.
+const SchemaVersion = 1
+
+// migrations[v-1] brings data at schema version v-1 up to v. Version 1 is
+// the first layout: there is nothing to convert.
+var migrations = []func(ctx context.Context, s *Store) error{
+	func(context.Context, *Store) error { return nil },
+}
+
+// Options configure a Store. A nil *Options, and every zero field, means
+// the defaults; query parameters of the URL fill the fields left zero.
+type Options struct {
+	// Prefix starts every key the store writes; default "loom" (URL:
+	// ?prefix=). Several stores can share one database under different
+	// prefixes. It is 1 to 64 letters, digits, '_', '-' or '.'.
+	Prefix string
+	// TTL, when positive, makes every thread expire TTL after its last head
+	// move (URL: ?ttl=24h). See the package doc for what expiry means for
+	// shared commits.
+	TTL time.Duration
+	// SweepInterval is how often a background sweeper deletes expired
+	// threads when TTL is set; default one minute, negative for never
+	// (call Sweep yourself). URL: ?sweep=30s.
+	SweepInterval time.Duration
+	// Cluster refuses batches that span several thread families, as a Redis
+	// Cluster must. It is set when Client is a *redis.ClusterClient or the
+	// URL says ?cluster=true (which also dials a cluster client, with more
+	// nodes in ?addr=host:port parameters).
+	Cluster bool
+	// Client, when not nil, is used instead of dialing the URL; Close then
+	// leaves it open.
+	Client goredis.UniversalClient
+	// Logger receives the sweeper's errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is a thread.Store on Redis. It is safe for concurrent use, and
+// several processes may share one Redis through their own Stores.
+type Store struct {
+	rdb      goredis.UniversalClient
+	ownsConn bool
+	prefix   string
+	ttl      time.Duration
+	cluster  bool
+	log      *slog.Logger
+	now      func() time.Time
+
+	fams familyCache
+
+	stop     chan struct{}
+	sweeping sync.WaitGroup
+	closing  sync.Once
+}
+
+var _ thread.Store = (*Store)(nil)
+
+// Open connects to the Redis that rawURL names,
+// redis://[user:pass@]host:port/db?prefix=loom&ttl=24h, checks the schema
+// version (migrating older data, refusing newer) and returns the store.
+// opts may be nil. With opts.Client set, rawURL may be "" or carry only
+// the query parameters.
+func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	conn, dialCluster, err := parseURL(rawURL, &o)
+	if err != nil {
+		return nil, err
+	}
+	if o.Prefix == "" {
+		o.Prefix = "loom"
+	}
+	if len(o.Prefix) > 64 || !ids.Valid(o.Prefix) {
+		return nil, fmt.Errorf("redis store: prefix %q: want 1 to 64 letters, digits, '_', '-' or '.': %w", o.Prefix, thread.ErrInvalid)
+	}
+	s := &Store{prefix: o.Prefix, ttl: max(o.TTL, 0), cluster: o.Cluster, log: o.Logger, now: time.Now, stop: make(chan struct{})}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	switch {
+	case o.Client != nil:
+		s.rdb = o.Client
+	case dialCluster:
+		co, err := goredis.ParseClusterURL(conn)
+		if err != nil {
+			return nil, fmt.Errorf("redis store url: %v: %w", err, thread.ErrInvalid)
+		}
+		s.rdb, s.ownsConn = goredis.NewClusterClient(co), true
+	default:
+		ro, err := goredis.ParseURL(conn)
+		if err != nil {
+			return nil, fmt.Errorf("redis store url: %v: %w", err, thread.ErrInvalid)
+		}
+		s.rdb, s.ownsConn = goredis.NewClient(ro), true
+	}
+	if _, ok := s.rdb.(*goredis.ClusterClient); ok {
+		s.cluster = true
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.closeConn()
+		return nil, err
+	}
+	if s.ttl > 0 && o.SweepInterval >= 0 {
+		every := o.SweepInterval
+		if every == 0 {
+			every = time.Minute
+		}
+		s.sweeping.Go(func() { s.sweepLoop(every) })
+	}
+	return s, nil
+}
+
+// parseURL takes the store's own query parameters out of rawURL into the
+// zero fields of o and returns the URL left for the driver.
+func parseURL(rawURL string, o *Options) (conn string, cluster bool, err error) {
+	if rawURL == "" {
+		if o.Client == nil {
+			return "", false, fmt.Errorf("redis store: no URL and no client: %w", thread.ErrInvalid)
+		}
+		return "", false, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", false, fmt.Errorf("redis store url: %v: %w", err, thread.ErrInvalid)
+	}
+	bad := func(name, v string, err error) error {
+		return fmt.Errorf("redis store url: %s=%q: %v: %w", name, v, err, thread.ErrInvalid)
+	}
+	q := u.Query()
+	if v := q.Get("prefix"); v != "" && o.Prefix == "" {
+		o.Prefix = v
+	}
+	if v := q.Get("ttl"); v != "" && o.TTL == 0 {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return "", false, bad("ttl", v, errors.Join(err, errors.New("want a positive duration")))
+		}
+		o.TTL = d
+	}
+	if v := q.Get("sweep"); v != "" && o.SweepInterval == 0 {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return "", false, bad("sweep", v, err)
+		}
+		o.SweepInterval = d
+	}
+	if v := q.Get("cluster"); v != "" {
+		if cluster, err = strconv.ParseBool(v); err != nil {
+			return "", false, bad("cluster", v, err)
+		}
+		o.Cluster = o.Cluster || cluster
+	}
+	for _, k := range []string{"prefix", "ttl", "sweep", "cluster"} {
+		q.Del(k)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), cluster, nil
+}
+
+// migrate reads the schema version, brings older data up to SchemaVersion
+// and refuses data written by a newer version.
+func (s *Store) migrate(ctx context.Context) error {
+	key := s.schemaKey()
+	for {
+		v, err := s.rdb.Get(ctx, key).Int()
+		switch {
+		case errors.Is(err, goredis.Nil):
+			v = 0
+		case err != nil:
+			return fmt.Errorf("redis store: read schema version: %w", err)
+		}
+		if v > SchemaVersion {
+			return fmt.Errorf("redis store %q: schema version %d was written by a newer loom (this one reads up to %d); upgrade loom: %w",
+				s.prefix, v, SchemaVersion, thread.ErrUnsupported)
+		}
+		if v < 0 {
+			return fmt.Errorf("redis store %q: schema version %d: %w", s.prefix, v, thread.ErrInvalid)
+		}
+		if v == SchemaVersion {
+			return nil
+		}
+		if err := migrations[v](ctx, s); err != nil {
+			return fmt.Errorf("redis store %q: migrate to schema version %d: %w", s.prefix, v+1, err)
+		}
+		// Compare and set: of two processes migrating at once, one moves
+		// the version and the other reads it again.
+		if err := migrateScript.Run(ctx, s.rdb, []string{key}, v, v+1).Err(); err != nil && !errors.Is(err, goredis.Nil) {
+			return fmt.Errorf("redis store %q: set schema version %d: %w", s.prefix, v+1, err)
+		}
+	}
+}
+
+// Close stops the sweeper and closes the connection (unless it came in
+// Options.Client).
+func (s *Store) Close() error {
+	var err error
+	s.closing.Do(func() {
+		close(s.stop)
+		s.sweeping.Wait()
+		err = s.closeConn()
+	})
+	return err
+}
+
+func (s *Store) closeConn() error {
+	if s.ownsConn {
+		return s.rdb.Close()
+	}
+	return nil
+}
+
+// Client returns the Redis client the store uses.
+func (s *Store) Client() goredis.UniversalClient { return s.rdb }
+
+// Prefix returns the prefix of every key of the store.
+func (s *Store) Prefix() string { return s.prefix }
+
+// --- keys ---
+//
+// Every id that reaches a key has passed ids.Valid (letters, digits, '_',
+// '-', '.'), so no key part can hold a brace, a colon or a separator;
+// tenants, which are free text, are hex-encoded unless they pass too.
+
+func (s *Store) schemaKey() string              { return s.prefix + ":schema" }
+func (s *Store) threadIndexKey(t string) string { return s.prefix + ":t:" + t }
+func (s *Store) commitIndexKey(c string) string { return s.prefix + ":c:" + c }
+func (s *Store) allKey() string                 { return s.prefix + ":a" }
+func (s *Store) expiryKey() string              { return s.prefix + ":x" }
+func (s *Store) tenantKey(tenant string) string {
+	if tenant == "" || (len(tenant) <= 64 && ids.Valid(tenant)) {
+		return s.prefix + ":l:=" + tenant
+	}
+	// Free text: a digest. Tenants that share one (never, in practice)
+	// share a sorted set, and listing filters by tenant anyway.
+	sum := sha256.Sum256([]byte(tenant))
+	return s.prefix + ":l:~" + hex.EncodeToString(sum[:16])
+}
+
+// famKey is the key of a family-wide hash ("c", "m", "n") or, with a
+// thread, of one thread's hash ("r", "h", "k").
+func (s *Store) famKey(fam, kind string) string { return s.prefix + ":{" + fam + "}:" + kind }
+func (s *Store) recKey(fam, t string) string    { return s.famKey(fam, "r:"+t) }
+func (s *Store) histKey(fam, t string) string   { return s.famKey(fam, "h:"+t) }
+func (s *Store) cpKey(fam, t string) string     { return s.famKey(fam, "k:"+t) }
+
+// --- the family cache ---
+
+// familyCache remembers which family a thread or commit is in. An entry
+// never goes stale while its object exists (families never change); after
+// a delete and a re-creation elsewhere a lookup misses, and the caller
+// reads the index again.
+type familyCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const familyCacheSize = 1 << 16
+
+func (c *familyCache) get(key string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.m[key]
+	return f, ok
+}
+
+func (c *familyCache) put(key, fam string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= familyCacheSize {
+		c.m = make(map[string]string)
+	}
+	c.m[key] = fam
+}
+
+func (c *familyCache) drop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
+}
+
+// family returns the family of the thread ("t:"+id) or commit ("c:"+id)
+// named by key, from the cache unless fresh, else from its index key; ""
+// when there is none.
+func (s *Store) family(ctx context.Context, key string, fresh bool) (fam string, cached bool, err error) {
+	if !fresh {
+		if f, ok := s.fams.get(key); ok {
+			return f, true, nil
+		}
+	}
+	f, err := s.rdb.Get(ctx, s.indexKey(key)).Result()
+	if errors.Is(err, goredis.Nil) {
+		s.fams.drop(key)
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	s.fams.put(key, f)
+	return f, false, nil
+}
+
+func (s *Store) indexKey(key string) string {
+	if key[0] == 't' {
+		return s.threadIndexKey(key[2:])
+	}
+	return s.commitIndexKey(key[2:])
+}
