@@ -1,0 +1,36 @@
+// Package postgres is a thread.Store on PostgreSQL: the store for many
+// `loom serve` processes, on one machine or many, sharing one database.
+//
+// Pick it when threads must outlive a machine, or when more than one process
+// writes them; for one process on one machine the embedded sqlite store is
+// simpler and faster. Importing the package registers the postgres:// and
+// postgresql:// URL schemes with thread.Open:
+//
+//	import _ "github.com/loomthreads/loom/postgres"
+//
+//	db, err := thread.Open(ctx, "postgres://loom:secret@db.internal:5432/loom?sslmode=require", nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer db.Close()
+//	th, err := db.Create(ctx, thread.CreateOptions{Title: "support chat"})
+//
+// or, with options, Open(ctx, dsn, &Options{MaxConns: 32}) and
+// thread.New(store, nil). The DSN is pgx's: a URL or key=value pairs, with
+// pgxpool's pool_max_conns and the like as query parameters.
+//
+// Open creates the schema (tables named loom_*, in the connection's
+// search_path) or migrates it, under an advisory lock so that processes
+// starting together take turns; a database written by a newer loom is
+// refused with ErrNewerSchema.
+//
+// Commits are keyed by a BIGINT identity with the public id a unique text
+// column, so reading the last k messages is one recursive query over
+// integer keys whatever the thread's length. Messages, state and metadata
+// are stored as the bytes of their JSON (not jsonb, which would reorder
+// keys and reformat numbers), times as timestamptz with microseconds, read
+// back in UTC. Every Apply is one transaction that locks the threads it
+// moves in id order and checks every version under those locks (see
+// Store.Apply); commits are reference-counted in the same transaction, and
+// deleting a thread frees the commits that nothing else reaches.
+package postgres

@@ -1,0 +1,442 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomthreads/loom/thread"
+)
+
+// Reads buffer a page of rows and give the connection back before they
+// yield, so a caller may write to the store, or read more, inside its loop
+// without holding a connection of the pool.
+
+// commitCols are the columns scanCommit reads, c being the commit and p its
+// parent.
+const commitCols = `c.id, coalesce(p.id, ''), c.parent, c.depth, c.messages, c.state, c.state_from, c.op, c.at, c.metadata`
+
+type commitRow struct {
+	c      *thread.Commit
+	parent *int64 // the parent's seq
+}
+
+func scanCommit(row pgx.Row, extra ...any) (commitRow, error) {
+	var (
+		c                 thread.Commit
+		op                string
+		parent            *int64
+		msgs, state, meta []byte
+	)
+	dest := append(extra, &c.ID, &c.Parent, &parent, &c.Depth, &msgs, &state, &c.StateFrom, &op, &c.Time, &meta)
+	if err := row.Scan(dest...); err != nil {
+		return commitRow{}, err
+	}
+	c.Op = thread.Op(op)
+	c.Time = c.Time.UTC()
+	var err error
+	if c.Messages, err = decodeMessages(msgs); err != nil {
+		return commitRow{}, fmt.Errorf("commit %s: messages: %w", c.ID, err)
+	}
+	if c.State, err = decodeState(state); err != nil {
+		return commitRow{}, fmt.Errorf("commit %s: state: %w", c.ID, err)
+	}
+	if c.Metadata, err = decodeMeta(meta); err != nil {
+		return commitRow{}, fmt.Errorf("commit %s: metadata: %w", c.ID, err)
+	}
+	return commitRow{&c, parent}, nil
+}
+
+// Commit implements thread.Store.
+func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
+	if !validKey(id) {
+		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
+	}
+	row := s.pool.QueryRow(ctx, `SELECT `+commitCols+`
+		FROM loom_commits c LEFT JOIN loom_commits p ON p.seq = c.parent
+		WHERE c.id = $1`, id)
+	cr, err := scanCommit(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
+	}
+	if err != nil {
+		return nil, mapError(fmt.Sprintf("commit %q", clip(id)), err)
+	}
+	return cr.c, nil
+}
+
+// ancestorsSQL walks from one commit (by id or by seq) to its parents in
+// one recursive query on the integer keys, for as long as their depth is
+// above the floor ($2) and the page ($3) is not full. The first commit is
+// always returned, so that an unknown id can be told from a walk that yields
+// nothing.
+func ancestorsSQL(start string) string {
+	return `WITH RECURSIVE a(seq, parent, n) AS (
+			SELECT seq, parent, 1 FROM loom_commits WHERE ` + start + ` = $1
+			UNION ALL
+			SELECT c.seq, c.parent, a.n + 1 FROM a JOIN loom_commits c ON c.seq = a.parent
+			WHERE c.depth > $2 AND a.n < $3
+		)
+		SELECT a.n, ` + commitCols + `
+		FROM a JOIN loom_commits c ON c.seq = a.seq LEFT JOIN loom_commits p ON p.seq = c.parent
+		ORDER BY a.n`
+}
+
+var (
+	ancestorsByID  = ancestorsSQL("id")
+	ancestorsBySeq = ancestorsSQL("seq")
+)
+
+// The pages of a walk of the ancestors. A walk down to a floor above 0 is
+// bounded by the floor and takes one query; a walk to the root (floor 0 or
+// -1) reads a first page big enough for most threads, then bigger ones.
+const (
+	firstAncestorPage = 1024
+	nextAncestorPage  = 16384
+)
+
+// Ancestors implements thread.Store.
+func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
+	return func(yield func(*thread.Commit, error) bool) {
+		if !validKey(id) {
+			yield(nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound))
+			return
+		}
+		query, start := ancestorsByID, any(id)
+		page := int64(firstAncestorPage)
+		if floor > 0 {
+			page = math.MaxInt32
+		}
+		first := true
+		for {
+			rows, err := s.pool.Query(ctx, query, start, floor, page)
+			if err != nil {
+				yield(nil, mapError("ancestors", err))
+				return
+			}
+			var buf []commitRow
+			for rows.Next() {
+				var n int64
+				cr, err := scanCommit(rows, &n)
+				if err != nil {
+					rows.Close()
+					yield(nil, mapError("ancestors", err))
+					return
+				}
+				buf = append(buf, cr)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				yield(nil, mapError("ancestors", err))
+				return
+			}
+			if len(buf) == 0 {
+				if first {
+					yield(nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound))
+				}
+				return
+			}
+			for _, cr := range buf {
+				// Only the first commit of a page can be at or below the
+				// floor: the query stops the walk there.
+				if cr.c.Depth <= floor {
+					return
+				}
+				if !yield(cr.c, nil) {
+					return
+				}
+			}
+			last := buf[len(buf)-1]
+			if int64(len(buf)) < page || last.parent == nil {
+				return
+			}
+			if err := ctx.Err(); err != nil {
+				yield(nil, err)
+				return
+			}
+			query, start, page, first = ancestorsBySeq, *last.parent, nextAncestorPage, false
+		}
+	}
+}
+
+// recordCols are the columns scanRecord reads, t being the thread and h its
+// head commit.
+const recordCols = `t.id, t.tenant, t.kind, t.title, t.labels, coalesce(h.id, ''), t.version, t.created_at, t.updated_at,
+	t.forked_thread, t.forked_commit, t.forked_message`
+
+func scanRecord(row pgx.Row) (*thread.Record, error) {
+	var (
+		r      thread.Record
+		kind   string
+		labels []byte
+	)
+	err := row.Scan(&r.ID, &r.Tenant, &kind, &r.Title, &labels, &r.Head, &r.Version, &r.CreatedAt, &r.UpdatedAt,
+		&r.ForkedFrom.Thread, &r.ForkedFrom.Commit, &r.ForkedFrom.Message)
+	if err != nil {
+		return nil, err
+	}
+	r.Kind = thread.Kind(kind)
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	if r.Labels, err = decodeLabels(labels); err != nil {
+		return nil, fmt.Errorf("thread %s: labels: %w", r.ID, err)
+	}
+	return &r, nil
+}
+
+// Thread implements thread.Store.
+func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
+	if !validKey(id) {
+		return nil, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
+	}
+	r, err := scanRecord(s.pool.QueryRow(ctx, `SELECT `+recordCols+`
+		FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
+		WHERE t.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
+	}
+	if err != nil {
+		return nil, mapError(fmt.Sprintf("thread %q", clip(id)), err)
+	}
+	return r, nil
+}
+
+const threadPage = 256
+
+// Threads implements thread.Store: pages of records in id order, filtered
+// by the server (the labels with a GIN index).
+func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
+	return func(yield func(*thread.Record, error) bool) {
+		ok := validText(opts.Tenant) && validText(string(opts.Kind)) && validText(opts.After)
+		for k, v := range opts.Labels {
+			ok = ok && validText(k) && validText(v)
+		}
+		if !ok {
+			yield(nil, fmt.Errorf("list threads: text with NUL or not UTF-8: %w", thread.ErrInvalid))
+			return
+		}
+		var (
+			where []string
+			args  []any
+		)
+		arg := func(v any) string {
+			args = append(args, v)
+			return fmt.Sprintf("$%d", len(args))
+		}
+		if !opts.AllTenants {
+			where = append(where, "t.tenant = "+arg(opts.Tenant))
+		}
+		if opts.Kind != "" {
+			where = append(where, "t.kind = "+arg(string(opts.Kind)))
+		}
+		if len(opts.Labels) > 0 {
+			where = append(where, "t.labels @> "+arg(encodeLabels(opts.Labels))+"::jsonb")
+		}
+		order, cmp := "ASC", ">"
+		if opts.Desc {
+			order, cmp = "DESC", "<"
+		}
+		// Two queries: from the start, and after a cursor (a separate query
+		// rather than "$n OR t.id > $m", so that a generic plan still
+		// seeks the index to the cursor). The page size is the last
+		// argument.
+		n0 := len(args)
+		query := func(cursor bool) string {
+			w := where
+			limit := fmt.Sprintf("$%d", n0+1)
+			if cursor {
+				w = append(slices.Clone(where), fmt.Sprintf("t.id %s $%d", cmp, n0+1))
+				limit = fmt.Sprintf("$%d", n0+2)
+			}
+			cond := "true"
+			if len(w) > 0 {
+				cond = strings.Join(w, " AND ")
+			}
+			return `SELECT ` + recordCols + `
+				FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
+				WHERE ` + cond + `
+				ORDER BY t.id ` + order + ` LIMIT ` + limit
+		}
+		fromStart, afterCursor := query(false), query(true)
+		cursor, started, n := opts.After, opts.After != "", 0
+		for {
+			page := threadPage
+			if opts.Limit > 0 {
+				page = min(page, opts.Limit-n)
+			}
+			q, a := fromStart, append(slices.Clone(args), page)
+			if started {
+				q, a = afterCursor, append(slices.Clone(args), cursor, page)
+			}
+			rows, err := s.pool.Query(ctx, q, a...)
+			if err != nil {
+				yield(nil, mapError("list threads", err))
+				return
+			}
+			var buf []*thread.Record
+			for rows.Next() {
+				r, err := scanRecord(rows)
+				if err != nil {
+					rows.Close()
+					yield(nil, mapError("list threads", err))
+					return
+				}
+				buf = append(buf, r)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				yield(nil, mapError("list threads", err))
+				return
+			}
+			for _, r := range buf {
+				n++
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if len(buf) < page || (opts.Limit > 0 && n >= opts.Limit) {
+				return
+			}
+			cursor, started = buf[len(buf)-1].ID, true
+		}
+	}
+}
+
+const historyPage = 1024
+
+// History implements thread.Store.
+func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
+	return func(yield func(thread.HistoryEntry, error) bool) {
+		if !validKey(id) {
+			yield(thread.HistoryEntry{}, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound))
+			return
+		}
+		before := opts.Before
+		if before <= 0 {
+			before = math.MaxInt64
+		}
+		n := 0
+		for {
+			page := historyPage
+			if opts.Limit > 0 {
+				page = min(page, opts.Limit-n)
+			}
+			// One row with a NULL version for a thread without entries
+			// (left), none for an unknown thread.
+			rows, err := s.pool.Query(ctx, `SELECT e.version, coalesce(c.id, ''), e.op, e.at
+				FROM loom_threads t
+				LEFT JOIN LATERAL (SELECT version, commit_seq, op, at FROM loom_history
+					WHERE thread = t.seq AND version < $2 ORDER BY version DESC LIMIT $3) e ON true
+				LEFT JOIN loom_commits c ON c.seq = e.commit_seq
+				WHERE t.id = $1
+				ORDER BY e.version DESC`, id, before, page)
+			if err != nil {
+				yield(thread.HistoryEntry{}, mapError("history", err))
+				return
+			}
+			var (
+				buf   []thread.HistoryEntry
+				found bool
+			)
+			for rows.Next() {
+				found = true
+				var (
+					version *int64
+					commit  string
+					op      *string
+					at      *time.Time
+				)
+				if err := rows.Scan(&version, &commit, &op, &at); err != nil {
+					rows.Close()
+					yield(thread.HistoryEntry{}, mapError("history", err))
+					return
+				}
+				if version != nil {
+					buf = append(buf, thread.HistoryEntry{Version: *version, Commit: commit, Op: thread.Op(*op), Time: at.UTC()})
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				yield(thread.HistoryEntry{}, mapError("history", err))
+				return
+			}
+			if !found {
+				if n == 0 {
+					yield(thread.HistoryEntry{}, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound))
+				}
+				return
+			}
+			for _, e := range buf {
+				n++
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if len(buf) < page || (opts.Limit > 0 && n >= opts.Limit) {
+				return
+			}
+			before = buf[len(buf)-1].Version
+		}
+	}
+}
+
+// Checkpoints implements thread.Store.
+func (s *Store) Checkpoints(ctx context.Context, id string) iter.Seq2[thread.Checkpoint, error] {
+	return func(yield func(thread.Checkpoint, error) bool) {
+		if !validKey(id) {
+			yield(thread.Checkpoint{}, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound))
+			return
+		}
+		rows, err := s.pool.Query(ctx, `SELECT k.name, coalesce(c.id, ''), k.version, k.created_at
+			FROM loom_threads t
+			LEFT JOIN loom_checkpoints k ON k.thread = t.seq
+			LEFT JOIN loom_commits c ON c.seq = k.commit_seq
+			WHERE t.id = $1
+			ORDER BY k.name`, id)
+		if err != nil {
+			yield(thread.Checkpoint{}, mapError("checkpoints", err))
+			return
+		}
+		var (
+			buf   []thread.Checkpoint
+			found bool
+		)
+		for rows.Next() {
+			found = true
+			var (
+				name    *string
+				commit  string
+				version *int64
+				at      *time.Time
+			)
+			if err := rows.Scan(&name, &commit, &version, &at); err != nil {
+				rows.Close()
+				yield(thread.Checkpoint{}, mapError("checkpoints", err))
+				return
+			}
+			if name != nil {
+				buf = append(buf, thread.Checkpoint{Thread: id, Name: *name, Commit: commit, Version: *version, CreatedAt: at.UTC()})
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			yield(thread.Checkpoint{}, mapError("checkpoints", err))
+			return
+		}
+		if !found {
+			yield(thread.Checkpoint{}, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound))
+			return
+		}
+		for _, cp := range buf {
+			if !yield(cp, nil) {
+				return
+			}
+		}
+	}
+}
