@@ -165,7 +165,10 @@ func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, err
 	}
 
 	// With history: every commit reachable from an entry or a checkpoint,
-	// parents first, in the order the history first reached them.
+	// parents first: the head's line (read already), then what the history
+	// and the checkpoints reach besides, in the order they reach it. Those
+	// are fetched one commit at a time until they meet a commit already in:
+	// they are short branches off the line.
 	var entries []HistoryEntry
 	for e, err := range t.db.store.History(ctx, r.ID, HistoryOptions{Before: r.Version + 1}) {
 		if err != nil {
@@ -176,6 +179,30 @@ func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, err
 	slices.Reverse(entries)
 	h := &docHistory{Version: r.Version, Head: -1, Commits: []docCommit{}}
 	index := map[string]int{}
+	put := func(c *Commit) {
+		parent := -1
+		if c.Parent != "" {
+			parent = index[c.Parent]
+		}
+		index[c.ID] = len(h.Commits)
+		dc := docCommit{Parent: parent, Op: c.Op, Time: c.Time}
+		if len(c.Messages) > 0 {
+			dc.Messages = c.Messages
+		}
+		if c.StateFrom == c.ID {
+			dc.State = c.State
+			if dc.State == nil {
+				dc.State = map[string]json.RawMessage{}
+			}
+		}
+		if len(c.Metadata) > 0 {
+			dc.Metadata = c.Metadata
+		}
+		h.Commits = append(h.Commits, dc)
+	}
+	for _, c := range line {
+		put(c)
+	}
 	add := func(id string) (int, error) {
 		if id == "" {
 			return -1, nil
@@ -184,35 +211,19 @@ func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, err
 			return i, nil
 		}
 		var path []*Commit
-		for c, err := range t.db.store.Ancestors(ctx, id, -1) {
+		for next := id; next != ""; {
+			if _, ok := index[next]; ok {
+				break
+			}
+			c, err := t.db.store.Commit(ctx, next)
 			if err != nil {
 				return 0, err
 			}
-			if _, ok := index[c.ID]; ok {
-				break
-			}
 			path = append(path, c)
+			next = c.Parent
 		}
 		for _, c := range slices.Backward(path) {
-			parent := -1
-			if c.Parent != "" {
-				parent = index[c.Parent]
-			}
-			index[c.ID] = len(h.Commits)
-			dc := docCommit{Parent: parent, Op: c.Op, Time: c.Time}
-			if len(c.Messages) > 0 {
-				dc.Messages = c.Messages
-			}
-			if c.StateFrom == c.ID {
-				dc.State = c.State
-				if dc.State == nil {
-					dc.State = map[string]json.RawMessage{}
-				}
-			}
-			if len(c.Metadata) > 0 {
-				dc.Metadata = c.Metadata
-			}
-			h.Commits = append(h.Commits, dc)
+			put(c)
 		}
 		return index[id], nil
 	}
