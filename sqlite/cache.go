@@ -1,0 +1,100 @@
+package sqlite
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/loomthreads/loom/thread"
+)
+
+// commitCache keeps decoded commits, least recently used out first.
+// Decoding a commit's messages from JSON costs far more than reading its
+// row, and commits never change, so a read that finds the row's commit here
+// only copies it.
+//
+// An entry is keyed by the row's integer key and checked against the row's
+// id and the length of its messages: SQLite may give the key of a deleted
+// commit to a new one, and then the id differs. (A commit id names one
+// commit forever, so the same id at the same key is the same commit, in
+// this process or any other.)
+type commitCache struct {
+	mu    sync.Mutex
+	max   int64
+	size  int64
+	items map[int64]*list.Element
+	lru   list.List // of *cacheEntry, most recent first
+}
+
+type cacheEntry struct {
+	k    int64
+	id   string
+	n    int // length of the stored messages
+	c    *thread.Commit
+	cost int64
+}
+
+func newCommitCache(max int64) *commitCache {
+	if max <= 0 {
+		return nil
+	}
+	return &commitCache{max: max, items: make(map[int64]*list.Element)}
+}
+
+// get returns a copy of the cached commit of row k, if it is the one with
+// this id and messages length.
+func (cc *commitCache) get(k int64, id string, n int) *thread.Commit {
+	if cc == nil {
+		return nil
+	}
+	cc.mu.Lock()
+	el, ok := cc.items[k]
+	if !ok {
+		cc.mu.Unlock()
+		return nil
+	}
+	e := el.Value.(*cacheEntry)
+	if e.id != id || e.n != n {
+		cc.remove(el)
+		cc.mu.Unlock()
+		return nil
+	}
+	cc.lru.MoveToFront(el)
+	c := e.c
+	cc.mu.Unlock()
+	return c.Clone() // c is never changed: copy outside the lock
+}
+
+// put caches c, which the caller must not change afterwards, as row k's.
+func (cc *commitCache) put(k int64, n int, c *thread.Commit, cost int64) {
+	if cc == nil || cost > cc.max/8 {
+		return
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if el, ok := cc.items[k]; ok {
+		cc.remove(el)
+	}
+	cc.items[k] = cc.lru.PushFront(&cacheEntry{k: k, id: c.ID, n: n, c: c, cost: cost})
+	cc.size += cost
+	for cc.size > cc.max {
+		cc.remove(cc.lru.Back())
+	}
+}
+
+// forget drops row k, whose commit was deleted.
+func (cc *commitCache) forget(k int64) {
+	if cc == nil {
+		return
+	}
+	cc.mu.Lock()
+	if el, ok := cc.items[k]; ok {
+		cc.remove(el)
+	}
+	cc.mu.Unlock()
+}
+
+func (cc *commitCache) remove(el *list.Element) {
+	e := cc.lru.Remove(el).(*cacheEntry)
+	delete(cc.items, e.k)
+	cc.size -= e.cost
+}

@@ -1,0 +1,83 @@
+// Package sqlite is a thread.Store in one SQLite database file: loom's
+// embedded default store, the one `loom serve` opens unless told otherwise.
+// It is pure Go (modernc.org/sqlite, no cgo).
+//
+// Pick it for an agent or a server on one machine: it needs no other
+// process, keeps everything in one file that is easy to copy, and several
+// processes of that machine may share the file. Pick postgres when many
+// machines share one store, memory:// for tests.
+//
+// The smallest use, through package thread's registry:
+//
+//	import _ "github.com/loomthreads/loom/sqlite"
+//
+//	db, err := thread.Open(ctx, "sqlite://loom.db", nil)
+//	if err != nil { … }
+//	defer db.Close()
+//
+// or directly, with options:
+//
+//	st, err := sqlite.Open(ctx, "/var/lib/loom/loom.db", &sqlite.Options{Synchronous: sqlite.SyncFull})
+//	db := thread.New(st, nil)
+//
+// # URLs
+//
+//	sqlite:///abs/path.db          an absolute path
+//	sqlite://relative/path.db      a path relative to the working directory
+//	sqlite://./loom.db             the same, spelled as loom serve's default
+//	sqlite:loom.db                 also relative
+//
+// The first part of a relative path is the URL's host, where Go allows no
+// percent-escapes: a path with spaces or other characters that need them
+// takes the absolute form (sqlite:///data/my%20threads.db). "~" is not
+// expanded. Query options:
+//
+//	synchronous=normal|full   durability of an acknowledged write (Options.Synchronous)
+//	busy_timeout=10s          how long a write waits for another process (Options.BusyTimeout)
+//	cache_bytes=33554432      memory for decoded commits, -1 for none (Options.CacheBytes)
+//
+// An unknown option is an error, so that a typo is not silently ignored.
+//
+// # Durability and concurrency
+//
+// The database is in WAL mode. With synchronous=normal (the default) a write
+// is acknowledged once it is in the write-ahead log: it survives the process
+// being killed (kill -9), and a power loss may lose the last writes but
+// never corrupts the file. With synchronous=full each write also waits for
+// an fsync and survives power loss.
+//
+// Every Apply is one BEGIN IMMEDIATE transaction: it takes the database's
+// write lock before it reads anything, so the version checks of a batch and
+// its writes are one atomic step even when several processes write to the
+// same file. Writers of one process queue for its single write connection;
+// writers of other processes wait up to BusyTimeout. Readers use their own
+// connections and never wait for writers.
+//
+// # Schema
+//
+// Commits are keyed by an integer (the SQLite rowid) and point at their
+// parent by it, with the public id in a unique index: Ancestors is one
+// recursive query that walks the integer keys and stops at the floor, and
+// costs the commits it returns, not the length of the thread. Messages are
+// stored as the JSON that package message writes, so they read back byte
+// for byte, unknown content included; maps (labels, state, metadata) are
+// stored in a length-prefixed binary form that keeps every byte. Times are
+// Unix microseconds, read back in UTC.
+//
+// Commits never change, so the store keeps recently read ones decoded in
+// memory (Options.CacheBytes): decoding a commit's messages from JSON is
+// most of what a read costs, and a cached commit is only copied. An entry
+// is checked against the row it stands for on every read, so that the
+// cache is safe when other processes write to the same file.
+//
+// Each commit counts the child commits, history entries and checkpoints
+// that point at it. Deleting a thread drops the references of its history
+// and checkpoints in one statement and deletes the commits that reach zero,
+// walking up their parents for as long as that frees them: a commit that
+// another thread or a checkpoint reaches survives.
+//
+// The schema version is kept in the database (PRAGMA user_version) and the
+// migrations to the current one run in one transaction on Open. A database
+// written by a newer version of this package is refused with
+// ErrNewerSchema rather than misread.
+package sqlite

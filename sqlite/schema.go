@@ -1,0 +1,167 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/loomthreads/loom/thread"
+)
+
+// ErrNewerSchema is returned by Open when the database was written by a
+// newer version of this package, whose schema this one does not know. It
+// wraps thread.ErrUnsupported.
+var ErrNewerSchema = fmt.Errorf("database schema is newer than this build of loom: %w", thread.ErrUnsupported)
+
+// ErrNotLoom is returned by Open when the file is a SQLite database of
+// something else. It wraps thread.ErrInvalid.
+var ErrNotLoom = fmt.Errorf("not a loom database: %w", thread.ErrInvalid)
+
+// applicationID marks a loom database in the SQLite header ("loom").
+const applicationID = 0x6c6f6f6d
+
+// migration brings the schema from version i to i+1, where i is its index
+// in migrations. It runs inside the transaction that sets user_version.
+type migration func(ctx context.Context, tx *sql.Tx) error
+
+// migrations are the schema's history; the schema version is their number,
+// kept in PRAGMA user_version. Append, never edit.
+var migrations = []migration{
+	execAll(schemaV1...),
+}
+
+// SchemaVersion is the schema version this build writes.
+const SchemaVersion = 1
+
+// schemaV1 is the first schema.
+//
+// Commits are keyed by an integer (the rowid) and point at their parent by
+// it: a walk up the parents is a chain of rowid lookups in one B-tree, which
+// is what makes the recursive ancestor query fast. The public text id has a
+// unique index. refs counts what points at a commit (child commits, history
+// entries, checkpoints); a commit is deleted when it drops to 0.
+//
+// Times are Unix microseconds in UTC. messages is the JSON array of the
+// commit's messages, as package message writes them; state, metadata and
+// labels are maps in a small length-prefixed binary form (see codec.go),
+// which keeps every byte of keys and values exactly.
+var schemaV1 = []string{
+	`CREATE TABLE commits (
+		k          INTEGER PRIMARY KEY,
+		id         TEXT NOT NULL UNIQUE,
+		parent     INTEGER,
+		depth      INTEGER NOT NULL,
+		refs       INTEGER NOT NULL,
+		op         TEXT NOT NULL,
+		time       INTEGER NOT NULL,
+		state_from TEXT NOT NULL,
+		messages   BLOB,
+		state      BLOB,
+		metadata   BLOB
+	)`,
+	`CREATE TABLE threads (
+		k              INTEGER PRIMARY KEY,
+		id             TEXT NOT NULL UNIQUE,
+		tenant         TEXT NOT NULL,
+		kind           TEXT NOT NULL,
+		title          TEXT NOT NULL,
+		labels         BLOB,
+		head           INTEGER,
+		version        INTEGER NOT NULL,
+		created        INTEGER NOT NULL,
+		updated        INTEGER NOT NULL,
+		forked_thread  TEXT NOT NULL,
+		forked_commit  TEXT NOT NULL,
+		forked_message TEXT NOT NULL
+	)`,
+	`CREATE INDEX threads_by_tenant ON threads (tenant, id)`,
+	`CREATE TABLE labels (
+		thread INTEGER NOT NULL,
+		key    TEXT NOT NULL,
+		value  TEXT NOT NULL,
+		PRIMARY KEY (thread, key)
+	) WITHOUT ROWID`,
+	`CREATE INDEX labels_by_value ON labels (key, value, thread)`,
+	`CREATE TABLE history (
+		thread     INTEGER NOT NULL,
+		version    INTEGER NOT NULL,
+		commit_key INTEGER,
+		op         TEXT NOT NULL,
+		time       INTEGER NOT NULL,
+		PRIMARY KEY (thread, version)
+	) WITHOUT ROWID`,
+	`CREATE TABLE checkpoints (
+		thread     INTEGER NOT NULL,
+		name       TEXT NOT NULL,
+		commit_key INTEGER NOT NULL,
+		version    INTEGER NOT NULL,
+		created    INTEGER NOT NULL,
+		PRIMARY KEY (thread, name)
+	) WITHOUT ROWID`,
+}
+
+func execAll(stmts ...string) migration {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		for _, q := range stmts {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// migrate brings the schema up to len(migs) in one write transaction, so
+// that processes opening the same new file at once migrate it once.
+func migrate(ctx context.Context, db *sql.DB, migs []migration) (err error) {
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: _txlock
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var version, app int64
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("schema version: %w", err)
+	}
+	if err := tx.QueryRowContext(ctx, "PRAGMA application_id").Scan(&app); err != nil {
+		return fmt.Errorf("application id: %w", err)
+	}
+	if app != 0 && app != applicationID {
+		return fmt.Errorf("application id %#x: %w", app, ErrNotLoom)
+	}
+	if version == 0 {
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+			return fmt.Errorf("schema: %w", err)
+		}
+		if n > 0 {
+			return fmt.Errorf("%d schema objects and no loom schema version: %w", n, ErrNotLoom)
+		}
+	}
+	if version > int64(len(migs)) {
+		return fmt.Errorf("schema version %d, this build knows up to %d; open it with a newer loom: %w", version, len(migs), ErrNewerSchema)
+	}
+	if version == int64(len(migs)) {
+		return tx.Commit()
+	}
+	for v := version; v < int64(len(migs)); v++ {
+		if err := migs[v](ctx, tx); err != nil {
+			return fmt.Errorf("migrate schema from version %d to %d: %w", v, v+1, err)
+		}
+	}
+	// PRAGMA takes no parameters; the numbers are ours.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(migs))); err != nil {
+		return fmt.Errorf("set schema version: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
+		return fmt.Errorf("set application id: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit schema: %w", err)
+	}
+	return nil
+}
