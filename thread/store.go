@@ -58,7 +58,12 @@ type Store interface {
 //   - a creation of an existing thread id is ErrConflict;
 //   - a move whose From is not the thread's version is ErrConflict;
 //   - a head, checkpoint commit or thread that does not exist is ErrNotFound;
-//   - a checkpoint name taken on that thread is ErrConflict.
+//   - a checkpoint name taken on that thread is ErrConflict;
+//   - a thread created in a batch cannot be deleted, or have checkpoints
+//     dropped, in that same batch (ErrNotFound).
+//
+// Commits whose last reference a batch lets go are freed after all of the
+// batch's new references count.
 type Batch struct {
 	// Commits are new commits, parents before children.
 	Commits []*Commit

@@ -68,7 +68,8 @@ type Commit struct {
 	StateFrom string
 	// Op says what made the commit.
 	Op Op
-	// Time is when the commit was made.
+	// Time is when the commit was made. Stores keep it to the microsecond,
+	// in UTC: loom makes its times so.
 	Time time.Time
 	// Metadata is free-form: run id, model, author.
 	Metadata map[string]string
