@@ -1,0 +1,673 @@
+package jsonfile
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread"
+)
+
+// Apply implements thread.Store.
+//
+// Under the store's lock (a mutex and a flock on DIR/.lock), it reads the
+// files the batch touches, checks every precondition and works out the new
+// content of every file, then:
+//
+//  1. writes the new commit files, each durably, and syncs commits/: until
+//     step 2 they are unreferenced garbage that changes nothing;
+//  2. writes intent.json, the list of every other write and removal of the
+//     batch, durably: this is the commit point;
+//  3. does the intent's writes and removals and syncs their directories;
+//  4. removes intent.json.
+//
+// A process that dies between 2 and 4 leaves the intent behind; the next
+// Open or Apply (in any process, under the lock) does it again. Its writes
+// are whole files, so doing it twice is doing it once.
+func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b == nil {
+		return nil
+	}
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.unlock()
+	if err := s.recover(); err != nil {
+		return fmt.Errorf("jsonfile: finish an earlier batch: %w", err)
+	}
+	tx := &tx{s: s, threads: map[string]*txThread{}, refs: map[string]*txRef{}}
+	if err := tx.build(b); err != nil {
+		return err
+	}
+	return tx.commit()
+}
+
+// tx is a batch being applied: the files it read, as it changes them.
+type tx struct {
+	s          *Store
+	threads    map[string]*txThread
+	threadIDs  []string // in the order first touched
+	refs       map[string]*txRef
+	refIDs     []string
+	newCommits []newCommit
+	chunks     []chunkWrite
+}
+
+type txThread struct {
+	f            *threadFile // nil: no such thread
+	onDisk       *threadFile // as it was before the batch
+	created      bool
+	changed      bool
+	deleted      bool
+	sealedOnDisk int64
+}
+
+type txRef struct {
+	n       int64
+	exists  bool // the commit is stored: its refs file exists, or it is new
+	isNew   bool
+	onDisk  bool
+	changed bool
+	freed   bool
+	parent  *string // known parent
+}
+
+type newCommit struct {
+	id   string
+	data []byte
+}
+
+type chunkWrite struct {
+	thread  string
+	n       int64
+	entries []entryFile
+}
+
+func (tx *tx) thread(id string) (*txThread, error) {
+	if t, ok := tx.threads[id]; ok {
+		return t, nil
+	}
+	t := &txThread{}
+	if ids.Valid(id) {
+		f, err := tx.s.readThread(id)
+		switch {
+		case errors.Is(err, thread.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			t.f, t.onDisk, t.sealedOnDisk = f, f, f.Sealed
+		}
+	}
+	tx.threads[id] = t
+	tx.threadIDs = append(tx.threadIDs, id)
+	return t, nil
+}
+
+func (tx *tx) ref(id string) (*txRef, error) {
+	if r, ok := tx.refs[id]; ok {
+		return r, nil
+	}
+	r := &txRef{}
+	if ids.Valid(id) {
+		b, err := tx.s.root.ReadFile(refsPath(id))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("refs of commit %q: %w", id, err)
+		default:
+			n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("refs of commit %q: corrupt file: %v", id, err)
+			}
+			r.n, r.exists, r.onDisk = n, true, true
+		}
+	}
+	tx.refs[id] = r
+	tx.refIDs = append(tx.refIDs, id)
+	return r, nil
+}
+
+// exists reports whether commit id is stored or made earlier in the batch,
+// and not freed by it. "" is the empty root, which always exists.
+func (tx *tx) exists(id string) (bool, error) {
+	if id == "" {
+		return true, nil
+	}
+	r, err := tx.ref(id)
+	if err != nil {
+		return false, err
+	}
+	return r.exists && !r.freed, nil
+}
+
+func (tx *tx) incRef(id string) error {
+	if id == "" {
+		return nil
+	}
+	r, err := tx.ref(id)
+	if err != nil {
+		return err
+	}
+	r.n++
+	r.changed = true
+	return nil
+}
+
+// unref drops one reference and frees the commits that no longer have any,
+// walking up the parents while that frees them: O(commits freed).
+func (tx *tx) unref(id string) error {
+	for id != "" {
+		r, err := tx.ref(id)
+		if err != nil {
+			return err
+		}
+		if !r.exists || r.freed {
+			return fmt.Errorf("jsonfile: commit %q is referenced but not stored", id)
+		}
+		r.n--
+		r.changed = true
+		if r.n > 0 {
+			return nil
+		}
+		r.freed = true
+		if r.parent == nil {
+			b, err := tx.s.root.ReadFile(commitPath(id))
+			if err != nil {
+				return fmt.Errorf("commit %q: %w", id, err)
+			}
+			var p struct {
+				Parent string `json:"parent"`
+			}
+			if err := json.Unmarshal(b, &p); err != nil {
+				return fmt.Errorf("commit %q: corrupt file: %v", id, err)
+			}
+			r.parent = &p.Parent
+		}
+		id = *r.parent
+	}
+	return nil
+}
+
+func mustExist(tx *tx, id, what string) error {
+	ok, err := tx.exists(id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%s %q: %w", what, clip(id), thread.ErrNotFound)
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// addEntry appends a history entry to t, sealing a full chunk.
+func (tx *tx) addEntry(id string, t *txThread, e thread.HistoryEntry) {
+	t.f.History = append(t.f.History, entryFile{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: utc(e.Time)})
+	for len(t.f.History) >= historyChunk {
+		tx.chunks = append(tx.chunks, chunkWrite{thread: id, n: t.f.Sealed, entries: slices.Clone(t.f.History[:historyChunk])})
+		t.f.History = slices.Clone(t.f.History[historyChunk:])
+		t.f.Sealed++
+	}
+}
+
+// change returns t's file ready to be changed: a copy of what was read.
+func (t *txThread) change() *threadFile {
+	if !t.changed {
+		f := *t.f
+		f.Labels = cloneMap(f.Labels)
+		f.Checkpoints = slices.Clone(f.Checkpoints)
+		f.History = slices.Clone(f.History)
+		t.f = &f
+		t.changed = true
+	}
+	return t.f
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// build checks b step by step against the store as the earlier steps of b
+// leave it, and works out every file the batch writes. It writes nothing.
+func (tx *tx) build(b *thread.Batch) error {
+	for _, c := range b.Commits {
+		if c == nil || !ids.Valid(c.ID) {
+			var id string
+			if c != nil {
+				id = c.ID
+			}
+			return fmt.Errorf("commit id %q: %w", clip(id), thread.ErrInvalid)
+		}
+		r, err := tx.ref(c.ID)
+		if err != nil {
+			return err
+		}
+		if r.exists {
+			return fmt.Errorf("commit %q exists: %w", c.ID, thread.ErrConflict)
+		}
+		if err := mustExist(tx, c.Parent, "commit "+c.ID+": parent"); err != nil {
+			return err
+		}
+		f, err := toCommitFile(c)
+		if err != nil {
+			return err
+		}
+		data, err := encode(f)
+		if err != nil {
+			return fmt.Errorf("commit %q: %v: %w", c.ID, err, thread.ErrInvalid)
+		}
+		parent := c.Parent
+		r.exists, r.isNew, r.changed, r.parent = true, true, true, &parent
+		tx.newCommits = append(tx.newCommits, newCommit{id: c.ID, data: data})
+		if err := tx.incRef(c.Parent); err != nil {
+			return err
+		}
+	}
+	for _, cr := range b.Create {
+		rec := cr.Record
+		if rec == nil || !ids.Valid(rec.ID) {
+			var id string
+			if rec != nil {
+				id = rec.ID
+			}
+			return fmt.Errorf("create: thread id %q: %w", clip(id), thread.ErrInvalid)
+		}
+		t, err := tx.thread(rec.ID)
+		if err != nil {
+			return err
+		}
+		if t.f != nil || t.deleted {
+			return fmt.Errorf("thread %q exists: %w", rec.ID, thread.ErrConflict)
+		}
+		if err := cr.Validate(); err != nil {
+			return err
+		}
+		if err := mustExist(tx, rec.Head, "thread "+rec.ID+": head"); err != nil {
+			return err
+		}
+		for _, e := range cr.History {
+			if err := mustExist(tx, e.Commit, "thread "+rec.ID+": history commit"); err != nil {
+				return err
+			}
+		}
+		t.f = &threadFile{ID: rec.ID, Tenant: rec.Tenant, Kind: rec.Kind, Title: rec.Title, Labels: cloneMap(rec.Labels),
+			Head: rec.Head, Version: rec.Version, CreatedAt: utc(rec.CreatedAt), UpdatedAt: utc(rec.UpdatedAt), ForkedFrom: rec.ForkedFrom,
+			History: []entryFile{}}
+		t.created, t.changed = true, true
+		hist := cr.History
+		if len(hist) == 0 {
+			hist = []thread.HistoryEntry{{Version: 1, Commit: rec.Head, Op: cr.Op, Time: rec.CreatedAt}}
+		}
+		for _, e := range hist {
+			tx.addEntry(rec.ID, t, e)
+			if err := tx.incRef(e.Commit); err != nil {
+				return err
+			}
+		}
+	}
+	for _, m := range b.Moves {
+		t, err := tx.thread(m.Thread)
+		if err != nil {
+			return err
+		}
+		if t.f == nil {
+			return fmt.Errorf("thread %q: %w", clip(m.Thread), thread.ErrNotFound)
+		}
+		if t.f.Version != m.From {
+			return fmt.Errorf("thread %q is at version %d, not %d: %w", m.Thread, t.f.Version, m.From, thread.ErrConflict)
+		}
+		if err := mustExist(tx, m.Head, "thread "+m.Thread+": head"); err != nil {
+			return err
+		}
+		f := t.change()
+		f.Version++
+		f.Head = m.Head
+		f.UpdatedAt = utc(m.Time)
+		if m.Kind != "" {
+			f.Kind = m.Kind
+		}
+		if m.Title != nil {
+			f.Title = *m.Title
+		}
+		if m.Labels != nil {
+			f.Labels = cloneMap(m.Labels)
+		}
+		tx.addEntry(m.Thread, t, thread.HistoryEntry{Version: f.Version, Commit: m.Head, Op: m.Op, Time: m.Time})
+		if err := tx.incRef(m.Head); err != nil {
+			return err
+		}
+	}
+	// Dropped checkpoints let their commits go only after the new ones
+	// count theirs: a batch that replaces a checkpoint never frees what the
+	// new one keeps.
+	var dropped []string
+	for _, k := range b.DropCheckpoints {
+		t, err := tx.thread(k.Thread)
+		if err != nil {
+			return err
+		}
+		if t.f == nil || t.created {
+			return fmt.Errorf("thread %q: %w", clip(k.Thread), thread.ErrNotFound)
+		}
+		i, ok := slices.BinarySearchFunc(t.f.Checkpoints, k.Name, func(c checkpointFile, name string) int { return strings.Compare(c.Name, name) })
+		if !ok {
+			return fmt.Errorf("checkpoint %q of thread %q: %w", clip(k.Name), k.Thread, thread.ErrNotFound)
+		}
+		f := t.change()
+		dropped = append(dropped, f.Checkpoints[i].Commit)
+		f.Checkpoints = slices.Delete(f.Checkpoints, i, i+1)
+	}
+	for _, cp := range b.Checkpoints {
+		t, err := tx.thread(cp.Thread)
+		if err != nil {
+			return err
+		}
+		if t.f == nil {
+			return fmt.Errorf("thread %q: %w", clip(cp.Thread), thread.ErrNotFound)
+		}
+		if cp.Commit == "" {
+			return fmt.Errorf("checkpoint %q: no commit: %w", clip(cp.Name), thread.ErrNotFound)
+		}
+		if err := mustExist(tx, cp.Commit, "checkpoint "+clip(cp.Name)+": commit"); err != nil {
+			return err
+		}
+		i, taken := slices.BinarySearchFunc(t.f.Checkpoints, cp.Name, func(c checkpointFile, name string) int { return strings.Compare(c.Name, name) })
+		if taken {
+			return fmt.Errorf("checkpoint %q of thread %q exists: %w", clip(cp.Name), cp.Thread, thread.ErrConflict)
+		}
+		f := t.change()
+		f.Checkpoints = slices.Insert(f.Checkpoints, i, checkpointFile{Name: cp.Name, Commit: cp.Commit, Version: cp.Version, CreatedAt: utc(cp.CreatedAt)})
+		if err := tx.incRef(cp.Commit); err != nil {
+			return err
+		}
+	}
+	for _, id := range dropped {
+		if err := tx.unref(id); err != nil {
+			return err
+		}
+	}
+	for _, d := range b.Delete {
+		t, err := tx.thread(d.Thread)
+		if err != nil {
+			return err
+		}
+		if t.f == nil || t.created {
+			return fmt.Errorf("thread %q: %w", clip(d.Thread), thread.ErrNotFound)
+		}
+		if d.Version != 0 && d.Version != t.f.Version {
+			return fmt.Errorf("thread %q is at version %d, not %d: %w", d.Thread, t.f.Version, d.Version, thread.ErrConflict)
+		}
+		if err := tx.deleteThread(d.Thread, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteThread drops every reference t holds: each history entry (the
+// sealed chunks are read for it: O(versions)) and each checkpoint.
+func (tx *tx) deleteThread(id string, t *txThread) error {
+	var entries []entryFile
+	for n := range t.f.Sealed {
+		if n < t.sealedOnDisk {
+			chunk, err := tx.s.readChunk(id, n)
+			if err != nil {
+				return err
+			}
+			entries = append(entries, chunk...)
+		}
+	}
+	kept := tx.chunks[:0]
+	for _, c := range tx.chunks {
+		if c.thread == id {
+			entries = append(entries, c.entries...)
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	tx.chunks = kept
+	entries = append(entries, t.f.History...)
+	for _, e := range entries {
+		if err := tx.unref(e.Commit); err != nil {
+			return err
+		}
+	}
+	for _, cp := range t.f.Checkpoints {
+		if err := tx.unref(cp.Commit); err != nil {
+			return err
+		}
+	}
+	t.f, t.deleted, t.changed = nil, true, true
+	return nil
+}
+
+// commit writes the batch that build worked out: commit files first, then
+// the intent (the commit point), then everything else.
+func (tx *tx) commit() error {
+	s := tx.s
+	wrote := false
+	for _, c := range tx.newCommits {
+		if tx.refs[c.id].freed {
+			continue // made and freed by the same batch
+		}
+		if err := s.writeFile(commitPath(c.id), c.data); err != nil {
+			return err
+		}
+		wrote = true
+	}
+	if wrote {
+		if err := s.syncDir("commits"); err != nil {
+			return err
+		}
+	}
+	var ops, removes []intentOp
+	for _, c := range tx.chunks {
+		data, err := encode(chunkFile{Thread: c.thread, History: c.entries})
+		if err != nil {
+			return err
+		}
+		ops = append(ops, intentOp{Path: chunkPath(c.thread, c.n), Data: string(data)})
+	}
+	for _, id := range tx.threadIDs {
+		t := tx.threads[id]
+		switch {
+		case t.deleted:
+			removes = append(removes, intentOp{Path: threadPath(id), Remove: true})
+			if t.sealedOnDisk > 0 {
+				removes = append(removes, intentOp{Path: chunkDir(id), Remove: true})
+			}
+		case t.changed:
+			data, err := encode(t.f)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, intentOp{Path: threadPath(id), Data: string(data)})
+		}
+	}
+	var freed []intentOp
+	for _, id := range tx.refIDs {
+		r := tx.refs[id]
+		switch {
+		case r.freed && r.isNew:
+		case r.freed:
+			freed = append(freed, intentOp{Path: refsPath(id), Remove: true}, intentOp{Path: commitPath(id), Remove: true})
+		case r.changed:
+			ops = append(ops, intentOp{Path: refsPath(id), Data: fmt.Sprintf("%-15d\n", r.n)})
+		}
+	}
+	ops = append(append(ops, removes...), freed...)
+	if len(ops) == 0 {
+		return nil
+	}
+	data, err := encode(intentFile{Ops: ops})
+	if err != nil {
+		return err
+	}
+	if err := s.writeIntent(data); err != nil {
+		return err
+	}
+	if s.testHooks.afterIntent != nil {
+		if err := s.testHooks.afterIntent(); err != nil {
+			return err
+		}
+	}
+	if err := s.do(ops); err != nil {
+		return fmt.Errorf("jsonfile: the batch is committed but not all written (the next write or open finishes it): %w", err)
+	}
+	s.clearIntent()
+	return nil
+}
+
+// do does the writes and removals of an intent, then syncs the directories
+// they touched.
+func (s *Store) do(ops []intentOp) error {
+	var dirs []string
+	for _, op := range ops {
+		if !strings.HasPrefix(op.Path, "commits/") && !strings.HasPrefix(op.Path, "refs/") &&
+			!strings.HasPrefix(op.Path, "threads/") && !strings.HasPrefix(op.Path, "history/") {
+			return fmt.Errorf("intent: path %q is outside the store's layout", op.Path)
+		}
+		if op.Remove {
+			if err := s.root.RemoveAll(op.Path); err != nil {
+				return fmt.Errorf("remove %s: %w", op.Path, err)
+			}
+		} else if strings.HasPrefix(op.Path, "refs/") {
+			// Only writers read refs files, under the lock and after
+			// finishing any intent: they are written in place.
+			if err := s.writeInPlace(op.Path, []byte(op.Data)); err != nil {
+				return err
+			}
+		} else {
+			if dir, _ := splitPath(op.Path); strings.HasPrefix(op.Path, "history/") {
+				if err := s.root.MkdirAll(strings.TrimSuffix(dir, "/"), 0o755); err != nil {
+					return err
+				}
+			}
+			if err := s.writeFile(op.Path, []byte(op.Data)); err != nil {
+				return err
+			}
+		}
+		dir, _ := splitPath(op.Path)
+		dir = strings.TrimSuffix(dir, "/")
+		if !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+		if strings.HasPrefix(dir, "history/") && !slices.Contains(dirs, "history") {
+			dirs = append(dirs, "history")
+		}
+	}
+	for _, d := range dirs {
+		if err := s.syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recover finishes the batch whose intent a dead process left behind; the
+// lock is held.
+func (s *Store) recover() error {
+	ops, err := s.readIntent()
+	if err != nil || ops == nil {
+		return err
+	}
+	if err := s.do(ops); err != nil {
+		return err
+	}
+	s.clearIntent()
+	return nil
+}
+
+// The intent file is written in place, always through the same open file:
+// a line with the SHA-256 of the rest, then the intent as JSON. A file whose
+// sum does not match is an intent whose write was cut short: its batch never
+// reached the commit point and was never acknowledged. An empty file is no
+// intent.
+
+func (s *Store) writeIntent(data []byte) error {
+	sum := sha256.Sum256(data)
+	buf := make([]byte, 0, 2*len(sum)+1+len(data))
+	buf = hex.AppendEncode(buf, sum[:])
+	buf = append(buf, '\n')
+	buf = append(buf, data...)
+	if _, err := s.intent.WriteAt(buf, 0); err != nil {
+		return fmt.Errorf("write intent: %w", err)
+	}
+	if err := s.intent.Truncate(int64(len(buf))); err != nil {
+		return fmt.Errorf("write intent: %w", err)
+	}
+	if !s.opts.NoSync {
+		if err := s.syncFile(s.intent); err != nil {
+			// The batch fails: take the intent back, so that no one
+			// finishes what the caller was told did not happen.
+			s.intent.Truncate(0)
+			s.intent.Sync()
+			return fmt.Errorf("sync intent: %w", err)
+		}
+	}
+	return nil
+}
+
+// clearIntent empties the intent file once its batch is done. It is not
+// synced: after a power cut the intent may be back, and doing it again
+// changes nothing, for it is the last batch (the next one overwrites it,
+// and syncs, before it writes anything else).
+func (s *Store) clearIntent() {
+	s.intent.Truncate(0)
+}
+
+// readIntent returns the ops of a pending intent, or nil.
+func (s *Store) readIntent() ([]intentOp, error) {
+	fi, err := s.intent.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() == 0 {
+		return nil, nil
+	}
+	b := make([]byte, fi.Size())
+	if _, err := s.intent.ReadAt(b, 0); err != nil {
+		return nil, fmt.Errorf("read intent: %w", err)
+	}
+	line, data, ok := bytes.Cut(b, []byte("\n"))
+	sum := sha256.Sum256(data)
+	if !ok || string(line) != hex.EncodeToString(sum[:]) {
+		s.clearIntent() // cut short: never committed
+		return nil, nil
+	}
+	var in intentFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return nil, fmt.Errorf("intent.json: corrupt: %v", err)
+	}
+	if in.Ops == nil {
+		in.Ops = []intentOp{}
+	}
+	return in.Ops, nil
+}

@@ -1,0 +1,90 @@
+// Package jsonfile is a thread.Store that keeps loom's threads as plain,
+// indented JSON files in one directory: readable with cat and jq, easy to
+// back up with cp or rsync, and friendly to git (one file per commit and per
+// thread, written whole, so diffs are small and meaningful).
+//
+// Pick it for a single machine where people want to see and version their
+// agents' conversations as files, for demos, and for small deployments
+// where a database is too much. It is slower than the sqlite store (every
+// write is several files and fsyncs; see docs/benchmarks.md) and every
+// listing reads the thread files, so prefer sqlite or postgres for
+// thousands of threads or heavy write traffic. Several processes may share
+// one directory on a local file system (not over NFS, whose flock is not
+// to be trusted).
+//
+// The smallest use:
+//
+//	import _ "github.com/loomthreads/loom/jsonfile"
+//
+//	db, err := thread.Open(ctx, "file://./threads", nil) // or file:///abs/dir
+//	if err != nil { … }
+//	defer db.Close()
+//	th, err := db.Create(ctx, thread.CreateOptions{})
+//	_, err = th.Append(ctx, message.User("hello"))
+//
+// or, without the URL, jsonfile.Open(ctx, dir, nil). The URL parameter
+// ?nosync=true sets Options.NoSync.
+//
+// # Layout
+//
+//	DIR/loom.json                 {"format": "loom.jsonfile", "schema": 1}
+//	DIR/.lock                     flock(2)ed by every writer
+//	DIR/intent.json               the last batch's write-ahead intent (empty when done)
+//	DIR/commits/<id>.json         one immutable commit: parent, depth, op, time,
+//	                              state, metadata, messages in the wire format
+//	DIR/refs/<id>                 the commit's reference count, in decimal
+//	DIR/threads/<id>.json         a thread: record, checkpoints (in name order)
+//	                              and its newest history entries
+//	DIR/history/<id>/<n>.json     sealed history: versions 64n+1 to 64n+64
+//
+// A thread file holds at most 63 history entries; each 64th move seals them
+// into a history chunk that never changes again, so a move rewrites a small
+// file whatever the thread's age. Ids are checked (ids.Valid) before they
+// become file names, and every file is opened through an os.Root on DIR, so
+// no id can name a file outside it. Files whose names start with "." are
+// temporary and ignored.
+//
+// # Writes
+//
+// A batch (thread.Store.Apply) runs under a mutex and an exclusive flock on
+// DIR/.lock, which the kernel releases if the process dies; every version
+// and existence check reads the files afresh under that lock, so
+// compare-and-swap holds across processes. The writer then:
+//
+//  1. writes each new commit file (temporary file, fsync, rename) and
+//     fsyncs commits/. Until step 2 these are unreferenced garbage: a
+//     commit exists for the store only once its refs file does;
+//  2. writes the intent: every other file the batch writes or removes (thread
+//     files, history chunks, reference counts, freed commits), with a
+//     SHA-256 of its content, in place, and fsyncs it. This is the commit
+//     point: a torn intent fails its sum and is ignored, as its batch was
+//     never acknowledged;
+//  3. does the intent: each thread file and history chunk by temporary file,
+//     fsync and rename; each refs file in place and fsynced (only writers
+//     read them, and only after step 4 of any earlier batch); removals; then
+//     fsyncs the directories it touched;
+//  4. empties the intent.
+//
+// A process that dies between 2 and 4 leaves the intent; the next Open or
+// Apply, in any process, does it again before anything else. Its writes are
+// whole files, so doing them twice is doing them once. A batch over several
+// threads is therefore atomic after a crash. Readers take no lock: every file
+// they read is replaced by a rename, so they see it whole, before or after a
+// write; a reader may see one thread of a multi-thread batch before the
+// other while step 3 runs, never a thread pointing at a missing commit.
+//
+// # Reference counts and delete
+//
+// As in thread.MemoryStore, a commit's count is its child commits plus the
+// history entries and checkpoints that point at it, kept in refs/<id> and
+// changed in the same intent as what changes them. Deleting a thread reads
+// its history (O(versions)), drops each reference, and removes every commit
+// whose count reaches zero, walking up the parents while that frees them:
+// O(commits freed), never a scan of the store.
+//
+// # Versions
+//
+// loom.json names the schema version. Open runs the migrations from an
+// older one and refuses a directory written by a newer version of this
+// package with an error that wraps thread.ErrUnsupported.
+package jsonfile
