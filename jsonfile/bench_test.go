@@ -16,13 +16,13 @@ import (
 // BenchmarkStore runs the standard scenarios with every fsync, as the store
 // runs by default.
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return openTest(b, b.TempDir(), nil) })
+	storetest.Bench(b, func(b *testing.B) thread.Store { return openTest(b, b.TempDir(), nil) }, &storetest.BenchOptions{MaxDepth: 10_000})
 }
 
 // BenchmarkStoreNoSync runs them with Options.NoSync: what the files and
 // the JSON cost without the disk's flushes.
 func BenchmarkStoreNoSync(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return openTest(b, b.TempDir(), &Options{NoSync: true}) })
+	storetest.Bench(b, func(b *testing.B) thread.Store { return openTest(b, b.TempDir(), &Options{NoSync: true}) }, &storetest.BenchOptions{MaxDepth: 10_000})
 }
 
 // BenchmarkChatTurnDisk appends chat turns (a 200-byte user message and a

@@ -16,7 +16,7 @@ import (
 )
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return open(b, testserver.Postgres(b), nil) })
+	storetest.Bench(b, func(b *testing.B) thread.Store { return open(b, testserver.Postgres(b), nil) }, nil)
 }
 
 // BenchmarkConcurrentAppend appends from 64 goroutines at once, each to its

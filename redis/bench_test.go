@@ -16,7 +16,7 @@ import (
 )
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return open(b, testserver.Redis(b), nil) })
+	storetest.Bench(b, func(b *testing.B) thread.Store { return open(b, testserver.Redis(b), nil) }, nil)
 }
 
 // BenchmarkConcurrentAppend has 64 goroutines append to 64 threads (one

@@ -25,7 +25,7 @@ func openBench(b *testing.B, opts *Options) *Store {
 }
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return openBench(b, nil) })
+	storetest.Bench(b, func(b *testing.B) thread.Store { return openBench(b, nil) }, nil)
 }
 
 var (

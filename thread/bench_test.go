@@ -8,5 +8,5 @@ import (
 )
 
 func BenchmarkMemoryStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return thread.NewMemoryStore() })
+	storetest.Bench(b, func(b *testing.B) thread.Store { return thread.NewMemoryStore() }, nil)
 }

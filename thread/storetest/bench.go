@@ -15,8 +15,17 @@ import (
 // newStore, as sub-benchmarks: append one message, a chat turn, fork at
 // depths 10, 1,000 and 100,000, the last 50 messages at depths 1,000 and
 // 100,000, a full read of 1,000 messages, and time travel in a thread of
-// 10,000 versions. Flat costs must stay flat across depths.
-func Bench(b *testing.B, newStore func(b *testing.B) thread.Store) {
+// 10,000 versions. Flat costs must stay flat across depths. opts may be nil.
+func Bench(b *testing.B, newStore func(b *testing.B) thread.Store, opts *BenchOptions) {
+	var o BenchOptions
+	if opts != nil {
+		o = *opts
+	}
+	deep := func(b *testing.B, depth int) {
+		if o.MaxDepth > 0 && depth > o.MaxDepth {
+			b.Skipf("depth %d is over this store's MaxDepth of %d", depth, o.MaxDepth)
+		}
+	}
 	user := strings.Repeat("u", 200)
 	assistant := strings.Repeat("a", 600)
 	// Appends go to a thread that grows to 10,000 commits and is then
@@ -44,6 +53,7 @@ func Bench(b *testing.B, newStore func(b *testing.B) thread.Store) {
 	b.Run("ChatTurn", func(b *testing.B) { appendBench(b, message.User(user), message.Assistant(assistant)) })
 	for _, depth := range []int{10, 1000, 100_000} {
 		b.Run(fmt.Sprintf("Fork/depth=%d", depth), func(b *testing.B) {
+			deep(b, depth)
 			th := newThread(b, newStore(b), depth)
 			// The forks are deleted, off the clock, a thousand at a time:
 			// the store stays the same size, so what is measured is the
@@ -70,6 +80,7 @@ func Bench(b *testing.B, newStore func(b *testing.B) thread.Store) {
 	}
 	for _, depth := range []int{1000, 100_000} {
 		b.Run(fmt.Sprintf("Last50/depth=%d", depth), func(b *testing.B) {
+			deep(b, depth)
 			th := newThread(b, newStore(b), depth)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -99,6 +110,14 @@ func Bench(b *testing.B, newStore func(b *testing.B) thread.Store) {
 			}
 		}
 	})
+}
+
+// BenchOptions tune Bench.
+type BenchOptions struct {
+	// MaxDepth skips the scenarios that first build a thread deeper than
+	// this: building 100,000 commits takes minutes on a slow store. 0 runs
+	// them all.
+	MaxDepth int
 }
 
 // newThread makes a thread of depth single-message commits (and versions).

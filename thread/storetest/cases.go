@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -1032,6 +1033,9 @@ func reopen(t T, s thread.Store, o *Options) {
 	before := snap(db)
 	s2, err := o.Reopen(s)
 	check(t, err, "reopen")
+	if c, ok := s2.(io.Closer); ok && s2 != s {
+		defer c.Close()
+	}
 	after := snap(thread.New(s2, nil))
 	if before != after {
 		t.Fatalf("after reopen the store reads back differently:\nbefore:\n%s\nafter:\n%s", before, after)
