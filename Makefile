@@ -18,5 +18,6 @@ bench:
 # Each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMessageJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./message
+	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./message
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./thread
 	$(GO) test -run '^$$' -fuzz '^FuzzValid$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/ids

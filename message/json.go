@@ -37,6 +37,16 @@ func (m Message) MarshalJSON() ([]byte, error) {
 // become Unknown; numbers in Metadata become json.Number, so they are written
 // back digit for digit.
 func (m *Message) UnmarshalJSON(b []byte) error {
+	if out, ok := decodeMessage(b); ok {
+		*m = out
+		return nil
+	}
+	return m.unmarshalJSONStd(b)
+}
+
+// unmarshalJSONStd is UnmarshalJSON with encoding/json alone: the reference
+// that decoder follows, used for whatever decoder gives up on.
+func (m *Message) unmarshalJSONStd(b []byte) error {
 	var w wireMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -58,7 +68,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 		out.Contents = make([]Content, len(w.Contents))
 	}
 	for i, raw := range w.Contents {
-		c, err := UnmarshalContent(raw)
+		c, err := unmarshalContentStd(raw)
 		if err != nil {
 			return fmt.Errorf("contents[%d]: %w", i, err)
 		}
@@ -122,6 +132,14 @@ func MarshalContent(c Content) ([]byte, error) {
 // version does not know becomes Unknown with the raw object in the form it is
 // written back in (see Unknown).
 func UnmarshalContent(b []byte) (Content, error) {
+	if c, ok := decodeContent(b); ok {
+		return c, nil
+	}
+	return unmarshalContentStd(b)
+}
+
+// unmarshalContentStd is UnmarshalContent with encoding/json alone.
+func unmarshalContentStd(b []byte) (Content, error) {
 	typ, err := unknownType(b)
 	if err != nil {
 		return nil, err
