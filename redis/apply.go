@@ -24,11 +24,18 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if err := validate(b); err != nil {
 		return err
 	}
-	err, cached := s.apply(ctx, b, false)
+	return s.applyRetry(ctx, b, false)
+}
+
+// applyRetry applies b, once more with families read afresh if a cached
+// one may have been stale. With sweep, b's deletions apply only to expired
+// threads.
+func (s *Store) applyRetry(ctx context.Context, b *thread.Batch, sweep bool) error {
+	err, cached := s.apply(ctx, b, false, sweep)
 	if cached && errors.Is(err, thread.ErrNotFound) {
 		// A family from the cache may be stale (its thread was deleted and
 		// made again elsewhere): once more from the index keys.
-		err, _ = s.apply(ctx, b, true)
+		err, _ = s.apply(ctx, b, true, sweep)
 	}
 	return err
 }
@@ -293,6 +300,14 @@ func (s *Store) resolve(ctx context.Context, b *thread.Batch, fresh bool) (*plan
 	if p.primary == "" && len(b.Commits) > 0 {
 		p.primary = b.Commits[0].ID
 	}
+	// A batch that names only threads without a family: they do not exist,
+	// and the script, looking for them in a family named after the first,
+	// says so.
+	for _, id := range append(append(append(threadIDs(b.Moves), dropIDs(b.DropCheckpoints)...), cpIDs(b.Checkpoints)...), delIDs(b.Delete)...) {
+		if p.primary == "" {
+			p.primary = id
+		}
+	}
 	for _, c := range b.Commits {
 		if p.commits[c.ID] == "" {
 			p.commits[c.ID] = p.primary
@@ -408,38 +423,56 @@ func (p *plan) families(b *thread.Batch) []string {
 	return out
 }
 
-// claim is an index key of a new commit, written before the script, to be
-// taken back if the script refuses the batch. (Index keys and listing
-// entries of new threads are left: they point at nothing, readers skip
+// claim is an index key of a new commit, written before the script (in
+// cluster mode), to be taken back if the script refuses the batch.
+// (Index keys of new threads are left: they point at nothing, readers skip
 // them, and the next creation of the id takes them over. Taking them back
 // could race with another process creating the same id.)
 type claim struct {
 	key, fam string
 }
 
-func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh bool) (err error, cached bool) {
+// claims is what claim wrote before the script, in cluster mode.
+type claims struct {
+	keys   []claim
+	listed []listed // listing entries the batch added
+}
+
+type listed struct{ key, id string }
+
+func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (err error, cached bool) {
+	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) == 0 {
+		return nil, false // an empty batch
+	}
 	p, err := s.resolve(ctx, b, fresh)
 	if err != nil {
 		return err, false
-	}
-	if p.primary == "" {
-		return nil, false // an empty batch
 	}
 	if fams := p.families(b); s.cluster && len(fams) > 1 {
 		return fmt.Errorf("batch spans the thread families %q: a Redis Cluster store keeps a family in one hash slot and applies a batch within one: %w",
 			fams, thread.ErrUnsupported), p.cached
 	}
+	now := s.now()
 	var expires int64
 	if s.ttl > 0 {
-		expires = micros(s.now().Add(s.ttl))
+		expires = micros(now.Add(s.ttl))
 	}
-	args, err := s.scriptArgs(b, p, expires)
+	// On a single server the script claims index keys and lists threads
+	// itself, atomically with its checks; a cluster script can touch only
+	// its family's slot, so the client claims them first.
+	inline := !s.cluster
+	args, err := s.scriptArgs(b, p, sweep, inline, micros(now), expires)
 	if err != nil {
 		return err, p.cached
 	}
-	claims, err := s.claim(ctx, b, p, expires)
-	if err != nil {
-		return err, p.cached
+	var cl claims
+	if !inline {
+		if cl, err = s.claim(ctx, b, p, expires); err != nil {
+			return err, p.cached
+		}
+	}
+	if s.hook != nil {
+		s.hook("script")
 	}
 	res, err := applyScript.Run(ctx, s.rdb, []string{s.famKey(p.primary, "m")}, args...).Slice()
 	if err != nil {
@@ -449,7 +482,7 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh bool) (err err
 	}
 	after := context.WithoutCancel(ctx)
 	if len(res) == 3 && res[0] == "ERR" {
-		s.unclaim(after, claims)
+		s.unclaim(after, cl)
 		kind, _ := res[1].(string)
 		msg, _ := res[2].(string)
 		sentinel := thread.ErrNotFound
@@ -458,53 +491,95 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh bool) (err err
 		}
 		return fmt.Errorf("%s: %w", msg, sentinel), p.cached
 	}
-	if len(res) != 3 || res[0] != "OK" {
+	if len(res) != 4 || res[0] != "OK" {
 		return fmt.Errorf("redis: apply: unexpected reply %v", res), p.cached
 	}
 	freed, _ := res[1].([]any)
 	tenants, _ := res[2].([]any)
+	replaced, _ := res[3].([]any)
 	for _, c := range b.Commits {
 		s.fams.put("c:"+c.ID, p.commit(c.ID))
 	}
 	for i, cr := range b.Create {
 		s.fams.put("t:"+cr.Record.ID, p.created[i])
 	}
-	if len(freed) == 0 && len(b.Delete) == 0 {
-		return nil, p.cached
+	for i := 0; i < len(freed); i += 2 {
+		id, _ := freed[i].(string)
+		s.fams.drop("c:" + id)
+	}
+	for _, d := range b.Delete {
+		s.fams.drop("t:" + d.Thread)
+	}
+	if s.hook != nil {
+		s.hook("cleanup")
 	}
 	// Take the index keys and listing entries of what is gone. A crash
 	// here leaves keys that point at nothing, which readers treat as
-	// missing.
+	// missing, and listing entries that readers skip.
+	newTenant := map[string]string{}
+	for _, cr := range b.Create {
+		newTenant[cr.Record.ID] = cr.Record.Tenant
+	}
+	var gone [][2]string // thread id, tenant whose listing it may leave
+	for i, d := range b.Delete {
+		tenant := ""
+		if i < len(tenants) {
+			tenant, _ = tenants[i].(string)
+		}
+		gone = append(gone, [2]string{d.Thread, tenant})
+	}
+	for i := 0; i+1 < len(replaced); i += 2 {
+		id, _ := replaced[i].(string)
+		tenant, _ := replaced[i+1].(string)
+		if tenant != newTenant[id] {
+			gone = append(gone, [2]string{id, tenant})
+		}
+	}
+	if len(gone) == 0 && (inline || (len(freed) == 0 && (expires == 0 || len(b.Moves) == 0))) {
+		return nil, p.cached
+	}
+	nowUS := micros(now)
 	_, err = s.rdb.Pipelined(after, func(pipe goredis.Pipeliner) error {
+		if inline {
+			// The script took the index keys and the shared listings; a
+			// tenant's listing is named by a digest the script cannot make.
+			// It goes unless the id lives in that tenant again.
+			for _, g := range gone {
+				delistScript.Eval(after, pipe, []string{s.tenantKey(g[1])}, s.prefix, g[0], g[1], nowUS)
+			}
+			return nil
+		}
 		for i := 0; i+1 < len(freed); i += 2 {
 			id, _ := freed[i].(string)
 			fam, _ := freed[i+1].(string)
-			s.fams.drop("c:" + id)
 			unclaimScript.Eval(after, pipe, []string{s.commitIndexKey(id)}, fam)
 		}
-		for i, d := range b.Delete {
-			tenant := ""
-			if i < len(tenants) {
-				tenant, _ = tenants[i].(string)
-			}
-			s.fams.drop("t:" + d.Thread)
+		for _, d := range b.Delete {
 			unclaimScript.Eval(after, pipe, []string{s.threadIndexKey(d.Thread)}, p.thread(d.Thread))
 			pipe.ZRem(after, s.allKey(), d.Thread)
-			pipe.ZRem(after, s.tenantKey(tenant), d.Thread)
 			pipe.ZRem(after, s.expiryKey(), d.Thread)
+		}
+		for _, g := range gone {
+			pipe.ZRem(after, s.tenantKey(g[1]), g[0])
+		}
+		if expires != 0 {
+			// A move pushes the deadline only once it is applied.
+			for _, m := range b.Moves {
+				pipe.ZAdd(after, s.expiryKey(), goredis.Z{Score: float64(expires), Member: m.Thread})
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		s.log.Warn("redis store: clean up index keys after a delete", "err", err)
+		s.log.Warn("redis store: clean up index keys after a batch", "err", err)
 	}
 	return nil, p.cached
 }
 
 // scriptArgs encodes b for the apply script.
-func (s *Store) scriptArgs(b *thread.Batch, p *plan, expires int64) ([]any, error) {
+func (s *Store) scriptArgs(b *thread.Batch, p *plan, sweep, inline bool, now, expires int64) ([]any, error) {
 	args := make([]any, 0, 16+6*len(b.Commits))
-	args = append(args, s.prefix, len(b.Commits))
+	args = append(args, s.prefix, now, flag(inline), expires, len(b.Commits))
 	for _, c := range b.Commits {
 		blob, err := encodeCommit(c)
 		if err != nil {
@@ -515,7 +590,7 @@ func (s *Store) scriptArgs(b *thread.Batch, p *plan, expires int64) ([]any, erro
 	args = append(args, len(b.Create))
 	for i, cr := range b.Create {
 		r, f := cr.Record, p.created[i]
-		args = append(args, f, r.ID, r.Head, p.commit(r.Head))
+		args = append(args, f, r.ID, r.Head, p.commit(r.Head), s.tenantKey(r.Tenant))
 		fields := recordFields(r, expires)
 		args = append(args, len(fields)/2)
 		for _, x := range fields {
@@ -564,17 +639,26 @@ func (s *Store) scriptArgs(b *thread.Batch, p *plan, expires int64) ([]any, erro
 	}
 	args = append(args, len(b.Delete))
 	for _, d := range b.Delete {
-		args = append(args, p.thread(d.Thread), d.Thread, d.Version)
+		args = append(args, p.thread(d.Thread), d.Thread, d.Version, flag(sweep))
 	}
 	return args, nil
 }
 
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // claim points the index keys of the batch's new commits and threads at
 // their families and lists new threads, before the script runs, so that a
-// crash after the script never leaves data that cannot be found. An index
-// key that points at another family where its object exists is a
-// conflict; one that points at nothing is taken over.
-func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int64) ([]claim, error) {
+// crash after the script never leaves data that cannot be found. Only a
+// cluster store needs it (a single server's script does it itself). An
+// index key that points at another family where its object exists is a
+// conflict; one that points at nothing is taken over if it still points
+// there (see the package doc for the race this leaves).
+func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int64) (claims, error) {
 	type pending struct {
 		c      claim
 		thread bool
@@ -582,6 +666,11 @@ func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int
 		cmd    *goredis.Cmd
 	}
 	var todo []pending
+	type add struct {
+		l   listed
+		cmd *goredis.IntCmd
+	}
+	var adds []add
 	_, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
 		for _, c := range b.Commits {
 			k, f := s.commitIndexKey(c.ID), p.commit(c.ID)
@@ -591,34 +680,37 @@ func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int
 			r := cr.Record
 			k, f := s.threadIndexKey(r.ID), p.created[i]
 			todo = append(todo, pending{c: claim{key: k, fam: f}, thread: true, id: r.ID, cmd: claimScript.Eval(ctx, pipe, []string{k}, f)})
-			pipe.ZAdd(ctx, s.allKey(), goredis.Z{Member: r.ID})
-			pipe.ZAdd(ctx, s.tenantKey(r.Tenant), goredis.Z{Member: r.ID})
-			if expires != 0 {
-				pipe.ZAdd(ctx, s.expiryKey(), goredis.Z{Score: float64(expires), Member: r.ID})
+			for _, key := range []string{s.allKey(), s.tenantKey(r.Tenant)} {
+				adds = append(adds, add{listed{key, r.ID}, pipe.ZAdd(ctx, key, goredis.Z{Member: r.ID})})
 			}
-		}
-		if expires != 0 {
-			for _, m := range b.Moves {
-				pipe.ZAdd(ctx, s.expiryKey(), goredis.Z{Score: float64(expires), Member: m.Thread})
+			if expires != 0 {
+				// NX: never push the deadline of a thread that has the id
+				// already; a score below the deadline the sweeper puts right.
+				pipe.ZAddNX(ctx, s.expiryKey(), goredis.Z{Score: float64(expires), Member: r.ID})
 			}
 		}
 		return nil
 	})
-	var claims []claim
+	var cl claims
+	for _, a := range adds {
+		if n, _ := a.cmd.Result(); n == 1 {
+			cl.listed = append(cl.listed, a.l)
+		}
+	}
 	var others []pending
 	for _, t := range todo {
 		switch v, _ := t.cmd.Result(); v := v.(type) {
 		case int64:
 			if v == 1 && !t.thread {
-				claims = append(claims, t.c)
+				cl.keys = append(cl.keys, t.c)
 			}
 		case string:
 			others = append(others, t)
 		}
 	}
 	if err != nil {
-		s.unclaim(context.WithoutCancel(ctx), claims)
-		return nil, fmt.Errorf("redis: claim index keys: %w", err)
+		s.unclaim(context.WithoutCancel(ctx), cl)
+		return claims{}, fmt.Errorf("redis: claim index keys: %w", err)
 	}
 	for _, o := range others {
 		other, _ := o.cmd.Text()
@@ -634,10 +726,15 @@ func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int
 			}
 		}
 		if err == nil && n == 0 {
-			// A key left by a crash or a refused batch: take it over.
-			err = s.rdb.Set(ctx, o.c.key, o.c.fam, 0).Err()
-			if !o.thread {
-				claims = append(claims, o.c)
+			// A key left by a crash or a refused batch: take it over,
+			// unless another batch did meanwhile.
+			var took int64
+			took, err = takeoverScript.Run(ctx, s.rdb, []string{o.c.key}, o.c.fam, other).Int64()
+			if err == nil && took == 0 {
+				n = 1
+			}
+			if err == nil && took == 1 && !o.thread {
+				cl.keys = append(cl.keys, o.c)
 			}
 		}
 		if err == nil && n > 0 {
@@ -648,21 +745,24 @@ func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int
 			err = fmt.Errorf("%s %q exists: %w", what, o.id, thread.ErrConflict)
 		}
 		if err != nil {
-			s.unclaim(context.WithoutCancel(ctx), claims)
-			return nil, err
+			s.unclaim(context.WithoutCancel(ctx), cl)
+			return claims{}, err
 		}
 	}
-	return claims, nil
+	return cl, nil
 }
 
 // unclaim takes back what claim wrote for a batch that was refused.
-func (s *Store) unclaim(ctx context.Context, claims []claim) {
-	if len(claims) == 0 {
+func (s *Store) unclaim(ctx context.Context, cl claims) {
+	if len(cl.keys) == 0 && len(cl.listed) == 0 {
 		return
 	}
 	_, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
-		for _, c := range claims {
+		for _, c := range cl.keys {
 			unclaimScript.Eval(ctx, pipe, []string{c.key}, c.fam)
+		}
+		for _, l := range cl.listed {
+			pipe.ZRem(ctx, l.key, l.id)
 		}
 		return nil
 	})

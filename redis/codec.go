@@ -79,6 +79,20 @@ func (r *reader) bytes() []byte {
 	return out
 }
 
+// count reads a count+1 of key/value pairs (0: nil). A pair takes at
+// least two bytes, so a count the remaining bytes cannot hold is corrupt,
+// and so a corrupt count can never make a decoder loop for long.
+func (r *reader) count() uint64 {
+	n := r.uvarint()
+	if r.err == nil && n > 0 && n-1 > uint64(len(r.b))/2 {
+		r.err = errCorrupt
+	}
+	if r.err != nil {
+		return 0
+	}
+	return n
+}
+
 func (r *reader) str() string { return string(r.bytes()) }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
@@ -128,14 +142,14 @@ func decodeCommit(id string, blob []byte) (*thread.Commit, error) {
 	c.StateFrom = r.str()
 	c.Op = thread.Op(r.str())
 	c.Time = fromMicros(r.varint())
-	if n := r.uvarint(); n > 0 && r.err == nil {
+	if n := r.count(); n > 0 {
 		c.Metadata = make(map[string]string, n-1)
 		for range n - 1 {
 			k := r.str()
 			c.Metadata[k] = r.str()
 		}
 	}
-	if n := r.uvarint(); n > 0 && r.err == nil {
+	if n := r.count(); n > 0 {
 		c.State = make(map[string]json.RawMessage, n-1)
 		for range n - 1 {
 			k := r.str()
@@ -196,7 +210,7 @@ func decodeLabels(s string) (map[string]string, error) {
 	}
 	r := &reader{b: []byte(s)}
 	n := r.uvarint()
-	if r.err != nil || n > uint64(len(s)) {
+	if r.err != nil || n > uint64(len(r.b))/2 {
 		return nil, errCorrupt
 	}
 	l := make(map[string]string, n)

@@ -4,8 +4,11 @@
 // Pick it when threads are hot, short-lived or shared by many workers and
 // Redis is already at hand; pick sqlite for one process on one disk and
 // postgres for long-lived data that needs SQL. Durability is Redis's own:
-// with appendonly yes and appendfsync everysec (or always) what the store
-// acknowledged survives a crash of the server as well as of the process.
+// with appendonly yes and appendfsync always, what the store acknowledged
+// survives a crash of the process, of the server and of the machine; with
+// appendfsync everysec a crash of the machine (or of the OS) can lose the
+// last second or so of acknowledged writes; without the append-only file,
+// everything since the last snapshot.
 // It needs Redis 6.2 or later (Lua scripting).
 //
 // The smallest use:
@@ -40,8 +43,9 @@
 //	P:{F}:k:<id>    hash checkpoint name -> "µs \t version \t commit \t family"
 //
 // Small index keys outside the families find them: P:t:<thread> and
-// P:c:<commit> hold the family (written before the batch that makes the
-// object and never changed while it exists, so reading one first is safe),
+// P:c:<commit> hold the family (written with or before the batch that
+// makes the object and never changed while it exists, so reading one first
+// is safe),
 // and sorted sets P:a (every thread) and P:l:=<tenant> list ids in lexical
 // order for ZRANGEBYLEX paging. P:schema holds the schema version; Open
 // migrates older data and refuses data of a newer version. Every id that
@@ -50,12 +54,18 @@
 //
 // # Apply
 //
-// Apply resolves the families the batch names (from a process-wide cache,
-// else the index keys), writes the index keys of new threads and commits,
-// and runs one Lua script that checks every precondition of the batch, in
-// the batch's order, and only then writes: the script is atomic, so a
-// batch is applied whole or not at all and compare-and-swap on versions
-// needs no retry loop. Deleting a thread decrements the references of its
+// Apply resolves the families the batch names (from a cache kept by each
+// Store, else the index keys) and runs one Lua script that checks every
+// precondition of the batch, in the batch's order, and only then writes:
+// the script is atomic, so a batch is applied whole or not at all and
+// compare-and-swap on versions needs no retry loop. A batch that names a
+// thread that has no family is refused with thread.ErrNotFound. On a single
+// server the script also writes the index keys, listings and deadlines of
+// what it makes, moves and deletes, checking first that an index key which
+// points at another family points at nothing live there; so an id is
+// created once however many processes race for it, and a refused batch
+// leaves nothing behind. In cluster mode the index keys and listings of
+// new threads and commits are written before the script (see Known limits). Deleting a thread decrements the references of its
 // history and checkpoints and deletes every commit whose count reaches
 // zero, walking up the parents, inside the same script.
 //
@@ -69,17 +79,27 @@
 //
 // With a TTL (Options.TTL or ?ttl=24h) each thread expires TTL after its
 // last head move. Expiry is loom's, not Redis's EXPIRE: a thread past its
-// deadline reads as not found at once, and a sweeper (every
-// Options.SweepInterval, or Store.Sweep) deletes it as a normal Delete
-// does. Commits that another thread or checkpoint still reaches (a fork's
+// deadline is not found at once, to reads (Thread, Threads, History,
+// Checkpoints) and to writes (moves, checkpoints, deletes); a creation of
+// its id succeeds and first lets the expired thread go as a delete would.
+// A sweeper (every Options.SweepInterval, or Store.Sweep) deletes expired
+// threads as a normal Delete does. Commits do not expire themselves: Commit
+// and Ancestors still find an expired thread's commits by id until the
+// sweep (or a re-creation of the id) frees them. Commits that another thread or checkpoint still reaches (a fork's
 // shared prefix) survive; the rest go with the thread. Redis EXPIRE on the
 // keys would leave reference counts and index keys wrong.
 //
 // # Known limits
 //
-// Index keys are written outside the script (they live in other slots). A
-// crash between them and the script leaves an index key that points at
-// nothing, which readers treat as missing and a later creation takes over.
-// Two processes that delete a thread and create one with the same id at
-// the same moment can leave the new thread unlisted or unfindable by id.
+// On a single server none of the races below exist. In cluster mode index
+// keys and listings are written outside the script (they live in other
+// slots): a crash between them and the script leaves an index key that
+// points at nothing, which readers treat as missing and a later creation
+// takes over (by compare-and-set). Taking over is still not atomic with
+// the check that the other family's object does not exist, so two
+// processes that create one id in two families at the same moment can both
+// succeed; and two that delete a thread and create one with the same id
+// at the same moment can leave the new thread unlisted or unfindable by
+// id. A cluster store also refuses (ErrConflict) to create an id whose
+// expired thread lives in another family until the sweeper deletes it.
 package redis

@@ -4,3 +4,7 @@ import "time"
 
 // SetClock replaces the store's clock, for tests of expiry.
 func SetClock(s *Store, now func() time.Time) { s.now = now }
+
+// SetHook sets a function that apply calls at "script" (before its script
+// runs) and "cleanup" (after the script applied the batch).
+func SetHook(s *Store, hook func(stage string)) { s.hook = hook }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -299,7 +300,7 @@ func (s *Store) records(ctx context.Context, idList []string) ([]*thread.Record,
 	return out, nil
 }
 
-// History implements thread.Store.
+// History implements thread.Store. An expired thread is not found.
 func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
 	return func(yield func(thread.HistoryEntry, error) bool) {
 		notFound := fmt.Errorf("thread %q: %w", clip(th), thread.ErrNotFound)
@@ -315,13 +316,13 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 			yield(thread.HistoryEntry{}, err)
 			return
 		}
-		before, n := opts.Before, 0
-		for first := true; ; first = false {
+		before, n, first := opts.Before, 0, true
+		for {
 			limit := 256
 			if opts.Limit > 0 {
 				limit = min(limit, opts.Limit-n)
 			}
-			res, err := historyScript.Run(ctx, s.rdb, []string{s.recKey(fam, th), s.histKey(fam, th)}, before, limit).Slice()
+			res, err := historyScript.Run(ctx, s.rdb, []string{s.recKey(fam, th), s.histKey(fam, th)}, before, limit, micros(s.now())).Slice()
 			if errors.Is(err, goredis.Nil) {
 				if first && cached {
 					if fam, _, err = s.family(ctx, "t:"+th, true); err == nil && fam != "" {
@@ -334,6 +335,7 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 				}
 				return
 			}
+			first = false
 			if err != nil {
 				yield(thread.HistoryEntry{}, fmt.Errorf("history of %s: %w", th, err))
 				return
@@ -360,7 +362,7 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 	}
 }
 
-// Checkpoints implements thread.Store.
+// Checkpoints implements thread.Store. An expired thread is not found.
 func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
 		notFound := fmt.Errorf("thread %q: %w", clip(th), thread.ErrNotFound)
@@ -377,22 +379,27 @@ func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Che
 				yield(thread.Checkpoint{}, err)
 				return
 			}
-			var exists *goredis.IntCmd
+			var rec *goredis.SliceCmd
 			var all *goredis.MapStringStringCmd
 			if _, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
-				exists = pipe.Exists(ctx, s.recKey(fam, th))
+				rec = pipe.HMGet(ctx, s.recKey(fam, th), fVersion, fExpires)
 				all = pipe.HGetAll(ctx, s.cpKey(fam, th))
 				return nil
 			}); err != nil {
 				yield(thread.Checkpoint{}, fmt.Errorf("checkpoints of %s: %w", th, err))
 				return
 			}
-			if exists.Val() == 0 {
+			if v := rec.Val(); len(v) != 2 || v[0] == nil {
 				if cached {
 					continue
 				}
 				yield(thread.Checkpoint{}, notFound)
 				return
+			} else if x, _ := v[1].(string); x != "" {
+				if exp, err := strconv.ParseInt(x, 10, 64); err != nil || s.expired(exp) {
+					yield(thread.Checkpoint{}, notFound)
+					return
+				}
 			}
 			cps := make([]thread.Checkpoint, 0, len(all.Val()))
 			for name, v := range all.Val() {

@@ -71,6 +71,10 @@ type Store struct {
 	cluster  bool
 	log      *slog.Logger
 	now      func() time.Time
+	// hook, when not nil, is called by apply at "script" (before the
+	// apply script runs) and "cleanup" (after it applied a batch), so
+	// tests can run another writer in between.
+	hook func(stage string)
 
 	fams familyCache
 

@@ -167,20 +167,15 @@ func TestKeysStayInside(t *testing.T) {
 		if _, err := s.Commit(ctx, id); !errors.Is(err, thread.ErrNotFound) && !errors.Is(err, thread.ErrInvalid) {
 			t.Errorf("Commit(%q): %v", id, err)
 		}
-		for _, err := range s.History(ctx, id, thread.HistoryOptions{}) {
-			if !errors.Is(err, thread.ErrNotFound) {
-				t.Errorf("History(%q): %v", id, err)
-			}
+		// Exactly one ErrNotFound each: an empty iterator is a failure.
+		if e := errs(s.History(ctx, id, thread.HistoryOptions{})); len(e) != 1 || !errors.Is(e[0], thread.ErrNotFound) {
+			t.Errorf("History(%q): %v", id, e)
 		}
-		for _, err := range s.Checkpoints(ctx, id) {
-			if !errors.Is(err, thread.ErrNotFound) {
-				t.Errorf("Checkpoints(%q): %v", id, err)
-			}
+		if e := errs(s.Checkpoints(ctx, id)); len(e) != 1 || !errors.Is(e[0], thread.ErrNotFound) {
+			t.Errorf("Checkpoints(%q): %v", id, e)
 		}
-		for _, err := range s.Ancestors(ctx, id, -1) {
-			if !errors.Is(err, thread.ErrNotFound) {
-				t.Errorf("Ancestors(%q): %v", id, err)
-			}
+		if e := errs(s.Ancestors(ctx, id, -1)); len(e) != 1 || !errors.Is(e[0], thread.ErrNotFound) {
+			t.Errorf("Ancestors(%q): %v", id, e)
 		}
 		batches := []*thread.Batch{
 			{Create: []thread.Creation{{Record: &thread.Record{ID: id, Version: 1, CreatedAt: now, UpdatedAt: now}, Op: thread.OpCreate}}},

@@ -19,8 +19,9 @@ if s and tonumber(s) <= tonumber(ARGV[1]) then return redis.call('ZREM', KEYS[1]
 return 0
 `)
 
-// Sweep deletes the threads whose TTL has passed, as Batch deletions at
-// their current version (a thread that moved meanwhile is kept), and
+// Sweep deletes the threads whose TTL has passed, as Batch deletions that
+// apply only to an expired thread at the version read (a thread created
+// again under the id meanwhile is kept), and
 // returns how many it deleted. The background sweeper calls it every
 // Options.SweepInterval; a store without a TTL has nothing to sweep.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
@@ -47,11 +48,11 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 					err = s.rdb.ZAdd(ctx, s.expiryKey(), goredis.Z{Score: float64(exp), Member: id}).Err()
 				}
 			default:
-				err = s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: id, Version: r.Version}}})
+				err = s.applyRetry(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: id, Version: r.Version}}}, true)
 				if err == nil {
 					deleted++
 				} else if errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrNotFound) {
-					err = nil // it moved: its new deadline is in the set
+					err = nil // it was made again meanwhile: its new deadline is in the set
 				}
 			}
 			if err != nil {

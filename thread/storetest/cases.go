@@ -1101,6 +1101,21 @@ func badBatches(t T, s thread.Store, _ *Options) {
 	if _, err := s.Thread(ctx, "x"); err != nil {
 		t.Fatalf("a refused batch deleted the thread: %v", err)
 	}
+	// Every kind of change to a thread that does not exist is ErrNotFound,
+	// never a silent success.
+	for name, b := range map[string]*thread.Batch{
+		"move":            {Moves: []thread.Move{{Thread: "nosuch", From: 1, Op: thread.OpReset, Time: now}}},
+		"delete":          {Delete: []thread.Deletion{{Thread: "nosuch"}}},
+		"drop checkpoint": {DropCheckpoints: []thread.CheckpointKey{{Thread: "nosuch", Name: "cp"}}},
+		"checkpoint":      {Checkpoints: []thread.Checkpoint{{Thread: "nosuch", Name: "cp", Commit: "c_nosuch", Version: 1, CreatedAt: now}}},
+	} {
+		if err := s.Apply(ctx, b); !errors.Is(err, thread.ErrNotFound) {
+			t.Fatalf("%s on a thread that does not exist: %v, want ErrNotFound", name, err)
+		}
+	}
+	if _, err := s.Thread(ctx, "nosuch"); !errors.Is(err, thread.ErrNotFound) {
+		t.Fatalf("a refused batch made thread nosuch: %v", err)
+	}
 	if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{nil}}); !errors.Is(err, thread.ErrInvalid) {
 		t.Fatalf("a nil commit: %v, want ErrInvalid", err)
 	}
