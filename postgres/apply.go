@@ -19,9 +19,10 @@ import (
 //  1. BEGIN; lock the batch's threads (FOR NO KEY UPDATE, in id order, by
 //     loom_lock_threads, which fails a move from a stale version at once and
 //     then holds no lock, so that writers racing on one thread do not queue
-//     behind the losers) and the stored commits it refers to (in descending
-//     seq order, the order the garbage collector walks in); read the
-//     checkpoints it names; take the seqs of the new commits and threads.
+//     behind the losers) and, unless a thread was stale, the stored commits
+//     it refers to (in descending seq order, the order the garbage
+//     collector walks in); read the checkpoints it names; take the seqs of
+//     the new commits and threads.
 //     Every precondition is then checked against what was read, as the
 //     memory store does: nothing of it can change while the locks are held.
 //  2. In one pipeline: insert the commits with their reference counts,
@@ -264,7 +265,14 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch) (*sna
 		q.Queue(`SELECT o_id, o_seq, o_version, o_stale FROM loom_lock_threads($1, $2, $3)`, threadIDs, wantIDs, wantVersions)
 	}
 	if len(commitIDs) > 0 {
-		q.Queue(`SELECT id, seq FROM loom_commits WHERE id = ANY($1) ORDER BY seq DESC FOR NO KEY UPDATE`, commitIDs)
+		// The commits are locked only if no thread is stale: the threads
+		// are locked by then, so their versions are those
+		// loom_lock_threads saw, and a batch that lost the version check
+		// takes no lock that would make others queue behind it.
+		q.Queue(`SELECT id, seq FROM loom_commits
+			WHERE id = ANY($1) AND NOT EXISTS (SELECT 1 FROM loom_threads t JOIN unnest($2::text[], $3::bigint[]) AS w(id, v) ON t.id = w.id
+				WHERE t.version <> w.v)
+			ORDER BY seq DESC FOR NO KEY UPDATE OF loom_commits`, commitIDs, wantIDs, wantVersions)
 	}
 	if len(cpThreads) > 0 {
 		q.Queue(`SELECT t.id, k.name, k.commit_seq FROM loom_checkpoints k JOIN loom_threads t ON t.seq = k.thread

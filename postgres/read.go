@@ -138,8 +138,17 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 				return
 			}
 			if len(buf) == 0 {
+				// Every page is a query of its own. The first commit of a
+				// page is always returned when it exists, and a commit
+				// keeps its ancestors, so a later page comes back empty
+				// only when the commit it starts at was freed since the
+				// last one (its thread deleted): the walk cannot go on,
+				// and ending it here would pass the commits yielded so
+				// far off as the whole line.
 				if first {
 					yield(nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound))
+				} else {
+					yield(nil, fmt.Errorf("commit %q: an ancestor was deleted during the walk: %w", clip(id), thread.ErrNotFound))
 				}
 				return
 			}
@@ -310,7 +319,29 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 
 const historyPage = 1024
 
-// History implements thread.Store.
+// historySQL reads a page of a thread's history, the thread named by id or
+// by seq: one row with a NULL version for a thread without entries (left),
+// none for an unknown thread.
+func historySQL(by string) string {
+	return `SELECT t.seq, e.version, coalesce(c.id, ''), e.op, e.at
+		FROM loom_threads t
+		LEFT JOIN LATERAL (SELECT version, commit_seq, op, at FROM loom_history
+			WHERE thread = t.seq AND version < $2 ORDER BY version DESC LIMIT $3) e ON true
+		LEFT JOIN loom_commits c ON c.seq = e.commit_seq
+		WHERE t.` + by + ` = $1
+		ORDER BY e.version DESC`
+}
+
+var (
+	historyByID  = historySQL("id")
+	historyBySeq = historySQL("seq")
+)
+
+// History implements thread.Store. The pages after the first read the
+// thread by its seq, which no other thread ever gets: a thread deleted
+// during the walk, even if one of the same id was created since, ends it
+// with ErrNotFound rather than with the entries read so far, or another
+// thread's.
 func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
 	return func(yield func(thread.HistoryEntry, error) bool) {
 		if !validKey(id) {
@@ -321,21 +352,14 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 		if before <= 0 {
 			before = math.MaxInt64
 		}
+		query, key := historyByID, any(id)
 		n := 0
 		for {
 			page := historyPage
 			if opts.Limit > 0 {
 				page = min(page, opts.Limit-n)
 			}
-			// One row with a NULL version for a thread without entries
-			// (left), none for an unknown thread.
-			rows, err := s.pool.Query(ctx, `SELECT e.version, coalesce(c.id, ''), e.op, e.at
-				FROM loom_threads t
-				LEFT JOIN LATERAL (SELECT version, commit_seq, op, at FROM loom_history
-					WHERE thread = t.seq AND version < $2 ORDER BY version DESC LIMIT $3) e ON true
-				LEFT JOIN loom_commits c ON c.seq = e.commit_seq
-				WHERE t.id = $1
-				ORDER BY e.version DESC`, id, before, page)
+			rows, err := s.pool.Query(ctx, query, key, before, page)
 			if err != nil {
 				yield(thread.HistoryEntry{}, mapError("history", err))
 				return
@@ -343,6 +367,7 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 			var (
 				buf   []thread.HistoryEntry
 				found bool
+				seq   int64
 			)
 			for rows.Next() {
 				found = true
@@ -352,7 +377,7 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 					op      *string
 					at      *time.Time
 				)
-				if err := rows.Scan(&version, &commit, &op, &at); err != nil {
+				if err := rows.Scan(&seq, &version, &commit, &op, &at); err != nil {
 					rows.Close()
 					yield(thread.HistoryEntry{}, mapError("history", err))
 					return
@@ -367,8 +392,10 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 				return
 			}
 			if !found {
-				if n == 0 {
+				if query == historyByID {
 					yield(thread.HistoryEntry{}, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound))
+				} else {
+					yield(thread.HistoryEntry{}, fmt.Errorf("thread %q: deleted during the walk of its history: %w", clip(id), thread.ErrNotFound))
 				}
 				return
 			}
@@ -381,7 +408,7 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 			if len(buf) < page || (opts.Limit > 0 && n >= opts.Limit) {
 				return
 			}
-			before = buf[len(buf)-1].Version
+			query, key, before = historyBySeq, seq, buf[len(buf)-1].Version
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -407,25 +408,14 @@ func TestHostileInput(t *testing.T) {
 		if _, err := s.Commit(ctx, id); !errors.Is(err, thread.ErrNotFound) {
 			t.Fatalf("Commit(%q): %v", clip(id), err)
 		}
-		for _, err := range s.Ancestors(ctx, id, -1) {
-			if !errors.Is(err, thread.ErrNotFound) {
-				t.Fatalf("Ancestors(%q): %v", clip(id), err)
-			}
-		}
-		for _, err := range s.History(ctx, id, thread.HistoryOptions{}) {
-			if !errors.Is(err, thread.ErrNotFound) {
-				t.Fatalf("History(%q): %v", clip(id), err)
-			}
-		}
-		for _, err := range s.Checkpoints(ctx, id) {
-			if !errors.Is(err, thread.ErrNotFound) {
-				t.Fatalf("Checkpoints(%q): %v", clip(id), err)
-			}
-		}
-		for _, err := range s.Threads(ctx, thread.ListOptions{Tenant: id}) {
-			if !errors.Is(err, thread.ErrInvalid) {
-				t.Fatalf("Threads(tenant %q): %v", clip(id), err)
-			}
+		oneError(t, fmt.Sprintf("Ancestors(%q)", clip(id)), s.Ancestors(ctx, id, -1), thread.ErrNotFound)
+		oneError(t, fmt.Sprintf("History(%q)", clip(id)), s.History(ctx, id, thread.HistoryOptions{}), thread.ErrNotFound)
+		oneError(t, fmt.Sprintf("Checkpoints(%q)", clip(id)), s.Checkpoints(ctx, id), thread.ErrNotFound)
+		if validText(id) {
+			// Too long to be a key, so no thread has it as its tenant.
+			oneError(t, fmt.Sprintf("Threads(tenant %q)", clip(id)), s.Threads(ctx, thread.ListOptions{Tenant: id}), nil)
+		} else {
+			oneError(t, fmt.Sprintf("Threads(tenant %q)", clip(id)), s.Threads(ctx, thread.ListOptions{Tenant: id}), thread.ErrInvalid)
 		}
 		rec := &thread.Record{ID: id, Kind: thread.KindLocal, Version: 1, CreatedAt: now, UpdatedAt: now}
 		if err := s.Apply(ctx, &thread.Batch{Create: []thread.Creation{{Record: rec, Op: thread.OpCreate}}}); !errors.Is(err, thread.ErrInvalid) {
@@ -457,6 +447,29 @@ func TestHostileInput(t *testing.T) {
 	var n int
 	if err := s.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM loom_threads) + (SELECT count(*) FROM loom_commits)").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d rows after refused writes (%v)", n, err)
+	}
+}
+
+// oneError checks that seq yields exactly one error, and it target, or
+// with target nil that it yields nothing at all.
+func oneError[T any](t *testing.T, what string, seq iter.Seq2[T, error], target error) {
+	t.Helper()
+	var (
+		values int
+		errs   []error
+	)
+	for _, err := range seq {
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			values++
+		}
+	}
+	switch {
+	case target == nil && (values > 0 || len(errs) > 0):
+		t.Fatalf("%s: %d values and errors %v, want nothing", what, values, errs)
+	case target != nil && (values > 0 || len(errs) != 1 || !errors.Is(errs[0], target)):
+		t.Fatalf("%s: %d values and errors %v, want one error, %v", what, values, errs, target)
 	}
 }
 
@@ -501,4 +514,116 @@ func TestCrash(t *testing.T) {
 
 func TestConcurrentProcesses(t *testing.T) {
 	proctest.Concurrent(t, testserver.Postgres(t), 3, 50)
+}
+
+// line applies a thread id whose head is the last of n commits in a line,
+// each with a message, and whose history has an entry per commit: longer
+// than a page of Ancestors and History when n is.
+func line(t *testing.T, s *Store, id string, n int) {
+	t.Helper()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	var b thread.Batch
+	hist := []thread.HistoryEntry{{Version: 1, Op: thread.OpCreate, Time: now}}
+	parent := ""
+	for i := range n {
+		c := &thread.Commit{ID: fmt.Sprintf("%s-%05d", id, i), Parent: parent, Depth: int64(i + 1), Op: thread.OpAppend, Time: now,
+			Messages: []message.Message{message.User(fmt.Sprint(i))}}
+		b.Commits = append(b.Commits, c)
+		hist = append(hist, thread.HistoryEntry{Version: int64(len(hist) + 1), Commit: c.ID, Op: c.Op, Time: now})
+		parent = c.ID
+	}
+	rec := &thread.Record{ID: id, Kind: thread.KindLocal, Head: parent, Version: int64(len(hist)), CreatedAt: now, UpdatedAt: now}
+	b.Create = []thread.Creation{{Record: rec, Op: thread.OpLoad, History: hist}}
+	if err := s.Apply(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// walk runs seq, calling during once, after the first value, and counts
+// the values and collects the errors it yields.
+func walk[T any](seq iter.Seq2[T, error], during func()) (values int, errs []error) {
+	for _, err := range seq {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if values++; values == 1 {
+			during()
+		}
+	}
+	return values, errs
+}
+
+// TestDeleteDuringWalk deletes a thread while its ancestors or history are
+// read, a page at a time: the walk ends with ErrNotFound, never as if the
+// pages read were the whole of it.
+func TestDeleteDuringWalk(t *testing.T) {
+	s := open(t, testserver.Postgres(t), nil)
+	ctx := t.Context()
+	const n = 1500 // over firstAncestorPage and historyPage
+	del := func(id string) {
+		if err := s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: id}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string, values int, errs []error) {
+		t.Helper()
+		if values >= n || len(errs) != 1 || !errors.Is(errs[0], thread.ErrNotFound) {
+			t.Errorf("%s: %d of %d values, errors %v; want fewer and one ErrNotFound", what, values, n, errs)
+		}
+	}
+
+	line(t, s, "a", n)
+	head, err := s.Thread(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, errs := walk(s.Ancestors(ctx, head.Head, -1), func() { del("a") })
+	check("ancestors", values, errs)
+
+	line(t, s, "h", n)
+	values, errs = walk(s.History(ctx, "h", thread.HistoryOptions{}), func() { del("h") })
+	check("history", values, errs)
+
+	// A thread of the same id, made while the first one's history was read,
+	// is another thread: none of its entries are the first one's.
+	line(t, s, "r", n)
+	values, errs = walk(s.History(ctx, "r", thread.HistoryOptions{}), func() {
+		del("r")
+		line(t, s, "r", 3)
+	})
+	check("history of a thread deleted and made again", values, errs)
+}
+
+// TestStaleBatchLocksNoCommit: a batch that lost the version check fails at
+// once, without waiting for the locks of the commits it refers to (nor
+// taking them, so that the other losers do not queue behind it).
+func TestStaleBatchLocksNoCommit(t *testing.T) {
+	s := open(t, testserver.Postgres(t), nil)
+	ctx := t.Context()
+	line(t, s, "t", 2)
+	head, err := s.Thread(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another writer holds the head commit's lock, as the winner of the
+	// version does until it commits.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM loom_commits WHERE id = $1 FOR NO KEY UPDATE", head.Head); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	c := &thread.Commit{ID: "late", Parent: head.Head, Depth: 3, Op: thread.OpAppend, Time: now,
+		Messages: []message.Message{message.User("late")}}
+	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	err = s.Apply(actx, &thread.Batch{Commits: []*thread.Commit{c},
+		Moves: []thread.Move{{Thread: "t", From: head.Version - 1, Head: c.ID, Op: thread.OpAppend, Time: now}}})
+	if !errors.Is(err, thread.ErrConflict) {
+		t.Fatalf("a move from a stale version while the parent is locked: %v, want ErrConflict at once", err)
+	}
 }
