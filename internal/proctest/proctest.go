@@ -41,6 +41,10 @@ type spec struct {
 	Thread string `json:"thread"`
 	Writer string `json:"writer"`
 	Count  int    `json:"count"` // 0: until killed
+	// Mixed makes every fifth step a fork of the thread and every fifth a
+	// checkpoint, so that batches that create threads and checkpoints are
+	// killed too, not only appends.
+	Mixed bool `json:"mixed"`
 }
 
 // Child runs the work of a child process when the test binary was started
@@ -64,14 +68,34 @@ func Child(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child thread: %v", err)
 	}
+	last := "" // the last message this child appended
 	for i := 0; s.Count == 0 || i < s.Count; i++ {
-		c, err := th.Append(ctx, message.User(fmt.Sprintf("%s-%d", s.Writer, i)))
-		if err != nil {
-			t.Fatalf("child append %d: %v", i, err)
-		}
 		// One write(2) per line: once it returns, the parent can read it,
 		// whatever happens to this process next.
-		fmt.Fprintf(os.Stdout, "ack %s %d %s\n", s.Writer, i, c.Messages[0].ID)
+		switch {
+		case s.Mixed && i%5 == 3 && last != "":
+			id := fmt.Sprintf("f-%s-%d", s.Writer, i)
+			if _, err := th.Fork(ctx, thread.ForkOptions{ID: id, At: last}); err != nil {
+				t.Fatalf("child fork %d: %v", i, err)
+			}
+			fmt.Fprintf(os.Stdout, "ack fork %s %s\n", id, last)
+		case s.Mixed && i%5 == 4:
+			name := fmt.Sprintf("cp-%s-%d", s.Writer, i)
+			if err := th.Refresh(ctx); err != nil {
+				t.Fatalf("child refresh %d: %v", i, err)
+			}
+			if _, err := th.Checkpoint(ctx, name); err != nil {
+				t.Fatalf("child checkpoint %d: %v", i, err)
+			}
+			fmt.Fprintf(os.Stdout, "ack cp %s %s\n", name, th.Record().Head)
+		default:
+			c, err := th.Append(ctx, message.User(fmt.Sprintf("%s-%d", s.Writer, i)))
+			if err != nil {
+				t.Fatalf("child append %d: %v", i, err)
+			}
+			last = c.Messages[0].ID
+			fmt.Fprintf(os.Stdout, "ack msg %s %s\n", s.Writer, last)
+		}
 	}
 }
 
@@ -80,7 +104,9 @@ type child struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	mu   sync.Mutex
-	acks []string // message ids, in order
+	acks  []string    // message ids, in order
+	forks [][2]string // thread id, the message it was forked at
+	cps   [][2]string // checkpoint name, commit
 	out  strings.Builder
 }
 
@@ -104,9 +130,15 @@ func start(t *testing.T, s spec) *child {
 		for sc.Scan() {
 			line := sc.Text()
 			c.mu.Lock()
-			if f := strings.Fields(line); len(f) == 4 && f[0] == "ack" {
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 4 && f[0] == "ack" && f[1] == "msg":
 				c.acks = append(c.acks, f[3])
-			} else {
+			case len(f) == 4 && f[0] == "ack" && f[1] == "fork":
+				c.forks = append(c.forks, [2]string{f[2], f[3]})
+			case len(f) == 4 && f[0] == "ack" && f[1] == "cp":
+				c.cps = append(c.cps, [2]string{f[2], f[3]})
+			default:
 				c.out.WriteString(line + "\n")
 			}
 			c.mu.Unlock()
@@ -127,6 +159,12 @@ func (c *child) acked() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.acks...)
+}
+
+func (c *child) forksAndCheckpoints() (forks, cps [][2]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][2]string(nil), c.forks...), append([][2]string(nil), c.cps...)
 }
 
 func (c *child) output() string {
@@ -152,9 +190,10 @@ func open(t *testing.T, url string) *thread.DB {
 }
 
 // Crash runs rounds of: a child appends to one thread of the store at url
-// as fast as it can; it is killed with SIGKILL at a random moment; the store
-// is opened afresh and must hold every append the child acknowledged, in
-// order, in a thread that reads back whole and takes new writes.
+// as fast as it can, and every fifth step forks it or checkpoints it; it is
+// killed with SIGKILL at a random moment; the store is opened afresh and must
+// hold every append, fork and checkpoint the child acknowledged, in a thread
+// that reads back whole and takes new writes.
 func Crash(t *testing.T, url string, rounds int) {
 	t.Helper()
 	ctx := t.Context()
@@ -167,7 +206,7 @@ func Crash(t *testing.T, url string, rounds int) {
 	db.Close()
 	var all []string // every acknowledged message id, over all rounds
 	for round := range rounds {
-		c := start(t, spec{URL: url, Thread: id, Writer: fmt.Sprintf("r%d", round)})
+		c := start(t, spec{URL: url, Thread: id, Writer: fmt.Sprintf("r%d", round), Mixed: true})
 		// Wait for the first acknowledgement, then kill at a random moment.
 		deadline := time.Now().Add(60 * time.Second)
 		for len(c.acked()) == 0 {
@@ -199,6 +238,29 @@ func Crash(t *testing.T, url string, rounds int) {
 			t.Fatalf("round %d: read after the kill: %v", round, err)
 		}
 		checkAcked(t, fmt.Sprintf("round %d", round), msgs, all)
+		forks, cps := c.forksAndCheckpoints()
+		for _, f := range forks {
+			ft, err := db.Thread(ctx, f[0])
+			if err != nil {
+				t.Fatalf("round %d: acknowledged fork %s: %v", round, f[0], err)
+			}
+			fm, err := ft.Messages(ctx, thread.ReadOptions{Last: 1})
+			if err != nil || len(fm) != 1 || fm[0].ID != f[1] {
+				t.Fatalf("round %d: fork %s should end at %s: %v %v", round, f[0], f[1], fm, err)
+			}
+		}
+		have := map[string]string{}
+		for cp, err := range th.Checkpoints(ctx) {
+			if err != nil {
+				t.Fatalf("round %d: checkpoints: %v", round, err)
+			}
+			have[cp.Name] = cp.Commit
+		}
+		for _, cp := range cps {
+			if have[cp[0]] != cp[1] {
+				t.Fatalf("round %d: acknowledged checkpoint %s at %s reads back as %q", round, cp[0], cp[1], have[cp[0]])
+			}
+		}
 		// The history is whole: one entry per version, the last at the head.
 		n := 0
 		for e, err := range th.History(ctx, thread.HistoryOptions{}) {
@@ -220,7 +282,8 @@ func Crash(t *testing.T, url string, rounds int) {
 		}
 		all = append(all, c2.Messages[0].ID)
 		db.Close()
-		t.Logf("round %d: %d appends acknowledged before the kill, %d messages in the thread", round, len(acks), len(msgs)+1)
+		t.Logf("round %d: %d appends, %d forks and %d checkpoints acknowledged before the kill; %d messages in the thread",
+			round, len(acks), len(forks), len(cps), len(msgs)+1)
 	}
 }
 
