@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
@@ -23,16 +24,23 @@ import (
 // files the batch touches, checks every precondition and works out the new
 // content of every file, then:
 //
-//  1. writes the new commit files, each durably, and syncs commits/: until
-//     step 2 they are unreferenced garbage that changes nothing;
-//  2. writes intent.json, the list of every other write and removal of the
-//     batch, durably: this is the commit point;
-//  3. does the intent's writes and removals and syncs their directories;
-//  4. removes intent.json.
+//  1. writes the new commit files under temporary names, each durably,
+//     and syncs commits/: until step 2 they are garbage that no reader
+//     sees and the next Open removes;
+//  2. writes intent.json, the list of every write, rename and removal of
+//     the batch, durably: this is the commit point;
+//  3. does the intent (commit renames first) and syncs its directories;
+//  4. empties intent.json.
 //
 // A process that dies between 2 and 4 leaves the intent behind; the next
-// Open or Apply (in any process, under the lock) does it again. Its writes
-// are whole files, so doing it twice is doing it once.
+// Open, Apply or read that finds it (in any process, under the lock) does
+// it again. Its writes are whole files and its renames are skipped once
+// done, so doing it twice is doing it once.
+//
+// Once the intent is durable the batch is committed: if step 3 fails, it
+// is tried again a few times, and if the disk still refuses, Apply returns
+// an error that wraps ErrUnfinished, never a plain failure: the batch will
+// be finished by the next writer, Open or read, and must not be retried.
 func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -40,7 +48,7 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if b == nil {
 		return nil
 	}
-	if err := s.lock(); err != nil {
+	if err := s.lock(ctx); err != nil {
 		return err
 	}
 	defer s.unlock()
@@ -100,7 +108,7 @@ func (tx *tx) thread(id string) (*txThread, error) {
 		return t, nil
 	}
 	t := &txThread{}
-	if ids.Valid(id) {
+	if tx.s.storable(id) {
 		f, err := tx.s.readThread(id)
 		switch {
 		case errors.Is(err, thread.ErrNotFound):
@@ -120,7 +128,7 @@ func (tx *tx) ref(id string) (*txRef, error) {
 		return r, nil
 	}
 	r := &txRef{}
-	if ids.Valid(id) {
+	if tx.s.storable(id) {
 		b, err := tx.s.root.ReadFile(refsPath(id))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -256,12 +264,17 @@ func cloneMap(m map[string]string) map[string]string {
 // leave it, and works out every file the batch writes. It writes nothing.
 func (tx *tx) build(b *thread.Batch) error {
 	for _, c := range b.Commits {
-		if c == nil || !ids.Valid(c.ID) {
-			var id string
-			if c != nil {
-				id = c.ID
-			}
-			return fmt.Errorf("commit id %q: %w", clip(id), thread.ErrInvalid)
+		switch {
+		case c == nil:
+			return fmt.Errorf("a nil commit: %w", thread.ErrInvalid)
+		case c.ID == "":
+			// As in thread.MemoryStore: "" is the empty root, which
+			// always exists.
+			return fmt.Errorf("commit without an id: %w", thread.ErrConflict)
+		case !ids.Valid(c.ID):
+			return fmt.Errorf("commit id %q: %w", clip(c.ID), thread.ErrInvalid)
+		case tx.s.foldCase && hasUpper(c.ID):
+			return fmt.Errorf("commit id %q: %w", clip(c.ID), errUpper)
 		}
 		r, err := tx.ref(c.ID)
 		if err != nil {
@@ -296,6 +309,9 @@ func (tx *tx) build(b *thread.Batch) error {
 				id = rec.ID
 			}
 			return fmt.Errorf("create: thread id %q: %w", clip(id), thread.ErrInvalid)
+		}
+		if tx.s.foldCase && hasUpper(rec.ID) {
+			return fmt.Errorf("create: thread id %q: %w", clip(rec.ID), errUpper)
 		}
 		t, err := tx.thread(rec.ID)
 		if err != nil {
@@ -468,24 +484,38 @@ func (tx *tx) deleteThread(id string, t *txThread) error {
 
 // commit writes the batch that build worked out: commit files first, then
 // the intent (the commit point), then everything else.
-func (tx *tx) commit() error {
+func (tx *tx) commit() (err error) {
 	s := tx.s
-	wrote := false
+	// The new commits are written under temporary names that the intent
+	// renames: until the commit point no reader can see them, and if the
+	// batch fails before it they are removed (or, after a crash, by the
+	// next Open).
+	var ops, removes []intentOp
+	committed, keep := false, false
+	defer func() {
+		if !committed && !keep {
+			for _, op := range ops {
+				if op.From != "" {
+					s.root.Remove(op.From)
+				}
+			}
+		}
+	}()
 	for _, c := range tx.newCommits {
 		if tx.refs[c.id].freed {
 			continue // made and freed by the same batch
 		}
-		if err := s.writeFile(commitPath(c.id), c.data); err != nil {
-			return err
+		tmp, err := s.writeTemp(commitPath(c.id), c.data)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", commitPath(c.id), err)
 		}
-		wrote = true
+		ops = append(ops, intentOp{Path: commitPath(c.id), From: tmp})
 	}
-	if wrote {
+	if len(ops) > 0 {
 		if err := s.syncDir("commits"); err != nil {
 			return err
 		}
 	}
-	var ops, removes []intentOp
 	for _, c := range tx.chunks {
 		data, err := encode(chunkFile{Thread: c.thread, History: c.entries})
 		if err != nil {
@@ -528,16 +558,62 @@ func (tx *tx) commit() error {
 	if err != nil {
 		return err
 	}
-	if err := s.writeIntent(data); err != nil {
+	if undone, err := s.writeIntent(data); err != nil {
+		// An intent that could not be surely taken back may come back
+		// after a crash, and its renames need the temporary files.
+		keep = !undone
 		return err
 	}
+	committed = true
 	if s.testHooks.afterIntent != nil {
 		if err := s.testHooks.afterIntent(); err != nil {
 			return err
 		}
 	}
-	if err := s.do(ops); err != nil {
-		return fmt.Errorf("jsonfile: the batch is committed but not all written (the next write or open finishes it): %w", err)
+	if err := s.finish(ops); err != nil {
+		return fmt.Errorf("%w (the next write, open or read finishes it): %w", ErrUnfinished, err)
+	}
+	return nil
+}
+
+// ErrUnfinished is returned (wrapped) by Apply when a batch reached its
+// commit point but the disk refused to finish it, even when tried again.
+// The batch IS committed: the next Apply, Open or read of any process
+// finishes it before doing anything else (and a read that cannot fails
+// rather than show half of it). Do not apply the batch again.
+var ErrUnfinished = errors.New("jsonfile: the batch is committed but not yet all written")
+
+// errUpper refuses ids that a case-insensitive file system would confuse.
+var errUpper = fmt.Errorf("ids with upper-case letters are refused on a file system that ignores case: %w", thread.ErrInvalid)
+
+// hasUpper reports whether id has an upper-case ASCII letter.
+func hasUpper(id string) bool {
+	return strings.ContainsFunc(id, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+}
+
+// storable reports whether id can name a file of this store: ids.Valid,
+// and lower case where the file system ignores case.
+func (s *Store) storable(id string) bool {
+	return ids.Valid(id) && !(s.foldCase && hasUpper(id))
+}
+
+// finishRetries are the pauses between the tries of finish.
+var finishRetries = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond}
+
+// finish does a committed intent, trying again after a failure (a full disk
+// may have room a moment later), then empties the intent; the lock is held.
+// Doing an intent again is safe at any point.
+func (s *Store) finish(ops []intentOp) error {
+	err := s.do(ops)
+	for _, pause := range finishRetries {
+		if err == nil {
+			break
+		}
+		time.Sleep(pause)
+		err = s.do(ops)
+	}
+	if err != nil {
+		return err
 	}
 	s.clearIntent()
 	return nil
@@ -552,7 +628,17 @@ func (s *Store) do(ops []intentOp) error {
 			!strings.HasPrefix(op.Path, "threads/") && !strings.HasPrefix(op.Path, "history/") {
 			return fmt.Errorf("intent: path %q is outside the store's layout", op.Path)
 		}
-		if op.Remove {
+		if op.From != "" {
+			if dir, _ := splitPath(op.From); dir != "commits/" || !strings.HasPrefix(op.Path, "commits/") {
+				return fmt.Errorf("intent: rename %q to %q is outside the store's layout", op.From, op.Path)
+			}
+			if err := s.root.Rename(op.From, op.Path); err != nil {
+				// Renamed already, by an earlier try of this intent?
+				if _, serr := s.root.Lstat(op.Path); !errors.Is(err, fs.ErrNotExist) || serr != nil {
+					return fmt.Errorf("rename %s: %w", op.From, err)
+				}
+			}
+		} else if op.Remove {
 			if err := s.root.RemoveAll(op.Path); err != nil {
 				return fmt.Errorf("remove %s: %w", op.Path, err)
 			}
@@ -564,7 +650,7 @@ func (s *Store) do(ops []intentOp) error {
 			}
 		} else {
 			if dir, _ := splitPath(op.Path); strings.HasPrefix(op.Path, "history/") {
-				if err := s.root.MkdirAll(strings.TrimSuffix(dir, "/"), 0o755); err != nil {
+				if err := s.root.MkdirAll(strings.TrimSuffix(dir, "/"), 0o700); err != nil {
 					return err
 				}
 			}
@@ -596,11 +682,7 @@ func (s *Store) recover() error {
 	if err != nil || ops == nil {
 		return err
 	}
-	if err := s.do(ops); err != nil {
-		return err
-	}
-	s.clearIntent()
-	return nil
+	return s.finish(ops)
 }
 
 // The intent file is written in place, always through the same open file:
@@ -609,28 +691,35 @@ func (s *Store) recover() error {
 // reached the commit point and was never acknowledged. An empty file is no
 // intent.
 
-func (s *Store) writeIntent(data []byte) error {
+// writeIntent makes data the durable intent. On failure, undone reports
+// whether the intent is surely gone (empty on disk).
+func (s *Store) writeIntent(data []byte) (undone bool, err error) {
 	sum := sha256.Sum256(data)
 	buf := make([]byte, 0, 2*len(sum)+1+len(data))
 	buf = hex.AppendEncode(buf, sum[:])
 	buf = append(buf, '\n')
 	buf = append(buf, data...)
-	if _, err := s.intent.WriteAt(buf, 0); err != nil {
-		return fmt.Errorf("write intent: %w", err)
-	}
-	if err := s.intent.Truncate(int64(len(buf))); err != nil {
-		return fmt.Errorf("write intent: %w", err)
-	}
-	if !s.opts.NoSync {
-		if err := s.syncFile(s.intent); err != nil {
-			// The batch fails: take the intent back, so that no one
-			// finishes what the caller was told did not happen.
-			s.intent.Truncate(0)
-			s.intent.Sync()
-			return fmt.Errorf("sync intent: %w", err)
+	err = func() error {
+		if _, err := s.intent.WriteAt(buf, 0); err != nil {
+			return fmt.Errorf("write intent: %w", err)
 		}
+		if err := s.intent.Truncate(int64(len(buf))); err != nil {
+			return fmt.Errorf("write intent: %w", err)
+		}
+		if !s.opts.NoSync {
+			if err := s.syncFile(s.intent); err != nil {
+				return fmt.Errorf("sync intent: %w", err)
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		// The batch fails: take the intent back, so that no one
+		// finishes what the caller was told did not happen.
+		undone = s.intent.Truncate(0) == nil && (s.opts.NoSync || s.intent.Sync() == nil)
+		return undone, err
 	}
-	return nil
+	return false, nil
 }
 
 // clearIntent empties the intent file once its batch is done. It is not

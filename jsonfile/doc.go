@@ -25,9 +25,12 @@
 // or, without the URL, jsonfile.Open(ctx, dir, nil). The URL parameter
 // ?nosync=true sets Options.NoSync.
 //
+// The directory and every file in it are created for their owner only
+// (0700 and 0600): conversations are not for other users of the machine.
+//
 // # Layout
 //
-//	DIR/loom.json                 {"format": "loom.jsonfile", "schema": 1}
+//	DIR/loom.json                 {"format": "loom.jsonfile", "schema": 2}
 //	DIR/.lock                     flock(2)ed by every writer
 //	DIR/intent.json               the last batch's write-ahead intent (empty when done)
 //	DIR/commits/<id>.json         one immutable commit: parent, depth, op, time,
@@ -42,36 +45,61 @@
 // file whatever the thread's age. Ids are checked (ids.Valid) before they
 // become file names, and every file is opened through an os.Root on DIR, so
 // no id can name a file outside it. Files whose names start with "." are
-// temporary and ignored.
+// temporary and ignored; Open removes the ".tmp-" files a killed writer
+// left, in every directory of the store.
+//
+// Ids are file names as they are. On a file system that ignores case
+// (macOS's and Windows's by default), where "Th" and "th" would be one
+// file, Open notices (it looks up a file it made under another case) and
+// the store then refuses ids with upper-case letters (thread.ErrInvalid)
+// and finds none; loom's own ids are lower case. Every read also checks
+// that a file holds the id it was asked for.
 //
 // # Writes
 //
-// A batch (thread.Store.Apply) runs under a mutex and an exclusive flock on
-// DIR/.lock, which the kernel releases if the process dies; every version
-// and existence check reads the files afresh under that lock, so
-// compare-and-swap holds across processes. The writer then:
+// A batch (thread.Store.Apply) runs under an in-process lock and an
+// exclusive flock on DIR/.lock, which the kernel releases if the process
+// dies; every version and existence check reads the files afresh under
+// that lock, so compare-and-swap holds across processes. A process that is
+// stopped without dying (SIGSTOP, a debugger, a hung disk) keeps the lock:
+// Apply, Open, and a read that must finish a batch wait for it at most
+// Options.LockTimeout (10 s by default) or until their context ends, then
+// fail with ErrLockTimeout (or the context's error). The writer then:
 //
-//  1. writes each new commit file (temporary file, fsync, rename) and
-//     fsyncs commits/. Until step 2 these are unreferenced garbage: a
-//     commit exists for the store only once its refs file does;
-//  2. writes the intent: every other file the batch writes or removes (thread
-//     files, history chunks, reference counts, freed commits), with a
-//     SHA-256 of its content, in place, and fsyncs it. This is the commit
-//     point: a torn intent fails its sum and is ignored, as its batch was
-//     never acknowledged;
-//  3. does the intent: each thread file and history chunk by temporary file,
-//     fsync and rename; each refs file in place and fsynced (only writers
-//     read them, and only after step 4 of any earlier batch); removals; then
-//     fsyncs the directories it touched;
+//  1. writes each new commit file under a temporary name (".tmp-…"),
+//     fsyncs it, and fsyncs commits/. No reader sees these, and if the
+//     batch fails here they are removed (after a crash, by the next Open);
+//  2. writes the intent: every rename, write and removal of the batch
+//     (the new commit files' renames first, then thread files, history
+//     chunks, reference counts, freed commits), with a SHA-256 of its
+//     content, in place, and fsyncs it. This is the commit point: a torn
+//     intent fails its sum and is ignored, as its batch was never
+//     acknowledged;
+//  3. does the intent: the commit renames; each thread file and history
+//     chunk by temporary file, fsync and rename; each refs file in place
+//     and fsynced (only writers read them, and only after step 4 of any
+//     earlier batch); removals; then fsyncs the directories it touched;
 //  4. empties the intent.
 //
-// A process that dies between 2 and 4 leaves the intent; the next Open or
-// Apply, in any process, does it again before anything else. Its writes are
-// whole files, so doing them twice is doing them once. A batch over several
-// threads is therefore atomic after a crash. Readers take no lock: every file
-// they read is replaced by a rename, so they see it whole, before or after a
-// write; a reader may see one thread of a multi-thread batch before the
-// other while step 3 runs, never a thread pointing at a missing commit.
+// A process that dies between 2 and 4 leaves the intent; the next Open,
+// Apply or read, in any process, does it again before anything else. Its
+// writes are whole files and a rename already done is skipped, so doing
+// them twice is doing them once. A batch over several threads is therefore
+// atomic after a crash, and a commit whose batch failed or never reached
+// step 2 is never readable.
+//
+// A batch whose intent is durable is committed. If step 3 fails (a full
+// disk), the writer tries it again twice; if it still fails, Apply returns
+// an error wrapping ErrUnfinished, which says the batch is committed and
+// must not be retried, and the batch is finished by the next writer, Open
+// or read of any process.
+//
+// Readers take no lock: every file they read is replaced by a rename, so
+// they see it whole, before or after a write. Each read first checks (one
+// fstat) that the intent is empty; if it is not, it takes the lock and
+// finishes the batch before reading, so no reader sees half of a committed
+// batch, and a read fails rather than show it if the batch cannot be
+// finished. A reader thus waits for a writer that is between steps 2 and 4.
 //
 // # Reference counts and delete
 //
@@ -84,7 +112,11 @@
 //
 // # Versions
 //
-// loom.json names the schema version. Open runs the migrations from an
-// older one and refuses a directory written by a newer version of this
-// package with an error that wraps thread.ErrUnsupported.
+// loom.json names the schema version. Open finishes a pending batch, then
+// runs the migrations from an older version, and refuses a directory
+// written by a newer version of this package with an error that wraps
+// thread.ErrUnsupported. Schema 2 renames commit files in the intent;
+// its migration from schema 1 removes the commit files that a failed batch
+// of schema 1 left without a refs file. A schema 2 directory is refused
+// by the versions that wrote schema 1.
 package jsonfile

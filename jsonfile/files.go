@@ -82,9 +82,12 @@ type intentFile struct {
 
 type intentOp struct {
 	Path string `json:"path"`
-	// Data is the whole new content of Path; Remove removes it instead.
+	// Data is the whole new content of Path; Remove removes it instead;
+	// From (schema 2) renames that temporary file, already durable, to
+	// Path, and is skipped if done already.
 	Data   string `json:"data,omitzero"`
 	Remove bool   `json:"remove,omitzero"`
+	From   string `json:"from,omitzero"`
 }
 
 // metaFile is loom.json.
@@ -204,14 +207,29 @@ func chunkPath(th string, n int64) string {
 // writeFile writes data to name under root durably: a temporary file
 // beside it, fsync, rename over name. The caller fsyncs the directory.
 func (s *Store) writeFile(name string, data []byte) error {
+	tmp, err := s.writeTemp(name, data)
+	if err == nil {
+		if err = s.root.Rename(tmp, name); err != nil {
+			s.root.Remove(tmp)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+// writeTemp writes data durably to a new temporary file beside name (its
+// name starts with ".tmp-") and returns that file's name.
+func (s *Store) writeTemp(name string, data []byte) (string, error) {
 	dir, base := splitPath(name)
 	tmp := dir + ".tmp-" + strconv.FormatUint(rand.Uint64(), 36) + "-" + base
 	if len(tmp)-len(dir) > 250 {
 		tmp = dir + ".tmp-" + strconv.FormatUint(rand.Uint64(), 36)
 	}
-	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return err
+		return "", err
 	}
 	_, err = f.Write(data)
 	if err == nil && !s.opts.NoSync {
@@ -220,14 +238,11 @@ func (s *Store) writeFile(name string, data []byte) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = s.root.Rename(tmp, name)
-	}
 	if err != nil {
 		s.root.Remove(tmp)
-		return fmt.Errorf("write %s: %w", name, err)
+		return "", err
 	}
-	return nil
+	return tmp, nil
 }
 
 // writeInPlace overwrites name with data and syncs it, without a
@@ -236,7 +251,7 @@ func (s *Store) writeFile(name string, data []byte) error {
 func (s *Store) writeInPlace(name string, data []byte) error {
 	// No O_TRUNC: truncating a file that has data waiting to be written
 	// makes ext4 flush it. Callers write values of a fixed width.
-	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}

@@ -169,6 +169,9 @@ func TestLeftovers(t *testing.T) {
 	write("history/zz/0.json", `{"thread":"zz","history":[]}`)                  // a deleted thread's chunk
 	write("threads/notes.txt", "not a thread")
 	write("refs/.tmp-x3-c_x", "1")
+	write(".tmp-x4-loom.json", `{"format":`)
+	write("history/a/.tmp-x5-0.json", `{"thread":"a","hist`)
+	write("history/.tmp-x6-0.json", `{"thread":"a","hist`)
 
 	var ids []string
 	for r, err := range s.Threads(ctx, thread.ListOptions{AllTenants: true}) {
@@ -191,7 +194,8 @@ func TestLeftovers(t *testing.T) {
 	if th, err = db.Thread(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"threads/.tmp-x1-b.json", "commits/.tmp-x2-c_half.json", "refs/.tmp-x3-c_x"} {
+	for _, name := range []string{"threads/.tmp-x1-b.json", "commits/.tmp-x2-c_half.json", "refs/.tmp-x3-c_x",
+		".tmp-x4-loom.json", "history/a/.tmp-x5-0.json", "history/.tmp-x6-0.json"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after reopen: %v", name, err)
 		}
@@ -231,14 +235,40 @@ func TestLeftovers(t *testing.T) {
 	if n != historyChunk+4 {
 		t.Fatalf("%d history entries", n)
 	}
+	// A reader that read zz's file just before zz was deleted and made
+	// again may find the new thread's chunk, or a stale one, in place of
+	// the one the file names: readChunk tells, and History fails with
+	// ErrNotFound rather than yield another thread's entries (or panic).
+	good, err := os.ReadFile(filepath.Join(dir, "history/zz/0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other []string
+	for i := range historyChunk {
+		other = append(other, fmt.Sprintf(`{"version":%d,"op":"append","time":"2025-01-01T00:00:00Z"}`, i+1))
+	}
+	for _, stale := range []string{
+		`{"thread":"zz","history":[]}`,
+		`{"thread":"yy","history":[` + strings.Join(other, ",") + `]}`,
+		strings.Replace(string(good), `"version": 1,`, `"version": 65,`, 1),
+	} {
+		write("history/zz/0.json", stale)
+		var last error
+		for _, err := range zz.History(ctx, thread.HistoryOptions{}) {
+			last = err
+		}
+		if !errors.Is(last, thread.ErrNotFound) {
+			t.Errorf("history over the stale chunk %.40s…: %v, want ErrNotFound", stale, last)
+		}
+	}
 }
 
 // TestIntentIsFinished: a batch whose intent is durable is committed, even
-// if the process stops before doing it; the next Open, or the next Apply of
-// any process, finishes it.
+// if the process stops before doing it; the next Open, Apply or read of any
+// process finishes it, and no reader sees it half done.
 func TestIntentIsFinished(t *testing.T) {
 	ctx := t.Context()
-	for _, finish := range []string{"open", "apply"} {
+	for _, finish := range []string{"open", "apply", "read"} {
 		t.Run(finish, func(t *testing.T) {
 			dir := t.TempDir()
 			s := openTest(t, dir, nil)
@@ -267,10 +297,6 @@ func TestIntentIsFinished(t *testing.T) {
 			if fi, err := os.Stat(filepath.Join(dir, "intent.json")); err != nil || fi.Size() == 0 {
 				t.Fatalf("no intent after the crash: %v", err)
 			}
-			// Readers see the state before the batch until it is finished.
-			if r, err := s.Thread(ctx, "a"); err != nil || r.Version != 1 {
-				t.Fatalf("before finishing: %+v %v", r, err)
-			}
 			s.testHooks.afterIntent = nil
 			switch finish {
 			case "open":
@@ -279,6 +305,12 @@ func TestIntentIsFinished(t *testing.T) {
 			case "apply":
 				if _, err := db.Create(ctx, thread.CreateOptions{ID: "c"}); err != nil {
 					t.Fatal(err)
+				}
+			case "read":
+				// A reader of the untouched thread b finishes the batch
+				// first, so it sees b deleted along with a's move.
+				if _, err := s.Thread(ctx, "b"); !errors.Is(err, thread.ErrNotFound) {
+					t.Fatalf("b read after the crash: %v", err)
 				}
 			}
 			if fi, err := os.Stat(filepath.Join(dir, "intent.json")); err != nil || fi.Size() != 0 {
@@ -316,10 +348,26 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 		if _, err := th.Append(ctx, message.User("lost")); err == nil {
 			t.Fatalf("append with a failing %s sync succeeded", failOn)
 		}
+		id := "c_lost_" + failOn
+		c := &thread.Commit{ID: id, Parent: th.Record().Head, Depth: 2, Op: thread.OpAppend, Messages: []message.Message{message.User("lost")}}
+		if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}, Moves: []thread.Move{{Thread: "a", From: 1, Head: id, Op: thread.OpAppend}}}); err == nil {
+			t.Fatalf("apply with a failing %s sync succeeded", failOn)
+		}
+		if _, err := s.Commit(ctx, id); !errors.Is(err, thread.ErrNotFound) {
+			t.Fatalf("the commit of a batch that failed on %s: %v, want ErrNotFound", failOn, err)
+		}
 	}
 	s.testHooks.sync = nil
 	s.Close()
 	s = openTest(t, dir, nil)
+	for _, id := range []string{"c_lost_commits", "c_lost_intent"} {
+		if _, err := s.Commit(ctx, id); !errors.Is(err, thread.ErrNotFound) {
+			t.Fatalf("after reopen, the commit of a failed batch: %v, want ErrNotFound", err)
+		}
+	}
+	if n := count(t, dir, "commits"); n != 1 {
+		t.Fatalf("%d files in commits/, want the one commit stored", n)
+	}
 	th, err = thread.New(s, nil).Thread(ctx, "a")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"github.com/loomthreads/loom/thread"
 )
 
-func flock(f *os.File, lock bool) error {
-	return fmt.Errorf("jsonfile needs flock(2), which this system lacks: %w", thread.ErrUnsupported)
+func tryFlock(f *os.File) (bool, error) {
+	return false, fmt.Errorf("jsonfile needs flock(2), which this system lacks: %w", thread.ErrUnsupported)
 }
+
+func funlock(f *os.File) error { return nil }

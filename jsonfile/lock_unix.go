@@ -3,18 +3,31 @@
 package jsonfile
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
 
-// flock takes (or releases) an exclusive flock on f, waiting for it.
-func flock(f *os.File, lock bool) error {
-	how := syscall.LOCK_UN
-	if lock {
-		how = syscall.LOCK_EX
-	}
+// tryFlock tries to take an exclusive flock on f without waiting: false
+// if another open file holds it.
+func tryFlock(f *os.File) (bool, error) {
 	for {
-		err := syscall.Flock(int(f.Fd()), how)
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			return false, nil
+		case err != syscall.EINTR:
+			return false, err
+		}
+	}
+}
+
+// funlock releases the flock on f.
+func funlock(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		if err != syscall.EINTR {
 			return err
 		}

@@ -10,12 +10,37 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
 )
 
 // Reads take no lock: every file is replaced whole by a rename, so a reader
-// sees a file as it was before or after a write, never half of it.
+// sees a file as it was before or after a write, never half of it. A read
+// that finds an intent pending (a batch committed but not all written yet:
+// its writer is at it, failed, or died) first waits for the lock and
+// finishes it, so that no reader sees half of a committed batch.
+
+// settle finishes a pending intent before a read; when there is none (the
+// usual case) it costs one fstat.
+func (s *Store) settle(ctx context.Context) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	fi, err := s.intent.Stat()
+	if err != nil {
+		return fmt.Errorf("jsonfile: intent: %w", err)
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.unlock()
+	if err := s.recover(); err != nil {
+		return fmt.Errorf("jsonfile: finish a committed batch: %w", err)
+	}
+	return nil
+}
 
 // readErr turns a failed read of what names into a store error.
 func readErr(what, id string, err error) error {
@@ -34,7 +59,7 @@ func notFound(what, id string) error {
 }
 
 func (s *Store) readCommit(id string) (*thread.Commit, error) {
-	if !ids.Valid(id) {
+	if !s.storable(id) {
 		return nil, notFound("commit", id)
 	}
 	b, err := s.root.ReadFile(commitPath(id))
@@ -45,11 +70,15 @@ func (s *Store) readCommit(id string) (*thread.Commit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commit %q: corrupt file: %v", id, err)
 	}
+	if c.ID != id {
+		// Another commit's file under a name that differs in case.
+		return nil, notFound("commit", id)
+	}
 	return c, nil
 }
 
 func (s *Store) readThread(id string) (*threadFile, error) {
-	if !ids.Valid(id) {
+	if !s.storable(id) {
 		return nil, notFound("thread", id)
 	}
 	b, err := s.root.ReadFile(threadPath(id))
@@ -59,6 +88,10 @@ func (s *Store) readThread(id string) (*threadFile, error) {
 	f := new(threadFile)
 	if err := json.Unmarshal(b, f); err != nil {
 		return nil, fmt.Errorf("thread %q: corrupt file: %v", id, err)
+	}
+	if f.ID != id {
+		// Another thread's file under a name that differs in case.
+		return nil, notFound("thread", id)
 	}
 	return f, nil
 }
@@ -86,14 +119,29 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := s.settle(ctx); err != nil {
+		return nil, err
+	}
 	return s.readCommit(id)
 }
 
 // Ancestors implements thread.Store: one file read per commit, following
-// the parent ids.
+// the parent ids. A parent chain that loops (a damaged or hand-edited
+// file) ends the walk with an error wrapping thread.ErrInvalid.
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
 	return func(yield func(*thread.Commit, error) bool) {
-		for {
+		if err := s.settle(ctx); err != nil {
+			yield(nil, err)
+			return
+		}
+		// Along a chain whose depths go down no commit can come twice.
+		// A loop has a step where the depth does not go down: the commits
+		// such steps reach are kept (with the first), and a loop reaches
+		// one of them twice.
+		first := id
+		var seen map[string]bool
+		prevDepth := int64(0)
+		for step := 0; ; step++ {
 			if err := ctx.Err(); err != nil {
 				yield(nil, err)
 				return
@@ -103,10 +151,20 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 				yield(nil, err)
 				return
 			}
+			if step > 0 && c.Depth >= prevDepth {
+				if id == first || seen[id] {
+					yield(nil, fmt.Errorf("commit %q: its chain of parents loops: the store is damaged: %w", clip(id), thread.ErrInvalid))
+					return
+				}
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				seen[id] = true
+			}
 			if c.Depth <= floor || !yield(c, nil) || c.Parent == "" {
 				return
 			}
-			id = c.Parent
+			id, prevDepth = c.Parent, c.Depth
 		}
 	}
 }
@@ -114,6 +172,9 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 // Thread implements thread.Store.
 func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.settle(ctx); err != nil {
 		return nil, err
 	}
 	f, err := s.readThread(id)
@@ -136,7 +197,7 @@ func (s *Store) threadIDs() ([]string, error) {
 	}
 	out := names[:0]
 	for _, n := range names {
-		if id, ok := strings.CutSuffix(n, ".json"); ok && ids.Valid(id) {
+		if id, ok := strings.CutSuffix(n, ".json"); ok && s.storable(id) {
 			out = append(out, id)
 		}
 	}
@@ -149,6 +210,10 @@ func (s *Store) threadIDs() ([]string, error) {
 // one file read per thread looked at.
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
+		if err := s.settle(ctx); err != nil {
+			yield(nil, err)
+			return
+		}
 		all, err := s.threadIDs()
 		if err != nil {
 			yield(nil, fmt.Errorf("list threads: %w", err))
@@ -203,6 +268,10 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 // iterates that far.
 func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
 	return func(yield func(thread.HistoryEntry, error) bool) {
+		if err := s.settle(ctx); err != nil {
+			yield(thread.HistoryEntry{}, err)
+			return
+		}
 		f, err := s.readThread(th)
 		if err != nil {
 			yield(thread.HistoryEntry{}, err)
@@ -252,6 +321,10 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 // Checkpoints implements thread.Store.
 func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
+		if err := s.settle(ctx); err != nil {
+			yield(thread.Checkpoint{}, err)
+			return
+		}
 		f, err := s.readThread(th)
 		if err != nil {
 			yield(thread.Checkpoint{}, err)

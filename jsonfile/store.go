@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/loomthreads/loom/thread"
 )
@@ -28,7 +29,17 @@ func init() {
 
 // SchemaVersion is the version of the directory layout this package writes.
 // Open migrates older directories to it and refuses newer ones.
-const SchemaVersion = 1
+const SchemaVersion = 2
+
+// DefaultLockTimeout is how long a write, an Open, or a read that finds an
+// unfinished batch waits for the store's lock when Options.LockTimeout is
+// zero.
+const DefaultLockTimeout = 10 * time.Second
+
+// ErrLockTimeout is returned (wrapped) by Apply, Open and the reads when
+// the store's lock stayed taken for longer than Options.LockTimeout: another
+// process, or a stopped one, holds it.
+var ErrLockTimeout = errors.New("jsonfile: timed out waiting for the store's lock")
 
 // Options configure a Store. A nil *Options means the defaults.
 type Options struct {
@@ -36,6 +47,12 @@ type Options struct {
 	// the process, but not a crash of the machine or a power cut: for tests,
 	// benchmarks and scratch data. The default (false) syncs.
 	NoSync bool
+	// LockTimeout is how long a write, an Open, or a read that finds an
+	// unfinished batch waits for the store's lock (held by the writer of
+	// this or another process) before failing with ErrLockTimeout. Zero
+	// means DefaultLockTimeout; a negative value waits as long as the
+	// context allows. The context always ends the wait.
+	LockTimeout time.Duration
 }
 
 // Store is a thread.Store that keeps each commit and each thread in its own
@@ -46,9 +63,13 @@ type Store struct {
 	root     *os.Root
 	opts     Options
 	lockFile *os.File
-	intent   *os.File   // intent.json, written in place under the lock
-	mu       sync.Mutex // serializes writers in this process; the flock serializes processes
+	intent   *os.File      // intent.json, written in place under the lock
+	sem      chan struct{} // capacity 1: serializes writers in this process; the flock serializes processes
 	closed   atomic.Bool
+	// foldCase is set when the directory's file system ignores case: ids
+	// with upper-case letters are then refused, as "Th" and "th" would be
+	// one file.
+	foldCase bool
 
 	testHooks hooks
 }
@@ -102,7 +123,7 @@ func ParseURL(u *url.URL) (dir string, opts *Options, err error) {
 // that a crashed process left half done. A directory written by a newer
 // version is refused. opts may be nil for the defaults.
 func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
-	s := &Store{dir: dir}
+	s := &Store{dir: dir, sem: make(chan struct{}, 1)}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -114,7 +135,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
 }
 
 func (s *Store) open(ctx context.Context) error {
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("jsonfile: %w", err)
 	}
 	root, err := os.OpenRoot(s.dir)
@@ -122,33 +143,54 @@ func (s *Store) open(ctx context.Context) error {
 		return fmt.Errorf("jsonfile: %w", err)
 	}
 	s.root = root
-	s.lockFile, err = root.OpenFile(".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	s.lockFile, err = root.OpenFile(".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("jsonfile: lock file: %w", err)
 	}
-	s.intent, err = root.OpenFile("intent.json", os.O_RDWR|os.O_CREATE, 0o644)
+	s.intent, err = root.OpenFile("intent.json", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("jsonfile: intent file: %w", err)
 	}
-	if err := s.lock(); err != nil {
+	if err := s.lock(ctx); err != nil {
 		return err
 	}
 	defer s.unlock()
-	if err := s.migrate(ctx); err != nil {
+	m, err := s.readMeta()
+	if err != nil {
 		return fmt.Errorf("jsonfile %s: %w", s.dir, err)
 	}
+	// A batch that a crashed process committed is finished before any
+	// migration looks at the files: the intents of every schema so far
+	// are read alike.
 	if err := s.recover(); err != nil {
 		return fmt.Errorf("jsonfile %s: %w", s.dir, err)
 	}
+	if err := s.migrate(ctx, m); err != nil {
+		return fmt.Errorf("jsonfile %s: %w", s.dir, err)
+	}
 	s.removeTemps()
+	s.foldCase = s.ignoresCase()
 	return nil
 }
 
 // removeTemps removes the temporary files that a process killed while
-// writing left behind. Only a writer holding the lock makes them, and the
-// lock is held: every one there now is garbage.
+// writing left behind, in every directory the store writes to. Only a
+// writer holding the lock makes them, and the lock is held, with no intent
+// pending: every one there now is garbage.
 func (s *Store) removeTemps() {
-	for _, dir := range []string{"threads", "commits", "refs"} {
+	dirs := []string{".", "threads", "commits", "refs"}
+	if d, err := s.root.Open("history"); err == nil {
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		for _, n := range names {
+			if strings.HasPrefix(n, ".tmp-") {
+				s.root.RemoveAll("history/" + n)
+			} else {
+				dirs = append(dirs, "history/"+n)
+			}
+		}
+	}
+	for _, dir := range dirs {
 		d, err := s.root.Open(dir)
 		if err != nil {
 			continue
@@ -163,6 +205,22 @@ func (s *Store) removeTemps() {
 	}
 }
 
+// ignoresCase reports whether the store's directory is on a file system
+// that ignores the case of names (as macOS's and Windows's do by default):
+// it makes a file and looks for it under its upper-case name. The lock is
+// held, so no other Open removes the probe as a leftover meanwhile.
+func (s *Store) ignoresCase() bool {
+	name := ".tmp-case-" + strconv.FormatUint(rand.Uint64(), 36) + "-x"
+	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	defer s.root.Remove(name)
+	_, err = s.root.Lstat(strings.ToUpper(name))
+	return err == nil
+}
+
 // Dir returns the directory of the store.
 func (s *Store) Dir() string { return s.dir }
 
@@ -172,8 +230,8 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.sem <- struct{}{}
+	defer func() { <-s.sem }()
 	var errs []error
 	if s.lockFile != nil {
 		errs = append(errs, s.lockFile.Close())
@@ -189,58 +247,130 @@ func (s *Store) Close() error {
 
 var errClosed = errors.New("jsonfile: store closed")
 
-// lock takes the store's write lock: the mutex for this process's
+// lock takes the store's write lock: the semaphore for this process's
 // goroutines, then the flock for other processes. The kernel releases the
-// flock if the process dies.
-func (s *Store) lock() error {
-	s.mu.Lock()
+// flock if the process dies; a process that is stopped (SIGSTOP, a
+// debugger, a hung disk) keeps it, so the wait ends with ctx or after
+// Options.LockTimeout.
+func (s *Store) lock(ctx context.Context) error {
+	timeout := s.opts.LockTimeout
+	if timeout == 0 {
+		timeout = DefaultLockTimeout
+	}
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	fail := func(err error) error {
+		if err == nil {
+			err = fmt.Errorf("%w (%v)", ErrLockTimeout, timeout)
+		}
+		return fmt.Errorf("jsonfile %s: lock: %w", s.dir, err)
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	case <-deadline:
+		return fail(nil)
+	}
 	if s.closed.Load() {
-		s.mu.Unlock()
+		<-s.sem
 		return errClosed
 	}
-	if err := flock(s.lockFile, true); err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("jsonfile: lock: %w", err)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		ok, err := tryFlock(s.lockFile)
+		if ok {
+			return nil
+		}
+		if err != nil {
+			<-s.sem
+			return fail(err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			<-s.sem
+			return fail(ctx.Err())
+		case <-deadline:
+			<-s.sem
+			return fail(nil)
+		}
 	}
-	return nil
 }
 
 func (s *Store) unlock() {
-	flock(s.lockFile, false)
-	s.mu.Unlock()
+	funlock(s.lockFile)
+	<-s.sem
 }
 
 // migrations[i] brings a directory from schema i to schema i+1.
 var migrations = []func(s *Store) error{
 	0: func(s *Store) error {
 		for _, d := range []string{"commits", "refs", "threads", "history"} {
-			if err := s.root.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := s.root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 				return err
 			}
 		}
 		return s.syncDir(".")
 	},
+	// Schema 1 wrote a batch's commit files under their own names before
+	// its intent, so a batch that failed there left commit files that
+	// nothing references and that read as stored. Schema 2 writes them
+	// under temporary names and renames them in the intent; this removes
+	// the leftovers of schema 1: commit files without a refs file.
+	1: func(s *Store) error {
+		d, err := s.root.Open("commits")
+		if err != nil {
+			return err
+		}
+		names, err := d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			id, ok := strings.CutSuffix(n, ".json")
+			if !ok || strings.HasPrefix(n, ".") {
+				continue
+			}
+			if _, err := s.root.Lstat(refsPath(id)); errors.Is(err, fs.ErrNotExist) {
+				if err := s.root.Remove("commits/" + n); err != nil {
+					return err
+				}
+			}
+		}
+		return s.syncDir("commits")
+	},
 }
 
-// migrate reads loom.json and runs the migrations from its schema to
-// SchemaVersion; the lock is held.
-func (s *Store) migrate(ctx context.Context) error {
+// readMeta reads loom.json and refuses a directory that is not a store's or
+// that a newer version wrote; the lock is held.
+func (s *Store) readMeta() (metaFile, error) {
 	var m metaFile
 	b, err := s.root.ReadFile("loom.json")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		m = metaFile{Format: formatName}
 	case err != nil:
-		return err
+		return m, err
 	default:
 		if err := json.Unmarshal(b, &m); err != nil || m.Format != formatName {
-			return fmt.Errorf("loom.json is not a loom jsonfile store's: %w", thread.ErrInvalid)
+			return m, fmt.Errorf("loom.json is not a loom jsonfile store's: %w", thread.ErrInvalid)
 		}
 	}
 	if m.Schema > SchemaVersion {
-		return fmt.Errorf("written with schema version %d, newer than %d that this version of loom knows: upgrade loom to open it: %w",
+		return m, fmt.Errorf("written with schema version %d, newer than %d that this version of loom knows: upgrade loom to open it: %w",
 			m.Schema, SchemaVersion, thread.ErrUnsupported)
 	}
+	return m, nil
+}
+
+// migrate runs the migrations from m's schema to SchemaVersion; the lock
+// is held.
+func (s *Store) migrate(ctx context.Context, m metaFile) error {
 	for m.Schema < SchemaVersion {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -273,6 +273,14 @@ func (a *applier) commit(c *thread.Commit, e encodedCommit) error {
 		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
 	}
 	if !ok {
+		// The id taken is the first error, as in thread.MemoryStore,
+		// whatever the parent (the usual path never asks).
+		var k int64
+		if dup, err := a.scan(a.st.commitID, []any{c.ID}, &k); err != nil {
+			return fmt.Errorf("commit %q: %w", clip(c.ID), err)
+		} else if dup {
+			return fmt.Errorf("commit %q exists: %w", clip(c.ID), thread.ErrConflict)
+		}
 		return fmt.Errorf("commit %q: parent %q: %w", clip(c.ID), clip(c.Parent), thread.ErrNotFound)
 	}
 	var k int64
@@ -433,7 +441,11 @@ func (a *applier) checkpoint(cp thread.Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint of %q: %w", clip(cp.Thread), err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
+	n, err := rowsAffected(res)
+	if err != nil {
+		return fmt.Errorf("checkpoint of %q: %w", clip(cp.Thread), err)
+	}
+	if n != 1 {
 		return fmt.Errorf("checkpoint %q of thread %q exists: %w", clip(cp.Name), clip(cp.Thread), thread.ErrConflict)
 	}
 	return nil
@@ -490,7 +502,7 @@ type stmts struct {
 	commit, ancestors, thread, history, checkpoints *sql.Stmt
 
 	// writes
-	refID, refKey, refs, unref, insertCommit, freeRun           *sql.Stmt
+	refID, refKey, refs, unref, insertCommit, freeRun, commitID *sql.Stmt
 	threadVersion, insertThread, move, insertHistory            *sql.Stmt
 	deleteLabels, insertLabel                                   *sql.Stmt
 	dropCheckpoint, insertCheckpoint                            *sql.Stmt
@@ -512,6 +524,7 @@ func (s *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 		{w, &s.refID, `UPDATE commits SET refs = refs + 1 WHERE id = ? RETURNING k`},
 		{w, &s.refKey, `UPDATE commits SET refs = refs + 1 WHERE k = ?`},
 		{w, &s.refs, `SELECT refs FROM commits WHERE k = ?`},
+		{w, &s.commitID, `SELECT k FROM commits WHERE id = ?`},
 		{w, &s.unref, `UPDATE commits SET refs = refs - ?2 WHERE k = ?1 RETURNING refs, parent`},
 		{w, &s.insertCommit, `INSERT INTO commits (id, parent, depth, refs, op, time, state_from, messages, state, metadata)
 			VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING k`},
@@ -559,6 +572,9 @@ func (s *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
 	}
 	return nil
 }
+
+// rowsAffected is sql.Result.RowsAffected; tests make it fail.
+var rowsAffected = sql.Result.RowsAffected
 
 func (s *stmts) close() error {
 	var errs []error

@@ -564,3 +564,39 @@ func TestOddPath(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorKinds: a duplicate commit id is ErrConflict whatever its parent
+// (as in thread.MemoryStore), and a failure to count the rows a checkpoint
+// insert wrote is that failure, not a conflict.
+func TestErrorKinds(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "kinds.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	th, err := thread.New(s, nil).Create(ctx, thread.CreateOptions{ID: "a", Messages: []message.Message{message.User("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := th.Record().Head
+	for _, m := range []thread.Store{s, thread.NewMemoryStore()} {
+		if m != thread.Store(s) {
+			if err := m.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{{ID: head, Depth: 1}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := m.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{{ID: head, Parent: "c_missing", Depth: 2}}})
+		if !errors.Is(err, thread.ErrConflict) {
+			t.Errorf("%T: a duplicate id with a missing parent: %v, want ErrConflict", m, err)
+		}
+	}
+
+	broken := errors.New("rows affected: broken")
+	defer func(f func(sql.Result) (int64, error)) { rowsAffected = f }(rowsAffected)
+	rowsAffected = func(sql.Result) (int64, error) { return 0, broken }
+	err = s.Apply(ctx, &thread.Batch{Checkpoints: []thread.Checkpoint{{Thread: "a", Name: "cp", Commit: head, Version: 1}}})
+	if !errors.Is(err, broken) || errors.Is(err, thread.ErrConflict) {
+		t.Fatalf("checkpoint whose row count fails: %v, want that error", err)
+	}
+}
