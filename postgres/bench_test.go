@@ -1,13 +1,9 @@
 package postgres
 
 import (
-	"runtime"
-	"slices"
+	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
@@ -19,72 +15,12 @@ func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) thread.Store { return open(b, testserver.Postgres(b), nil) }, nil)
 }
 
-// BenchmarkConcurrentAppend appends from 64 goroutines at once, each to its
-// own thread or all to one, and reports the latency of an append (p50,
-// p99) and the throughput.
+// BenchmarkConcurrentAppend is storetest's concurrent scenario with a pool
+// of 16 connections (Bench's uses the default pool).
 func BenchmarkConcurrentAppend(b *testing.B) {
-	const goroutines = 64
-	for _, shared := range []bool{false, true} {
-		name := "threads=64"
-		if shared {
-			name = "threads=1"
-		}
-		b.Run(name, func(b *testing.B) {
-			s := open(b, testserver.Postgres(b), &Options{MaxConns: 16})
-			db := thread.New(s, &thread.Options{AppendRetries: 1_000_000})
-			ctx := b.Context()
-			threads := make([]*thread.Thread, goroutines)
-			for i := range threads {
-				if shared && i > 0 {
-					h, err := db.Thread(ctx, threads[0].ID())
-					if err != nil {
-						b.Fatal(err)
-					}
-					threads[i] = h
-					continue
-				}
-				th, err := db.Create(ctx, thread.CreateOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				threads[i] = th
-			}
-			text := strings.Repeat("m", 400)
-			var (
-				mu        sync.Mutex
-				latencies []time.Duration
-				next      atomic.Int64
-			)
-			procs := runtime.GOMAXPROCS(0)
-			b.SetParallelism((goroutines + procs - 1) / procs)
-			b.ReportAllocs()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				th := threads[int(next.Add(1)-1)%goroutines]
-				var mine []time.Duration
-				for pb.Next() {
-					t0 := time.Now()
-					if _, err := th.Append(ctx, message.User(text)); err != nil {
-						b.Error(err)
-						return
-					}
-					mine = append(mine, time.Since(t0))
-				}
-				mu.Lock()
-				latencies = append(latencies, mine...)
-				mu.Unlock()
-			})
-			elapsed := time.Since(start)
-			if len(latencies) == 0 {
-				return
-			}
-			slices.Sort(latencies)
-			pct := func(p float64) float64 {
-				return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds())
-			}
-			b.ReportMetric(pct(0.50), "p50-µs")
-			b.ReportMetric(pct(0.99), "p99-µs")
-			b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "appends/s")
+	for _, threads := range []int{64, 1} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			storetest.BenchConcurrent(b, open(b, testserver.Postgres(b), &Options{MaxConns: 16}), 64, threads)
 		})
 	}
 }

@@ -4,8 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -14,8 +19,9 @@ import (
 // Bench runs the standard benchmark scenarios against stores made by
 // newStore, as sub-benchmarks: append one message, a chat turn, fork at
 // depths 10, 1,000 and 100,000, the last 50 messages at depths 1,000 and
-// 100,000, a full read of 1,000 messages, and time travel in a thread of
-// 10,000 versions. Flat costs must stay flat across depths. opts may be nil.
+// 100,000, a full read of 1,000 messages, 64 writers appending at once (to
+// 64 threads and to one; see BenchConcurrent), and time travel in a thread
+// of 10,000 versions. Flat costs must stay flat across depths. opts may be nil.
 func Bench(b *testing.B, newStore func(b *testing.B) thread.Store, opts *BenchOptions) {
 	var o BenchOptions
 	if opts != nil {
@@ -99,6 +105,11 @@ func Bench(b *testing.B, newStore func(b *testing.B) thread.Store, opts *BenchOp
 			}
 		}
 	})
+	for _, threads := range []int{64, 1} {
+		b.Run(fmt.Sprintf("Concurrent/writers=64/threads=%d", threads), func(b *testing.B) {
+			BenchConcurrent(b, newStore(b), 64, threads)
+		})
+	}
 	b.Run("TimeTravel/versions=10000", func(b *testing.B) {
 		th := newThread(b, newStore(b), 10_000)
 		r := rand.New(rand.NewPCG(1, 2))
@@ -110,6 +121,63 @@ func Bench(b *testing.B, newStore func(b *testing.B) thread.Store, opts *BenchOp
 			}
 		}
 	})
+}
+
+// BenchConcurrent has writers goroutines append 400-byte messages through s
+// at once, spread over threads threads (1: all on one thread, where every
+// append is a compare-and-swap race), and reports the latency of an append
+// (p50-µs, p99-µs) and the throughput (appends/s).
+func BenchConcurrent(b *testing.B, s thread.Store, writers, threads int) {
+	ctx := context.Background()
+	db := thread.New(s, &thread.Options{AppendRetries: 1_000_000})
+	handles := make([]*thread.Thread, writers)
+	for i := range handles {
+		var err error
+		if i < threads {
+			handles[i], err = db.Create(ctx, thread.CreateOptions{})
+		} else {
+			handles[i], err = db.Thread(ctx, handles[i%threads].ID()) // a handle of its own
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	text := strings.Repeat("m", 400)
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		next      atomic.Int64
+	)
+	procs := runtime.GOMAXPROCS(0)
+	b.SetParallelism((writers + procs - 1) / procs)
+	b.ReportAllocs()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		th := handles[int(next.Add(1)-1)%writers]
+		var mine []time.Duration
+		for pb.Next() {
+			t0 := time.Now()
+			if _, err := th.Append(ctx, message.User(text)); err != nil {
+				b.Error(err)
+				return
+			}
+			mine = append(mine, time.Since(t0))
+		}
+		mu.Lock()
+		latencies = append(latencies, mine...)
+		mu.Unlock()
+	})
+	elapsed := time.Since(start)
+	if len(latencies) == 0 {
+		return
+	}
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds())
+	}
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "appends/s")
 }
 
 // BenchOptions tune Bench.
