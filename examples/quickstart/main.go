@@ -2,8 +2,9 @@
 // checkpointed, forked, rolled back, read at an old version and saved as a
 // portable document.
 //
-//	go run ./examples/quickstart            # in memory
-//	go run ./examples/quickstart -save t.json
+//	go run ./examples/quickstart                            # in memory
+//	go run ./examples/quickstart -store sqlite://./quick.db  # durable: run it twice
+//	go run ./examples/quickstart -save t.json               # and export the thread
 package main
 
 import (
@@ -15,10 +16,16 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+
+	// The stores, so that -store takes any of their URLs.
+	_ "github.com/loomthreads/loom/jsonfile"
+	_ "github.com/loomthreads/loom/postgres"
+	_ "github.com/loomthreads/loom/redis"
+	_ "github.com/loomthreads/loom/sqlite"
 )
 
 func main() {
-	store := flag.String("store", "memory://", "store URL")
+	store := flag.String("store", "memory://", "store URL: memory://, sqlite://PATH, file://DIR, postgres://…, redis://…")
 	save := flag.String("save", "", "also save the thread, with its history, to this file")
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, *store, *save); err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loomthreads/loom/thread"
 )
 
 func TestQuickstart(t *testing.T) {
@@ -28,5 +30,31 @@ func TestQuickstart(t *testing.T) {
 	doc, err := os.ReadFile(path)
 	if err != nil || !bytes.Contains(doc, []byte(`"format": "loom.thread/v1"`)) {
 		t.Fatalf("saved document: %v %.80s", err, doc)
+	}
+}
+
+func TestQuickstartOnSQLiteTwice(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "quick.db")
+	for i := range 2 {
+		var out bytes.Buffer
+		if err := run(t.Context(), &out, url, ""); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	// Both runs' threads are in the file: a thread and its fork each.
+	db, err := thread.Open(t.Context(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	n := 0
+	for _, err := range db.Threads(t.Context(), thread.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("%d threads after two runs, want 4", n)
 	}
 }
