@@ -53,10 +53,11 @@ type CounterOptions struct {
 // id, so a count never needs forgetting, and counting a thread a second time
 // costs a lookup per message. A Counter is safe for concurrent use.
 //
-// The cache trusts ids: two different messages with the same id, counted with
-// the same Counter, share a count. Ids from message.NewID are unique; if
-// yours are only unique within a thread (say "1", "2", …), use a Counter per
-// thread. Messages without an id are counted every time.
+// Ids are unique within a thread but may repeat across threads and tenants
+// ("1", "2", …), so the cache also keeps each message's Size and counts a
+// message again when it differs. Two messages with one id and one size
+// would share a count; ids from message.NewID never collide. Messages
+// without an id are counted every time.
 type Counter struct {
 	dataTokens int
 	seed       maphash.Seed
@@ -79,7 +80,7 @@ func NewCounter(opts *CounterOptions) *Counter {
 	}
 	if size > 0 {
 		n := 1
-		for n < 64 && n*64 < size { // shards of at least 64 entries
+		for n < 64 && n*64 < size { // up to 64 shards, more than 64 entries each where size allows
 			n *= 2
 		}
 		c.shards = make([]shard, n)
@@ -135,12 +136,16 @@ func (c *Counter) Count(m message.Message, enc Encoding) int {
 		return c.count(m, enc)
 	}
 	key := cacheKey{m.ID, enc.spec}
+	// The size is a fingerprint: two messages that share an id (ids are
+	// unique within a thread, not across threads or tenants) almost never
+	// share it too, and a mismatch is a miss.
+	fp := m.Size()
 	sh := &c.shards[maphash.String(c.seed, m.ID)&uint64(len(c.shards)-1)]
-	if n, ok := sh.get(key); ok {
+	if n, ok := sh.get(key, fp); ok {
 		return n
 	}
 	n := c.count(m, enc)
-	sh.put(key, n)
+	sh.put(key, fp, n)
 	return n
 }
 
@@ -205,11 +210,12 @@ type shard struct {
 	index map[cacheKey]int32
 	slots []slot
 	hand  int
-	_     [40]byte // keep shards on separate cache lines
+	_     [40]byte // spreads shards apart in memory, to cut false sharing
 }
 
 type slot struct {
 	key cacheKey
+	fp  int // the message's Size when it was counted
 	n   int
 	ref bool
 }
@@ -219,11 +225,11 @@ func (s *shard) init(size int) {
 	s.slots = make([]slot, 0, size)
 }
 
-func (s *shard) get(k cacheKey) (int, bool) {
+func (s *shard) get(k cacheKey, fp int) (int, bool) {
 	s.mu.Lock()
 	i, ok := s.index[k]
 	var n int
-	if ok {
+	if ok = ok && s.slots[i].fp == fp; ok {
 		s.slots[i].ref = true
 		n = s.slots[i].n
 	}
@@ -231,16 +237,16 @@ func (s *shard) get(k cacheKey) (int, bool) {
 	return n, ok
 }
 
-func (s *shard) put(k cacheKey, n int) {
+func (s *shard) put(k cacheKey, fp, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i, ok := s.index[k]; ok { // counted concurrently by another caller
-		s.slots[i].n = n
+	if i, ok := s.index[k]; ok { // counted concurrently, or another message with this id
+		s.slots[i].fp, s.slots[i].n = fp, n
 		return
 	}
 	if len(s.slots) < cap(s.slots) {
 		s.index[k] = int32(len(s.slots))
-		s.slots = append(s.slots, slot{key: k, n: n})
+		s.slots = append(s.slots, slot{key: k, fp: fp, n: n})
 		return
 	}
 	for {
@@ -251,7 +257,7 @@ func (s *shard) put(k cacheKey, n int) {
 			continue
 		}
 		delete(s.index, sl.key)
-		*sl = slot{key: k, n: n}
+		*sl = slot{key: k, fp: fp, n: n}
 		s.index[k] = int32(s.hand)
 		s.hand = (s.hand + 1) % len(s.slots)
 		return

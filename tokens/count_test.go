@@ -85,12 +85,15 @@ func TestCountCache(t *testing.T) {
 	m := message.User("hello world")
 	m.ID = "msg_1"
 	want := c.Count(m, O200kBase)
-	// The cache trusts the id: a different message under the same id
-	// gets the remembered count.
+	if got := c.Count(m, O200kBase); got != want || c.len() != 1 {
+		t.Errorf("second count = %d with %d cached, want %d from one entry", got, c.len(), want)
+	}
+	// A different message under the same id is counted, not remembered:
+	// the cache checks the message's size as a fingerprint.
 	other := message.User("a much longer message than the first one")
 	other.ID = "msg_1"
-	if got := c.Count(other, O200kBase); got != want {
-		t.Errorf("cached count = %d, want %d", got, want)
+	if got, want := c.Count(other, O200kBase), NewCounter(nil).count(other, O200kBase); got != want {
+		t.Errorf("count of another message with the id = %d, want %d", got, want)
 	}
 	// The encoding is part of the key.
 	if got, want := c.Count(other, Cl100kBase), NewCounter(nil).count(other, Cl100kBase); got != want {
@@ -117,10 +120,12 @@ func TestCountCache(t *testing.T) {
 		m.ID = fmt.Sprint("cold_", i)
 		c.Count(m, O200kBase)
 	}
-	if _, ok := c.shards[0].get(cacheKey{"hot", o200k}); !ok {
+	if _, ok := c.shards[0].get(cacheKey{"hot", o200k}, hot.Size()); !ok {
 		t.Error("the hot count was evicted")
 	}
-	if _, ok := c.shards[0].get(cacheKey{"cold_0", o200k}); ok {
+	cold0 := message.User("cold")
+	cold0.ID = "cold_0"
+	if _, ok := c.shards[0].get(cacheKey{"cold_0", o200k}, cold0.Size()); ok {
 		t.Error("the first cold count was not evicted")
 	}
 	// No cache.
@@ -153,4 +158,17 @@ func TestCountConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestCacheTellsMessagesWithOneIDApart(t *testing.T) {
+	c := NewCounter(nil)
+	a := message.User("hi")
+	a.ID = "1"
+	b := message.User("a much longer message from another thread that happens to reuse the id")
+	b.ID = "1"
+	want := NewCounter(&CounterOptions{CacheSize: -1}).Count(b, O200kBase)
+	c.Count(a, O200kBase)
+	if got := c.Count(b, O200kBase); got != want {
+		t.Fatalf("a message sharing another's id counts %d, want %d", got, want)
+	}
 }

@@ -3,7 +3,10 @@
 //
 // The encodings are OpenAI's o200k_base (GPT-4o, GPT-4.1, GPT-5, o-series)
 // and cl100k_base (GPT-4, GPT-3.5 Turbo, text-embedding-3), byte-pair
-// encodings whose counts are identical to tiktoken's. Their vocabularies are
+// encodings whose counts are identical to tiktoken's for text whose
+// characters Unicode 15.0 (Go's unicode tables) assigns; characters assigned
+// later are classed as unassigned by the pre-tokenizer and may split
+// differently. Their vocabularies are
 // embedded in the binary (from github.com/pkoukk/tiktoken-go-loader) and read
 // on first use, in about 20 ms for o200k_base and 14 ms for cl100k_base;
 // nothing is fetched at run time. Encoding English text runs at more than

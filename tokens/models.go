@@ -80,9 +80,9 @@ var estimated = []model{
 // and any model it does not know (o200k_base).
 //
 // Names are matched by prefix, ignoring case, a provider prefix ending in "/"
-// ("openai/gpt-4o", "meta-llama/Llama-3.1-8B") and a fine-tune's "ft:". The
-// families of estimated models are also found after a "." or ":"
-// ("us.anthropic.claude-sonnet-4", "ollama:llama3.1").
+// ("openai/gpt-4o", "meta-llama/Llama-3.1-8B") and a fine-tune's "ft:". Model
+// families are also found after a "." or ":" ("openai:gpt-4",
+// "us.anthropic.claude-sonnet-4", "ollama:llama3.1").
 func EncodingFor(model string) (enc Encoding, exact bool) {
 	name := strings.ToLower(model)
 	name = name[strings.LastIndexByte(name, '/')+1:]
@@ -91,6 +91,9 @@ func EncodingFor(model string) (enc Encoding, exact bool) {
 		return m.enc, true
 	}
 	for s := name; ; {
+		if m, ok := match(openAI, s); ok { // "openai:gpt-4", "azure.gpt-35-turbo"
+			return m.enc, true
+		}
 		if m, ok := match(estimated, s); ok {
 			return m.enc, false
 		}
