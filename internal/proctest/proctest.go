@@ -101,13 +101,13 @@ func Child(t *testing.T) {
 
 // child is a running child process and the appends it acknowledged.
 type child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	mu   sync.Mutex
+	cmd   *exec.Cmd
+	done  chan struct{}
+	mu    sync.Mutex
 	acks  []string    // message ids, in order
 	forks [][2]string // thread id, the message it was forked at
 	cps   [][2]string // checkpoint name, commit
-	out  strings.Builder
+	out   strings.Builder
 }
 
 func start(t *testing.T, s spec) *child {
