@@ -8,6 +8,8 @@ FUZZTIME ?= 30s
 # PostgreSQL and Redis when missing (as root) and then makes a missing server
 # a failure rather than a skip.
 test:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	env $$(./scripts/test-deps) $(GO) test -race ./...
 
