@@ -19,5 +19,5 @@
 // message forever.
 //
 // The JSON wire format is documented in docs/wire-format.md and is what every
-// store and the HTTP API use.
+// store uses (and the HTTP API of a later release will).
 package message

@@ -47,10 +47,11 @@
 // makes the object and never changed while it exists, so reading one first
 // is safe),
 // and sorted sets P:a (every thread) and P:l:=<tenant> list ids in lexical
-// order for ZRANGEBYLEX paging. P:schema holds the schema version; Open
-// migrates older data and refuses data of a newer version. Every id that
-// becomes part of a key has passed ids.Valid, so no id can leave the prefix
-// or inject a hash tag; tenants, which are free text, become a digest.
+// order for ZRANGEBYLEX paging (a tenant that is not a valid id of at most
+// 64 bytes is listed under P:l:~<hex of its sha256>); P:x orders the TTL
+// deadlines. P:schema holds the schema version; Open migrates older data and
+// refuses data of a newer version. Every id that becomes part of a key has
+// passed ids.Valid, so no id can leave the prefix or inject a hash tag.
 //
 // # Apply
 //

@@ -1,5 +1,6 @@
 // Package sqlite is a thread.Store in one SQLite database file: loom's
-// embedded default store, the one `loom serve` opens unless told otherwise.
+// embedded default store, the one `loom serve` (a later release) will open
+// unless told otherwise.
 // It is pure Go (modernc.org/sqlite, no cgo).
 //
 // Pick it for an agent or a server on one machine: it needs no other

@@ -26,7 +26,7 @@
 //	Reset, Rollback, Restore  O(1): the head moves, the history records it
 //	Messages (Version: v)     O(1) + the read: the history names the commit
 //	Save, Load                O(n): the portable document (docs/portable-document.md)
-//	Delete                    O(commits only this thread reaches)
+//	Delete                    O(history entries + checkpoints + commits freed)
 //	Copy (store to store)     O(commits the destination lacks); ids and sharing kept
 //
 // Heads move only by compare-and-swap on the version. Two writers never both

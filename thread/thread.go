@@ -500,8 +500,9 @@ func (t *Thread) Update(ctx context.Context, opts UpdateOptions) error {
 }
 
 // Delete deletes the thread, its history and checkpoints, and every commit
-// that no other thread or checkpoint reaches. It fails with ErrConflict if
-// the thread has moved past the handle's version.
+// that no other thread or checkpoint reaches, in O(history entries +
+// checkpoints + commits freed). It fails with ErrConflict if the thread has
+// moved past the handle's version.
 func (t *Thread) Delete(ctx context.Context) error {
 	r := t.snapshot()
 	if err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{Delete: []Deletion{{Thread: r.ID, Version: r.Version}}}); err != nil {

@@ -19,9 +19,10 @@
 // Count counts a message: a fixed overhead per message, as OpenAI's chat
 // format spends it, plus the tokens of every content, tool calls, tool
 // results and data included (see Counter.Count for what is counted exactly).
-// Counts are cached by message id and encoding: a message never changes once
-// it has an id, so a cached count is never stale, and a hit costs tens of
-// nanoseconds.
+// Counts are cached by message id and encoding, and checked against the
+// message's size: a message never changes once it has an id, so a hit costs
+// tens of nanoseconds; ids from message.NewID never collide, and two
+// messages that shared an id and a size would share a count.
 //
 //	enc, _ := tokens.EncodingFor("gpt-4.1")
 //	n := tokens.CountRequest(msgs, enc)

@@ -3,8 +3,20 @@
 // A store's test is a few lines:
 //
 //	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) thread.Store { return mystore.Open(t.TempDir()) }, &storetest.Options{
-//			Reopen: func(s thread.Store) (thread.Store, error) { s.(*mystore.Store).Close(); return mystore.Open(s.Dir()) },
+//		storetest.Run(t, func(t *testing.T) thread.Store {
+//			s, err := mystore.Open(t.TempDir())
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return s
+//		}, &storetest.Options{
+//			Reopen: func(s thread.Store) (thread.Store, error) {
+//				ms := s.(*mystore.Store)
+//				if err := ms.Close(); err != nil {
+//					return nil, err
+//				}
+//				return mystore.Open(ms.Dir())
+//			},
 //		})
 //	}
 //
