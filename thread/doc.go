@@ -25,6 +25,7 @@
 //	Fork at a message         O(messages after it) to find it; at most one new commit
 //	Reset, Rollback, Restore  O(1): the head moves, the history records it
 //	Messages (Version: v)     O(1) + the read: the history names the commit
+//	View (a budget)           O(messages read): windows of 64, 256, … until it is full
 //	Save, Load                O(n): the portable document (docs/portable-document.md)
 //	Delete                    O(history entries + checkpoints + commits freed)
 //	Copy (store to store)     O(commits the destination lacks); ids and sharing kept

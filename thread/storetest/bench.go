@@ -19,7 +19,8 @@ import (
 // Bench runs the standard benchmark scenarios against stores made by
 // newStore, as sub-benchmarks: append one message, a chat turn, fork at
 // depths 10, 1,000 and 100,000, the last 50 messages at depths 1,000 and
-// 100,000, a full read of 1,000 messages, 64 writers appending at once (to
+// 100,000, a full read of 1,000 messages, a view of 8,000 tokens at depths
+// 1,000 and 100,000, 64 writers appending at once (to
 // 64 threads and to one; see BenchConcurrent), and time travel in a thread
 // of 10,000 versions. Flat costs must stay flat across depths. opts may be nil.
 func Bench(b *testing.B, newStore func(b *testing.B) thread.Store, opts *BenchOptions) {
@@ -105,6 +106,22 @@ func Bench(b *testing.B, newStore func(b *testing.B) thread.Store, opts *BenchOp
 			}
 		}
 	})
+	for _, depth := range []int{1000, 100_000} {
+		b.Run(fmt.Sprintf("View/tokens=8000/depth=%d", depth), func(b *testing.B) {
+			deep(b, depth)
+			th := newThread(b, newStore(b), depth)
+			opts := thread.ViewOptions{Model: "gpt-4o", Budget: 8000}
+			if _, err := th.View(b.Context(), opts); err != nil { // warms the token cache
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := th.View(b.Context(), opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	for _, threads := range []int{64, 1} {
 		b.Run(fmt.Sprintf("Concurrent/writers=64/threads=%d", threads), func(b *testing.B) {
 			BenchConcurrent(b, newStore(b), 64, threads)
