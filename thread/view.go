@@ -305,7 +305,15 @@ type unit struct {
 func (v *viewer) read(ctx context.Context) error {
 	want := int64(firstWindow)
 	for !v.end {
-		floor := max(v.nextDepth-want, 0)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// A floor of 0 would never yield a commit at depth 0 (one that only
+		// set state before the first message): below that, read to the root.
+		floor := v.nextDepth - want
+		if floor <= 0 {
+			floor = -1
+		}
 		if err := v.walk(ctx, floor); err != nil {
 			return err
 		}
@@ -420,9 +428,13 @@ func (v *viewer) prepare() error {
 		for _, c := range it.m.Contents {
 			switch c := c.(type) {
 			case message.FunctionCall:
-				if _, dup := owner[c.CallID]; !dup {
-					owner[c.CallID] = i
+				// A result answers the latest call with its id: adapters
+				// that number calls per response reuse ids.
+				if o, dup := owner[c.CallID]; dup && !answered[c.CallID] {
+					broken[o] = true // an earlier call with this id never got its result
 				}
+				owner[c.CallID] = i
+				delete(answered, c.CallID)
 			case message.FunctionResult:
 				if o, ok := owner[c.CallID]; ok {
 					answered[c.CallID] = true
@@ -639,10 +651,10 @@ func (s ElideToolResults) apply(_ context.Context, v *viewer) error {
 			}
 			m.Contents[j] = c
 		}
-		// Count under an id of its own, so that the cache keeps the
-		// counts of both forms.
+		// Counted without an id, so never cached: the stub's text varies
+		// with the options, and the cache must keep the original's count.
 		counted := m
-		counted.ID = m.ID + "\x00elided"
+		counted.ID = ""
 		n := v.counter.Count(counted, v.enc)
 		if n >= it.n {
 			continue
@@ -679,6 +691,34 @@ func (s Summarize) apply(ctx context.Context, v *viewer) error {
 			}
 		}
 	}
+	// The carried messages and the kept tail must leave a quarter of the
+	// budget for the summary; otherwise more of the tail is summarized, so
+	// that the view after the compaction fits and the next one does not
+	// summarize again.
+	fitsTail := func(b int) bool {
+		n, count := v.fixed, 1 // the summary
+		for i, it := range v.items {
+			if i >= b || it.must {
+				n, count = n+it.n, count+1
+			}
+		}
+		return (v.opts.Budget == 0 || n <= v.opts.Budget-v.opts.Budget/4) &&
+			(v.opts.MaxMessages == 0 || count <= v.opts.MaxMessages)
+	}
+	for b < len(v.items) && !fitsTail(b) {
+		b = v.units[v.items[b].unit].last + 1
+		for moved := true; moved; {
+			moved = false
+			for _, u := range v.units {
+				if u.first < b && u.last >= b {
+					b, moved = u.last+1, true
+				}
+			}
+		}
+	}
+	if !fitsTail(b) {
+		return nil // even the carried messages leave no room: drop instead
+	}
 	var older []message.Message
 	if !v.end {
 		var err error
@@ -686,18 +726,18 @@ func (s Summarize) apply(ctx context.Context, v *viewer) error {
 			return err
 		}
 	}
+	// Older system messages go into the summary's input, not into the
+	// compact commit: a view never searched for them, and carrying them
+	// could make the next view not fit.
 	prefix := make([]message.Message, 0, len(older)+b)
 	prefix = append(prefix, older...)
 	var msgs []message.Message
-	for _, m := range older {
-		if m.Role == message.RoleSystem {
-			msgs = append(msgs, m)
-		}
-	}
+	tokensAfter, countAfter := v.fixed, 1
 	for _, it := range v.items[:b] {
 		prefix = append(prefix, it.orig)
 		if it.must {
 			msgs = append(msgs, it.orig)
+			tokensAfter, countAfter = tokensAfter+it.n, countAfter+1
 		}
 	}
 	if len(prefix) == 0 {
@@ -708,8 +748,13 @@ func (s Summarize) apply(ctx context.Context, v *viewer) error {
 		return fmt.Errorf("summarize: %w", err)
 	}
 	msgs = append(msgs, sum)
+	tokensAfter += v.counter.Count(sum, v.enc)
 	for _, it := range v.items[b:] {
 		msgs = append(msgs, it.orig)
+		tokensAfter, countAfter = tokensAfter+it.n, countAfter+1
+	}
+	if v.opts.Budget > 0 && tokensAfter > v.opts.Budget || v.opts.MaxMessages > 0 && countAfter > v.opts.MaxMessages {
+		return nil // the summary is too long to help: commit nothing, drop instead
 	}
 	meta := map[string]string{"compacts": prefix[0].ID + ".." + prefix[len(prefix)-1].ID}
 	if _, err := v.t.Commit(ctx, CommitOptions{Messages: msgs, Op: OpCompact, Metadata: meta, IfVersion: v.version}); err != nil {
