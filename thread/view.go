@@ -202,11 +202,13 @@ func (t *Thread) view(ctx context.Context, opts ViewOptions, noSummarize bool) (
 	} else {
 		v.strategies = append(append(v.strategies, opts.Strategies...), DropOldest{})
 	}
+	elisions := 0
 	for _, s := range v.strategies {
-		if _, ok := s.(ElideToolResults); ok {
-			v.elide = true
+		if e, ok := s.(ElideToolResults); ok {
+			v.elide, v.elider, elisions = true, e, elisions+1
 		}
 	}
+	v.elideExact = elisions == 1
 	r, h, err := t.headCommit(ctx)
 	if err != nil {
 		return nil, err
@@ -260,7 +262,10 @@ type viewer struct {
 	enc         tokens.Encoding
 	counter     *tokens.Counter
 	strategies  []Strategy
-	elide       bool // the chain elides: tool results may shrink
+	elide       bool             // the chain elides: tool results may shrink
+	elider      ElideToolResults // the elision of the chain
+	elideExact  bool             // one elision: its stubs bound what a result can shrink to
+	results     int              // messages with results read so far, newest first
 	noSummarize bool
 	version     int64 // the version viewed
 	old         bool  // a version older than the handle's
@@ -340,7 +345,16 @@ func (v *viewer) walk(ctx context.Context, floor int64) error {
 			it := item{m: m, orig: m, n: v.counter.Count(m, v.enc)}
 			it.lb = it.n
 			if v.elide && hasResults(m) {
-				it.lb = min(it.n, tokens.MessageTokens+1)
+				// The newest KeepLast results stay whole; older ones may
+				// shrink to their stub (counted with a placeholder name).
+				switch v.results++; {
+				case !v.elideExact: // several elisions: any stub may apply
+					it.lb = min(it.n, tokens.MessageTokens+1)
+				case v.results > v.elider.KeepLast:
+					stub := v.elider.stubbed(m, nil)
+					stub.ID = ""
+					it.lb = min(it.n, v.counter.Count(stub, v.enc))
+				}
 			}
 			v.items = append(v.items, it)
 		}
@@ -606,6 +620,29 @@ func (s SlidingWindow) apply(_ context.Context, v *viewer) error {
 	return nil
 }
 
+// stubbed returns m with each function result replaced by the stub; names
+// maps call ids to tool names ("tool" when unknown).
+func (s ElideToolResults) stubbed(m message.Message, names map[string]string) message.Message {
+	stub := s.Stub
+	if stub == "" {
+		stub = "[elided: {bytes} bytes of {name} result]"
+	}
+	contents := make([]message.Content, len(m.Contents))
+	for j, c := range m.Contents {
+		if fr, ok := c.(message.FunctionResult); ok {
+			name := names[fr.CallID]
+			if name == "" {
+				name = "tool"
+			}
+			fr.Result = strings.NewReplacer("{bytes}", strconv.Itoa(len(fr.Result)), "{name}", name).Replace(stub)
+			c = fr
+		}
+		contents[j] = c
+	}
+	m.Contents = contents
+	return m
+}
+
 func (s ElideToolResults) apply(_ context.Context, v *viewer) error {
 	if s.KeepLast < 0 {
 		return fmt.Errorf("elide tool results: negative KeepLast: %w", ErrInvalid)
@@ -626,10 +663,6 @@ func (s ElideToolResults) apply(_ context.Context, v *viewer) error {
 			names[fc.CallID] = fc.Name
 		}
 	}
-	stub := s.Stub
-	if stub == "" {
-		stub = "[elided: {bytes} bytes of {name} result]"
-	}
 	for _, i := range cands {
 		if v.fits() {
 			return nil
@@ -638,19 +671,7 @@ func (s ElideToolResults) apply(_ context.Context, v *viewer) error {
 		if it.must || it.elided {
 			continue
 		}
-		m := it.m
-		m.Contents = make([]message.Content, len(it.m.Contents))
-		for j, c := range it.m.Contents {
-			if fr, ok := c.(message.FunctionResult); ok {
-				name := names[fr.CallID]
-				if name == "" {
-					name = "tool"
-				}
-				fr.Result = strings.NewReplacer("{bytes}", strconv.Itoa(len(fr.Result)), "{name}", name).Replace(stub)
-				c = fr
-			}
-			m.Contents[j] = c
-		}
+		m := s.stubbed(it.m, names)
 		// Counted without an id, so never cached: the stub's text varies
 		// with the options, and the cache must keep the original's count.
 		counted := m
