@@ -235,7 +235,7 @@ func (db *DB) newCommit(parent *Commit, parentState map[string]json.RawMessage, 
 	if err := checkMeta(meta); err != nil {
 		return nil, err
 	}
-	c := &Commit{ID: ids.NewAt("c_", now), Op: op, Time: now, Metadata: cloneMeta(meta)}
+	c := &Commit{ID: ids.NewAt("c_", now), Op: op, Time: now, Metadata: cloneLabels(meta)}
 	if parent != nil {
 		c.Parent, c.Depth, c.StateFrom = parent.ID, parent.Depth, parent.StateFrom
 	}
@@ -264,13 +264,3 @@ func (db *DB) newCommit(parent *Commit, parentState map[string]json.RawMessage, 
 	return c, nil
 }
 
-func cloneMeta(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}

@@ -58,7 +58,7 @@ func newMemCommit(c *Commit) *memCommit {
 		}
 	}
 	mc.c.State = cloneState(c.State)
-	mc.c.Metadata = cloneMeta(c.Metadata)
+	mc.c.Metadata = cloneLabels(c.Metadata)
 	return mc
 }
 
@@ -393,6 +393,7 @@ func (s *MemoryStore) sortOrder() {
 	}
 }
 
+// cloneLabels copies a string map (labels, commit metadata); empty is nil.
 func cloneLabels(l map[string]string) map[string]string {
 	if len(l) == 0 {
 		return nil
