@@ -263,4 +263,3 @@ func (db *DB) newCommit(parent *Commit, parentState map[string]json.RawMessage, 
 	}
 	return c, nil
 }
-
