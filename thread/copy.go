@@ -106,8 +106,20 @@ func copyThread(ctx context.Context, dst, src Store, id string) (int, error) {
 	// parents first.
 	b := &Batch{}
 	have := map[string]bool{}
+	// dst holds a commit's ancestors whenever it holds the commit, so along
+	// a chain (newest first) the commits dst lacks come first: probing at
+	// positions 0, 1, 3, 7, … and then bisecting finds where they end with
+	// O(log n) lookups in dst, not one per commit.
+	inDst := func(id string) (bool, error) {
+		_, err := dst.Commit(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
 	need := func(root string) error {
 		var chain []*Commit
+		absent, present, probe := -1, -1, 0
 		for c, err := range src.Ancestors(ctx, root, -1) {
 			if err != nil {
 				return err
@@ -116,12 +128,33 @@ func copyThread(ctx context.Context, dst, src Store, id string) (int, error) {
 				break
 			}
 			have[c.ID] = true
-			if _, err := dst.Commit(ctx, c.ID); err == nil {
-				break // dst has it, and so all its ancestors
-			} else if !errors.Is(err, ErrNotFound) {
-				return err
+			if chain = append(chain, c); len(chain)-1 == probe {
+				ok, err := inDst(c.ID)
+				if err != nil {
+					return err
+				}
+				if ok {
+					present = probe
+					break
+				}
+				absent, probe = probe, 2*probe+1
 			}
-			chain = append(chain, c)
+		}
+		if present >= 0 { // the first commit dst has is in (absent, present]
+			lo, hi := absent+1, present
+			for lo < hi {
+				mid := lo + (hi-lo)/2
+				ok, err := inDst(chain[mid].ID)
+				if err != nil {
+					return err
+				}
+				if ok {
+					hi = mid
+				} else {
+					lo = mid + 1
+				}
+			}
+			chain = chain[:lo]
 		}
 		slices.Reverse(chain)
 		b.Commits = append(b.Commits, chain...)
