@@ -58,6 +58,9 @@ func (t *Thread) advance(r *Record, head *Commit) {
 	t.mu.Unlock()
 }
 
+// DB returns the database the handle reads and writes.
+func (t *Thread) DB() *DB { return t.db }
+
 // Refresh moves the handle to the thread's current version.
 func (t *Thread) Refresh(ctx context.Context) error {
 	r, err := t.db.record(ctx, t.ID())
@@ -406,6 +409,9 @@ func (t *Thread) Restore(ctx context.Context, v int64) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	r := t.snapshot()
+	if err := t.refuseLinear(ctx, r, e.Commit); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
 	return t.move(ctx, r, Move{Thread: r.ID, From: r.Version, Head: e.Commit, Op: OpRestore, Time: t.db.clock()}, nil)
 }
 
@@ -460,6 +466,42 @@ func (t *Thread) DeleteCheckpoint(ctx context.Context, name string) error {
 	return nil
 }
 
+// StateLinear is the state key that marks a service-managed thread whose
+// service keeps one linear conversation (such as an OpenAI Conversations API
+// conversation): the service cannot go back to an earlier point of it or
+// branch it, so Fork, Copy, Rollback and Restore to a point where the key is
+// set return ErrUnsupported. Services that chain responses by id do not set
+// it, and their threads fork and roll back like local ones.
+const StateLinear = "service/linear"
+
+// refuseLinear returns ErrUnsupported when r is a service thread and the
+// state at commit id marks a linear service conversation. Local threads
+// pay nothing for the check.
+func (t *Thread) refuseLinear(ctx context.Context, r *Record, id string) error {
+	if r.Kind != KindService || id == "" {
+		return nil
+	}
+	c, err := t.db.store.Commit(ctx, id)
+	if err != nil {
+		return err
+	}
+	return t.refuseLinearAt(ctx, r, c)
+}
+
+func (t *Thread) refuseLinearAt(ctx context.Context, r *Record, c *Commit) error {
+	if r.Kind != KindService || c == nil {
+		return nil
+	}
+	st, err := t.stateAt(ctx, c)
+	if err != nil {
+		return err
+	}
+	if _, ok := st[StateLinear]; ok {
+		return fmt.Errorf("thread %s keeps its messages in a service conversation that cannot go back or branch: %w", r.ID, ErrUnsupported)
+	}
+	return nil
+}
+
 // Rollback moves the head back to the named checkpoint. It is a new history
 // entry, so the abandoned head stays reachable through Restore.
 func (t *Thread) Rollback(ctx context.Context, name string) error {
@@ -470,6 +512,9 @@ func (t *Thread) Rollback(ctx context.Context, name string) error {
 		return fmt.Errorf("rollback: %w", err)
 	}
 	r := t.snapshot()
+	if err := t.refuseLinear(ctx, r, cp.Commit); err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
 	return t.move(ctx, r, Move{Thread: r.ID, From: r.Version, Head: cp.Commit, Op: OpRollback, Time: t.db.clock()}, nil)
 }
 
@@ -574,6 +619,11 @@ func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, er
 	if opts.At != "" {
 		if head, err = t.splitAt(ctx, head, opts.At, now, b); err != nil {
 			return nil, fmt.Errorf("%s %s at %s: %w", op, src.ID, opts.At, err)
+		}
+	}
+	if head != nil {
+		if err := t.refuseLinearAt(ctx, src, head); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
 		}
 	}
 	r := &one.r
