@@ -99,7 +99,7 @@ func (r *run) prepare(ctx context.Context) error {
 			m.ID = message.NewID()
 		}
 		if err := m.Validate(); err != nil {
-			return fmt.Errorf("input %d: %w", i, err)
+			return fmt.Errorf("input %d: %v: %w", i, err, thread.ErrInvalid)
 		}
 		r.input[i] = m
 	}
@@ -227,7 +227,7 @@ func (r *run) invoking(ctx context.Context) error {
 		}
 		for _, m := range c.Messages {
 			if err := m.Validate(); err != nil {
-				return fmt.Errorf("context provider %s: %w", p.Name(), err)
+				return fmt.Errorf("context provider %s: %v: %w", p.Name(), err, thread.ErrInvalid)
 			}
 			r.extra = append(r.extra, m)
 		}
