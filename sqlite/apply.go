@@ -46,7 +46,32 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) (err error) {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
+	s.cacheWritten(b, enc, a.added)
 	return nil
+}
+
+// cacheWritten caches the commits a batch wrote, decoded from what was
+// stored (not the caller's values, which may differ from a read in time
+// zones and number types), so that the walks that follow a write, such as
+// an agent's next view, need no query.
+func (s *Store) cacheWritten(b *thread.Batch, enc []encodedCommit, added map[string]int64) {
+	if s.cache == nil {
+		return
+	}
+	for i, c := range b.Commits {
+		k, ok := added[c.ID]
+		if !ok {
+			continue
+		}
+		r := rawCommit{k: k, id: c.ID, depth: c.Depth, us: micros(c.Time), op: string(c.Op), stateFrom: c.StateFrom,
+			msgs: enc[i].messages, state: enc[i].state, metadata: enc[i].metadata}
+		r.parentID.String = c.Parent
+		d, cached, err := s.commit(&r)
+		if err != nil || cached {
+			continue
+		}
+		s.cache.put(k, len(r.msgs), d, r.cost())
+	}
 }
 
 type encodedCommit struct {

@@ -22,7 +22,10 @@ type commitCache struct {
 	max   int64
 	size  int64
 	items map[int64]*list.Element
-	lru   list.List // of *cacheEntry, most recent first
+	// byID finds an entry by commit id, for walks up the parents that
+	// need no query while the commits are here.
+	byID map[string]*list.Element
+	lru  list.List // of *cacheEntry, most recent first
 }
 
 type cacheEntry struct {
@@ -37,7 +40,7 @@ func newCommitCache(max int64) *commitCache {
 	if max <= 0 {
 		return nil
 	}
-	return &commitCache{max: max, items: make(map[int64]*list.Element)}
+	return &commitCache{max: max, items: make(map[int64]*list.Element), byID: make(map[string]*list.Element)}
 }
 
 // get returns a copy of the cached commit of row k, if it is the one with
@@ -64,6 +67,26 @@ func (cc *commitCache) get(k int64, id string, n int) *thread.Commit {
 	return c.Clone() // c is never changed: copy outside the lock
 }
 
+// getID returns a copy of the cached commit with this id, if any. A commit
+// id names one commit forever, so the copy is right whoever wrote it; it
+// may be a commit that another process has deleted since (DESIGN: caches
+// may keep commits forever).
+func (cc *commitCache) getID(id string) *thread.Commit {
+	if cc == nil {
+		return nil
+	}
+	cc.mu.Lock()
+	el, ok := cc.byID[id]
+	if !ok {
+		cc.mu.Unlock()
+		return nil
+	}
+	cc.lru.MoveToFront(el)
+	c := el.Value.(*cacheEntry).c
+	cc.mu.Unlock()
+	return c.Clone()
+}
+
 // put caches c, which the caller must not change afterwards, as row k's.
 func (cc *commitCache) put(k int64, n int, c *thread.Commit, cost int64) {
 	if cc == nil || cost > cc.max/8 {
@@ -74,7 +97,11 @@ func (cc *commitCache) put(k int64, n int, c *thread.Commit, cost int64) {
 	if el, ok := cc.items[k]; ok {
 		cc.remove(el)
 	}
-	cc.items[k] = cc.lru.PushFront(&cacheEntry{k: k, id: c.ID, n: n, c: c, cost: cost})
+	if el, ok := cc.byID[c.ID]; ok {
+		cc.remove(el)
+	}
+	el := cc.lru.PushFront(&cacheEntry{k: k, id: c.ID, n: n, c: c, cost: cost})
+	cc.items[k], cc.byID[c.ID] = el, el
 	cc.size += cost
 	for cc.size > cc.max {
 		cc.remove(cc.lru.Back())
@@ -96,5 +123,6 @@ func (cc *commitCache) forget(k int64) {
 func (cc *commitCache) remove(el *list.Element) {
 	e := cc.lru.Remove(el).(*cacheEntry)
 	delete(cc.items, e.k)
+	delete(cc.byID, e.id)
 	cc.size -= e.cost
 }

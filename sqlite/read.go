@@ -165,8 +165,12 @@ func queryOne[T any](ctx context.Context, st *sql.Stmt, scan func(scanner) (T, e
 	return v, rows.Close()
 }
 
-// Commit implements thread.Store.
+// Commit implements thread.Store, from the commit cache when it holds the
+// commit.
 func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
+	if c := s.cache.getID(id); c != nil {
+		return c, nil
+	}
 	c, err := queryOne(ctx, s.st.commit, s.scanCommit, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
@@ -177,11 +181,22 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	return c, nil
 }
 
-// Ancestors implements thread.Store with one recursive query, whose rows it
-// yields as they come (each one row late: a commit's parent id is the id of
-// the row after it).
+// Ancestors implements thread.Store: from the commit cache while it holds
+// the commits (an agent's views read what it has just written), then with
+// one recursive query, whose rows it yields as they come (each one row
+// late: a commit's parent id is the id of the row after it).
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
 	return func(yield func(*thread.Commit, error) bool) {
+		for {
+			c := s.cache.getID(id)
+			if c == nil {
+				break
+			}
+			if c.Depth <= floor || !yield(c, nil) || c.Parent == "" {
+				return
+			}
+			id = c.Parent
+		}
 		fail := func(err error) { yield(nil, fmt.Errorf("ancestors of %q: %w", clip(id), err)) }
 		rows, err := s.st.ancestors.QueryContext(ctx, id, floor)
 		if err != nil {
