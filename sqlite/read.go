@@ -165,12 +165,10 @@ func queryOne[T any](ctx context.Context, st *sql.Stmt, scan func(scanner) (T, e
 	return v, rows.Close()
 }
 
-// Commit implements thread.Store, from the commit cache when it holds the
-// commit.
+// Commit implements thread.Store. It always asks the file (and finds the
+// decoded commit in the cache by row), so that a commit another process
+// has deleted is ErrNotFound at once.
 func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
-	if c := s.cache.getID(id); c != nil {
-		return c, nil
-	}
 	c, err := queryOne(ctx, s.st.commit, s.scanCommit, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
@@ -183,8 +181,11 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 
 // Ancestors implements thread.Store: from the commit cache while it holds
 // the commits (an agent's views read what it has just written), then with
-// one recursive query, whose rows it yields as they come (each one row
-// late: a commit's parent id is the id of the row after it).
+// one recursive query. A walk served by the cache does not ask the file
+// whether another process has deleted the commits since: commits never
+// change, so it yields what a walk a moment earlier would have. The query's
+// rows are yielded as they come, each one row late: a commit's parent id is
+// the id of the row after it.
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
 	return func(yield func(*thread.Commit, error) bool) {
 		for {
