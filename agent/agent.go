@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"reflect"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -73,7 +74,7 @@ func New(client ChatClient, opts *Options) *Agent {
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	if client == nil {
+	if isNil(client) {
 		a.err = fmt.Errorf("agent: no chat client: %w", thread.ErrInvalid)
 	}
 	a.tools = make(map[string]Tool, len(a.opts.Tools))
@@ -81,13 +82,13 @@ func New(client ChatClient, opts *Options) *Agent {
 		if err := addTool(a.tools, t); err != nil {
 			a.err = err
 		}
-		if t != nil {
+		if !isNil(t) {
 			a.specs = append(a.specs, t.Spec())
 		}
 	}
 	seen := make(map[string]bool)
 	for _, p := range a.opts.Providers {
-		if p == nil || !validProviderName(p.Name()) || seen[p.Name()] {
+		if isNil(p) || !validProviderName(p.Name()) || seen[p.Name()] {
 			a.err = fmt.Errorf("agent: context provider name %q: missing, repeated or not letters, digits, _, - and .: %w", nameOf(p), thread.ErrInvalid)
 			continue
 		}
@@ -97,8 +98,22 @@ func New(client ChatClient, opts *Options) *Agent {
 	return a
 }
 
+// isNil reports whether v is nil or a nil pointer in an interface, whose
+// methods would panic.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Interface, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
+}
+
 func nameOf(p ContextProvider) string {
-	if p == nil {
+	if isNil(p) {
 		return ""
 	}
 	return p.Name()
@@ -117,7 +132,7 @@ func validProviderName(s string) bool {
 }
 
 func addTool(m map[string]Tool, t Tool) error {
-	if t == nil {
+	if isNil(t) {
 		return fmt.Errorf("agent: nil tool: %w", thread.ErrInvalid)
 	}
 	name := t.Spec().Name
@@ -282,9 +297,13 @@ func (a *Agent) Invoke(ctx context.Context, th *thread.Thread, req Request) (*Re
 
 // InvokeStream is Invoke as a stream: model updates as they arrive (when
 // the client streams), each step once it is committed, and last the
-// Result. A run that fails yields its error with the Result so far. A
-// consumer that stops iterating cancels the run, which commits what
-// completed.
+// Result. A run that fails yields its error with the Result so far (nil if
+// the run never started). A consumer that stops iterating cancels the run,
+// which commits what completed.
+//
+// The run holds its thread while the consumer handles an event: starting
+// another run on the same thread from the loop's body is rejected, or, with
+// Queue, waits for ever.
 func (a *Agent) InvokeStream(ctx context.Context, th *thread.Thread, req Request) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		stopped := false

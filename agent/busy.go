@@ -59,23 +59,34 @@ var runs = struct {
 
 func keyOf(db *thread.DB, id string) runKey {
 	var store any = db
-	if s := db.Store(); s != nil && reflect.TypeOf(s).Comparable() {
+	// A store value that cannot be a map key (a wrapper holding a slice)
+	// falls back to the DB: runs through other DBs on it are then not seen.
+	if s := db.Store(); s != nil && reflect.ValueOf(s).Comparable() {
 		store = s
 	}
 	return runKey{store: store, tenant: db.Tenant(), id: id}
+}
+
+// take registers a run of key and returns its slot, or returns the slot of
+// the run that holds key.
+func take(key runKey, cancel context.CancelCauseFunc) (*slot, bool) {
+	runs.Lock()
+	defer runs.Unlock()
+	if s, busy := runs.m[key]; busy {
+		return s, false
+	}
+	s := &slot{cancel: cancel, done: make(chan struct{})}
+	runs.m[key] = s
+	return s, true
 }
 
 // acquire takes the thread for a run, per how. It returns the run's context
 // and the function that gives the thread back.
 func acquire(ctx context.Context, key runKey, how OnBusy) (context.Context, func(), error) {
 	for {
-		runs.Lock()
-		s, busy := runs.m[key]
-		if !busy {
-			rctx, cancel := context.WithCancelCause(ctx)
-			s = &slot{cancel: cancel, done: make(chan struct{})}
-			runs.m[key] = s
-			runs.Unlock()
+		rctx, cancel := context.WithCancelCause(ctx)
+		s, mine := take(key, cancel)
+		if mine {
 			return rctx, func() {
 				runs.Lock()
 				delete(runs.m, key)
@@ -84,7 +95,7 @@ func acquire(ctx context.Context, key runKey, how OnBusy) (context.Context, func
 				cancel(nil)
 			}, nil
 		}
-		runs.Unlock()
+		cancel(nil)
 		switch how {
 		case Queue:
 		case Interrupt:

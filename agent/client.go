@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"iter"
 
 	"github.com/loomthreads/loom/message"
@@ -91,8 +93,12 @@ func (o *ChatOptions) Clone() *ChatOptions {
 		c.Temperature = &v
 	}
 	c.Tools = append([]ToolSpec(nil), o.Tools...)
+	for i := range c.Tools {
+		c.Tools[i].Parameters = bytes.Clone(c.Tools[i].Parameters)
+	}
 	if o.ResponseFormat != nil {
 		v := *o.ResponseFormat
+		v.Schema = bytes.Clone(v.Schema)
 		c.ResponseFormat = &v
 	}
 	if o.Metadata != nil {
@@ -214,6 +220,9 @@ type CallDelta struct {
 // final update, for clients that cannot stream.
 func StreamOf(resp *ChatResponse, err error) iter.Seq2[Update, error] {
 	return func(yield func(Update, error) bool) {
+		if err == nil && resp == nil {
+			err = errors.New("client returned no response")
+		}
 		if err != nil {
 			yield(Update{}, err)
 			return

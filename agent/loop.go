@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -14,19 +15,8 @@ import (
 
 // loop makes the run's requests and commits its steps.
 func (r *run) loop(ctx context.Context) error {
-	switch {
-	case len(r.pending) > 0:
-		msgs := append(r.decide(ctx), r.input...)
-		if err := r.commit(ctx, StepApprovals, msgs, map[string]json.RawMessage{StatePending: nil}, ""); err != nil {
-			return err
-		}
-		if err := context.Cause(ctx); ctx.Err() != nil {
-			return r.fail(ctx, err)
-		}
-	case len(r.input) > 0:
-		if err := r.commit(ctx, StepInput, r.input, nil, ""); err != nil {
-			return err
-		}
+	if err := r.begin(ctx); err != nil {
+		return err
 	}
 	for {
 		if ctx.Err() != nil {
@@ -36,6 +26,7 @@ func (r *run) loop(ctx context.Context) error {
 		if err != nil {
 			return r.fail(ctx, err)
 		}
+		r.sent = true
 		resp, err := r.call(ctx, msgs, opts)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -53,7 +44,7 @@ func (r *run) loop(ctx context.Context) error {
 		switch r.kind {
 		case thread.KindUndetermined:
 			kind = thread.KindLocal
-			if resp.ConversationID != "" {
+			if resp.ConversationID != "" && r.caps.ServiceThreads {
 				kind = thread.KindService
 			}
 		case thread.KindService:
@@ -62,7 +53,7 @@ func (r *run) loop(ctx context.Context) error {
 			}
 		}
 		if kind == thread.KindService || r.kind == thread.KindService {
-			if err := r.served(ctx, resp, patch, kind != ""); err != nil {
+			if err := r.served(ctx, resp, patch); err != nil {
 				return r.fail(ctx, err)
 			}
 		}
@@ -70,7 +61,7 @@ func (r *run) loop(ctx context.Context) error {
 			r.kind = kind
 		}
 
-		calls := resp.Calls()
+		calls := unanswered(resp)
 		if len(calls) == 0 {
 			r.invoked(ctx, resp, nil, patch)
 			return r.commit(ctx, StepAnswer, resp.Messages, patch, kind)
@@ -85,27 +76,123 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		r.rounds++
 		run, wait := r.split(calls)
-		results := r.execute(ctx, run)
-		msgs = append(resp.Messages, results...)
+		msgs = append(resp.Messages, r.execute(ctx, run)...)
 		if len(wait) > 0 {
 			raw, _ := json.Marshal(wait)
 			patch[StatePending] = raw
 			r.res.Pending = wait
-			r.invoked(ctx, resp, nil, patch)
-			return r.commit(ctx, StepTools, msgs, patch, kind)
+			// A run cut short while it stops for approval has still
+			// failed: its other calls were aborted.
+			var runErr error
+			if ctx.Err() != nil {
+				runErr = context.Cause(ctx)
+			}
+			r.invoked(ctx, resp, runErr, patch)
+			if err := r.commit(ctx, StepTools, msgs, patch, kind); err != nil {
+				return err
+			}
+			return runErr
 		}
 		if err := r.commit(ctx, StepTools, msgs, patch, kind); err != nil {
-			return err
+			return r.fail(ctx, err)
 		}
 	}
 }
 
+// begin commits what comes before the first request: answers for the calls
+// of a run that stopped while running them, the decisions on pending
+// approvals (claiming the approved calls first, so that a second run
+// deciding them in another process fails before any tool runs), and the
+// input.
+func (r *run) begin(ctx context.Context) error {
+	var first []message.Message
+	patch := make(map[string]json.RawMessage)
+	if len(r.orphans) > 0 {
+		first = r.refuse(calls(r.orphans), "aborted: the run that was running this call stopped before it finished")
+		patch[StateRunning] = nil
+	}
+	if len(r.pending) == 0 {
+		step := StepInput
+		if len(first) > 0 {
+			step = StepApprovals
+		}
+		return r.commit(ctx, step, append(first, r.input...), patch, "")
+	}
+	byID := make(map[string]Approval, len(r.req.Approvals))
+	for _, ap := range r.req.Approvals {
+		byID[ap.CallID] = ap
+	}
+	var approved []PendingCall
+	for _, p := range r.pending {
+		ap := byID[p.CallID]
+		if ap.Approved {
+			approved = append(approved, p)
+			continue
+		}
+		reason := "rejected by the user"
+		if ap.Reason != "" {
+			reason += ": " + ap.Reason
+		}
+		first = append(first, message.ToolError(p.CallID, reason))
+	}
+	patch[StatePending] = nil
+	if len(approved) == 0 {
+		return r.commit(ctx, StepApprovals, append(first, r.input...), patch, "")
+	}
+	patch[StateRunning], _ = json.Marshal(approved)
+	if err := r.commit(ctx, StepApprovals, first, patch, ""); err != nil {
+		return err
+	}
+	results := r.execute(ctx, calls(approved))
+	if err := r.commit(ctx, StepApprovals, append(results, r.input...), map[string]json.RawMessage{StateRunning: nil}, ""); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return r.fail(ctx, context.Cause(ctx))
+	}
+	return nil
+}
+
+func calls(ps []PendingCall) []message.FunctionCall {
+	out := make([]message.FunctionCall, len(ps))
+	for i, p := range ps {
+		out[i] = message.FunctionCall{CallID: p.CallID, Name: p.Name, Arguments: p.Arguments}
+	}
+	return out
+}
+
+// unanswered returns the response's calls that it does not answer itself
+// (a service's hosted tools come with their results).
+func unanswered(resp *ChatResponse) []message.FunctionCall {
+	calls := resp.Calls()
+	if len(calls) == 0 {
+		return nil
+	}
+	answered := make(map[string]bool)
+	for _, m := range resp.Messages {
+		for _, res := range m.Results() {
+			answered[res.CallID] = true
+		}
+	}
+	if len(answered) == 0 {
+		return calls
+	}
+	out := calls[:0:0]
+	for _, c := range calls {
+		if !answered[c.CallID] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // served records, in patch, the service's conversation as of resp.
-func (r *run) served(ctx context.Context, resp *ChatResponse, patch map[string]json.RawMessage, created bool) error {
+func (r *run) served(ctx context.Context, resp *ChatResponse, patch map[string]json.RawMessage) error {
 	depth, err := r.th.Len(ctx)
 	if err != nil {
 		return err
 	}
+	created := r.conv.ID == ""
 	r.conv = conversation{ID: resp.ConversationID, Seen: depth + int64(len(resp.Messages)), Chained: r.caps.Chaining}
 	patch[StateConversation], _ = json.Marshal(r.conv)
 	if !r.caps.Chaining {
@@ -114,14 +201,15 @@ func (r *run) served(ctx context.Context, resp *ChatResponse, patch map[string]j
 	if !created {
 		return nil
 	}
-	// The thread has just become service-managed: the providers hear of it.
+	// The service has just started the thread's conversation: the
+	// providers hear of it.
 	info := ThreadInfo{ID: r.th.ID(), Kind: thread.KindService, ServiceID: resp.ConversationID}
 	for _, p := range r.a.providers {
 		h, ok := p.(ThreadCreatedHook)
 		if !ok {
 			continue
 		}
-		st, err := h.ThreadCreated(ctx, info, r.states[p.Name()])
+		st, err := callThreadCreated(ctx, h, info, r.states[p.Name()])
 		if err != nil {
 			return fmt.Errorf("context provider %s: %w", p.Name(), err)
 		}
@@ -167,10 +255,13 @@ func addUsage(t *message.Usage, u message.Usage) {
 
 // prompt returns the messages and options of the next request.
 func (r *run) prompt(ctx context.Context) ([]message.Message, *ChatOptions, error) {
-	opts := r.a.opts.Chat.Clone()
-	if opts == nil {
-		opts = new(ChatOptions)
+	// The handle moves only with the run's commits; if it moved otherwise
+	// (refreshed by its other users), another writer got in.
+	if v := r.th.Version(); v != r.version {
+		return nil, nil, fmt.Errorf("thread moved to version %d by another writer, not %d: %w", v, r.version, thread.ErrConflict)
 	}
+	opts := r.a.opts.Chat.Clone()
+	opts.ConversationID, opts.Store = "", nil
 	if r.a.opts.Model != "" {
 		opts.Model = r.a.opts.Model
 	}
@@ -192,7 +283,12 @@ func (r *run) prompt(ctx context.Context) ([]message.Message, *ChatOptions, erro
 			if n < 0 {
 				return nil, nil, fmt.Errorf("thread state %s: the service has seen %d messages of %d: %w", StateConversation, r.conv.Seen, depth, thread.ErrInvalid)
 			}
-			msgs := append([]message.Message(nil), r.extra...)
+			// The service keeps what it is sent: the providers' messages
+			// go with the run's first request only.
+			var msgs []message.Message
+			if !r.sent {
+				msgs = append(msgs, r.extra...)
+			}
 			if n > 0 {
 				unsent, err := r.th.Messages(ctx, thread.ReadOptions{Last: int(n)})
 				if err != nil {
@@ -217,7 +313,9 @@ func (r *run) prompt(ctx context.Context) ([]message.Message, *ChatOptions, erro
 		return nil, nil, err
 	}
 	// A view may compact the thread: that commit is the run's too.
-	r.version = r.th.Version()
+	if v.Compacted != "" {
+		r.version = r.th.Version()
+	}
 	msgs := v.Messages
 	if r.instr != "" {
 		msgs = msgs[1:]
@@ -265,7 +363,11 @@ func (r *run) commit(ctx context.Context, kind StepKind, msgs []message.Message,
 		patch = nil
 	}
 	if len(msgs) == 0 && patch == nil {
-		return nil
+		if tk == "" {
+			return nil
+		}
+		// An empty response still determines the thread.
+		patch = map[string]json.RawMessage{}
 	}
 	meta := r.meta
 	if kind != "" {
@@ -278,9 +380,14 @@ func (r *run) commit(ctx context.Context, kind StepKind, msgs []message.Message,
 			meta["response"] = r.res.Response.ResponseID
 		}
 	}
-	c, err := r.th.Commit(context.WithoutCancel(ctx), thread.CommitOptions{
-		Messages: msgs, State: patch, Kind: tk, IfVersion: r.version, Metadata: meta,
-	})
+	opts := thread.CommitOptions{Messages: msgs, State: patch, Kind: tk, IfVersion: r.version, Metadata: meta}
+	c, err := r.th.Commit(context.WithoutCancel(ctx), opts)
+	if err != nil && errors.Is(err, thread.ErrInvalid) && r.dropProviderStates(patch) {
+		// A provider's state the thread refuses (over its size limit)
+		// must not cost the step: commit it without the providers' state.
+		r.a.log.Warn("agent: context provider state refused by the thread; committed the step without it", "thread", r.th.ID(), "run", r.res.RunID, "err", err)
+		c, err = r.th.Commit(context.WithoutCancel(ctx), opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -293,11 +400,25 @@ func (r *run) commit(ctx context.Context, kind StepKind, msgs []message.Message,
 	return nil
 }
 
+// dropProviderStates removes the providers' keys from patch and reports
+// whether there were any.
+func (r *run) dropProviderStates(patch map[string]json.RawMessage) bool {
+	dropped := false
+	for _, p := range r.a.providers {
+		if _, ok := patch[stateKey(p)]; ok {
+			delete(patch, stateKey(p))
+			r.states[p.Name()] = nil
+			dropped = true
+		}
+	}
+	return dropped
+}
+
 // fail ends a run that got err: the providers hear of it, and the state
 // they return is committed on its own.
 func (r *run) fail(ctx context.Context, err error) error {
 	patch := make(map[string]json.RawMessage)
-	r.invoked(ctx, nil, err, patch)
+	r.invoked(ctx, r.res.Response, err, patch)
 	if cerr := r.commit(ctx, StepState, nil, patch, ""); cerr != nil {
 		r.a.log.Warn("agent: commit of context provider state after a failed run", "thread", r.th.ID(), "run", r.res.RunID, "err", cerr)
 	}
@@ -353,29 +474,6 @@ func (r *run) split(calls []message.FunctionCall) (run []message.FunctionCall, w
 	return run, wait
 }
 
-// decide runs the approved pending calls and answers the rejected ones.
-func (r *run) decide(ctx context.Context) []message.Message {
-	byID := make(map[string]Approval, len(r.req.Approvals))
-	for _, ap := range r.req.Approvals {
-		byID[ap.CallID] = ap
-	}
-	var approved []message.FunctionCall
-	var out []message.Message
-	for _, p := range r.pending {
-		ap := byID[p.CallID]
-		if ap.Approved {
-			approved = append(approved, message.FunctionCall{CallID: p.CallID, Name: p.Name, Arguments: p.Arguments})
-			continue
-		}
-		reason := "rejected by the user"
-		if ap.Reason != "" {
-			reason += ": " + ap.Reason
-		}
-		out = append(out, message.ToolError(p.CallID, reason))
-	}
-	return append(out, r.execute(ctx, approved)...)
-}
-
 func (r *run) refuse(calls []message.FunctionCall, reason string) []message.Message {
 	out := make([]message.Message, len(calls))
 	for i, c := range calls {
@@ -426,9 +524,15 @@ func (r *run) execute(ctx context.Context, calls []message.FunctionCall) []messa
 		})
 	}
 	wg.Wait()
+	limit := r.th.DB().Limits().MessageBytes
 	out := make([]message.Message, len(results))
 	for i, res := range results {
 		out[i] = message.New(message.RoleTool, res)
+		if n := out[i].Size(); n > limit {
+			// The thread would refuse the whole step: the model is told
+			// instead, and the step keeps its other results.
+			out[i] = message.ToolError(res.CallID, fmt.Sprintf("the result of %d bytes is over the thread's limit of %d bytes a message", n, limit))
+		}
 	}
 	return out
 }
@@ -449,7 +553,7 @@ func callTool(ctx context.Context, t Tool, c message.FunctionCall) (res message.
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			res = message.FunctionResult{CallID: c.CallID, IsError: true, Result: fmt.Sprintf("tool %s panicked: %v", c.Name, v)}
+			res = message.FunctionResult{CallID: c.CallID, IsError: true, Result: validText(fmt.Sprintf("tool %s panicked: %v", c.Name, v))}
 		}
 	}()
 	out, err := t.Call(ctx, c.Arguments)
@@ -457,7 +561,29 @@ func callTool(ctx context.Context, t Tool, c message.FunctionCall) (res message.
 	case err != nil && ctx.Err() != nil:
 		return aborted(ctx, c.CallID)
 	case err != nil:
-		return message.FunctionResult{CallID: c.CallID, IsError: true, Result: strings.TrimSpace(err.Error())}
+		return message.FunctionResult{CallID: c.CallID, IsError: true, Result: validText(strings.TrimSpace(err.Error()))}
 	}
-	return message.FunctionResult{CallID: c.CallID, Result: out}
+	// A thread holds text: bytes that are not UTF-8 (a binary file read
+	// whole) become U+FFFD rather than fail the step.
+	return message.FunctionResult{CallID: c.CallID, Result: validText(out)}
+}
+
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+func callThreadCreated(ctx context.Context, h ThreadCreatedHook, info ThreadInfo, state json.RawMessage) (st json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	st, err = h.ThreadCreated(ctx, info, state)
+	if err == nil && st != nil && !json.Valid(st) {
+		err = fmt.Errorf("state is not JSON: %w", thread.ErrInvalid)
+	}
+	return st, err
 }

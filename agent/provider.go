@@ -64,7 +64,9 @@ type Context struct {
 	// Instructions are appended to the agent's instructions.
 	Instructions string
 	// Messages are sent after the instructions and before the thread's
-	// messages; they are not stored in the thread.
+	// messages; they are not stored in the thread. On a service-managed
+	// thread they go with the run's first request only, and the service
+	// keeps them in its conversation.
 	Messages []message.Message
 	// Tools join the agent's tools for this run.
 	Tools []Tool

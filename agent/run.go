@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
@@ -21,14 +22,16 @@ var ErrMaxRounds = errors.New("tool round limit reached")
 
 // errStopped is the cause of a streamed run's cancellation when its
 // consumer stopped iterating.
-var errStopped = errors.New("stream consumer stopped")
+var errStopped = fmt.Errorf("stream consumer stopped: %w", context.Canceled)
+
+// maxReasonLen caps an approval's reason, which becomes a tool result.
+const maxReasonLen = 4096
 
 type run struct {
-	a      *Agent
-	th     *thread.Thread
-	req    Request
-	emit   func(Event) bool
-	cancel context.CancelCauseFunc
+	a    *Agent
+	th   *thread.Thread
+	req  Request
+	emit func(Event) bool
 
 	res     *Result
 	caps    Capabilities
@@ -39,11 +42,13 @@ type run struct {
 	states  map[string]json.RawMessage // provider name → state
 	instr   string
 	extra   []message.Message
+	sent    bool // a request of this run was sent
 	tools   map[string]Tool
 	specs   []ToolSpec
 	rounds  int
 	meta    map[string]string
 	pending []PendingCall
+	orphans []PendingCall // claimed calls of a run that stopped
 }
 
 func (a *Agent) invoke(ctx context.Context, th *thread.Thread, req Request, emit func(Event) bool) (*Result, error) {
@@ -58,11 +63,14 @@ func (a *Agent) invoke(ctx context.Context, th *thread.Thread, req Request, emit
 		return nil, err
 	}
 	defer release()
+	if rctx.Err() != nil {
+		return nil, fmt.Errorf("run on %s: %w", th.ID(), context.Cause(rctx))
+	}
 	// The run's own cancel, for a stream consumer that stops; the slot's
 	// cancel (an interrupt) reaches rctx through its parent.
 	rctx, cancel := context.WithCancelCause(rctx)
 	defer cancel(nil)
-	r := &run{a: a, th: th, req: req, cancel: cancel, caps: a.client.Capabilities()}
+	r := &run{a: a, th: th, req: req, caps: a.client.Capabilities()}
 	if emit != nil {
 		r.emit = func(e Event) bool {
 			if !emit(e) {
@@ -83,7 +91,9 @@ func (a *Agent) invoke(ctx context.Context, th *thread.Thread, req Request, emit
 }
 
 // prepare checks everything that can be checked before the run changes
-// anything, and asks the context providers for their context.
+// anything, and asks the context providers for their context. Nothing the
+// run does after it (run an approved tool, call the model) may be wasted on
+// input that a commit would refuse.
 func (r *run) prepare(ctx context.Context) error {
 	if err := r.th.Refresh(ctx); err != nil {
 		return err
@@ -110,20 +120,26 @@ func (r *run) prepare(ctx context.Context) error {
 	if r.conv, err = decodeConversation(st); err != nil {
 		return err
 	}
+	if r.kind == thread.KindService && r.conv.ID != "" && r.conv.Chained != r.caps.Chaining {
+		return fmt.Errorf("the thread's service id %q was made by a client that %s responses by id, and this one does not: %w",
+			r.conv.ID, map[bool]string{true: "chains", false: "does not chain"}[r.conv.Chained], ErrServiceThreads)
+	}
 	r.states = make(map[string]json.RawMessage, len(r.a.providers))
 	for _, p := range r.a.providers {
 		if s, ok := st[stateKey(p)]; ok {
 			r.states[p.Name()] = s
 		}
 	}
-	pending, err := decodePending(st)
-	if err != nil {
+	if r.pending, err = decodeCalls(st, StatePending); err != nil {
 		return err
 	}
-	if err := r.checkApprovals(pending); err != nil {
+	if r.orphans, err = decodeCalls(st, StateRunning); err != nil {
 		return err
 	}
-	if len(pending) == 0 && len(r.input) == 0 {
+	if err := r.checkApprovals(); err != nil {
+		return err
+	}
+	if len(r.pending) == 0 && len(r.input) == 0 {
 		n, err := r.th.Len(ctx)
 		if err != nil {
 			return err
@@ -133,34 +149,35 @@ func (r *run) prepare(ctx context.Context) error {
 		}
 	}
 	r.res = &Result{RunID: ids.New("run_"), Version: r.version}
-	r.meta = map[string]string{"run": r.res.RunID}
+	r.meta = make(map[string]string, len(r.req.Metadata)+2)
+	maps.Copy(r.meta, r.req.Metadata)
+	r.meta["run"] = r.res.RunID
 	if r.a.opts.Name != "" {
 		r.meta["agent"] = r.a.opts.Name
 	}
-	maps.Copy(r.meta, r.req.Metadata)
-	if err := r.invoking(ctx); err != nil {
+	// The commits will carry two more keys.
+	check := maps.Clone(r.meta)
+	check["step"], check["response"] = string(StepApprovals), "resp"
+	if err := r.th.DB().CheckCommit(thread.CommitOptions{Messages: r.input, Metadata: check}); err != nil {
 		return err
 	}
-	if len(pending) > 0 {
-		r.pending = pending
-	}
-	return nil
+	return r.invoking(ctx)
 }
 
-func decodePending(st map[string]json.RawMessage) ([]PendingCall, error) {
-	raw, ok := st[StatePending]
+func decodeCalls(st map[string]json.RawMessage, key string) ([]PendingCall, error) {
+	raw, ok := st[key]
 	if !ok {
 		return nil, nil
 	}
 	var p []PendingCall
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, fmt.Errorf("thread state %s: %v: %w", StatePending, err, thread.ErrInvalid)
+		return nil, fmt.Errorf("thread state %s: %v: %w", key, err, thread.ErrInvalid)
 	}
 	return p, nil
 }
 
-func (r *run) checkApprovals(pending []PendingCall) error {
-	if len(pending) == 0 {
+func (r *run) checkApprovals() error {
+	if len(r.pending) == 0 {
 		if len(r.req.Approvals) > 0 {
 			return fmt.Errorf("approvals given, but no tool call waits for one: %w", thread.ErrInvalid)
 		}
@@ -168,10 +185,16 @@ func (r *run) checkApprovals(pending []PendingCall) error {
 	}
 	decided := make(map[string]bool, len(r.req.Approvals))
 	for _, ap := range r.req.Approvals {
+		if decided[ap.CallID] {
+			return fmt.Errorf("two decisions for call %q: %w", ap.CallID, thread.ErrInvalid)
+		}
+		if !utf8.ValidString(ap.Reason) || len(ap.Reason) > maxReasonLen {
+			return fmt.Errorf("approval reason for %q: at most %d bytes of UTF-8: %w", ap.CallID, maxReasonLen, thread.ErrInvalid)
+		}
 		decided[ap.CallID] = true
 	}
 	var missing []string
-	for _, p := range pending {
+	for _, p := range r.pending {
 		if !decided[p.CallID] {
 			missing = append(missing, p.CallID)
 		}

@@ -15,6 +15,11 @@ const (
 	StateConversation = "service/conversation"
 	// StatePending holds the tool calls that wait for approval.
 	StatePending = "agent/pending"
+	// StateRunning holds the approved calls a run has claimed and is
+	// running: a second run deciding the same approvals loses the claim
+	// before any tool runs, and the run after a crash answers them as
+	// aborted.
+	StateRunning = "agent/running"
 )
 
 // conversation is what the agent keeps about a service's conversation, in
@@ -83,6 +88,9 @@ func (a *Agent) NewLocalThread(ctx context.Context, db *thread.DB, opts thread.C
 // empty (thread.ErrInvalid). It fails with ErrServiceThreads when the
 // agent's client cannot keep conversations.
 func (a *Agent) NewServiceThread(ctx context.Context, db *thread.DB, serviceID string, opts thread.CreateOptions) (*thread.Thread, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
 	if !a.client.Capabilities().ServiceThreads {
 		return nil, ErrServiceThreads
 	}
@@ -94,6 +102,12 @@ func (a *Agent) NewServiceThread(ctx context.Context, db *thread.DB, serviceID s
 }
 
 func (a *Agent) create(ctx context.Context, db *thread.DB, opts thread.CreateOptions, serviceID string) (*thread.Thread, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	if db == nil {
+		return nil, fmt.Errorf("new thread: no DB: %w", thread.ErrInvalid)
+	}
 	state := make(map[string]json.RawMessage, len(opts.State)+len(a.providers)+1)
 	for k, v := range opts.State {
 		state[k] = v
@@ -117,7 +131,7 @@ func (a *Agent) create(ctx context.Context, db *thread.DB, opts thread.CreateOpt
 			continue
 		}
 		key := stateKey(p)
-		st, err := h.ThreadCreated(ctx, info, state[key])
+		st, err := callThreadCreated(ctx, h, info, state[key])
 		if err != nil {
 			return nil, fmt.Errorf("new thread: context provider %s: %w", p.Name(), err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -104,8 +105,8 @@ func NewFunc[In, Out any](name, description string, fn func(ctx context.Context,
 		if err != nil {
 			return "", err
 		}
-		if s, ok := any(out).(string); ok {
-			return s, nil
+		if v := reflect.ValueOf(out); v.Kind() == reflect.String {
+			return v.String(), nil
 		}
 		b, err := json.Marshal(out)
 		if err != nil {

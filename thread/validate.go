@@ -179,3 +179,31 @@ func checkMeta(meta map[string]string) error {
 	}
 	return nil
 }
+
+// Limits returns the limits the DB enforces, with defaults filled in.
+func (db *DB) Limits() Limits { return db.limits }
+
+// CheckCommit reports what Commit would refuse in opts for what they hold
+// (messages, metadata, op, state keys and values), without writing: a
+// caller about to do work that a refused commit would waste (run a tool,
+// call a model) checks first. It cannot know of conflicts, nor of the total
+// size of the state the patch is applied to.
+func (db *DB) CheckCommit(opts CommitOptions) error {
+	if err := db.checkMessages(opts.Messages); err != nil {
+		return err
+	}
+	if err := checkMeta(opts.Metadata); err != nil {
+		return err
+	}
+	if opts.Op != "" {
+		if err := checkOp(opts.Op); err != nil {
+			return err
+		}
+	}
+	if opts.State != nil {
+		if _, err := db.applyPatch(nil, opts.State); err != nil {
+			return err
+		}
+	}
+	return nil
+}
