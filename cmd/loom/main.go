@@ -1,0 +1,60 @@
+// Command loom manages loom threads from the shell: it lists, reads, writes,
+// forks, checkpoints, rolls back, exports and imports threads in any store,
+// copies threads from one store to another, and benchmarks a store.
+//
+// Every command takes the global flags
+//
+//	--store URL   the store: sqlite://PATH (the default, sqlite://./loom.db,
+//	              or $LOOM_STORE when set), postgres://…, redis://…,
+//	              file://DIR, memory://
+//	--tenant T    the tenant whose threads to see ("" by default)
+//	--json        machine output: one JSON document, or JSON lines for streams
+//	-h, --help    the command's usage, flags and examples
+//
+// anywhere on its command line (and before the command name). The commands:
+//
+//	loom threads list [--label k=v]... [--kind K] [--limit N]
+//	loom threads show ID [--last N] [--version V]
+//	loom threads create [--id ID] [--title T] [--label k=v]... [--kind K]
+//	loom threads append ID [--role R] [--if-version V] (TEXT... | --file F)
+//	loom threads fork ID [--at MSG] [--version V] [--id NEW] [--title T]
+//	loom threads copy ID [--id NEW] [--title T]
+//	loom threads history ID [--limit N]
+//	loom threads checkpoint ID (NAME | --list | --delete NAME)
+//	loom threads rollback ID (NAME | --version V)
+//	loom threads reset ID
+//	loom threads view ID [--model M] [--budget N] [--max-messages N] [--strategy S]...
+//	loom threads delete ID [--yes]
+//	loom export ID [--history] [-o FILE]
+//	loom import [FILE|-] [--id NEW]
+//	loom copy --from URL --to URL [--thread ID]... [--all-tenants]
+//	loom bench [--duration D] [--writers N]
+//	loom serve, loom mcp            the HTTP and MCP servers
+//	loom version
+//	loom completion bash|zsh|fish
+//	loom help [COMMAND]
+//
+// Output is for people (tables, sentences) unless --json asks for one JSON
+// document; the listings (threads list, history, checkpoint --list) and copy's
+// progress are JSON lines instead. export writes the portable document
+// (docs/portable-document.md) either way. Errors go to stderr as
+// "loom: <message>"; the exit code is 0 on success, 1 on an error and 2 on a
+// usage error (a delete without --yes where no one can be asked is one).
+//
+// Each command is a type in this package with Flags and Run(ctx, args); the
+// command table (commands, in run.go) makes dispatch, help and completion.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,645 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/loomthreads/loom/thread"
+
+	// The stores, so that --store takes any of their URLs.
+	_ "github.com/loomthreads/loom/jsonfile"
+	_ "github.com/loomthreads/loom/postgres"
+	_ "github.com/loomthreads/loom/redis"
+	_ "github.com/loomthreads/loom/sqlite"
+)
+
+// defaultStore is the store of every command when neither --store nor
+// LOOM_STORE says otherwise.
+const defaultStore = "sqlite://./loom.db"
+
+// Command is one subcommand of loom. Its fields are its flags.
+type Command interface {
+	// Flags returns the command's flag set, bound to the command's fields
+	// (the global flags included). Completion reads it too.
+	Flags() *flag.FlagSet
+	// Run parses args (everything after the command's name) and runs.
+	Run(ctx context.Context, args []string) error
+}
+
+// spec describes a command for the command table: how it is called, what it
+// does, and how to make one.
+type spec struct {
+	// Name is the command's name after "loom": "threads list", "export".
+	Name string
+	// Synopsis is what follows the name in the usage line.
+	Synopsis string
+	// Summary is one line for listings; Help more paragraphs for --help.
+	Summary, Help string
+	// Examples are whole command lines.
+	Examples []string
+	// Words are the values completion offers for positional arguments.
+	Words []string
+	// New makes the command on the shared base.
+	New func(b base) Command
+}
+
+// groups are the names that hold subcommands.
+var groups = map[string]string{
+	"threads": "read and change the threads of a store",
+}
+
+// commands is the command table: dispatch, help and completion read it.
+// A new command is one more entry here and a type in its own file.
+var commands = []spec{
+	{Name: "threads list", Synopsis: "[--label k=v]... [--kind K] [--limit N]",
+		Summary: "list threads (id, title, kind, version, updated, labels)",
+		Help:    "Lists the tenant's threads in id order (oldest first), filtered by labels and kind.\nWith --json, one JSON object per line.",
+		Examples: []string{
+			"loom threads list",
+			"loom threads list --label app=support --kind local --limit 20",
+			"loom threads list --json | jq -r .id",
+		},
+		New: func(b base) Command { return &ThreadsListCommand{base: b} }},
+	{Name: "threads show", Synopsis: "ID [--last N] [--version V]",
+		Summary: "show a thread's record, state and messages",
+		Help:    "Shows the thread's record, its state and its messages, oldest first:\nall of them, the last N, or as they were at version V (time travel).",
+		Examples: []string{
+			"loom threads show th_01jq…",
+			"loom threads show th_01jq… --last 10",
+			"loom threads show th_01jq… --version 3 --json",
+		},
+		New: func(b base) Command { return &ThreadsShowCommand{base: b} }},
+	{Name: "threads create", Synopsis: "[--id ID] [--title T] [--label k=v]... [--kind K]",
+		Summary: "create an empty thread",
+		Examples: []string{
+			`loom threads create --title "support chat" --label app=support`,
+			"loom threads create --id th_demo --kind local --json",
+		},
+		New: func(b base) Command { return &ThreadsCreateCommand{base: b} }},
+	{Name: "threads append", Synopsis: "ID [--role R] [--if-version V] (TEXT... | --file F)",
+		Summary: "append a message, or messages from a file",
+		Help: "Appends one message whose text is the arguments joined by spaces (role user\n" +
+			"by default), or the messages of a JSON array in the wire format\n" +
+			"(docs/wire-format.md) from --file (- reads stdin), in one commit.\n" +
+			"--if-version appends only if the thread is at that version.",
+		Examples: []string{
+			"loom threads append th_01jq… My order is late.",
+			"loom threads append th_01jq… --role assistant Let me check.",
+			"loom threads append th_01jq… --if-version 4 --file turn.json",
+			`echo '[{"role":"user","contents":[{"type":"text","text":"hi"}]}]' | loom threads append th_01jq… --file -`,
+		},
+		New: func(b base) Command { return &ThreadsAppendCommand{base: b} }},
+	{Name: "threads fork", Synopsis: "ID [--at MSG] [--version V] [--id NEW] [--title T] [--label k=v]...",
+		Summary: "fork a thread at its head, a message or a version (copies nothing)",
+		Examples: []string{
+			"loom threads fork th_01jq…",
+			`loom threads fork th_01jq… --at msg_01jq… --title "what if"`,
+			"loom threads fork th_01jq… --version 3 --id th_alt",
+		},
+		New: func(b base) Command { return &ThreadsForkCommand{base: b} }},
+	{Name: "threads copy", Synopsis: "ID [--id NEW] [--title T] [--label k=v]...",
+		Summary: "copy a thread as an independent thread (not marked as a fork)",
+		Examples: []string{
+			"loom threads copy th_01jq… --title template",
+		},
+		New: func(b base) Command { return &ThreadsCopyCommand{base: b} }},
+	{Name: "threads history", Synopsis: "ID [--limit N]",
+		Summary: "list a thread's head moves, newest first",
+		Examples: []string{
+			"loom threads history th_01jq… --limit 10",
+		},
+		New: func(b base) Command { return &ThreadsHistoryCommand{base: b} }},
+	{Name: "threads checkpoint", Synopsis: "ID (NAME | --list | --delete NAME)",
+		Summary: "name the head so that rollback can return to it; list or delete checkpoints",
+		Examples: []string{
+			"loom threads checkpoint th_01jq… before-refund",
+			"loom threads checkpoint th_01jq… --list",
+			"loom threads checkpoint th_01jq… --delete before-refund",
+		},
+		New: func(b base) Command { return &ThreadsCheckpointCommand{base: b} }},
+	{Name: "threads rollback", Synopsis: "ID (NAME | --version V)",
+		Summary: "move the head back to a checkpoint or to where it was at a version",
+		Help:    "Rolls back to a checkpoint, or restores the head of an earlier version.\nNothing is rewritten: the abandoned head stays in the history.",
+		Examples: []string{
+			"loom threads rollback th_01jq… before-refund",
+			"loom threads rollback th_01jq… --version 3",
+		},
+		New: func(b base) Command { return &ThreadsRollbackCommand{base: b} }},
+	{Name: "threads reset", Synopsis: "ID",
+		Summary: "empty a thread (history keeps the old head)",
+		Examples: []string{
+			"loom threads reset th_01jq…",
+		},
+		New: func(b base) Command { return &ThreadsResetCommand{base: b} }},
+	{Name: "threads view", Synopsis: "ID [--model M] [--budget N] [--max-messages N] [--strategy S]...",
+		Summary: "show what a model would be sent: the thread within a token budget",
+		Help: "Strategies, applied in order (then the oldest is dropped until it fits):\n" +
+			"  drop_oldest              drop whole messages, oldest first\n" +
+			"  sliding_window:N         keep the last N user turns\n" +
+			"  elide_tool_results:N     stub the results of older tool messages, keeping the last N",
+		Examples: []string{
+			"loom threads view th_01jq… --model gpt-4o --budget 8000",
+			"loom threads view th_01jq… --budget 4000 --strategy elide_tool_results:2 --strategy sliding_window:5",
+		},
+		New: func(b base) Command { return &ThreadsViewCommand{base: b} }},
+	{Name: "threads delete", Synopsis: "ID [--yes]",
+		Summary: "delete a thread, its history and checkpoints",
+		Help:    "Asks for confirmation on a terminal; anywhere else it needs --yes.",
+		Examples: []string{
+			"loom threads delete th_01jq…",
+			"loom threads delete th_01jq… --yes",
+		},
+		New: func(b base) Command { return &ThreadsDeleteCommand{base: b} }},
+	{Name: "export", Synopsis: "ID [--history] [-o FILE]",
+		Summary: "write a thread as a portable JSON document",
+		Help:    "Writes the portable document (docs/portable-document.md) to stdout or FILE.\nWith --history it holds every commit, so time travel survives the move.",
+		Examples: []string{
+			"loom export th_01jq… > thread.json",
+			"loom export th_01jq… --history -o thread.json",
+		},
+		New: func(b base) Command { return &ExportCommand{base: b} }},
+	{Name: "import", Synopsis: "[FILE|-] [--id NEW]",
+		Summary: "create a thread from a portable JSON document",
+		Examples: []string{
+			"loom import thread.json",
+			"loom export th_a --store sqlite://a.db | loom import --store file://threads",
+			"loom import thread.json --id th_second_copy",
+		},
+		New: func(b base) Command { return &ImportCommand{base: b} }},
+	{Name: "copy", Synopsis: "--from URL --to URL [--thread ID]... [--all-tenants]",
+		Summary: "copy threads with their whole history from one store to another",
+		Help: "Copies threads, keeping every id, history entry and checkpoint. Threads the\n" +
+			"destination has already are skipped, so an interrupted copy is resumed by\n" +
+			"running it again. --from defaults to --store; --tenant picks the tenant copied.",
+		Examples: []string{
+			"loom copy --from sqlite://./loom.db --to postgres://localhost/loom",
+			"loom copy --from sqlite://./loom.db --to file://backup --thread th_01jq…",
+			"loom copy --from redis://localhost:6379/0 --to sqlite://all.db --all-tenants",
+		},
+		New: func(b base) Command { return &CopyCommand{base: b} }},
+	{Name: "bench", Synopsis: "[--store URL] [--duration D] [--writers N]",
+		Summary: "benchmark a store with the standard scenarios",
+		Help: "Runs each scenario for --duration and prints its throughput and latency.\n" +
+			"It writes only in a fresh tenant (bench-<random>, whatever --tenant says) and\n" +
+			"deletes every thread it made when it ends, even when interrupted, so a\n" +
+			"production store is left as it was (apart from the space a store may\n" +
+			"keep after deletes). Setting up the 1,000-message thread is not timed.",
+		Examples: []string{
+			"loom bench --store memory://",
+			"loom bench --store postgres://localhost/loom --duration 5s --writers 32",
+		},
+		New: func(b base) Command { return &BenchCommand{base: b} }},
+	{Name: "serve", Synopsis: "[flags]",
+		Summary: "serve the HTTP API, MCP and the web UI",
+		Examples: []string{
+			"loom serve --store sqlite://./loom.db",
+		},
+		New: func(b base) Command { return &ServeCommand{base: b} }},
+	{Name: "mcp", Synopsis: "[flags]",
+		Summary: "serve the thread tools over MCP on stdio",
+		Examples: []string{
+			"loom mcp --store sqlite://./loom.db",
+		},
+		New: func(b base) Command { return &MCPCommand{base: b} }},
+	{Name: "version", Synopsis: "",
+		Summary: "print loom's version and the Go version it was built with",
+		Examples: []string{
+			"loom version",
+			"loom version --json",
+		},
+		New: func(b base) Command { return &VersionCommand{base: b} }},
+	{Name: "completion", Synopsis: "bash|zsh|fish",
+		Summary: "print a shell completion script",
+		Examples: []string{
+			"source <(loom completion bash)",
+			"loom completion zsh > \"${fpath[1]}/_loom\"",
+			"loom completion fish > ~/.config/fish/completions/loom.fish",
+		},
+		Words: []string{"bash", "zsh", "fish"},
+		New:   func(b base) Command { return &CompletionCommand{base: b} }},
+	{Name: "help", Synopsis: "[COMMAND]",
+		Summary: "show the help of loom or of a command",
+		Examples: []string{
+			"loom help threads append",
+		},
+		New: func(b base) Command { return &HelpCommand{base: b} }},
+}
+
+// lookup returns the command named name, or nil.
+func lookup(name string) *spec {
+	for i := range commands {
+		if commands[i].Name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// Env is what commands read and write besides their arguments.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Getenv reads an environment variable.
+	Getenv func(string) string
+	// IsTerminal reports whether a stream (Stdin, Stdout) is a terminal.
+	IsTerminal func(stream any) bool
+}
+
+// run runs loom with args and returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, IsTerminal: isTerminal}
+	return e.Main(ctx, args)
+}
+
+// isTerminal reports whether s is a file on a character device.
+func isTerminal(s any) bool {
+	f, ok := s.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// Main runs the command args names and turns its error into an exit code:
+// 0, 1 for an error, 2 for a usage error.
+func (e *Env) Main(ctx context.Context, args []string) int {
+	err := e.Run(ctx, args)
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.Stderr, "loom: %s\n", ue.msg)
+		if s := lookup(ue.cmd); s != nil {
+			fmt.Fprintf(e.Stderr, "usage: %s\n", usageLine(s))
+			fmt.Fprintf(e.Stderr, "Run 'loom %s --help' for more.\n", s.Name)
+		} else {
+			fmt.Fprintf(e.Stderr, "Run 'loom help' for the commands.\n")
+		}
+		return 2
+	default:
+		fmt.Fprintf(e.Stderr, "loom: %s\n", describe(err))
+		return 1
+	}
+}
+
+// Run finds the command args name and runs it.
+func (e *Env) Run(ctx context.Context, args []string) error {
+	// Global flags may come before the command's name: they are handed on.
+	var lead []string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		a := args[0]
+		if a == "-h" || a == "-help" || a == "--help" {
+			e.printTopHelp(e.Stdout)
+			return errHelp
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case name == "json":
+			lead, args = append(lead, a), args[1:]
+		case (name == "store" || name == "tenant") && hasValue:
+			lead, args = append(lead, a), args[1:]
+		case (name == "store" || name == "tenant") && len(args) > 1:
+			lead, args = append(lead, a, args[1]), args[2:]
+		case name == "version":
+			args = []string{"version"}
+		default:
+			return &usageError{msg: fmt.Sprintf("unknown global flag %s (the global flags are --store, --tenant, --json)", a)}
+		}
+	}
+	if len(args) == 0 {
+		e.printTopHelp(e.Stderr)
+		return &usageError{msg: "no command given"}
+	}
+	s, rest := resolve(args)
+	if s == nil {
+		if _, ok := groups[args[0]]; ok {
+			if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
+				e.printGroupHelp(e.Stdout, args[0])
+				return errHelp
+			}
+			e.printGroupHelp(e.Stderr, args[0])
+			if len(args) == 1 {
+				return &usageError{msg: fmt.Sprintf("%s needs a subcommand", args[0])}
+			}
+			return &usageError{msg: fmt.Sprintf("unknown command %q", args[0]+" "+args[1])}
+		}
+		return &usageError{msg: fmt.Sprintf("unknown command %q", args[0])}
+	}
+	return s.New(base{Env: e, name: s.Name}).Run(ctx, append(lead, rest...))
+}
+
+// resolve finds the command args start with and returns it with the
+// arguments after its name.
+func resolve(args []string) (*spec, []string) {
+	if len(args) >= 2 {
+		if s := lookup(args[0] + " " + args[1]); s != nil {
+			return s, args[2:]
+		}
+	}
+	if _, ok := groups[args[0]]; ok {
+		return nil, nil
+	}
+	if s := lookup(args[0]); s != nil {
+		return s, args[1:]
+	}
+	return nil, nil
+}
+
+// errHelp is returned when help was asked for and printed.
+var errHelp = errors.New("help printed")
+
+// usageError is a command line that does not make sense; it exits with 2.
+type usageError struct {
+	cmd, msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// describe says what went wrong in err for a person.
+func describe(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "interrupted"
+	}
+	return err.Error()
+}
+
+// kindError is an error with a message of its own that matches a sentinel
+// error (thread.ErrNotFound…) without repeating its text.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// errorOf returns an error that reads as the message and matches kind.
+func errorOf(kind error, format string, args ...any) error {
+	return &kindError{msg: fmt.Sprintf(format, args...), kind: kind}
+}
+
+// base is what every command shares: the environment, its name and the
+// global flags. Commands embed it.
+type base struct {
+	*Env
+	name string
+
+	// Store is the store URL (--store).
+	Store string
+	// Tenant is the tenant (--tenant).
+	Tenant string
+	// JSON asks for machine output (--json).
+	JSON bool
+}
+
+// globalFlags are the names of the flags every command has.
+var globalFlags = []string{"store", "tenant", "json"}
+
+// flagSet returns a flag set with the global flags, for the command to add
+// its own.
+func (b *base) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("loom "+b.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	def := defaultStore
+	if b.Getenv != nil {
+		if v := b.Getenv("LOOM_STORE"); v != "" {
+			def = v
+		}
+	}
+	fs.StringVar(&b.Store, "store", def, "the store `URL`: sqlite://PATH, postgres://…, redis://…, file://DIR or memory://; $LOOM_STORE sets the default")
+	fs.StringVar(&b.Tenant, "tenant", "", "the tenant `T` whose threads to use")
+	fs.BoolVar(&b.JSON, "json", false, "machine output: one JSON document, or JSON lines for streams")
+	return fs
+}
+
+// parse parses args with fs, flags and positional arguments in any order
+// ("--" ends the flags), and checks that there are between min and max
+// positional arguments (max < 0: no limit). -h and --help print the help.
+func (b *base) parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				b.printHelp(b.Stdout, fs)
+				return nil, errHelp
+			}
+			msg := err.Error()
+			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+				msg = "unknown flag " + dashed(strings.TrimLeft(name, "-"))
+			} else if value, rest, ok := strings.Cut(strings.TrimPrefix(msg, "invalid value "), " for flag -"); ok && strings.HasPrefix(msg, "invalid value ") {
+				name, why, _ := strings.Cut(rest, ": ")
+				msg = fmt.Sprintf("invalid %s %s: %s", dashed(name), value, why)
+			}
+			return nil, b.usage("%s", msg)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...) // after "--": all positional
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	switch {
+	case len(pos) < min && min == 1 && max == 1:
+		return nil, b.usage("missing the thread ID")
+	case len(pos) < min:
+		return nil, b.usage("missing arguments")
+	case max >= 0 && len(pos) > max:
+		return nil, b.usage("unexpected argument %q", pos[max])
+	}
+	return pos, nil
+}
+
+// usage returns a usage error of the command.
+func (b *base) usage(format string, args ...any) error {
+	return &usageError{cmd: b.name, msg: fmt.Sprintf(format, args...)}
+}
+
+// open opens the store with the tenant.
+func (b *base) open(ctx context.Context) (*thread.DB, error) {
+	return openDB(ctx, b.Store, b.Tenant)
+}
+
+// openDB opens the store rawURL scoped to tenant.
+func openDB(ctx context.Context, rawURL, tenant string) (*thread.DB, error) {
+	db, err := thread.Open(ctx, rawURL, &thread.Options{Tenant: tenant})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", redact(rawURL), err)
+	}
+	return db, nil
+}
+
+// openThread opens the store and the thread id in it. The caller closes db.
+func (b *base) openThread(ctx context.Context, id string) (*thread.DB, *thread.Thread, error) {
+	db, err := b.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	th, err := getThread(ctx, db, id, b.Store)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, th, nil
+}
+
+// getThread reads the thread id, with a clear error when it is not there.
+func getThread(ctx context.Context, db *thread.DB, id, store string) (*thread.Thread, error) {
+	th, err := db.Thread(ctx, id)
+	if errors.Is(err, thread.ErrNotFound) {
+		where := redact(store)
+		if db.Tenant() != "" {
+			where += fmt.Sprintf(" (tenant %q)", db.Tenant())
+		}
+		return nil, errorOf(thread.ErrNotFound, "thread %q not found in %s", id, where)
+	}
+	return th, err
+}
+
+// redact returns a store URL without its password.
+func redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User == nil {
+		return rawURL // url.URL would write memory:// as memory:
+	}
+	if _, has := u.User.Password(); !has {
+		return rawURL
+	}
+	return u.Redacted()
+}
+
+// usageLine is "loom NAME SYNOPSIS".
+func usageLine(s *spec) string {
+	return strings.TrimSpace("loom " + s.Name + " " + s.Synopsis)
+}
+
+// printHelp writes the command's help: usage, description, flags, examples.
+func (b *base) printHelp(w io.Writer, fs *flag.FlagSet) {
+	s := lookup(b.name)
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(w, "Usage: %s\n\n%s.\n", usageLine(s), capitalize(s.Summary))
+	if s.Help != "" {
+		fmt.Fprintf(w, "\n%s\n", s.Help)
+	}
+	var own, global []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if slices.Contains(globalFlags, f.Name) {
+			global = append(global, f)
+		} else {
+			own = append(own, f)
+		}
+	})
+	if len(own) > 0 {
+		fmt.Fprintf(w, "\nFlags:\n")
+		printFlags(w, own)
+	}
+	fmt.Fprintf(w, "\nGlobal flags:\n")
+	printFlags(w, global)
+	if len(s.Examples) > 0 {
+		fmt.Fprintf(w, "\nExamples:\n")
+		for _, ex := range s.Examples {
+			fmt.Fprintf(w, "  %s\n", ex)
+		}
+	}
+}
+
+// printFlags lists flags as "--name VALUE  usage (default …)".
+func printFlags(w io.Writer, flags []*flag.Flag) {
+	type row struct{ left, right string }
+	var rows []row
+	width := 0
+	for _, f := range flags {
+		name, usage := flag.UnquoteUsage(f)
+		left := "--" + f.Name
+		if len(f.Name) == 1 {
+			left = "-" + f.Name
+		}
+		if name != "" {
+			left += " " + name
+		}
+		if d := f.DefValue; d != "" && d != "0" && d != "false" && d != "[]" && d != "0s" {
+			usage += fmt.Sprintf(" (default %s)", d)
+		}
+		rows = append(rows, row{left, usage})
+		width = max(width, len(left))
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, r.left, r.right)
+	}
+}
+
+// printTopHelp lists every command.
+func (e *Env) printTopHelp(w io.Writer) {
+	fmt.Fprintf(w, "loom keeps the threads of AI agents: durable, cheap to fork, checkpoint and roll back.\n\n")
+	fmt.Fprintf(w, "Usage: loom COMMAND [ARGS] [--store URL] [--tenant T] [--json]\n\nCommands:\n")
+	width := 0
+	for _, s := range commands {
+		width = max(width, len(s.Name))
+	}
+	for _, s := range commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, s.Name, s.Summary)
+	}
+	fmt.Fprintf(w, "\nThe store is --store, else $LOOM_STORE, else %s.\n", defaultStore)
+	fmt.Fprintf(w, "Run 'loom COMMAND --help' for a command's flags and examples.\n")
+}
+
+// printGroupHelp lists the commands of a group.
+func (e *Env) printGroupHelp(w io.Writer, group string) {
+	fmt.Fprintf(w, "Usage: loom %s COMMAND [ARGS]\n\nloom %s: %s.\n\nCommands:\n", group, group, groups[group])
+	for _, s := range commands {
+		if sub, ok := strings.CutPrefix(s.Name, group+" "); ok {
+			fmt.Fprintf(w, "  %-12s  %s\n", sub, s.Summary)
+		}
+	}
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// HelpCommand prints the help of loom or of a command.
+type HelpCommand struct {
+	base
+}
+
+// Flags implements Command.
+func (c *HelpCommand) Flags() *flag.FlagSet { return c.flagSet() }
+
+// Run implements Command.
+func (c *HelpCommand) Run(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.Flags(), args, 0, 2)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		c.printTopHelp(c.Stdout)
+		return nil
+	}
+	if s, _ := resolve(pos); s != nil {
+		cmd := s.New(base{Env: c.Env, name: s.Name})
+		(&base{Env: c.Env, name: s.Name}).printHelp(c.Stdout, cmd.Flags())
+		return nil
+	}
+	if _, ok := groups[pos[0]]; ok && len(pos) == 1 {
+		c.printGroupHelp(c.Stdout, pos[0])
+		return nil
+	}
+	return c.usage("unknown command %q", strings.Join(pos, " "))
+}

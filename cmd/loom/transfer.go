@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/loomthreads/loom/thread"
+)
+
+// ExportCommand writes a thread's portable document.
+type ExportCommand struct {
+	base
+	History bool
+	Output  string
+}
+
+// Flags implements Command.
+func (c *ExportCommand) Flags() *flag.FlagSet {
+	fs := c.flagSet()
+	fs.BoolVar(&c.History, "history", false, "include every commit and the history, so that time travel survives")
+	fs.StringVar(&c.Output, "o", "", "write to `FILE` instead of stdout (replaced atomically)")
+	fs.StringVar(&c.Output, "output", "", "the same as -o `FILE`")
+	return fs
+}
+
+// Run implements Command. --json changes nothing: the document is JSON.
+func (c *ExportCommand) Run(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.Flags(), args, 1, 1)
+	if err != nil {
+		return err
+	}
+	db, th, err := c.openThread(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	save := func(w io.Writer) error { return th.Save(ctx, w, thread.SaveOptions{History: c.History}) }
+	if c.Output == "" || c.Output == "-" {
+		return save(c.Stdout)
+	}
+	if err := writeFileAtomic(c.Output, save); err != nil {
+		return fmt.Errorf("export %s: %w", th.ID(), err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes path through a temporary file in its directory
+// that is synced and renamed over it, so that path is either the old file
+// or the whole new one.
+func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	bw := bufio.NewWriter(f)
+	if err := write(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // best effort: not every system syncs directories
+		d.Close()
+	}
+	return nil
+}
+
+// ImportCommand loads a portable document into the store.
+type ImportCommand struct {
+	base
+	ID string
+}
+
+// Flags implements Command.
+func (c *ImportCommand) Flags() *flag.FlagSet {
+	fs := c.flagSet()
+	fs.StringVar(&c.ID, "id", "", "name the thread `NEW` instead of the document's id")
+	return fs
+}
+
+// Run implements Command.
+func (c *ImportCommand) Run(ctx context.Context, args []string) error {
+	pos, err := c.parse(c.Flags(), args, 0, 1)
+	if err != nil {
+		return err
+	}
+	src := "-"
+	if len(pos) == 1 {
+		src = pos[0]
+	}
+	var r io.Reader = c.Stdin
+	if src != "-" {
+		f, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	th, err := db.Load(ctx, r, thread.LoadOptions{ID: c.ID})
+	if err != nil {
+		if errors.Is(err, thread.ErrConflict) && c.ID == "" {
+			return fmt.Errorf("import %s: %w (give the copy another id with --id)", src, err)
+		}
+		return fmt.Errorf("import %s: %w", src, err)
+	}
+	if c.JSON {
+		return writeJSON(c.Stdout, toRecordJSON(th.Record()))
+	}
+	n, err := th.Len(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.Stdout, "imported %s (%s)\n", th.ID(), plural(int(n), "message", "messages"))
+	return err
+}
+
+// CopyCommand copies threads from one store to another.
+type CopyCommand struct {
+	base
+	From, To   string
+	Threads    stringsFlag
+	AllTenants bool
+
+	// now is the clock of the progress rate; nil means time.Now.
+	now func() time.Time
+}
+
+// Flags implements Command.
+func (c *CopyCommand) Flags() *flag.FlagSet {
+	fs := c.flagSet()
+	fs.StringVar(&c.From, "from", "", "the source store `URL` (default: --store)")
+	fs.StringVar(&c.To, "to", "", "the destination store `URL` (required)")
+	fs.Var(&c.Threads, "thread", "copy only the thread `ID` (repeatable; default: every thread of the tenant)")
+	fs.BoolVar(&c.AllTenants, "all-tenants", false, "copy every tenant's threads (not only --tenant's)")
+	return fs
+}
+
+// copyLineJSON is a line of copy's --json output: one per thread, then a
+// summary.
+type copyLineJSON struct {
+	Event string `json:"event"` // "thread" or "summary"
+	// Thread and Status (copied, skipped, gone) are set for a thread.
+	Thread  string `json:"thread,omitzero"`
+	Status  string `json:"status,omitzero"`
+	Done    int    `json:"done"`
+	Total   int    `json:"total"`
+	Copied  int    `json:"copied"`
+	Skipped int    `json:"skipped"`
+	Commits int    `json:"commits"`
+	// Seconds is set on the summary.
+	Seconds float64 `json:"seconds,omitzero"`
+}
+
+// Run implements Command.
+func (c *CopyCommand) Run(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+		return err
+	}
+	if c.From == "" {
+		c.From = c.Store
+	}
+	switch {
+	case c.To == "":
+		return c.usage("missing --to URL")
+	case c.To == c.From:
+		return c.usage("--from and --to are the same store")
+	case c.AllTenants && c.Tenant != "":
+		return c.usage("--all-tenants and --tenant do not go together")
+	}
+	now := c.now
+	if now == nil {
+		now = time.Now
+	}
+	src, err := openDB(ctx, c.From, "")
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := openDB(ctx, c.To, "")
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+
+	var from thread.Store = src.Store()
+	if len(c.Threads) > 0 {
+		where := redact(c.From)
+		if c.Tenant != "" {
+			where += fmt.Sprintf(" (tenant %q)", c.Tenant)
+		}
+		from = onlyThreads{Store: from, ids: c.Threads, where: where}
+	}
+	bar := !c.JSON && c.IsTerminal != nil && c.IsTerminal(c.Stdout)
+	start := now()
+	var last thread.CopyProgress
+	var werr error
+	progress := func(p thread.CopyProgress) {
+		status := "gone"
+		switch {
+		case p.Copied > last.Copied:
+			status = "copied"
+		case p.Skipped > last.Skipped:
+			status = "skipped"
+		}
+		commits := p.Commits - last.Commits
+		last = p
+		switch {
+		case c.JSON:
+			werr = errors.Join(werr, writeJSONLine(c.Stdout, copyLineJSON{Event: "thread", Thread: p.Thread, Status: status,
+				Done: p.Done, Total: p.Total, Copied: p.Copied, Skipped: p.Skipped, Commits: p.Commits}))
+		case bar:
+			rate := float64(p.Done) / max(now().Sub(start).Seconds(), 1e-9)
+			line := fmt.Sprintf("%s %d/%d threads  %d commits  %.1f threads/s", progressBar(p.Done, p.Total, 24), p.Done, p.Total, p.Commits, rate)
+			fmt.Fprintf(c.Stdout, "\r%-78s", line)
+		default:
+			switch status {
+			case "copied":
+				fmt.Fprintf(c.Stdout, "copied %s (%s)\n", p.Thread, plural(commits, "commit", "commits"))
+			case "skipped":
+				fmt.Fprintf(c.Stdout, "skipped %s (already in the destination)\n", p.Thread)
+			default:
+				fmt.Fprintf(c.Stdout, "skipped %s (deleted from the source meanwhile)\n", p.Thread)
+			}
+		}
+	}
+	err = thread.Copy(ctx, dst.Store(), from, thread.CopyOptions{
+		Filter:   thread.ListOptions{Tenant: c.Tenant, AllTenants: c.AllTenants},
+		Progress: progress,
+	})
+	if bar && last.Done > 0 {
+		fmt.Fprintln(c.Stdout)
+	}
+	elapsed := now().Sub(start)
+	if err != nil && last.Done > 0 {
+		return fmt.Errorf("%w (%d of %d threads done; run the copy again to resume)", err, last.Done, last.Total)
+	} else if err != nil {
+		return err
+	}
+	if c.JSON {
+		return errors.Join(werr, writeJSONLine(c.Stdout, copyLineJSON{Event: "summary", Done: last.Done, Total: last.Total,
+			Copied: last.Copied, Skipped: last.Skipped, Commits: last.Commits, Seconds: elapsed.Seconds()}))
+	}
+	if last.Total == 0 {
+		_, err := fmt.Fprintf(c.Stdout, "nothing to copy from %s\n", redact(c.From))
+		return err
+	}
+	_, err = fmt.Fprintf(c.Stdout, "copied %s (%s) to %s, skipped %d already there, in %s\n",
+		plural(last.Copied, "thread", "threads"), plural(last.Commits, "commit", "commits"), redact(c.To), last.Skipped,
+		elapsed.Round(time.Millisecond))
+	return err
+}
+
+// progressBar draws [#####.....] for done of total in width cells.
+func progressBar(done, total, width int) string {
+	n := width
+	if total > 0 {
+		n = done * width / total
+	}
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+// onlyThreads is a store whose listing holds only the threads ids, as the
+// filter of the listing allows: what Copy copies with --thread.
+type onlyThreads struct {
+	thread.Store
+	ids   []string
+	where string // the store and tenant, for errors
+}
+
+// Threads implements thread.Store.
+func (s onlyThreads) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
+	return func(yield func(*thread.Record, error) bool) {
+		for _, id := range s.ids {
+			r, err := s.Store.Thread(ctx, id)
+			if err == nil && !opts.Match(r) {
+				err = thread.ErrNotFound // another tenant's
+			}
+			if errors.Is(err, thread.ErrNotFound) {
+				err = errorOf(thread.ErrNotFound, "thread %q not found in %s", id, s.where)
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
