@@ -898,7 +898,7 @@ func TestVersion(t *testing.T) {
 
 func TestServeAndMCPAreNotWiredYet(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"serve", "mcp"} {
+	for _, cmd := range []string{"serve"} {
 		r := loom(t, cmd)
 		if r.code != 1 || r.stderr != "loom: "+cmd+": not yet wired\n" {
 			t.Errorf("loom %s: code %d, stderr %q", cmd, r.code, r.stderr)

@@ -30,18 +30,3 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	return fmt.Errorf("serve: %w", errNotWired)
 }
 
-// MCPCommand will serve the thread tools over MCP on stdio.
-type MCPCommand struct {
-	base
-}
-
-// Flags implements Command.
-func (c *MCPCommand) Flags() *flag.FlagSet { return c.flagSet() }
-
-// Run implements Command.
-func (c *MCPCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
-		return err
-	}
-	return fmt.Errorf("mcp: %w", errNotWired)
-}

@@ -203,7 +203,7 @@ var commands = []spec{
 		},
 		New: func(b base) Command { return &ServeCommand{base: b} }},
 	{Name: "mcp", Synopsis: "[flags]",
-		Summary: "serve the thread tools over MCP on stdio",
+		Summary: "serve the thread tools over MCP on stdio (for agents that start loom themselves)",
 		Examples: []string{
 			"loom mcp --store sqlite://./loom.db",
 		},

@@ -75,3 +75,11 @@ func (c *VersionCommand) Run(ctx context.Context, args []string) error {
 	}
 	return nil
 }
+
+// moduleVersion is loom's version as the servers report it.
+func moduleVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
