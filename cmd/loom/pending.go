@@ -29,4 +29,3 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 	return fmt.Errorf("serve: %w", errNotWired)
 }
-
