@@ -24,3 +24,14 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./thread
 	$(GO) test -run '^$$' -fuzz '^FuzzValid$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/ids
 	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./tokens
+	$(GO) test -run '^$$' -fuzz '^FuzzCreateThread$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzPatchThread$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzView$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzFork$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzRollback$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzRun$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzListQuery$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzStreams$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./openai
+	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./anthropic

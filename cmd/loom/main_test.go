@@ -896,16 +896,6 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-func TestServeAndMCPAreNotWiredYet(t *testing.T) {
-	t.Parallel()
-	for _, cmd := range []string{"serve"} {
-		r := loom(t, cmd)
-		if r.code != 1 || r.stderr != "loom: "+cmd+": not yet wired\n" {
-			t.Errorf("loom %s: code %d, stderr %q", cmd, r.code, r.stderr)
-		}
-	}
-}
-
 // messagesOf reads a thread's messages from store.
 func messagesOf(t testing.TB, store, id string) []message.Message {
 	t.Helper()

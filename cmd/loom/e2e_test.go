@@ -1,0 +1,400 @@
+package main
+
+// End-to-end tests: the real loom binary, built once, serving on a free port
+// over SQLite and PostgreSQL, driven through the HTTP API, the MCP endpoint
+// (with the MCP SDK's client) and the command line on the same store.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/loomthreads/loom/internal/testserver"
+)
+
+const (
+	keyAcme  = "key-acme-0123456789abcdef"
+	keyOther = "key-other-0123456789abcdef"
+)
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// binary builds cmd/loom once per test run and returns its path.
+func binary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "loom-e2e-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.path = filepath.Join(dir, "loom")
+		out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+// server is a running `loom serve`.
+type server struct {
+	url    string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func keysFile(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(path, []byte("acme:"+keyAcme+"\nother:"+keyOther+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startServer starts `loom serve` on a free loopback port and waits until
+// it says where it listens.
+func startServer(t *testing.T, store string, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"serve", "--addr", "127.0.0.1:0", "--store", store}, args...)...)
+	cmd.Env = append(os.Environ(), "LOOM_API_KEYS=")
+	pr, pw := io.Pipe()
+	s := &server{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = io.MultiWriter(pw, s.stderr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- cmd.Wait(); pw.Close() }()
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "loom serving on "); ok {
+				found <- rest
+				break
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	select {
+	case s.url = <-found:
+	case err := <-s.done:
+		t.Fatalf("loom serve exited: %v\n%s", err, s.stderr.String())
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("loom serve did not start:\n%s", s.stderr.String())
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-s.done
+	})
+	return s
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		s.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("loom serve after SIGTERM: %v\n%s", err, s.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("loom serve did not stop:\n%s", s.stderr.String())
+	}
+	if !strings.Contains(s.stderr.String(), "loom stopped") {
+		t.Fatalf("no graceful stop:\n%s", s.stderr.String())
+	}
+}
+
+// call makes an API request with key and decodes the JSON answer into out
+// (when not nil); it returns the status and the headers.
+func call(t *testing.T, method, url, key string, body any, out any, header ...string) (int, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v\n%s", method, url, err, raw)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+func userMsg(text string) map[string]any {
+	return map[string]any{"role": "user", "contents": []any{map[string]any{"type": "text", "text": text}}}
+}
+
+type threadOut struct {
+	ID      string `json:"id"`
+	Version int64  `json:"version"`
+}
+
+type messagesOut struct {
+	Version  int64 `json:"version"`
+	Messages []struct {
+		ID       string `json:"id"`
+		Role     string `json:"role"`
+		Contents []struct {
+			Text string `json:"text"`
+		} `json:"contents"`
+	} `json:"messages"`
+}
+
+func (m messagesOut) texts() []string {
+	var out []string
+	for _, msg := range m.Messages {
+		s := ""
+		for _, c := range msg.Contents {
+			s += c.Text
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// cli runs the loom binary with args and returns its stdout.
+func cli(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = append(os.Environ(), "LOOM_STORE=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("loom %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+type withKey struct {
+	key  string
+	base http.RoundTripper
+}
+
+func (k withKey) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+k.key)
+	return k.base.RoundTrip(r)
+}
+
+func mcpSession(t *testing.T, url, key string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "0"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{
+		Endpoint:             url + "/mcp",
+		HTTPClient:           &http.Client{Transport: withKey{key, http.DefaultTransport}},
+		DisableStandaloneSSE: true,
+		MaxRetries:           -1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func TestEndToEndSQLite(t *testing.T) {
+	endToEnd(t, "sqlite://"+filepath.Join(t.TempDir(), "loom.db"))
+}
+
+func TestEndToEndPostgres(t *testing.T) {
+	endToEnd(t, testserver.Postgres(t))
+}
+
+func endToEnd(t *testing.T, store string) {
+	s := startServer(t, store, "--keys", keysFile(t), "--provider", "scripted")
+	api := s.url + "/v1"
+
+	// The API: create, append, read, a stale If-Match, view, fork.
+	var th threadOut
+	if code, _ := call(t, "POST", api+"/threads", keyAcme, map[string]any{"title": "e2e"}, &th); code != 201 {
+		t.Fatalf("create: %d", code)
+	}
+	if code, _ := call(t, "POST", api+"/threads/"+th.ID+"/messages", keyAcme,
+		map[string]any{"messages": []any{userMsg("hello from http")}}, nil); code != 201 {
+		t.Fatalf("append: %d", code)
+	}
+	var msgs messagesOut
+	code, hdr := call(t, "GET", api+"/threads/"+th.ID+"/messages", keyAcme, nil, &msgs)
+	if code != 200 || len(msgs.Messages) != 1 || hdr.Get("ETag") == "" {
+		t.Fatalf("read: %d %+v etag %q", code, msgs, hdr.Get("ETag"))
+	}
+	if code, _ := call(t, "POST", api+"/threads/"+th.ID+"/messages", keyAcme,
+		map[string]any{"messages": []any{userMsg("stale")}}, nil, "If-Match", `"1"`); code != 412 {
+		t.Fatalf("stale If-Match: %d, want 412", code)
+	}
+	var run struct {
+		Text string `json:"text"`
+	}
+	if code, _ := call(t, "POST", api+"/threads/"+th.ID+"/runs", keyAcme, map[string]any{"input": "ping"}, &run); code != 200 || run.Text != "You said: ping" {
+		t.Fatalf("run: %d %+v", code, run)
+	}
+	var fork threadOut
+	if code, _ := call(t, "POST", api+"/threads/"+th.ID+"/fork", keyAcme, map[string]any{"at": msgs.Messages[0].ID}, &fork); code != 201 {
+		t.Fatalf("fork: %d", code)
+	}
+	// Another tenant sees nothing of it.
+	if code, _ := call(t, "GET", api+"/threads/"+th.ID, keyOther, nil, nil); code != 404 {
+		t.Fatalf("other tenant: %d, want 404", code)
+	}
+	if code, _ := call(t, "GET", api+"/threads/"+th.ID, "", nil, nil); code != 401 {
+		t.Fatalf("no key: %d, want 401", code)
+	}
+
+	// MCP, with the SDK's client, as the same tenant.
+	cs := mcpSession(t, s.url, keyAcme)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "thread_append", Arguments: map[string]any{
+		"id": th.ID, "messages": []any{map[string]any{"role": "user", "text": "hello from mcp"}}}})
+	if err != nil || res.IsError {
+		t.Fatalf("mcp append: %v %+v", err, res)
+	}
+	other := mcpSession(t, s.url, keyOther)
+	if res, err := other.CallTool(t.Context(), &mcp.CallToolParams{Name: "thread_get", Arguments: map[string]any{"id": th.ID}}); err != nil || !res.IsError {
+		t.Fatalf("mcp get as another tenant: %v %+v", err, res)
+	}
+
+	// The command line, on the same store, beside the running server.
+	cli(t, "threads", "append", th.ID, "hello from the cli", "--store", store, "--tenant", "acme")
+	if out := cli(t, "threads", "list", "--json", "--store", store, "--tenant", "acme"); !strings.Contains(out, th.ID) || !strings.Contains(out, fork.ID) {
+		t.Fatalf("cli list:\n%s", out)
+	}
+	if out := cli(t, "threads", "list", "--json", "--store", store, "--tenant", "other"); strings.Contains(out, th.ID) {
+		t.Fatalf("cli list of another tenant shows the thread:\n%s", out)
+	}
+
+	// The server reads what all three wrote.
+	msgs = messagesOut{}
+	call(t, "GET", api+"/threads/"+th.ID+"/messages", keyAcme, nil, &msgs)
+	want := "hello from http|ping|You said: ping|hello from mcp|hello from the cli"
+	if got := strings.Join(msgs.texts(), "|"); got != want {
+		t.Fatalf("thread:\n%s\nwant:\n%s", got, want)
+	}
+	var health struct {
+		Status string `json:"status"`
+	}
+	if code, _ := call(t, "GET", s.url+"/healthz", "", nil, &health); code != 200 || health.Status != "ok" {
+		t.Fatalf("healthz: %d %+v", code, health)
+	}
+	s.stop(t)
+}
+
+func TestServeRefusesNonLoopbackWithoutKeys(t *testing.T) {
+	r := loomWith(t, loomOpts{}, "serve", "--addr", "0.0.0.0:0", "--store", "memory://")
+	if r.code != 1 || !strings.Contains(r.stderr, "loopback only") {
+		t.Fatalf("code %d stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestTwoServersOnOnePostgresLoseNothing appends to the same threads
+// through two loom serve processes sharing one PostgreSQL database.
+func TestTwoServersOnOnePostgresLoseNothing(t *testing.T) {
+	dsn := testserver.Postgres(t)
+	keys := keysFile(t)
+	servers := []*server{startServer(t, dsn, "--keys", keys), startServer(t, dsn, "--keys", keys)}
+	const threads, writers, each = 4, 8, 25
+	ids := make([]string, threads)
+	for i := range ids {
+		var th threadOut
+		if code, _ := call(t, "POST", servers[0].url+"/v1/threads", keyAcme, map[string]any{"title": fmt.Sprint("shared ", i)}, &th); code != 201 {
+			t.Fatalf("create: %d", code)
+		}
+		ids[i] = th.ID
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for n := range each {
+				srv := servers[(w+n)%2]
+				id := ids[(w+n)%threads]
+				body := map[string]any{"messages": []any{userMsg(fmt.Sprintf("w%d-%d", w, n))}}
+				if code, _ := call(t, "POST", srv.url+"/v1/threads/"+id+"/messages", keyAcme, body, nil); code != 201 {
+					t.Errorf("append through server %d: %d", (w+n)%2, code)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		var msgs messagesOut
+		call(t, "GET", servers[1].url+"/v1/threads/"+id+"/messages", keyAcme, nil, &msgs)
+		for _, text := range msgs.texts() {
+			if seen[text] {
+				t.Fatalf("%q stored twice", text)
+			}
+			seen[text] = true
+		}
+	}
+	if len(seen) != writers*each {
+		t.Fatalf("%d messages stored, %d acknowledged", len(seen), writers*each)
+	}
+	t.Logf("%d appends through two servers on one PostgreSQL in %v: %.0f appends/s", writers*each, elapsed, float64(writers*each)/elapsed.Seconds())
+	for _, s := range servers {
+		s.stop(t)
+	}
+}
+
+var _ = context.Background

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/anthropic"
+	"github.com/loomthreads/loom/httpapi"
+	"github.com/loomthreads/loom/internal/auth"
+	"github.com/loomthreads/loom/mcpserver"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/openai"
+	"github.com/loomthreads/loom/thread"
+)
+
+// serveConfig is what `loom serve` runs with.
+type serveConfig struct {
+	addr            string
+	keysFile        string
+	origins         []string
+	provider, model string
+	maxBody         int64
+	shutdown        time.Duration
+}
+
+// isLoopback reports whether addr's host only ever listens on loopback.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// newAgent builds the agent runs use, from the provider named on the
+// command line; "" means none (runs answer 501).
+func newAgent(provider, model string) (*agent.Agent, error) {
+	var client agent.ChatClient
+	switch provider {
+	case "", "none":
+		return nil, nil
+	case "scripted":
+		c := scripted.New(scripted.Step{Func: echo})
+		c.Repeat, c.Record = true, false
+		client = c
+	case "openai":
+		client = openai.NewChat(openai.Options{Model: model})
+	case "responses":
+		client = openai.NewResponses(openai.ResponsesOptions{Options: openai.Options{Model: model}})
+	case "anthropic":
+		client = anthropic.New(anthropic.Options{Model: model})
+	default:
+		return nil, fmt.Errorf("--provider %q: want scripted, openai, responses or anthropic", provider)
+	}
+	return agent.New(client, &agent.Options{Name: "loom", Model: model}), nil
+}
+
+// echo is the scripted provider's model: it says back what it was told,
+// for demos without a key.
+func echo(_ context.Context, r scripted.Request) (*agent.ChatResponse, error) {
+	last := ""
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == message.RoleUser {
+			last = r.Messages[i].Text()
+			break
+		}
+	}
+	return &agent.ChatResponse{Messages: []message.Message{message.Assistant("You said: " + last)}, FinishReason: agent.FinishStop}, nil
+}
+
+// serveOn serves db on l until ctx ends, then shuts down gracefully: it
+// stops accepting, lets the requests in flight (accepted writes) finish for
+// up to cfg.shutdown, and returns.
+func serveOn(ctx context.Context, l net.Listener, db *thread.DB, keys *auth.Keys, cfg serveConfig, version string, log *slog.Logger, stderr io.Writer) error {
+	defer l.Close()
+	if !keys.Enabled() && !isLoopback(l.Addr().String()) {
+		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", l.Addr())
+	}
+	ag, err := newAgent(cfg.provider, cfg.model)
+	if err != nil {
+		return err
+	}
+	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Agent: ag, MaxBodyBytes: cfg.maxBody,
+		AllowOrigins: cfg.origins, Logger: log, Version: version})
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	mux.Handle("/mcp", api.Protect(mcpserver.Handler(db, &mcpserver.Options{Logger: log, Version: version})))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      10 * time.Minute, // runs stream for as long as the model writes
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stderr, "loom serving on http://%s\n", l.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	fmt.Fprintln(stderr, "loom stopped")
+	return err
+}
+
+
+// ServeCommand serves the HTTP API (/v1), the MCP endpoint (/mcp), /healthz
+// and /metrics on one port.
+type ServeCommand struct {
+	base
+	cfg serveConfig
+	// listen opens the listener; nil means net.Listen. Tests inject one.
+	listen func(addr string) (net.Listener, error)
+}
+
+// Flags implements Command.
+func (c *ServeCommand) Flags() *flag.FlagSet {
+	fs := c.flagSet()
+	fs.StringVar(&c.cfg.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
+	fs.StringVar(&c.cfg.keysFile, "keys", "", "file of API keys, one tenant:key a line (also $LOOM_API_KEYS); without keys loom listens on loopback only")
+	fs.Func("allow-origin", "an origin allowed to make cross-origin requests (repeatable)", func(s string) error {
+		c.cfg.origins = append(c.cfg.origins, s)
+		return nil
+	})
+	fs.StringVar(&c.cfg.provider, "provider", "", "chat provider for runs: scripted (a demo that echoes), openai, responses, anthropic; keys from the environment")
+	fs.StringVar(&c.cfg.model, "model", "", "model for runs (the provider's default when empty)")
+	fs.Int64Var(&c.cfg.maxBody, "max-body", 8<<20, "largest request body, in bytes")
+	fs.DurationVar(&c.cfg.shutdown, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	return fs
+}
+
+// Run implements Command.
+func (c *ServeCommand) Run(ctx context.Context, args []string) error {
+	fs := c.Flags()
+	if _, err := c.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if c.cfg.maxBody <= 0 {
+		return c.usage("--max-body must be positive")
+	}
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	listen := c.listen
+	if listen == nil {
+		listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	}
+	// Refuse before listening: without keys, only loopback.
+	keys, err := auth.Load(c.cfg.keysFile, "LOOM_API_KEYS")
+	if err != nil {
+		return err
+	}
+	if !keys.Enabled() && !isLoopback(c.cfg.addr) {
+		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", c.cfg.addr)
+	}
+	l, err := listen(c.cfg.addr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(c.Stderr, nil))
+	return serveOn(ctx, l, db, keys, c.cfg, moduleVersion(), log, c.Stderr)
+}

@@ -1,0 +1,33 @@
+// Package httpapi is loom's JSON API over HTTP: threads (create, list,
+// read, append, views, fork, copy, history, checkpoints, rollback, reset,
+// export and import) and agent runs, streamed as Server-Sent Events, under
+// /v1/; /healthz and /metrics (Prometheus) beside them. openapi.json, served
+// at /v1/openapi.json, describes every route.
+//
+// The smallest use:
+//
+//	db, _ := thread.Open(ctx, "sqlite://./loom.db", nil)
+//	srv := httpapi.New(httpapi.Options{DB: db, Version: "v1.2.3"})
+//	http.ListenAndServe("127.0.0.1:8080", srv)
+//
+// Every request is scoped to a tenant: with Options.Keys, the tenant of the
+// request's API key ("Authorization: Bearer KEY" or "X-API-Key"); without
+// keys, the tenant "" (serve such a server on loopback only). A request sees,
+// forks, copies, exports and runs only its tenant's threads: another
+// tenant's thread is not found.
+//
+// Messages are in loom's wire format (docs/wire-format.md); an export is the
+// portable document (docs/portable-document.md). Errors have one shape,
+//
+//	{"error": {"code": "not_found", "message": "thread \"th_1\": not found"}}
+//
+// mapped from package thread's and package agent's errors by one table
+// (404 not_found, 409 conflict, 412 precondition_failed, 400 invalid, …);
+// the message of a 500 never holds the error's text, which is logged with the
+// request's id (the X-Request-Id of every response). A thread's version is
+// its ETag; If-Match on a write makes it conditional on that version.
+//
+// Server.Protect puts the same middleware (request ids, logging, metrics,
+// CORS, the body limit and authentication) in front of other handlers, such
+// as the MCP endpoint.
+package httpapi

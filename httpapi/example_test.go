@@ -1,0 +1,61 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/loomthreads/loom/httpapi"
+	"github.com/loomthreads/loom/thread"
+)
+
+func Example() {
+	db, _ := thread.Open(context.Background(), "memory://", nil)
+	defer db.Close()
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{DB: db, Version: "v0.1.0", Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
+
+	// call sends a request and prints the status, the ETag and, when
+	// showBody, the body.
+	call := func(method, path, body, ifMatch string, showBody bool) {
+		r, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if ifMatch != "" {
+			r.Header.Set("If-Match", ifMatch)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		fmt.Println(strings.TrimSpace(fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("ETag"))))
+		if showBody {
+			fmt.Println(strings.TrimSpace(string(b)))
+		}
+	}
+
+	call("POST", "/v1/threads", `{"id":"support","title":"Support chat"}`, "", false)
+	call("POST", "/v1/threads/support/messages",
+		`{"messages":[{"id":"m1","role":"user","contents":[{"type":"text","text":"hi"}],"created_at":"2026-01-02T03:04:05Z"}]}`, `"1"`, false)
+	call("GET", "/v1/threads/support/messages", "", "", true)
+	// A write from a stale version is refused, and changes nothing.
+	call("POST", "/v1/threads/support/messages", `{"messages":[{"role":"user","contents":[{"type":"text","text":"again"}]}]}`, `"1"`, true)
+	call("GET", "/v1/threads/elsewhere", "", "", true)
+	call("GET", "/healthz", "", "", true)
+	// Output:
+	// 201 "1"
+	// 201 "2"
+	// 200 "2"
+	// {"version":2,"messages":[{"id":"m1","role":"user","contents":[{"type":"text","text":"hi"}],"created_at":"2026-01-02T03:04:05Z"}]}
+	// 412
+	// {"error":{"code":"precondition_failed","message":"commit to support: at version 2, not 1: conflict"}}
+	// 404
+	// {"error":{"code":"not_found","message":"thread \"elsewhere\": not found"}}
+	// 200
+	// {"status":"ok","version":"v0.1.0"}
+}

@@ -1,0 +1,351 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+// The request bodies. Unknown members are refused; see decode.
+
+type createRequest struct {
+	ID       string                     `json:"id"`
+	Title    string                     `json:"title"`
+	Labels   map[string]string          `json:"labels"`
+	Kind     thread.Kind                `json:"kind"`
+	Messages []message.Message          `json:"messages"`
+	State    map[string]json.RawMessage `json:"state"`
+}
+
+type patchRequest struct {
+	Title  *string           `json:"title"`
+	Labels map[string]string `json:"labels"`
+}
+
+type appendRequest struct {
+	Messages []message.Message `json:"messages"`
+}
+
+type viewRequest struct {
+	Version      int64             `json:"version"`
+	Model        string            `json:"model"`
+	Encoding     string            `json:"encoding"`
+	Budget       int               `json:"budget"`
+	MaxMessages  int               `json:"max_messages"`
+	Pinned       []string          `json:"pinned"`
+	Instructions []message.Message `json:"instructions"`
+	Strategies   []json.RawMessage `json:"strategies"`
+}
+
+// strategyRequest is one strategy of a view: its type and that type's
+// parameters, which are checked against the type after decoding.
+type strategyRequest struct {
+	Type     string `json:"type"`
+	Turns    *int   `json:"turns"`
+	KeepLast *int   `json:"keep_last"`
+	Keep     *int   `json:"keep"`
+}
+
+type forkRequest struct {
+	At      string            `json:"at"`
+	Version int64             `json:"version"`
+	ID      string            `json:"id"`
+	Title   string            `json:"title"`
+	Labels  map[string]string `json:"labels"`
+}
+
+type copyRequest struct {
+	Version int64             `json:"version"`
+	ID      string            `json:"id"`
+	Title   string            `json:"title"`
+	Labels  map[string]string `json:"labels"`
+}
+
+type checkpointRequest struct {
+	Name string `json:"name"`
+}
+
+type rollbackRequest struct {
+	Checkpoint string `json:"checkpoint"`
+	Version    int64  `json:"version"`
+}
+
+type runRequest struct {
+	// Input is a list of messages or a string, the text of one user
+	// message.
+	Input     json.RawMessage   `json:"input"`
+	Approvals []approvalRequest `json:"approvals"`
+	OnBusy    string            `json:"on_busy"`
+	Stream    bool              `json:"stream"`
+}
+
+type approvalRequest struct {
+	CallID   string `json:"call_id"`
+	Approved bool   `json:"approved"`
+	Reason   string `json:"reason"`
+}
+
+// The response bodies.
+
+type threadJSON struct {
+	ID         string            `json:"id"`
+	Kind       thread.Kind       `json:"kind"`
+	Title      string            `json:"title"`
+	Labels     map[string]string `json:"labels"`
+	Head       string            `json:"head,omitzero"`
+	Version    int64             `json:"version"`
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	ForkedFrom *thread.ForkPoint `json:"forked_from,omitzero"`
+}
+
+func recordJSON(r thread.Record) threadJSON {
+	out := threadJSON{ID: r.ID, Kind: r.Kind, Title: r.Title, Labels: r.Labels, Head: r.Head, Version: r.Version,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	if r.ForkedFrom != (thread.ForkPoint{}) {
+		fp := r.ForkedFrom
+		out.ForkedFrom = &fp
+	}
+	return out
+}
+
+type listResponse struct {
+	Threads    []threadJSON `json:"threads"`
+	NextCursor string       `json:"next_cursor,omitzero"`
+}
+
+type messagesResponse struct {
+	Version  int64             `json:"version"`
+	Messages []message.Message `json:"messages"`
+}
+
+type commitResponse struct {
+	Version  int64             `json:"version"`
+	Commit   string            `json:"commit"`
+	Messages []message.Message `json:"messages"`
+}
+
+type viewResponse struct {
+	Version   int64             `json:"version"`
+	Messages  []message.Message `json:"messages"`
+	Tokens    int               `json:"tokens"`
+	Dropped   []string          `json:"dropped"`
+	Elided    []string          `json:"elided"`
+	Compacted string            `json:"compacted,omitzero"`
+}
+
+type historyEntryJSON struct {
+	Version int64     `json:"version"`
+	Commit  string    `json:"commit,omitzero"`
+	Op      thread.Op `json:"op"`
+	Time    time.Time `json:"time"`
+}
+
+type historyResponse struct {
+	Entries    []historyEntryJSON `json:"entries"`
+	NextBefore int64              `json:"next_before,omitzero"`
+}
+
+type checkpointJSON struct {
+	Name      string    `json:"name"`
+	Commit    string    `json:"commit"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type checkpointsResponse struct {
+	Checkpoints []checkpointJSON `json:"checkpoints"`
+}
+
+type runResponse struct {
+	RunID    string              `json:"run_id"`
+	Version  int64               `json:"version"`
+	Messages []message.Message   `json:"messages"`
+	Text     string              `json:"text"`
+	Pending  []agent.PendingCall `json:"pending"`
+	Usage    message.Usage       `json:"usage"`
+	Requests int                 `json:"requests"`
+	Finish   agent.FinishReason  `json:"finish_reason,omitzero"`
+}
+
+type healthResponse struct {
+	Status  string `json:"status"`
+	Version string `json:"version,omitzero"`
+}
+
+// orEmpty returns s, or an empty slice for nil, so that JSON has [] and
+// never null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// withMessages is a response body with a "messages" member that
+// writeJSON writes itself: encoding/json would check and compact each
+// message's JSON once more, which costs more than writing it (a message
+// writes itself in its canonical, compact form).
+type withMessages interface {
+	// jsonParts returns the body's other members, as a value that
+	// marshals to a JSON object, and the messages.
+	jsonParts() (fields any, msgs []message.Message)
+}
+
+func (r messagesResponse) jsonParts() (any, []message.Message) {
+	return struct {
+		Version int64 `json:"version"`
+	}{r.Version}, r.Messages
+}
+
+func (r commitResponse) jsonParts() (any, []message.Message) {
+	return struct {
+		Version int64  `json:"version"`
+		Commit  string `json:"commit"`
+	}{r.Version, r.Commit}, r.Messages
+}
+
+func (r viewResponse) jsonParts() (any, []message.Message) {
+	return struct {
+		Version   int64    `json:"version"`
+		Tokens    int      `json:"tokens"`
+		Dropped   []string `json:"dropped"`
+		Elided    []string `json:"elided"`
+		Compacted string   `json:"compacted,omitzero"`
+	}{r.Version, r.Tokens, r.Dropped, r.Elided, r.Compacted}, r.Messages
+}
+
+// marshal writes v as JSON, the messages of a withMessages last.
+func marshal(v any) ([]byte, error) {
+	wm, ok := v.(withMessages)
+	if !ok {
+		return json.Marshal(v)
+	}
+	fields, msgs := wm.jsonParts()
+	b, err := json.Marshal(fields)
+	if err != nil || len(b) < 2 || b[len(b)-1] != '}' {
+		return nil, fmt.Errorf("marshal %T: not an object (%v)", fields, err)
+	}
+	b = b[:len(b)-1]
+	if len(b) > 1 {
+		b = append(b, ',')
+	}
+	b = append(b, `"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		mb, err := m.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, mb...)
+	}
+	return append(b, "]}"...), nil
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := marshal(v)
+	if err != nil {
+		// Every body is made of types that marshal; a failure here is a
+		// bug, answered without its text.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// errBadJSON is a request body that is not what the route takes.
+func errBadJSON(msg string) error { return errf(http.StatusBadRequest, "invalid_json", "%s", msg) }
+
+// decode reads r's body, one JSON value, into v, refusing unknown members
+// and anything after the value. An empty body is an error unless optional,
+// when it leaves v as it is.
+func decode(r *http.Request, v any, optional bool) error {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return errBadJSON("reading the request body: " + err.Error())
+	}
+	return decodeBytes(data, v, optional)
+}
+
+func decodeBytes(data []byte, v any, optional bool) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		if optional {
+			return nil
+		}
+		return errBadJSON("empty request body: a JSON object is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errBadJSON("request body: " + err.Error())
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errBadJSON("request body: data after the JSON value")
+	}
+	return nil
+}
+
+// ifMatch reads the If-Match header: a version, as an ETag ("5", or 5).
+// "*" and no header both mean no condition.
+func ifMatch(r *http.Request) (v int64, ok bool, err error) {
+	h := strings.TrimSpace(r.Header.Get("If-Match"))
+	if h == "" || h == "*" {
+		return 0, false, nil
+	}
+	v, err = parseETag(h)
+	if err != nil {
+		return 0, false, invalidf("If-Match %q: a version in quotes, such as \"3\"", clip(h))
+	}
+	return v, true, nil
+}
+
+func parseETag(h string) (int64, error) {
+	h = strings.TrimPrefix(h, "W/")
+	if len(h) >= 2 && h[0] == '"' && h[len(h)-1] == '"' {
+		h = h[1 : len(h)-1]
+	}
+	v, err := strconv.ParseInt(h, 10, 64)
+	if err != nil || v < 0 {
+		return 0, errors.New("not a version")
+	}
+	return v, nil
+}
+
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
+// notModified reports whether the request's If-None-Match names version.
+func notModified(r *http.Request, version int64) bool {
+	for tag := range strings.SplitSeq(r.Header.Get("If-None-Match"), ",") {
+		tag = strings.TrimSpace(tag)
+		if tag == "*" {
+			return true
+		}
+		if v, err := parseETag(tag); err == nil && v == version {
+			return true
+		}
+	}
+	return false
+}

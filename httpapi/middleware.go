@@ -1,0 +1,244 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/loomthreads/loom/internal/auth"
+	"github.com/loomthreads/loom/internal/ids"
+)
+
+// reqInfo is what the middleware learns about a request as it goes down the
+// chain (the route, the tenant, the error), kept in the request's context
+// so that the access log, written on the way back up, can report it.
+type reqInfo struct {
+	id     string
+	route  string
+	tenant string
+	err    error
+}
+
+type infoKey struct{}
+
+func infoOf(ctx context.Context) *reqInfo {
+	info, _ := ctx.Value(infoKey{}).(*reqInfo)
+	return info
+}
+
+// RequestID returns the id of the request that ctx belongs to ("" outside
+// the server's middleware): the X-Request-Id of its response and of its log
+// lines.
+func RequestID(ctx context.Context) string {
+	if info := infoOf(ctx); info != nil {
+		return info.id
+	}
+	return ""
+}
+
+// chain wraps h in the middleware, outermost first: request id, logging
+// and metrics with panic recovery, CORS, the body limit, and (when
+// authenticate) the API key check. With outerRoute, the route of the logs
+// and metrics is the pattern of the mux that calls the chain (for
+// Protect); otherwise the route table's pattern.
+func (s *Server) chain(h http.Handler, authenticate, outerRoute bool) http.Handler {
+	if authenticate {
+		h = s.authenticate(h)
+	}
+	h = s.limitBody(h)
+	h = s.cors(h)
+	return s.observe(h, outerRoute)
+}
+
+// observe gives the request its id, then logs and counts it once it is
+// answered. A panic below is answered with a 500 (when nothing was written
+// yet) and logged with its stack.
+func (s *Server) observe(next http.Handler, outerRoute bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		info := &reqInfo{id: requestID(r.Header.Get("X-Request-Id"))}
+		if outerRoute {
+			info.route = r.Pattern
+		} else {
+			// Known before the route's handler runs, for the requests that
+			// the middleware answers (401, 403, 413).
+			_, info.route = s.mux.Handler(r)
+		}
+		w.Header().Set("X-Request-Id", info.id)
+		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			v := recover()
+			if v != nil && v != http.ErrAbortHandler {
+				s.log.ErrorContext(r.Context(), "panic", "request_id", info.id, "panic", v, "stack", string(debug.Stack()))
+				if !sw.wrote {
+					s.writeError(sw, r, errors.New("panic"))
+				}
+			}
+			s.done(r, info, sw, time.Since(start))
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// done logs and counts an answered request.
+func (s *Server) done(r *http.Request, info *reqInfo, sw *statusWriter, d time.Duration) {
+	code := sw.code
+	if !sw.wrote {
+		code = http.StatusOK
+	}
+	route := info.route
+	if route == "" {
+		route = "unmatched"
+	}
+	s.metrics.Request(route, r.Method, code, d)
+	level := slog.LevelInfo
+	if code >= 500 && code != http.StatusNotImplemented {
+		level = slog.LevelWarn
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method), slog.String("route", route), slog.Int("status", code),
+		slog.Duration("duration", d), slog.String("tenant", info.tenant), slog.String("request_id", info.id),
+	}
+	if info.err != nil && code < 500 {
+		// 5xx errors were logged in full when they were answered.
+		attrs = append(attrs, slog.String("error", info.err.Error()))
+	}
+	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
+}
+
+// requestID returns the client's X-Request-Id when it is a sane token (1 to
+// 128 bytes of letters, digits, '_', '-', '.'), else a new id.
+func requestID(h string) string {
+	if ids.Valid(h) {
+		return h
+	}
+	return ids.New("req_")
+}
+
+// statusWriter remembers the status of a response for the access log and
+// the metrics. It passes Flush and the others through via Unwrap, for
+// http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 200 {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.code, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Flush() {
+	if !w.wrote {
+		w.code, w.wrote = http.StatusOK, true
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// corsMethods and corsHeaders are what a preflight allows.
+const (
+	corsMethods       = "GET, POST, PATCH, DELETE"
+	corsHeaders       = "Authorization, Content-Type, If-Match, If-None-Match, X-API-Key, X-Request-Id, Last-Event-ID"
+	corsExposeHeaders = "ETag, Location, X-Request-Id"
+)
+
+// cors refuses requests from browser pages of origins that are not allowed,
+// and answers preflights for the ones that are. A request without Origin
+// (not from a browser), or from the server's own origin, passes untouched.
+func (s *Server) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+		if origin == "" || (!preflight && sameOrigin(origin, r.Host)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if len(s.origins) > 0 {
+			w.Header().Add("Vary", "Origin")
+		}
+		if !s.anyOrig && !s.origins[origin] {
+			s.writeError(w, r, errf(http.StatusForbidden, "forbidden", "origin %q is not allowed", clip(origin)))
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		if preflight {
+			h.Add("Vary", "Access-Control-Request-Method")
+			h.Add("Vary", "Access-Control-Request-Headers")
+			h.Set("Access-Control-Allow-Methods", corsMethods)
+			h.Set("Access-Control-Allow-Headers", corsHeaders)
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether origin names the host the request was sent
+// to, as a browser's request from a page the server itself served does.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && strings.EqualFold(u.Host, host)
+}
+
+// limitBody caps the request body: a body announced over the limit is
+// refused at once, and one that turns out longer fails its read with an
+// *http.MaxBytesError, which the error table answers with 413.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.maxBody {
+			s.writeError(w, r, &http.MaxBytesError{Limit: s.maxBody})
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate checks the request's API key and records its tenant.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if info := infoOf(r.Context()); info != nil {
+			info.tenant, _ = auth.Tenant(r.Context())
+		}
+		next.ServeHTTP(w, r)
+	})
+	return s.keys.Middleware(inner, func(w http.ResponseWriter, r *http.Request, err error) {
+		msg := "missing API key: send Authorization: Bearer KEY or X-API-Key"
+		if errors.Is(err, auth.ErrBadKey) {
+			msg = "unknown API key"
+		}
+		s.writeError(w, r, errf(http.StatusUnauthorized, "unauthorized", "%s", msg))
+	})
+}
+
+// tenant returns the tenant of the request (set by authenticate).
+func tenant(r *http.Request) string {
+	t, _ := auth.Tenant(r.Context())
+	return t
+}

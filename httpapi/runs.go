@@ -1,0 +1,202 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+// The events of a streamed run.
+
+type updateJSON struct {
+	Text      string         `json:"text,omitzero"`
+	Reasoning string         `json:"reasoning,omitzero"`
+	Call      *callDeltaJSON `json:"call,omitzero"`
+	Usage     *message.Usage `json:"usage,omitzero"`
+}
+
+type callDeltaJSON struct {
+	Index     int    `json:"index"`
+	CallID    string `json:"call_id,omitzero"`
+	Name      string `json:"name,omitzero"`
+	Arguments string `json:"arguments,omitzero"`
+}
+
+type stepJSON struct {
+	Kind     agent.StepKind    `json:"kind"`
+	Commit   string            `json:"commit"`
+	Version  int64             `json:"version"`
+	Messages []message.Message `json:"messages"`
+}
+
+func resultJSON(res *agent.Result) runResponse {
+	out := runResponse{RunID: res.RunID, Version: res.Version, Messages: orEmpty(res.Messages), Text: res.Text(),
+		Pending: orEmpty(res.Pending), Usage: res.Usage, Requests: res.Requests}
+	if res.Response != nil {
+		out.Finish = res.Response.FinishReason
+	}
+	return out
+}
+
+// runInput reads a run's input: a list of messages, or a string that is
+// the text of one user message.
+func runInput(raw json.RawMessage) ([]message.Message, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return nil, errBadJSON("input: " + err.Error())
+		}
+		return []message.Message{message.User(text)}, nil
+	}
+	var msgs []message.Message
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return nil, errBadJSON("input: a string or a list of messages: " + err.Error())
+	}
+	return msgs, nil
+}
+
+func onBusy(s string) (agent.OnBusy, error) {
+	switch s {
+	case "", "reject":
+		return agent.Reject, nil
+	case "queue":
+		return agent.Queue, nil
+	case "interrupt":
+		return agent.Interrupt, nil
+	}
+	return 0, invalidf("on_busy %q: reject, queue or interrupt", clip(s))
+}
+
+// wantsStream reports whether the client asked for Server-Sent Events.
+func wantsStream(r *http.Request, asked bool) bool {
+	if asked {
+		return true
+	}
+	for _, a := range r.Header.Values("Accept") {
+		if strings.Contains(strings.ToLower(a), "text/event-stream") {
+			return true
+		}
+	}
+	return false
+}
+
+// run: POST /v1/threads/{id}/runs
+func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
+	if _, err := threadID(r); err != nil {
+		return err
+	}
+	if s.agent == nil {
+		return fmt.Errorf("runs need a model, and this server has no agent: %w", thread.ErrUnsupported)
+	}
+	var req runRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	input, err := runInput(req.Input)
+	if err != nil {
+		return err
+	}
+	how, err := onBusy(req.OnBusy)
+	if err != nil {
+		return err
+	}
+	areq := agent.Request{Input: input, OnBusy: how, Metadata: map[string]string{"request_id": RequestID(r.Context())}}
+	for _, a := range req.Approvals {
+		areq.Approvals = append(areq.Approvals, agent.Approval{CallID: a.CallID, Approved: a.Approved, Reason: a.Reason})
+	}
+	th, err := s.thread(r)
+	if err != nil {
+		return err
+	}
+	s.metrics.StoreOp("run")
+	// A run may take longer than the server's write timeout.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	// The run follows the client: if it goes away the run is cancelled,
+	// and commits what it completed.
+	if !wantsStream(r, req.Stream) {
+		res, err := s.agent.Invoke(r.Context(), th, areq)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("ETag", etag(res.Version))
+		writeJSON(w, http.StatusOK, resultJSON(res))
+		return nil
+	}
+	sse := &sseWriter{w: w, rc: rc}
+	for ev, err := range s.agent.InvokeStream(r.Context(), th, areq) {
+		if err != nil {
+			if !sse.started {
+				// Nothing was sent yet (busy, approvals missing): an
+				// ordinary error response.
+				return err
+			}
+			_, code, msg := s.reportError(r, err)
+			sse.event("error", errorJSON{Code: code, Message: msg})
+			return nil
+		}
+		var werr error
+		switch {
+		case ev.Update != nil:
+			u := ev.Update
+			out := updateJSON{Text: u.Text, Reasoning: u.Reasoning, Usage: u.Usage}
+			if c := u.Call; c != nil {
+				out.Call = &callDeltaJSON{Index: c.Index, CallID: c.CallID, Name: c.Name, Arguments: c.Arguments}
+			}
+			if out == (updateJSON{}) {
+				continue // the final update: the step and the result carry it
+			}
+			werr = sse.event("update", out)
+		case ev.Step != nil:
+			st := ev.Step
+			werr = sse.event("step", stepJSON{Kind: st.Kind, Commit: st.Commit, Version: st.Version, Messages: orEmpty(st.Messages)})
+		case ev.Result != nil:
+			werr = sse.event("result", resultJSON(ev.Result))
+		}
+		if werr != nil {
+			// The client is gone: stopping the iteration cancels the run,
+			// which commits what it completed.
+			return nil
+		}
+	}
+	return nil
+}
+
+// sseWriter writes Server-Sent Events, flushing each one. The response's
+// headers go with the first event.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func (s *sseWriter) event(name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if !s.started {
+		s.started = true
+		h := s.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		s.w.WriteHeader(http.StatusOK)
+	}
+	// json.Marshal writes no newline, so the data is one line.
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}

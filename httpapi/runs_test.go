@@ -1,0 +1,300 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/message"
+)
+
+type weatherIn struct {
+	City string `json:"city"`
+}
+
+func weatherTool(opts ...agent.ToolOption) agent.Tool {
+	return agent.MustFunc("weather", "Current weather of a city.", func(_ context.Context, in weatherIn) (string, error) {
+		return fmt.Sprintf(`{"city":%q,"temp_c":21}`, in.City), nil
+	}, opts...)
+}
+
+func weatherScript() *scripted.Client {
+	return scripted.New(
+		scripted.Calls(message.FunctionCall{CallID: "c1", Name: "weather", Arguments: `{"city":"Paris"}`}),
+		scripted.Step{Text: "It is 21 °C in Paris.", Usage: message.Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15}},
+	)
+}
+
+// sseEvent is one parsed Server-Sent Event.
+type sseEvent struct {
+	name string
+	data json.RawMessage
+}
+
+// readEvents parses an event stream until it ends, or until stop returns
+// true for an event.
+func readEvents(t *testing.T, r io.Reader, stop func(sseEvent) bool) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.name == "" {
+				continue
+			}
+			if !json.Valid(cur.data) {
+				t.Fatalf("event %s: data is not JSON: %s", cur.name, cur.data)
+			}
+			out = append(out, cur)
+			if stop != nil && stop(cur) {
+				return out
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			cur.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data = json.RawMessage(strings.TrimPrefix(line, "data: "))
+		default:
+			t.Fatalf("unexpected line %q", line)
+		}
+	}
+	return out
+}
+
+// TestRunJSON checks a run answered as JSON: the result, and the thread's
+// messages after it.
+func TestRunJSON(t *testing.T) {
+	s := newServer(t, Options{Agent: agent.New(weatherScript(), &agent.Options{Tools: []agent.Tool{weatherTool()}})})
+	createThread(t, s, "", "th")
+	var res runResponse
+	w := must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "Weather in Paris?"}}, http.StatusOK, &res)
+	if res.Text != "It is 21 °C in Paris." || res.RunID == "" || res.Version != 4 || len(res.Messages) != 4 ||
+		res.Usage.TotalTokens != 15 || res.Requests != 2 || len(res.Pending) != 0 || res.Finish != "stop" {
+		t.Fatalf("result %+v", res)
+	}
+	if w.Header().Get("ETag") != `"4"` {
+		t.Errorf("ETag %q", w.Header().Get("ETag"))
+	}
+	var msgs messagesResponse
+	must(t, s, req{method: "GET", path: "/v1/threads/th/messages"}, http.StatusOK, &msgs)
+	if diff := cmp.Diff([]string{"Weather in Paris?", "", "", "It is 21 °C in Paris."}, texts(msgs.Messages)); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	// The input may be a list of messages too; a script past its end is a
+	// 500 that does not say why.
+	w = wantError(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": []any{textMsg("user", "again")}}}, 500, "internal")
+	if strings.Contains(w.Body.String(), "scripted") {
+		t.Errorf("internal text sent: %s", w.Body.String())
+	}
+}
+
+// TestRunApprovals checks a run that stops for approval, a run that does
+// not decide it (409 approval_required), and one that does.
+func TestRunApprovals(t *testing.T) {
+	s := newServer(t, Options{Agent: agent.New(weatherScript(), &agent.Options{Tools: []agent.Tool{weatherTool(agent.WithApproval())}})})
+	createThread(t, s, "", "th")
+	var res runResponse
+	must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "Weather?"}}, http.StatusOK, &res)
+	if len(res.Pending) != 1 || res.Pending[0].CallID != "c1" {
+		t.Fatalf("pending %+v", res)
+	}
+	wantError(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "hurry"}}, http.StatusConflict, "approval_required")
+	must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"approvals": []any{map[string]any{"call_id": "c1", "approved": true}}}}, http.StatusOK, &res)
+	if res.Text != "It is 21 °C in Paris." || len(res.Pending) != 0 {
+		t.Errorf("after approval %+v", res)
+	}
+}
+
+// TestRunSSE checks a streamed run: updates, steps and the result, each a
+// JSON event, on a real connection.
+func TestRunSSE(t *testing.T) {
+	s := newServer(t, Options{Agent: agent.New(weatherScript(), &agent.Options{Tools: []agent.Tool{weatherTool()}})})
+	createThread(t, s, "", "th")
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+
+	resp, err := http.Post(ts.URL+"/v1/threads/th/runs", "application/json", strings.NewReader(`{"input":"Weather in Paris?","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+	}
+	events := readEvents(t, resp.Body, nil)
+	var text strings.Builder
+	var steps []string
+	calls := 0
+	var res runResponse
+	for _, ev := range events {
+		switch ev.name {
+		case "update":
+			var u updateJSON
+			mustUnmarshal(t, ev.data, &u)
+			text.WriteString(u.Text)
+			if u.Call != nil {
+				calls++
+			}
+		case "step":
+			var st stepJSON
+			mustUnmarshal(t, ev.data, &st)
+			if st.Commit == "" || st.Version == 0 || len(st.Messages) == 0 {
+				t.Errorf("step %s", ev.data)
+			}
+			steps = append(steps, string(st.Kind))
+		case "result":
+			mustUnmarshal(t, ev.data, &res)
+		default:
+			t.Errorf("event %s: %s", ev.name, ev.data)
+		}
+	}
+	if events[len(events)-1].name != "result" {
+		t.Errorf("last event %s", events[len(events)-1].name)
+	}
+	if text.String() != "It is 21 °C in Paris." || calls != 1 {
+		t.Errorf("streamed text %q, %d calls", text.String(), calls)
+	}
+	if diff := cmp.Diff([]string{"input", "tools", "answer"}, steps); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	if res.Text != "It is 21 °C in Paris." || res.Version != 4 {
+		t.Errorf("result %+v", res)
+	}
+}
+
+func mustUnmarshal(t *testing.T, data []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+}
+
+// TestRunSSEErrors checks that an error before the stream starts is an
+// ordinary error response, and one after it an error event.
+func TestRunSSEErrors(t *testing.T) {
+	client := scripted.New(scripted.Fail(&agent.ProviderError{Provider: "openai", StatusCode: 500, Type: "server_error", Message: "org-secret"}))
+	s := newServer(t, Options{Agent: agent.New(client, nil)})
+	createThread(t, s, "", "th")
+	w := must(t, s, req{method: "POST", path: "/v1/threads/th/runs", header: map[string]string{"Accept": "text/event-stream"},
+		body: map[string]any{"input": "hi"}}, http.StatusOK, nil)
+	events := readEvents(t, w.Body, nil)
+	if len(events) != 2 || events[0].name != "step" || events[1].name != "error" {
+		t.Fatalf("events %+v", events)
+	}
+	var e errorJSON
+	mustUnmarshal(t, events[1].data, &e)
+	if e.Code != "provider_error" || strings.Contains(e.Message, "org-secret") {
+		t.Errorf("error event %+v", e)
+	}
+	// A thread that does not exist: no stream at all.
+	wantError(t, s, req{method: "POST", path: "/v1/threads/none/runs", body: map[string]any{"input": "hi", "stream": true}}, http.StatusNotFound, "not_found")
+	// Not JSON: 502 as JSON.
+	client.Add(scripted.Fail(&agent.ProviderError{Provider: "openai", StatusCode: 429}))
+	wantError(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "hi"}}, http.StatusTooManyRequests, "rate_limited")
+}
+
+// TestRunBusy checks that a second run on a running thread is refused with
+// 409 busy, or waits with on_busy "queue".
+func TestRunBusy(t *testing.T) {
+	client := scripted.New(scripted.Step{Text: "slow", Delay: 300 * time.Millisecond}, scripted.Text("queued"))
+	s := newServer(t, Options{Agent: agent.New(client, nil)})
+	createThread(t, s, "", "th")
+	first := make(chan *httptest.ResponseRecorder)
+	go func() {
+		first <- do(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "one"}})
+	}()
+	for len(client.Requests()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	wantError(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "two"}}, http.StatusConflict, "busy")
+	var res runResponse
+	must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "three", "on_busy": "queue"}}, http.StatusOK, &res)
+	if res.Text != "queued" {
+		t.Errorf("queued run %+v", res)
+	}
+	if w := <-first; w.Code != 200 {
+		t.Errorf("first run: %d %s", w.Code, w.Body.String())
+	}
+}
+
+// TestRunDisconnectMidStream checks that a client that goes away in the
+// middle of a streamed run cancels it, and leaves the thread valid for the
+// next run.
+func TestRunDisconnectMidStream(t *testing.T) {
+	// The first request waits a minute, or until its run is cancelled.
+	client := scripted.New(scripted.Step{Text: "never sent", Delay: time.Minute}, scripted.Text("after"))
+	s := newServer(t, Options{Agent: agent.New(client, nil)})
+	createThread(t, s, "", "th", "earlier", "reply")
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	r, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/threads/th/runs", strings.NewReader(`{"input":"first","stream":true}`))
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := readEvents(t, resp.Body, func(ev sseEvent) bool { return ev.name == "step" })
+	if len(events) != 1 {
+		t.Fatalf("events %+v", events)
+	}
+	for len(client.Requests()) == 0 { // the model is "thinking"
+		time.Sleep(time.Millisecond)
+	}
+	cancel() // and the client goes away
+	resp.Body.Close()
+
+	// The next run waits for the cancelled one to end, then runs on what
+	// it committed.
+	var res runResponse
+	must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "second", "on_busy": "queue"}}, http.StatusOK, &res)
+	if res.Text != "after" {
+		t.Errorf("next run %+v", res)
+	}
+	var msgs messagesResponse
+	must(t, s, req{method: "GET", path: "/v1/threads/th/messages"}, http.StatusOK, &msgs)
+	if diff := cmp.Diff([]string{"earlier", "reply", "first", "second", "after"}, texts(msgs.Messages)); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+}
+
+// TestRunsWithoutAgent checks that runs and summaries answer 501 on a
+// server without an agent.
+func TestRunsWithoutAgent(t *testing.T) {
+	s := newServer(t, Options{})
+	createThread(t, s, "", "th", "hi")
+	wantError(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "hi"}}, http.StatusNotImplemented, "unsupported")
+	wantError(t, s, req{method: "POST", path: "/v1/threads/th/view", body: map[string]any{"strategies": []any{map[string]any{"type": "summarize"}}}}, http.StatusNotImplemented, "unsupported")
+}
+
+// TestViewSummarize checks the summarize strategy on a server with an
+// agent: the summary is committed and the view stops at it.
+func TestViewSummarize(t *testing.T) {
+	s := newServer(t, Options{Agent: agent.New(scripted.New(scripted.Text("They talked about Lisbon.")), nil)})
+	var words []string
+	for i := range 12 {
+		words = append(words, strings.Repeat(fmt.Sprintf("word%d ", i), 40))
+	}
+	createThread(t, s, "", "th", words...)
+	var v viewResponse
+	must(t, s, req{method: "POST", path: "/v1/threads/th/view", body: map[string]any{"budget": 600,
+		"strategies": []any{map[string]any{"type": "summarize", "keep": 2}}}}, http.StatusOK, &v)
+	if v.Compacted == "" || v.Version != 2 || !strings.Contains(fmt.Sprint(texts(v.Messages)), "Lisbon") {
+		t.Errorf("view %+v", v)
+	}
+}

@@ -1,0 +1,228 @@
+package httpapi
+
+import (
+	_ "embed"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/internal/auth"
+	"github.com/loomthreads/loom/thread"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes
+// is 0.
+const DefaultMaxBodyBytes = 8 << 20
+
+// Options configure a Server.
+type Options struct {
+	// DB is the store of threads; it is required. Every request uses it
+	// through DB.WithTenant with the tenant of its API key.
+	DB *thread.DB
+	// Keys are the API keys. nil, or no keys, means no authentication and
+	// every request in the tenant "": serve such a server on loopback only.
+	Keys *auth.Keys
+	// Agent runs the threads' runs; nil answers runs with 501 (code
+	// "unsupported"), and views that summarize likewise.
+	Agent *agent.Agent
+	// MaxBodyBytes caps a request body, imported documents included; 0
+	// means DefaultMaxBodyBytes. A larger body is answered with 413 (code
+	// "too_large") and changes nothing.
+	MaxBodyBytes int64
+	// AllowOrigins are the origins (scheme://host[:port]) whose browser
+	// pages may call the API; "*" allows any. A request whose Origin is
+	// neither listed nor the server's own is refused with 403. Empty
+	// refuses every cross-origin request and sends no CORS headers.
+	AllowOrigins []string
+	// Logger logs each request and every internal error; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Version is reported by /healthz.
+	Version string
+}
+
+// Server is loom's JSON API over HTTP: /v1/… for threads and runs,
+// /healthz and /metrics. It implements http.Handler and is safe for
+// concurrent use.
+type Server struct {
+	db      *thread.DB
+	keys    *auth.Keys
+	agent   *agent.Agent
+	maxBody int64
+	origins map[string]bool
+	anyOrig bool
+	log     *slog.Logger
+	version string
+	metrics *Metrics
+
+	mux         *http.ServeMux
+	api         http.Handler    // the mux behind the whole chain, authentication included
+	public      http.Handler    // the mux behind the chain without authentication
+	publicPaths map[string]bool // the paths of the public routes
+}
+
+// route is one entry of the route table: a ServeMux pattern and its
+// handler, which returns its error for the error table to answer.
+type route struct {
+	pattern string
+	handle  func(s *Server, w http.ResponseWriter, r *http.Request) error
+	// public routes need no API key.
+	public bool
+}
+
+// routes is the route table: the mux registers it, and the OpenAPI test
+// checks that openapi.json describes exactly these routes.
+var routes = []route{
+	{pattern: "GET /v1/threads", handle: (*Server).listThreads},
+	{pattern: "POST /v1/threads", handle: (*Server).createThread},
+	{pattern: "POST /v1/threads/import", handle: (*Server).importThread},
+	{pattern: "GET /v1/threads/{id}", handle: (*Server).getThread},
+	{pattern: "PATCH /v1/threads/{id}", handle: (*Server).patchThread},
+	{pattern: "DELETE /v1/threads/{id}", handle: (*Server).deleteThread},
+	{pattern: "GET /v1/threads/{id}/messages", handle: (*Server).getMessages},
+	{pattern: "POST /v1/threads/{id}/messages", handle: (*Server).appendMessages},
+	{pattern: "POST /v1/threads/{id}/view", handle: (*Server).view},
+	{pattern: "POST /v1/threads/{id}/fork", handle: (*Server).fork},
+	{pattern: "POST /v1/threads/{id}/copy", handle: (*Server).copyThread},
+	{pattern: "GET /v1/threads/{id}/history", handle: (*Server).history},
+	{pattern: "GET /v1/threads/{id}/checkpoints", handle: (*Server).listCheckpoints},
+	{pattern: "POST /v1/threads/{id}/checkpoints", handle: (*Server).createCheckpoint},
+	{pattern: "DELETE /v1/threads/{id}/checkpoints/{name}", handle: (*Server).deleteCheckpoint},
+	{pattern: "POST /v1/threads/{id}/rollback", handle: (*Server).rollback},
+	{pattern: "POST /v1/threads/{id}/reset", handle: (*Server).reset},
+	{pattern: "GET /v1/threads/{id}/export", handle: (*Server).export},
+	{pattern: "POST /v1/threads/{id}/runs", handle: (*Server).run},
+	{pattern: "GET /v1/openapi.json", handle: (*Server).openAPI},
+	{pattern: "GET /healthz", handle: (*Server).healthz, public: true},
+	{pattern: "GET /metrics", handle: (*Server).serveMetrics, public: true},
+}
+
+// New returns a Server on opts.DB. It panics if opts.DB is nil.
+func New(opts Options) *Server {
+	if opts.DB == nil {
+		panic("httpapi: Options.DB is nil")
+	}
+	s := &Server{
+		db: opts.DB, keys: opts.Keys, agent: opts.Agent, maxBody: opts.MaxBodyBytes,
+		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, metrics: newMetrics(),
+		mux: http.NewServeMux(), publicPaths: map[string]bool{},
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	for _, o := range opts.AllowOrigins {
+		if o == "*" {
+			s.anyOrig = true
+		}
+		s.origins[strings.TrimSuffix(o, "/")] = true
+	}
+	for _, rt := range routes {
+		s.mux.Handle(rt.pattern, s.endpoint(rt))
+		if rt.public {
+			_, path, _ := strings.Cut(rt.pattern, " ")
+			s.publicPaths[path] = true
+		}
+	}
+	s.api = s.chain(http.HandlerFunc(s.dispatch), true, false)
+	s.public = s.chain(http.HandlerFunc(s.dispatch), false, false)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.publicPaths[r.URL.Path] {
+		s.public.ServeHTTP(w, r)
+		return
+	}
+	s.api.ServeHTTP(w, r)
+}
+
+// Protect wraps h in the middleware of the API: request ids, logging and
+// metrics, CORS, the body limit and authentication, so that h sees only
+// requests with a valid key (when keys are configured) and finds their
+// tenant with auth.Tenant(r.Context()). The route in logs and metrics is the
+// pattern of the mux that calls the result, such as "/mcp".
+func (s *Server) Protect(h http.Handler) http.Handler { return s.chain(h, true, true) }
+
+// Metrics returns the server's metrics, for handlers mounted beside it to
+// count their thread operations in.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// endpoint adapts a route's handler: it names the route for the logs and
+// metrics, and answers the handler's error through the error table.
+func (s *Server) endpoint(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if info := infoOf(r.Context()); info != nil {
+			info.route = rt.pattern
+		}
+		if err := rt.handle(s, w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// dispatch serves r from the mux, answering requests that match no route
+// with the JSON error shape (404, or 405 with an Allow header) rather than
+// the mux's plain text.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	cw := &captureWriter{header: http.Header{}}
+	s.mux.ServeHTTP(cw, r)
+	switch {
+	case cw.code == http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", cw.header.Get("Allow"))
+		s.writeError(w, r, errf(http.StatusMethodNotAllowed, "method_not_allowed", "method %s not allowed on %s", r.Method, r.URL.Path))
+	case cw.code >= 300 && cw.code < 400:
+		// The mux redirects unclean paths ("/v1/threads/../x").
+		w.Header().Set("Location", cw.header.Get("Location"))
+		w.WriteHeader(cw.code)
+	default:
+		s.writeError(w, r, errf(http.StatusNotFound, "not_found", "no route for %s %q", r.Method, clip(r.URL.Path)))
+	}
+}
+
+// captureWriter records what the mux's own 404, 405 and redirect handlers
+// write, so that dispatch can answer in JSON instead.
+type captureWriter struct {
+	header http.Header
+	code   int
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) WriteHeader(code int) {
+	if c.code == 0 {
+		c.code = code
+	}
+}
+func (c *captureWriter) Write(p []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	return len(p), nil
+}
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+func (s *Server) openAPI(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(openAPIDoc)
+	return err
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
+	return s.metrics.serve(w, r)
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
