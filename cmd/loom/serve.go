@@ -125,7 +125,6 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, keys *auth.Keys
 	return err
 }
 
-
 // ServeCommand serves the HTTP API (/v1), the MCP endpoint (/mcp), /healthz
 // and /metrics on one port.
 type ServeCommand struct {
