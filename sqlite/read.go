@@ -165,6 +165,12 @@ func queryOne[T any](ctx context.Context, st *sql.Stmt, scan func(scanner) (T, e
 	return v, rows.Close()
 }
 
+// CachedCommit implements thread.CommitCache: the commit from the cache of
+// decoded commits, nil when it is not there.
+func (s *Store) CachedCommit(id string) *thread.Commit { return s.cache.getID(id) }
+
+var _ thread.CommitCache = (*Store)(nil)
+
 // Commit implements thread.Store. It always asks the file (and finds the
 // decoded commit in the cache by row), so that a commit another process
 // has deleted is ErrNotFound at once.

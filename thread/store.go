@@ -48,6 +48,15 @@ type Store interface {
 	Apply(ctx context.Context, b *Batch) error
 }
 
+// CommitCache is an optional upgrade of a Store that keeps decoded commits
+// in memory. CachedCommit returns a copy of the commit id when the store
+// holds it, or nil, without asking its backend. A Thread uses it for the
+// head of a record it has just read (which the record keeps alive), and
+// asks Commit otherwise; a store without it is always asked.
+type CommitCache interface {
+	CachedCommit(id string) *Commit
+}
+
 // Batch is a set of changes that a store applies atomically, in the order of
 // its fields: commits, creations, moves, dropped checkpoints, new
 // checkpoints, deletions. Every

@@ -87,9 +87,14 @@ func (t *Thread) headCommit(ctx context.Context) (*Record, *Commit, error) {
 	if h != nil || r.Head == "" {
 		return r, h, nil
 	}
-	h, err := t.db.store.Commit(ctx, r.Head)
-	if err != nil {
-		return nil, nil, err
+	if cc, ok := t.db.store.(CommitCache); ok {
+		h = cc.CachedCommit(r.Head)
+	}
+	if h == nil {
+		var err error
+		if h, err = t.db.store.Commit(ctx, r.Head); err != nil {
+			return nil, nil, err
+		}
 	}
 	h = h.header()
 	t.mu.Lock()
