@@ -197,9 +197,14 @@ var commands = []spec{
 		},
 		New: func(b base) Command { return &BenchCommand{base: b} }},
 	{Name: "serve", Synopsis: "[flags]",
-		Summary: "serve the HTTP API, MCP and the web UI",
+		Summary: "serve the HTTP API (/v1), MCP (/mcp), /healthz and /metrics on one port",
+		Help: "Without API keys (--keys FILE or $LOOM_API_KEYS, lines of tenant:key) it listens\n" +
+			"on loopback only. SIGINT or SIGTERM stops it after the requests in flight finish\n" +
+			"(at most --shutdown-timeout). Runs (POST /v1/threads/ID/runs) need --provider.",
 		Examples: []string{
-			"loom serve --store sqlite://./loom.db",
+			"loom serve",
+			"loom serve --store postgres://localhost/loom --addr :8080 --keys ./keys",
+			"OPENAI_API_KEY=… loom serve --provider openai --model gpt-4o-mini",
 		},
 		New: func(b base) Command { return &ServeCommand{base: b} }},
 	{Name: "mcp", Synopsis: "[flags]",
