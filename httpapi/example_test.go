@@ -33,7 +33,13 @@ func Example() {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		fmt.Println(strings.TrimSpace(fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("ETag"))))
+		// An ETag is "<version>.<the thread's creation>"; the version
+		// is what this example shows.
+		tag, _, _ := strings.Cut(resp.Header.Get("ETag"), ".")
+		if tag != "" {
+			tag += `"`
+		}
+		fmt.Println(strings.TrimSpace(fmt.Sprint(resp.StatusCode, " ", tag)))
 		if showBody {
 			fmt.Println(strings.TrimSpace(string(b)))
 		}

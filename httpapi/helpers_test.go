@@ -148,3 +148,12 @@ func createThread(tb testing.TB, h http.Handler, key, id string, texts ...string
 func textMsg(role, text string) map[string]any {
 	return map[string]any{"role": role, "contents": []any{map[string]any{"type": "text", "text": text}}}
 }
+
+// tagVersion returns an ETag with only its version, as `"3"`: the rest
+// names the thread's creation and differs between runs.
+func tagVersion(etag string) string {
+	if v, _, ok := strings.Cut(etag, "."); ok {
+		return v + `"`
+	}
+	return etag
+}

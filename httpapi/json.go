@@ -285,7 +285,9 @@ func decode(r *http.Request, v any, optional bool) error {
 		if errors.As(err, &tooBig) {
 			return err
 		}
-		return errBadJSON("reading the request body: " + err.Error())
+		// The read error's text names the server's network addresses: it
+		// stays out of the answer.
+		return errBadJSON("the request body could not be read")
 	}
 	return decodeBytes(data, v, optional)
 }
@@ -310,40 +312,66 @@ func decodeBytes(data []byte, v any, optional bool) error {
 
 // ifMatch reads the If-Match header: a version, as an ETag ("5", or 5).
 // "*" and no header both mean no condition.
-func ifMatch(r *http.Request) (v int64, ok bool, err error) {
+func ifMatch(r *http.Request) (tag etagValue, ok bool, err error) {
 	h := strings.TrimSpace(r.Header.Get("If-Match"))
 	if h == "" || h == "*" {
-		return 0, false, nil
+		return etagValue{}, false, nil
 	}
-	v, err = parseETag(h)
+	tag, err = parseETag(h)
 	if err != nil {
-		return 0, false, invalidf("If-Match %q: a version in quotes, such as \"3\"", clip(h))
+		return etagValue{}, false, invalidf("If-Match %q: an ETag this server sent, or a version in quotes such as \"3\"", clip(h))
 	}
-	return v, true, nil
+	return tag, true, nil
 }
 
-func parseETag(h string) (int64, error) {
+// etagValue is what an ETag names: a thread's version and, so that a
+// thread deleted and created again under its id never matches a tag of the
+// old one, its creation time. A tag written by hand as a bare version
+// ("3") has created 0 and matches the version of whichever thread has
+// the id.
+type etagValue struct {
+	version int64
+	created int64 // microseconds since the epoch; 0 for a bare version
+}
+
+func parseETag(h string) (etagValue, error) {
 	h = strings.TrimPrefix(h, "W/")
 	if len(h) >= 2 && h[0] == '"' && h[len(h)-1] == '"' {
 		h = h[1 : len(h)-1]
 	}
-	v, err := strconv.ParseInt(h, 10, 64)
+	vs, cs, both := strings.Cut(h, ".")
+	v, err := strconv.ParseInt(vs, 10, 64)
 	if err != nil || v < 0 {
-		return 0, errors.New("not a version")
+		return etagValue{}, errors.New("not a version")
 	}
-	return v, nil
+	t := etagValue{version: v}
+	if both {
+		if t.created, err = strconv.ParseInt(cs, 36, 64); err != nil || t.created <= 0 {
+			return etagValue{}, errors.New("not a creation time")
+		}
+	}
+	return t, nil
 }
 
-func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+// etag is the ETag of a thread at a version.
+func etag(rec thread.Record, version int64) string {
+	return `"` + strconv.FormatInt(version, 10) + "." + strconv.FormatInt(rec.CreatedAt.UnixMicro(), 36) + `"`
+}
 
-// notModified reports whether the request's If-None-Match names version.
-func notModified(r *http.Request, version int64) bool {
+// matches reports whether tag names rec at version.
+func (t etagValue) matches(rec thread.Record, version int64) bool {
+	return t.version == version && (t.created == 0 || t.created == rec.CreatedAt.UnixMicro())
+}
+
+// notModified reports whether the request's If-None-Match names rec at
+// version.
+func notModified(r *http.Request, rec thread.Record, version int64) bool {
 	for tag := range strings.SplitSeq(r.Header.Get("If-None-Match"), ",") {
 		tag = strings.TrimSpace(tag)
 		if tag == "*" {
 			return true
 		}
-		if v, err := parseETag(tag); err == nil && v == version {
+		if t, err := parseETag(tag); err == nil && t.matches(rec, version) {
 			return true
 		}
 	}

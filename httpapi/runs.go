@@ -127,10 +127,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 	// and commits what it completed.
 	if !wantsStream(r, req.Stream) {
 		res, err := s.agent.Invoke(r.Context(), th, areq)
+		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 		if err != nil {
 			return err
 		}
-		w.Header().Set("ETag", etag(res.Version))
+		w.Header().Set("ETag", etag(th.Record(), res.Version))
 		writeJSON(w, http.StatusOK, resultJSON(res))
 		return nil
 	}
@@ -181,6 +182,10 @@ type sseWriter struct {
 	started bool
 }
 
+// sseWriteTimeout is how long one event of a streamed run may take to
+// write.
+const sseWriteTimeout = 30 * time.Second
+
 func (s *sseWriter) event(name string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -194,6 +199,9 @@ func (s *sseWriter) event(name string, v any) error {
 		h.Set("X-Accel-Buffering", "no")
 		s.w.WriteHeader(http.StatusOK)
 	}
+	// A client that stops reading must not hold the run (and its thread)
+	// for ever: each event has sseWriteTimeout to be written.
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 	// json.Marshal writes no newline, so the data is one line.
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
 		return err

@@ -73,7 +73,7 @@ func threadLocation(id string) string { return "/v1/threads/" + url.PathEscape(i
 // answerThread answers with a thread's record and its version as ETag.
 func answerThread(w http.ResponseWriter, status int, th *thread.Thread) {
 	rec := th.Record()
-	w.Header().Set("ETag", etag(rec.Version))
+	w.Header().Set("ETag", etag(rec, rec.Version))
 	if status == http.StatusCreated {
 		w.Header().Set("Location", threadLocation(rec.ID))
 	}
@@ -82,9 +82,16 @@ func answerThread(w http.ResponseWriter, status int, th *thread.Thread) {
 
 // checkVersion returns ErrConflict (412 with If-Match) when the request's
 // If-Match does not name th's version.
-func checkVersion(th *thread.Thread, want int64, ok bool) error {
-	if ok && th.Version() != want {
-		return fmt.Errorf("thread %s is at version %d, not %d: %w", th.ID(), th.Version(), want, thread.ErrConflict)
+func checkVersion(th *thread.Thread, want etagValue, ok bool) error {
+	if !ok {
+		return nil
+	}
+	rec := th.Record()
+	if !want.matches(rec, rec.Version) {
+		if want.version == rec.Version {
+			return fmt.Errorf("thread %s is not the thread of that ETag: it was deleted and created again: %w", th.ID(), thread.ErrConflict)
+		}
+		return fmt.Errorf("thread %s is at version %d, not %d: %w", th.ID(), rec.Version, want.version, thread.ErrConflict)
 	}
 	return nil
 }
@@ -186,8 +193,8 @@ func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if notModified(r, th.Version()) {
-		w.Header().Set("ETag", etag(th.Version()))
+	if rec := th.Record(); notModified(r, rec, rec.Version) {
+		w.Header().Set("ETag", etag(rec, rec.Version))
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
@@ -286,8 +293,12 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 	if version == 0 {
 		version = th.Version()
 	}
-	w.Header().Set("ETag", etag(version))
-	if notModified(r, version) {
+	if version > th.Version() {
+		return fmt.Errorf("thread %s has no version %d: %w", th.ID(), version, thread.ErrNotFound)
+	}
+	rec := th.Record()
+	w.Header().Set("ETag", etag(rec, version))
+	if notModified(r, rec, version) {
 		// A version's messages never change.
 		w.WriteHeader(http.StatusNotModified)
 		return nil
@@ -321,10 +332,13 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 	}
 	opts := thread.CommitOptions{Messages: req.Messages}
 	if cond {
-		if want < 1 {
-			return fmt.Errorf("thread %s has no version %d: %w", th.ID(), want, thread.ErrConflict)
+		if want.version < 1 {
+			return fmt.Errorf("thread %s has no version %d: %w", th.ID(), want.version, thread.ErrConflict)
 		}
-		opts.IfVersion = want
+		if want.created != 0 && want.created != th.Record().CreatedAt.UnixMicro() {
+			return fmt.Errorf("thread %s is not the thread of that ETag: it was deleted and created again: %w", th.ID(), thread.ErrConflict)
+		}
+		opts.IfVersion = want.version
 	}
 	s.metrics.StoreOp("append")
 	c, err := th.Commit(write(r), opts)
@@ -332,7 +346,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := th.Version()
-	w.Header().Set("ETag", etag(v))
+	w.Header().Set("ETag", etag(th.Record(), v))
 	writeJSON(w, http.StatusCreated, commitResponse{Version: v, Commit: c.ID, Messages: orEmpty(c.Messages)})
 	return nil
 }
@@ -664,7 +678,7 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) error {
 	lw := &lazyWriter{w: w, start: func(h http.Header) {
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", th.ID()+".json"))
-		h.Set("ETag", etag(th.Version()))
+		h.Set("ETag", etag(th.Record(), th.Version()))
 	}}
 	if err := th.Save(r.Context(), lw, thread.SaveOptions{History: history}); err != nil {
 		if !lw.started {

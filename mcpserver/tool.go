@@ -14,6 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomthreads/loom/internal/apierr"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -149,40 +150,25 @@ func result(ctx context.Context, logger *slog.Logger, tool string, out any) *mcp
 	return res
 }
 
-// codes maps errors to the codes tool errors start with, first match wins.
-// It is the MCP side of the table that maps loom's errors for clients.
-var codes = []struct {
-	err  error
-	code string
-}{
-	{thread.ErrNotFound, "not_found"},
-	{thread.ErrInvalid, "invalid"},
-	{thread.ErrConflict, "conflict"},
-	{thread.ErrUnsupported, "unsupported"},
-}
+// sentinels are the errors whose text a message repeats at its end (": not
+// found"); the code says it already.
+var sentinels = []error{thread.ErrNotFound, thread.ErrInvalid, thread.ErrConflict, thread.ErrUnsupported}
 
-// errorResult makes the tool error for err: a code and, for the errors the
-// client caused, what was wrong; internal errors are logged, not sent.
+// errorResult makes the tool error for err: the code and message of the
+// error table the HTTP API uses too (internal/apierr), so both faces say
+// the same thing; internal errors are logged, not sent.
 func errorResult(ctx context.Context, logger *slog.Logger, tool string, err error) *mcp.CallToolResult {
-	text := ""
-	for _, c := range codes {
-		if errors.Is(err, c.err) {
-			msg := err.Error()
-			msg = strings.TrimSuffix(msg, ": "+c.err.Error())
-			msg = strings.TrimPrefix(msg, c.err.Error()+": ")
-			text = c.code + ": " + msg
-			break
+	_, code, msg := apierr.Classify(err, false)
+	if code == apierr.Internal {
+		logger.ErrorContext(ctx, "mcp tool failed", "tool", tool, "err", err)
+		return toolError(internalText)
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			msg = strings.TrimPrefix(strings.TrimSuffix(msg, ": "+s.Error()), s.Error()+": ")
 		}
 	}
-	if text == "" {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			text = "canceled: the request ended before the tool finished"
-		} else {
-			logger.ErrorContext(ctx, "mcp tool failed", "tool", tool, "err", err)
-			text = internalText
-		}
-	}
-	return toolError(text)
+	return toolError(code + ": " + msg)
 }
 
 // internalText is all a client learns of an internal error.

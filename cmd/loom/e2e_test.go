@@ -7,7 +7,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -146,6 +145,34 @@ func (s *server) stop(t *testing.T) {
 	if !strings.Contains(s.stderr.String(), "loom stopped") {
 		t.Fatalf("no graceful stop:\n%s", s.stderr.String())
 	}
+}
+
+// TestMain removes the binary the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.path != "" {
+		os.RemoveAll(filepath.Dir(built.path))
+	}
+	os.Exit(code)
+}
+
+// post sends a JSON body with key and returns the status, for goroutines
+// (which must not call t.Fatal).
+func post(url, key string, body any) (int, error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequest("POST", url, bytes.NewReader(b))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
 }
 
 // call makes an API request with key and decodes the JSON answer into out
@@ -290,6 +317,19 @@ func endToEnd(t *testing.T, store string) {
 	if code, _ := call(t, "POST", api+"/threads/"+th.ID+"/runs", keyAcme, map[string]any{"input": "ping"}, &run); code != 200 || run.Text != "You said: ping" {
 		t.Fatalf("run: %d %+v", code, run)
 	}
+	// A streamed run: Server-Sent Events, ending with the result.
+	req, _ := http.NewRequest("POST", api+"/threads/"+th.ID+"/runs", strings.NewReader(`{"input":"stream me","stream":true}`))
+	req.Header.Set("Authorization", "Bearer "+keyAcme)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(string(events), "event: step") ||
+		!strings.Contains(string(events), "event: result") || !strings.Contains(string(events), "You said: stream me") {
+		t.Fatalf("stream: %s\n%s", resp.Header.Get("Content-Type"), events)
+	}
 	var fork threadOut
 	if code, _ := call(t, "POST", api+"/threads/"+th.ID+"/fork", keyAcme, map[string]any{"at": msgs.Messages[0].ID}, &fork); code != 201 {
 		t.Fatalf("fork: %d", code)
@@ -310,7 +350,8 @@ func endToEnd(t *testing.T, store string) {
 		t.Fatalf("mcp append: %v %+v", err, res)
 	}
 	other := mcpSession(t, s.url, keyOther)
-	if res, err := other.CallTool(t.Context(), &mcp.CallToolParams{Name: "thread_get", Arguments: map[string]any{"id": th.ID}}); err != nil || !res.IsError {
+	if res, err := other.CallTool(t.Context(), &mcp.CallToolParams{Name: "thread_get", Arguments: map[string]any{"id": th.ID}}); err != nil || !res.IsError ||
+		!strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "not_found:") {
 		t.Fatalf("mcp get as another tenant: %v %+v", err, res)
 	}
 
@@ -326,7 +367,7 @@ func endToEnd(t *testing.T, store string) {
 	// The server reads what all three wrote.
 	msgs = messagesOut{}
 	call(t, "GET", api+"/threads/"+th.ID+"/messages", keyAcme, nil, &msgs)
-	want := "hello from http|ping|You said: ping|hello from mcp|hello from the cli"
+	want := "hello from http|ping|You said: ping|stream me|You said: stream me|hello from mcp|hello from the cli"
 	if got := strings.Join(msgs.texts(), "|"); got != want {
 		t.Fatalf("thread:\n%s\nwant:\n%s", got, want)
 	}
@@ -335,6 +376,26 @@ func endToEnd(t *testing.T, store string) {
 	}
 	if code, _ := call(t, "GET", s.url+"/healthz", "", nil, &health); code != 200 || health.Status != "ok" {
 		t.Fatalf("healthz: %d %+v", code, health)
+	}
+	s.stop(t)
+}
+
+// TestServeWithoutKeysOnLoopback serves without keys: requests need none,
+// and a request for another host name (a rebound DNS name) is refused.
+func TestServeWithoutKeysOnLoopback(t *testing.T) {
+	s := startServer(t, "sqlite://"+filepath.Join(t.TempDir(), "open.db"))
+	if code, _ := call(t, "POST", s.url+"/v1/threads", "", map[string]any{"id": "open"}, nil); code != 201 {
+		t.Fatalf("create without a key: %d", code)
+	}
+	req, _ := http.NewRequest("GET", s.url+"/v1/threads/open", nil)
+	req.Host = "attacker.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("foreign Host: %d, want 403", resp.StatusCode)
 	}
 	s.stop(t)
 }
@@ -369,8 +430,8 @@ func TestTwoServersOnOnePostgresLoseNothing(t *testing.T) {
 				srv := servers[(w+n)%2]
 				id := ids[(w+n)%threads]
 				body := map[string]any{"messages": []any{userMsg(fmt.Sprintf("w%d-%d", w, n))}}
-				if code, _ := call(t, "POST", srv.url+"/v1/threads/"+id+"/messages", keyAcme, body, nil); code != 201 {
-					t.Errorf("append through server %d: %d", (w+n)%2, code)
+				if code, err := post(srv.url+"/v1/threads/"+id+"/messages", keyAcme, body); code != 201 {
+					t.Errorf("append through server %d: %d %v", (w+n)%2, code, err)
 				}
 			}
 		})
@@ -396,5 +457,3 @@ func TestTwoServersOnOnePostgresLoseNothing(t *testing.T) {
 		s.stop(t)
 	}
 }
-
-var _ = context.Background

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/loomthreads/loom/agent"
@@ -98,8 +100,25 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, keys *auth.Keys
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.Handle("/mcp", api.Protect(mcpserver.Handler(db, &mcpserver.Options{Logger: log, Version: version})))
+	var h http.Handler = mux
+	if !keys.Enabled() {
+		// Loopback is the only protection then: a web page whose name is
+		// re-pointed at 127.0.0.1 (DNS rebinding) must not get in.
+		h = loopbackHostOnly(h)
+	}
+	var inflight sync.WaitGroup
+	// Requests run on base: at the end of a shutdown's grace period it is
+	// cancelled, so that runs still going commit what they completed and
+	// end before the store is closed.
+	base, stopBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBase()
 	srv := &http.Server{
-		Handler:           mux,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inflight.Add(1)
+			defer inflight.Done()
+			h.ServeHTTP(w, r)
+		}),
+		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      10 * time.Minute, // runs stream for as long as the model writes
@@ -115,14 +134,42 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, keys *auth.Keys
 		return err
 	case <-ctx.Done():
 	}
+	// Stop accepting; let the requests in flight finish (accepted writes
+	// complete whatever their clients do) for the grace period; then cancel
+	// what is left and wait for it to return.
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
 	defer cancel()
 	err = srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		stopBase()
+		srv.Close()
+		inflight.Wait()
+		err = nil
+	}
 	if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
 	fmt.Fprintln(stderr, "loom stopped")
 	return err
+}
+
+// loopbackHostOnly refuses requests whose Host header is not a loopback
+// name or address.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+		if ip := net.ParseIP(host); !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"error":{"code":"forbidden","message":"without API keys loom answers only requests addressed to a loopback host"}}`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // ServeCommand serves the HTTP API (/v1), the MCP endpoint (/mcp), /healthz
@@ -169,7 +216,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 	}
 	// Refuse before listening: without keys, only loopback.
-	keys, err := auth.Load(c.cfg.keysFile, "LOOM_API_KEYS")
+	keys, err := auth.Load(c.cfg.keysFile, c.Getenv("LOOM_API_KEYS"))
 	if err != nil {
 		return err
 	}

@@ -74,10 +74,12 @@ func Parse(r io.Reader) (*Keys, error) {
 	return k, sc.Err()
 }
 
-// Load reads keys from the file at path (see Parse) and from the
-// environment variable env, which holds the same lines separated by commas
-// or newlines. Both may be empty.
-func Load(path, env string) (*Keys, error) {
+// Load reads keys from the file at path (see Parse) and from list, the
+// value of an environment variable such as $LOOM_API_KEYS, which holds the
+// same lines separated by commas or newlines. Both may be empty. The caller
+// reads the environment, so that a command's injected environment is the
+// one that counts.
+func Load(path, list string) (*Keys, error) {
 	k := new(Keys)
 	if path != "" {
 		f, err := os.Open(path)
@@ -89,10 +91,10 @@ func Load(path, env string) (*Keys, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	if v := os.Getenv(env); env != "" && v != "" {
-		fromEnv, err := Parse(strings.NewReader(strings.ReplaceAll(v, ",", "\n")))
+	if list != "" {
+		fromEnv, err := Parse(strings.NewReader(strings.ReplaceAll(list, ",", "\n")))
 		if err != nil {
-			return nil, fmt.Errorf("$%s: %w", env, err)
+			return nil, fmt.Errorf("keys from the environment: %w", err)
 		}
 		for h, t := range fromEnv.tenants {
 			if k.tenants == nil {

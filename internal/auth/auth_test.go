@@ -44,8 +44,7 @@ func TestParseRefusesWeakKeysAndBadTenants(t *testing.T) {
 }
 
 func TestLoadFromEnvironment(t *testing.T) {
-	t.Setenv("LOOM_TEST_KEYS", "a:key-a-0123456789abcdef,b:key-b-0123456789abcdef")
-	k, err := Load("", "LOOM_TEST_KEYS")
+	k, err := Load("", "a:key-a-0123456789abcdef,b:key-b-0123456789abcdef")
 	if err != nil || !k.Enabled() {
 		t.Fatalf("%v %v", k, err)
 	}
