@@ -1,0 +1,48 @@
+package apierr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/thread"
+)
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		ifMatch bool
+		status  int
+		code    string
+	}{
+		{"own error", Errorf(401, "unauthorized", "no key"), false, 401, "unauthorized"},
+		{"body too large", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 10}), false, 413, "too_large"},
+		{"busy", fmt.Errorf("run: %w", agent.ErrBusy), false, 409, "busy"},
+		{"interrupted", fmt.Errorf("run: %w", agent.ErrInterrupted), false, 409, "interrupted"},
+		{"approval", agent.ErrApprovalRequired, false, 409, "approval_required"},
+		{"round limit", agent.ErrMaxRounds, false, 422, "max_rounds"},
+		{"rate limited", &agent.ProviderError{Provider: "openai", StatusCode: 429}, false, 429, "rate_limited"},
+		{"provider", &agent.ProviderError{Provider: "openai", StatusCode: 500, Message: "secret account 42"}, false, 502, "provider_error"},
+		{"not found", fmt.Errorf("thread x: %w", thread.ErrNotFound), false, 404, "not_found"},
+		{"conflict", thread.ErrConflict, false, 409, "conflict"},
+		{"conflict with If-Match", thread.ErrConflict, true, 412, "precondition_failed"},
+		{"invalid", thread.ErrInvalid, false, 400, "invalid"},
+		{"unsupported", thread.ErrUnsupported, false, 501, "unsupported"},
+		{"deadline", context.DeadlineExceeded, false, 504, "timeout"},
+		{"canceled", context.Canceled, false, StatusClientClosed, "canceled"},
+		{"internal", errors.New("pq: connection to 10.0.0.5 refused"), false, 500, Internal},
+	} {
+		status, code, msg := Classify(tc.err, tc.ifMatch)
+		if status != tc.status || code != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, status, code, tc.status, tc.code)
+		}
+		if strings.Contains(msg, "10.0.0.5") || strings.Contains(msg, "secret") {
+			t.Errorf("%s: internal text sent: %q", tc.name, msg)
+		}
+	}
+}
