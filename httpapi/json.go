@@ -248,11 +248,9 @@ func marshal(v any) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		mb, err := m.MarshalJSON()
-		if err != nil {
+		if b, err = m.AppendJSON(b); err != nil {
 			return nil, err
 		}
-		b = append(b, mb...)
 	}
 	return append(b, "]}"...), nil
 }

@@ -24,6 +24,11 @@ func benchMessages() []struct {
 		name string
 		msg  message.Message
 	}{
+		{"text_720", message.Message{
+			ID: "msg_01jpbx5b8qc3v0f4nyk2r7s9wd", Role: message.RoleAssistant,
+			Contents:  []message.Content{message.Text{Text: strings.Repeat("The quick brown fox jumps over the lazy dog. ", 16)}},
+			CreatedAt: created,
+		}},
 		{"user_text", message.Message{
 			ID: "msg_01jpbx5b8qc3v0f4nyk2r7s9wd", Role: message.RoleUser,
 			Contents: []message.Content{message.Text{Text: text}}, CreatedAt: created,
@@ -75,15 +80,34 @@ func BenchmarkUnmarshal(b *testing.B) {
 	}
 }
 
+// BenchmarkMarshal compares the hand-written encoder, through MarshalJSON
+// and appending to a reused buffer, with the encoding/json reference it
+// replaced.
 func BenchmarkMarshal(b *testing.B) {
 	for _, bm := range benchMessages() {
-		b.Run(bm.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := bm.msg.MarshalJSON(); err != nil {
-					b.Fatal(err)
+		data, err := bm.msg.MarshalJSON()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, enc := range []struct {
+			name    string
+			marshal func(buf []byte) ([]byte, error)
+		}{
+			{"encoding_json", func([]byte) ([]byte, error) { return message.MarshalSlow(bm.msg) }},
+			{"MarshalJSON", func([]byte) ([]byte, error) { return bm.msg.MarshalJSON() }},
+			{"AppendJSON", func(buf []byte) ([]byte, error) { return bm.msg.AppendJSON(buf[:0]) }},
+		} {
+			b.Run(bm.name+"/"+enc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(data)))
+				buf := make([]byte, 0, len(data))
+				for b.Loop() {
+					var err error
+					if buf, err = enc.marshal(buf); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -70,6 +70,29 @@ func ExampleMessage_MarshalJSON() {
 	// {"id":"msg_1","role":"assistant","contents":[{"type":"function_call","call_id":"call_1","name":"weather","arguments":"{\"city\":\"Paris\"}"}],"created_at":"2025-03-14T15:09:26.535897932Z","metadata":{"request_id":"req_42"}}
 }
 
+func ExampleMessage_AppendJSON() {
+	// Writing several messages into one buffer, as a JSON array.
+	msgs := []message.Message{
+		message.User("What is the weather in Paris?"),
+		message.ToolCall("call_1", "weather", `{"city":"Paris"}`),
+	}
+	b := []byte{'['}
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = m.AppendJSON(b); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	b = append(b, ']')
+	fmt.Println(string(b))
+	// Output:
+	// [{"role":"user","contents":[{"type":"text","text":"What is the weather in Paris?"}]},{"role":"assistant","contents":[{"type":"function_call","call_id":"call_1","name":"weather","arguments":"{\"city\":\"Paris\"}"}]}]
+}
+
 func ExampleUnknown() {
 	// A newer program wrote a content type this version does not know, and
 	// a metadata number too big for an int64.

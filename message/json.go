@@ -19,12 +19,22 @@ type wireMessage struct {
 	Metadata   map[string]any    `json:"metadata,omitzero"`
 }
 
-// MarshalJSON writes m in the wire format.
+// MarshalJSON writes m in the wire format. It is AppendJSON to a new buffer.
 func (m Message) MarshalJSON() ([]byte, error) {
+	b, err := m.AppendJSON(make([]byte, 0, m.sizeHint()))
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// marshalSlow is MarshalJSON with encoding/json: the reference that
+// AppendJSON follows byte for byte, which the tests compare it with.
+func (m Message) marshalSlow() ([]byte, error) {
 	w := wireMessage{ID: m.ID, Role: m.Role, AuthorName: m.AuthorName, CreatedAt: m.CreatedAt, Metadata: m.Metadata}
 	w.Contents = make([]json.RawMessage, len(m.Contents))
 	for i, c := range m.Contents {
-		b, err := MarshalContent(c)
+		b, err := marshalContentSlow(c)
 		if err != nil {
 			return nil, fmt.Errorf("contents[%d]: %w", i, err)
 		}
@@ -81,6 +91,16 @@ func (m *Message) unmarshalJSONStd(b []byte) error {
 // MarshalContent writes c as a JSON object whose "type" member names its
 // variant. Unknown contents are written as the raw JSON they were read from.
 func MarshalContent(c Content) ([]byte, error) {
+	b, err := appendContent(make([]byte, 0, contentSize(c)+contentSize(c)/8+64), c)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// marshalContentSlow is MarshalContent with encoding/json: the reference
+// that appendContent follows byte for byte.
+func marshalContentSlow(c Content) ([]byte, error) {
 	switch v := c.(type) {
 	case nil:
 		return nil, errors.New("nil content")
