@@ -21,6 +21,7 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMessageJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./message
 	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./message
+	$(GO) test -run '^$$' -fuzz '^FuzzEncoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./message
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./thread
 	$(GO) test -run '^$$' -fuzz '^FuzzValid$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/ids
 	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./tokens
