@@ -36,24 +36,30 @@ func BenchmarkHTTP(b *testing.B) {
 	}
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 16) // ~720 bytes
 
-	b.Run("view50", func(b *testing.B) {
-		db, ts, client := open(b)
-		msgs := make([]message.Message, 50)
-		for i := range msgs {
-			if i%2 == 0 {
-				msgs[i] = message.User(text)
-			} else {
-				msgs[i] = message.Assistant(text)
+	view50 := func(text string) func(b *testing.B) {
+		return func(b *testing.B) {
+			db, ts, client := open(b)
+			msgs := make([]message.Message, 50)
+			for i := range msgs {
+				if i%2 == 0 {
+					msgs[i] = message.User(text)
+				} else {
+					msgs[i] = message.Assistant(text)
+				}
 			}
+			if _, err := db.Create(b.Context(), thread.CreateOptions{ID: "th", Messages: msgs}); err != nil {
+				b.Fatal(err)
+			}
+			url := ts.URL + "/v1/threads/th/view"
+			drive(b, client, func(int64) (*http.Request, error) {
+				return http.NewRequest("POST", url, strings.NewReader(`{"model":"gpt-4.1"}`))
+			}, http.StatusOK)
 		}
-		if _, err := db.Create(b.Context(), thread.CreateOptions{ID: "th", Messages: msgs}); err != nil {
-			b.Fatal(err)
-		}
-		url := ts.URL + "/v1/threads/th/view"
-		drive(b, client, func(int64) (*http.Request, error) {
-			return http.NewRequest("POST", url, strings.NewReader(`{"model":"gpt-4.1"}`))
-		}, http.StatusOK)
-	})
+	}
+	// 50 messages of ~720 bytes (a 40 KB answer), and of ~90 bytes (a
+	// short chat, 8 KB).
+	b.Run("view50", view50(text))
+	b.Run("view50short", view50(text[:90]))
 
 	b.Run("append100threads", func(b *testing.B) {
 		db, ts, client := open(b)
