@@ -268,5 +268,8 @@ func (r *run) invoking(ctx context.Context) error {
 		}
 	}
 	r.instr = strings.Join(instr, "\n\n")
+	if len(r.specs) > 0 && !r.caps.Tools {
+		return fmt.Errorf("the agent has tools and its client does not take tools: %w", thread.ErrUnsupported)
+	}
 	return nil
 }

@@ -492,3 +492,17 @@ func TestNewFuncDerivesSchema(t *testing.T) {
 		t.Fatalf("channel input: %v", err)
 	}
 }
+
+func TestToolsOnClientWithoutToolsFailBeforeRequest(t *testing.T) {
+	ctx := t.Context()
+	client := scripted.New(scripted.Text("never"))
+	client.Caps.Tools = false
+	a := agent.New(client, &agent.Options{Tools: []agent.Tool{weatherTool(t)}})
+	th, _ := a.NewLocalThread(ctx, memDB(t), thread.CreateOptions{})
+	if _, err := a.Run(ctx, th, message.User("hi")); !errors.Is(err, thread.ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
+	}
+	if len(client.Requests()) != 0 || th.Version() != 1 {
+		t.Fatalf("%d requests, version %d", len(client.Requests()), th.Version())
+	}
+}
