@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/internal/auth"
+	"github.com/loomthreads/loom/thread"
+)
+
+// TestShutdownFinishesAcceptedWrites starts a shutdown while an append's
+// body is still arriving: the append completes and is stored.
+func TestShutdownFinishesAcceptedWrites(t *testing.T) {
+	db, err := thread.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Create(t.Context(), thread.CreateOptions{ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- serveOn(ctx, l, db, new(auth.Keys), serveConfig{maxBody: 1 << 20, shutdown: 10 * time.Second},
+			"test", slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+	}()
+
+	body := `{"messages":[{"role":"user","contents":[{"type":"text","text":"in flight"}]}]}`
+	conn, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/threads/w/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		len(body), body[:20])
+	time.Sleep(50 * time.Millisecond) // the server has the headers: the request is accepted
+	stop()
+	time.Sleep(50 * time.Millisecond) // the shutdown has begun
+	io.WriteString(conn, body[20:])
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("append during shutdown: %d", resp.StatusCode)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	th, err := db.Thread(t.Context(), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := th.Messages(t.Context(), thread.ReadOptions{})
+	if len(msgs) != 1 || msgs[0].Text() != "in flight" {
+		t.Fatalf("stored %v", msgs)
+	}
+	// And nothing new is accepted.
+	if _, err := net.DialTimeout("tcp", l.Addr().String(), time.Second); err == nil {
+		t.Fatal("still accepting after shutdown")
+	}
+}
