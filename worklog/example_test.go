@@ -1,0 +1,61 @@
+package worklog_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/loomthreads/loom/worklog"
+)
+
+func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "worklog-example")
+	defer os.RemoveAll(dir)
+
+	log, _ := worklog.Open(filepath.Join(dir, ".gitmem"), nil)
+	log.SessionStart(ctx, worklog.StartOptions{})
+	log.Create(ctx, worklog.CreateOptions{Text: "Release notes still to write"})
+	log.Create(ctx, worklog.CreateOptions{Text: "Flaky login test in CI"})
+	dup, _ := log.Create(ctx, worklog.CreateOptions{Text: "flaky login test in CI."})
+	fmt.Println("deduplicated:", dup.Deduplicated)
+
+	res, _ := log.Resolve(ctx, worklog.ResolveOptions{TextMatch: "release notes", Note: "written"})
+	fmt.Println("resolved:", res.ResolvedThread.Text, "-", res.ResolvedThread.ResolutionNote)
+
+	// The next session, here or on another machine sharing the session
+	// store, starts with what this one leaves open.
+	log.SessionClose(ctx, worklog.CloseOptions{})
+	next, _ := log.SessionStart(ctx, worklog.StartOptions{})
+	for i, it := range next.OpenThreads {
+		fmt.Printf("#%d %s\n", i+1, it.Text)
+	}
+	fmt.Println("meets target:", next.Performance.MeetsTarget)
+	// Output:
+	// deduplicated: true
+	// resolved: Release notes still to write - written
+	// #1 Flaky login test in CI
+	// meets target: true
+}
+
+func ExampleNormalize() {
+	for _, stored := range []string{
+		`"Fix the bug"`,
+		`"{\"id\":\"t-0a1b2c3d\",\"note\":\"Rotate the keys\",\"status\":\"open\"}"`,
+		`{"item":"Review the migration","context":"standup"}`,
+		`{"id":"t-11112222","text":"t-abcd: Rename the flag","status":"resolved"}`,
+	} {
+		it, err := worklog.Normalize([]byte(stored), worklog.NormalizeOptions{})
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Printf("%s %q\n", it.Status, it.Text)
+	}
+	// Output:
+	// open "Fix the bug"
+	// open "Rotate the keys"
+	// open "Review the migration"
+	// resolved "Rename the flag"
+}

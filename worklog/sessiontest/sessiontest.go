@@ -1,0 +1,202 @@
+// Package sessiontest is the contract of worklog.SessionStore: one suite
+// that every store runs, so that the local file and the PostgreSQL and
+// SQLite sessions tables behave alike.
+//
+//	func TestSessionStore(t *testing.T) {
+//		sessiontest.Run(t, func(t *testing.T) worklog.SessionStore { return openStore(t) })
+//	}
+//
+// open must return an empty store each time it is called. Times in the
+// suite are whole milliseconds; open_threads values are compared as JSON
+// values (a jsonb column may reorder keys and drop white space).
+package sessiontest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/worklog"
+)
+
+// Run runs the suite against the stores open returns.
+func Run(t *testing.T, open func(t *testing.T) worklog.SessionStore) {
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(h int) time.Time { return base.Add(time.Duration(h) * time.Hour) }
+	item := func(id, text string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"id":%q,"text":%q,"status":"open","created_at":"2026-02-01T00:00:00.000Z"}`, id, text))
+	}
+
+	t.Run("StartedIsNotClosed", func(t *testing.T) {
+		st := open(t)
+		mustStart(t, st, worklog.Session{ID: "s1", Project: "p", StartedAt: at(0)})
+		got := closed(t, st, worklog.ClosedOptions{Project: "p"})
+		if len(got) != 0 {
+			t.Fatalf("a session that only started is listed as closed: %+v", got)
+		}
+	})
+
+	t.Run("CloseRecordsOpenThreads", func(t *testing.T) {
+		st := open(t)
+		mustStart(t, st, worklog.Session{ID: "s1", Project: "p", StartedAt: at(0)})
+		threads := []json.RawMessage{item("t-00000001", "one"), json.RawMessage(`"a plain string"`), item("t-00000002", "two")}
+		mustClose(t, st, worklog.Session{ID: "s1", Project: "p", StartedAt: at(5), ClosedAt: at(1), OpenThreads: threads})
+		got := closed(t, st, worklog.ClosedOptions{Project: "p"})
+		if len(got) != 1 {
+			t.Fatalf("%d closed sessions, want 1", len(got))
+		}
+		s := got[0]
+		if s.ID != "s1" || s.Project != "p" || !s.ClosedAt.Equal(at(1)) {
+			t.Errorf("closed session %s of %q at %v, want s1 of p at %v", s.ID, s.Project, s.ClosedAt, at(1))
+		}
+		if !s.StartedAt.Equal(at(0)) {
+			t.Errorf("started at %v, want the start recorded, %v", s.StartedAt, at(0))
+		}
+		sameJSON(t, s.OpenThreads, threads)
+	})
+
+	t.Run("CloseWithoutStart", func(t *testing.T) {
+		st := open(t)
+		mustClose(t, st, worklog.Session{ID: "s1", Project: "p", StartedAt: at(0), ClosedAt: at(1), OpenThreads: []json.RawMessage{item("t-00000001", "one")}})
+		got := closed(t, st, worklog.ClosedOptions{Project: "p"})
+		if len(got) != 1 || got[0].ID != "s1" || !got[0].StartedAt.Equal(at(0)) {
+			t.Fatalf("got %+v, want s1 started at %v", got, at(0))
+		}
+	})
+
+	t.Run("StartTwiceKeepsFirst", func(t *testing.T) {
+		st := open(t)
+		mustClose(t, st, worklog.Session{ID: "s1", Project: "p", StartedAt: at(0), ClosedAt: at(1)})
+		mustStart(t, st, worklog.Session{ID: "s1", Project: "p", StartedAt: at(3)})
+		got := closed(t, st, worklog.ClosedOptions{Project: "p"})
+		if len(got) != 1 || !got[0].ClosedAt.Equal(at(1)) || !got[0].StartedAt.Equal(at(0)) {
+			t.Fatalf("starting a recorded session changed it: %+v", got)
+		}
+	})
+
+	t.Run("CloseAgainReplaces", func(t *testing.T) {
+		st := open(t)
+		mustClose(t, st, worklog.Session{ID: "s1", Project: "p", StartedAt: at(0), ClosedAt: at(1), OpenThreads: []json.RawMessage{item("t-00000001", "one")}})
+		mustClose(t, st, worklog.Session{ID: "s1", Project: "p", StartedAt: at(0), ClosedAt: at(2), OpenThreads: []json.RawMessage{item("t-00000002", "two")}})
+		got := closed(t, st, worklog.ClosedOptions{Project: "p"})
+		if len(got) != 1 || !got[0].ClosedAt.Equal(at(2)) {
+			t.Fatalf("got %+v, want one session closed at %v", got, at(2))
+		}
+		sameJSON(t, got[0].OpenThreads, []json.RawMessage{item("t-00000002", "two")})
+	})
+
+	t.Run("NewestFirstSinceLimitProject", func(t *testing.T) {
+		st := open(t)
+		for i, h := range []int{3, 1, 7, 5, 2, 6, 4} {
+			mustClose(t, st, worklog.Session{ID: fmt.Sprintf("s%d", h), Project: "p", StartedAt: at(h - 1), ClosedAt: at(h)})
+			if i%2 == 0 {
+				mustClose(t, st, worklog.Session{ID: fmt.Sprintf("other%d", h), Project: "q", StartedAt: at(h - 1), ClosedAt: at(h)})
+			}
+		}
+		mustStart(t, st, worklog.Session{ID: "open", Project: "p", StartedAt: at(8)})
+		ids := func(ss []worklog.Session) []string {
+			var out []string
+			for _, s := range ss {
+				out = append(out, s.ID)
+			}
+			return out
+		}
+		cases := []struct {
+			opts worklog.ClosedOptions
+			want []string
+		}{
+			{worklog.ClosedOptions{Project: "p", Limit: 10}, []string{"s7", "s6", "s5", "s4", "s3", "s2", "s1"}},
+			{worklog.ClosedOptions{Project: "p"}, []string{"s7", "s6", "s5", "s4", "s3"}},
+			{worklog.ClosedOptions{Project: "p", Limit: 2}, []string{"s7", "s6"}},
+			{worklog.ClosedOptions{Project: "p", Limit: 10, Since: at(4)}, []string{"s7", "s6", "s5", "s4"}},
+			// Project q has every other session: those closed at 3, 7, 2 and 4.
+			{worklog.ClosedOptions{Project: "q", Limit: 10}, []string{"other7", "other4", "other3", "other2"}},
+			{worklog.ClosedOptions{Project: "none"}, nil},
+		}
+		for _, c := range cases {
+			if got := ids(closed(t, st, c.opts)); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("ClosedSessions(%+v) = %v, want %v", c.opts, got, c.want)
+			}
+		}
+	})
+
+	t.Run("Invalid", func(t *testing.T) {
+		st := open(t)
+		ctx := t.Context()
+		for _, s := range []worklog.Session{
+			{ID: "", Project: "p", StartedAt: at(0)},
+			{ID: "has space", Project: "p", StartedAt: at(0)},
+			{ID: "s1", Project: "", StartedAt: at(0)},
+		} {
+			if err := st.StartSession(ctx, s); !errors.Is(err, worklog.ErrInvalid) {
+				t.Errorf("StartSession(%+v) = %v, want ErrInvalid", s, err)
+			}
+			s.ClosedAt = at(1)
+			if err := st.CloseSession(ctx, s); !errors.Is(err, worklog.ErrInvalid) {
+				t.Errorf("CloseSession(%+v) = %v, want ErrInvalid", s, err)
+			}
+		}
+	})
+
+	t.Run("ConcurrentCloses", func(t *testing.T) {
+		st := open(t)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				s := worklog.Session{ID: fmt.Sprintf("c%d", i), Project: "p", StartedAt: at(0), ClosedAt: at(i + 1),
+					OpenThreads: []json.RawMessage{item(fmt.Sprintf("t-0000000%d", i), fmt.Sprint("item ", i))}}
+				if err := st.CloseSession(t.Context(), s); err != nil {
+					t.Errorf("close %s: %v", s.ID, err)
+				}
+			})
+		}
+		wg.Wait()
+		if got := closed(t, st, worklog.ClosedOptions{Project: "p", Limit: 100}); len(got) != 8 {
+			t.Fatalf("%d sessions after 8 concurrent closes", len(got))
+		}
+	})
+}
+
+func mustStart(t *testing.T, st worklog.SessionStore, s worklog.Session) {
+	t.Helper()
+	if err := st.StartSession(t.Context(), s); err != nil {
+		t.Fatalf("StartSession(%s): %v", s.ID, err)
+	}
+}
+
+func mustClose(t *testing.T, st worklog.SessionStore, s worklog.Session) {
+	t.Helper()
+	if err := st.CloseSession(t.Context(), s); err != nil {
+		t.Fatalf("CloseSession(%s): %v", s.ID, err)
+	}
+}
+
+func closed(t *testing.T, st worklog.SessionStore, opts worklog.ClosedOptions) []worklog.Session {
+	t.Helper()
+	ss, err := st.ClosedSessions(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("ClosedSessions(%+v): %v", opts, err)
+	}
+	return ss
+}
+
+// sameJSON checks that got and want hold the same JSON values.
+func sameJSON(t *testing.T, got, want []json.RawMessage) {
+	t.Helper()
+	decode := func(rs []json.RawMessage) []any {
+		out := make([]any, len(rs))
+		for i, r := range rs {
+			if err := json.Unmarshal(r, &out[i]); err != nil {
+				t.Fatalf("open_threads[%d] %s: %v", i, r, err)
+			}
+		}
+		return out
+	}
+	if g, w := decode(got), decode(want); !reflect.DeepEqual(g, w) {
+		t.Errorf("open_threads = %v, want %v", g, w)
+	}
+}
