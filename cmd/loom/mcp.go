@@ -10,31 +10,77 @@ import (
 
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/mcpserver"
+	"github.com/loomthreads/loom/worklog"
+	"github.com/loomthreads/loom/worklog/worklogmcp"
 )
 
 // MCPCommand serves the thread tools over MCP on stdin and stdout, for an
-// agent that starts loom as its MCP server. Logs go to stderr: stdout is
-// the protocol's.
+// agent that starts loom as its MCP server; with --worklog it serves only
+// the work-item tools (package worklogmcp) on the items of --dir instead.
+// Logs go to stderr: stdout is the protocol's.
 type MCPCommand struct {
 	base
+
+	// Worklog serves the work-item tools instead of the thread tools
+	// (--worklog).
+	Worklog bool
+	// Dir is the directory of the work items (--dir).
+	Dir string
 }
 
 // Flags implements Command.
-func (c *MCPCommand) Flags() *flag.FlagSet { return c.flagSet() }
+func (c *MCPCommand) Flags() *flag.FlagSet {
+	fs := c.flagSet()
+	fs.BoolVar(&c.Worklog, "worklog", false, "serve only the work-item tools, on the items of --dir")
+	fs.StringVar(&c.Dir, "dir", worklog.DefaultDir, "with --worklog, the `DIR` of threads.json and sessions.json")
+	return fs
+}
 
 // Run implements Command.
 func (c *MCPCommand) Run(ctx context.Context, args []string) error {
 	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
 		return err
 	}
+	log := slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if c.Worklog {
+		return c.serveWorklog(ctx, log)
+	}
 	db, err := c.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	log := slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx = auth.WithTenant(ctx, c.Tenant)
-	return mcpserver.Serve(ctx, db, &mcpserver.Options{Logger: log, Version: moduleVersion()}, &mcp.IOTransport{Reader: nopCloser{c.Stdin}, Writer: nopWriteCloser{c.Stdout}})
+	return mcpserver.Serve(ctx, db, &mcpserver.Options{Logger: log, Version: moduleVersion()}, c.transport())
+}
+
+// serveWorklog serves the work-item tools on the items of c.Dir until ctx
+// ends or the client closes its end.
+func (c *MCPCommand) serveWorklog(ctx context.Context, log *slog.Logger) error {
+	wl, err := worklog.Open(c.Dir, nil)
+	if err != nil {
+		return err
+	}
+	s := worklogmcp.New(wl, log, moduleVersion())
+	ss, err := s.Connect(ctx, c.transport(), nil)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		ss.Close()
+		<-done
+		return nil
+	case err := <-done:
+		return err
+	}
+}
+
+// transport is the command's stdin and stdout as an MCP transport.
+func (c *MCPCommand) transport() mcp.Transport {
+	return &mcp.IOTransport{Reader: nopCloser{c.Stdin}, Writer: nopWriteCloser{c.Stdout}}
 }
 
 // The stdio transport closes its ends when the session ends; the command's

@@ -209,8 +209,13 @@ var commands = []spec{
 		New: func(b base) Command { return &ServeCommand{base: b} }},
 	{Name: "mcp", Synopsis: "[flags]",
 		Summary: "serve the thread tools over MCP on stdio (for agents that start loom themselves)",
+		Help: "With --worklog it serves only the work-item tools instead (list_threads, create_thread,\n" +
+			"resolve_thread, session_start, session_close) on the items of --dir (default .gitmem),\n" +
+			"for coding agents that carry open work across sessions; --store is not used then.",
 		Examples: []string{
 			"loom mcp --store sqlite://./loom.db",
+			"loom mcp --worklog",
+			"loom mcp --worklog --dir ./.gitmem",
 		},
 		New: func(b base) Command { return &MCPCommand{base: b} }},
 	{Name: "version", Synopsis: "",
