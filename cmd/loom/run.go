@@ -53,6 +53,8 @@ type spec struct {
 // groups are the names that hold subcommands.
 var groups = map[string]string{
 	"threads": "read and change the threads of a store",
+	"items":   "list, create and resolve the work items an agent carries across sessions (--dir, default .gitmem)",
+	"session": "start and close the working sessions that carry the work items of --dir",
 }
 
 // commands is the command table: dispatch, help and completion read it.
@@ -157,6 +159,52 @@ var commands = []spec{
 			"loom threads delete th_01jq… --yes",
 		},
 		New: func(b base) Command { return &ThreadsDeleteCommand{base: b} }},
+	{Name: "items list", Synopsis: "[--status open|resolved] [--all] [--dir DIR]",
+		Summary: "list work items (id, status, created, text)",
+		Help: "Lists the open work items of --dir (default .gitmem, as loom mcp --worklog uses),\n" +
+			"oldest first: #N in items resolve is the Nth open one. --status resolved lists\n" +
+			"the resolved ones, --all every item. --store is not used.",
+		Examples: []string{
+			"loom items list",
+			"loom items list --all --dir ./.gitmem",
+			"loom items list --json | jq -r '.threads[].id'",
+		},
+		New: func(b base) Command { return &ItemsListCommand{base: b} }},
+	{Name: "items create", Synopsis: "[--dir DIR] TEXT...",
+		Summary: "create an open work item (or find the open one with the same text)",
+		Examples: []string{
+			"loom items create Release notes still to write",
+			"loom items create --dir ./.gitmem --json Flaky test in sqlite",
+		},
+		New: func(b base) Command { return &ItemsCreateCommand{base: b} }},
+	{Name: "items resolve", Synopsis: "[--dir DIR] (ID | #N | --match TEXT) [--note NOTE]",
+		Summary: "resolve a work item by id, by number or by text",
+		Help: "Resolves the item with that id, the Nth open item (#N, as items list orders them),\n" +
+			"or the one open item whose text contains --match. A match that names several\n" +
+			"items lists them and exits with 1; nothing is changed then.",
+		Examples: []string{
+			"loom items resolve t-05a7ecb6 --note done",
+			"loom items resolve '#1'",
+			`loom items resolve --match "release notes" --note written`,
+		},
+		New: func(b base) Command { return &ItemsResolveCommand{base: b} }},
+	{Name: "session start", Synopsis: "[--dir DIR] [--id SESSION]",
+		Summary: "start a session: carry forward the open items of the last closed sessions",
+		Help: "Merges the items the project's last closed sessions carry (at most 5, closed\n" +
+			"within 14 days) into the items of --dir, and prints the open items and the\n" +
+			"project state.",
+		Examples: []string{
+			"loom session start",
+			"loom session start --id build-42 --json",
+		},
+		New: func(b base) Command { return &SessionStartCommand{base: b} }},
+	{Name: "session close", Synopsis: "[--dir DIR] [--id SESSION] [--open TEXT]...",
+		Summary: "close a session, recording the open items it leaves for the next one",
+		Examples: []string{
+			"loom session close --id build-42",
+			`loom session close --open "Docs for --dir still to write"`,
+		},
+		New: func(b base) Command { return &SessionCloseCommand{base: b} }},
 	{Name: "export", Synopsis: "ID [--history] [-o FILE]",
 		Summary: "write a thread as a portable JSON document",
 		Help:    "Writes the portable document (docs/portable-document.md) to stdout or FILE.\nWith --history it holds every commit, so time travel survives the move.",
