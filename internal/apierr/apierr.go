@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/worklog"
 )
 
 // Error is an error a server face made itself, before its request reached
@@ -78,6 +79,8 @@ var errorTable = []errorRow{
 	sentinel(agent.ErrMaxRounds, http.StatusUnprocessableEntity, "max_rounds"),
 	sentinel(agent.ErrNoConversationID, http.StatusBadGateway, "provider_error"),
 	sentinel(agent.ErrApprovalRequired, http.StatusConflict, "approval_required"),
+	// A text that matches several work items: the message lists them.
+	sentinel(worklog.ErrAmbiguous, http.StatusConflict, "ambiguous"),
 	{
 		match: func(err error) bool { var e *agent.ProviderError; return errors.As(err, &e) },
 		reply: func(err error, _ bool) (int, string, string) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/worklog"
 )
 
 func TestClassify(t *testing.T) {
@@ -26,6 +27,7 @@ func TestClassify(t *testing.T) {
 		{"interrupted", fmt.Errorf("run: %w", agent.ErrInterrupted), false, 409, "interrupted"},
 		{"approval", agent.ErrApprovalRequired, false, 409, "approval_required"},
 		{"round limit", agent.ErrMaxRounds, false, 422, "max_rounds"},
+		{"ambiguous", &worklog.AmbiguousError{Query: "fix"}, false, 409, "ambiguous"},
 		{"rate limited", &agent.ProviderError{Provider: "openai", StatusCode: 429}, false, 429, "rate_limited"},
 		{"provider", &agent.ProviderError{Provider: "openai", StatusCode: 500, Message: "secret account 42"}, false, 502, "provider_error"},
 		{"not found", fmt.Errorf("thread x: %w", thread.ErrNotFound), false, 404, "not_found"},
