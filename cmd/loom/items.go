@@ -16,15 +16,41 @@ import (
 // directory of the work items, as `loom mcp --worklog` takes it.
 type worklogDir struct {
 	Dir string
+	// Sessions is where closed sessions are kept (--sessions); "" means
+	// sessions.json in Dir.
+	Sessions string
+	// closeSessions closes the session store openLog opened.
+	closeSessions func() error
 }
 
 func (w *worklogDir) add(fs *flag.FlagSet) {
 	fs.StringVar(&w.Dir, "dir", worklog.DefaultDir, "the `DIR` of threads.json and sessions.json")
+	fs.StringVar(&w.Sessions, "sessions", "", "where closed sessions are kept, to carry items across machines: sqlite://PATH, postgres://…, file://DIR (default: sessions.json in --dir)")
 }
 
-// open opens the Log of the items in --dir.
+// openLog opens the Log of the items in --dir, with the session store of
+// --sessions; closeLog closes that store.
 func (w *worklogDir) openLog() (*worklog.Log, error) {
-	return worklog.Open(w.Dir, nil)
+	opts := &worklog.Options{}
+	if w.Sessions != "" {
+		ss, err := worklog.OpenSessions(context.Background(), w.Sessions)
+		if err != nil {
+			return nil, err
+		}
+		opts.Sessions = ss
+		if c, ok := ss.(io.Closer); ok {
+			w.closeSessions = c.Close
+		}
+	}
+	return worklog.Open(w.Dir, opts)
+}
+
+// closeLog closes what openLog opened besides the Log.
+func (w *worklogDir) closeLog() {
+	if w.closeSessions != nil {
+		w.closeSessions()
+		w.closeSessions = nil
+	}
 }
 
 // itemTextWidth is how much of an item's text the tables show.
@@ -57,6 +83,7 @@ func (c *ItemsListCommand) Run(ctx context.Context, args []string) error {
 		return c.usage("--status must be open or resolved, not %q", c.Status)
 	}
 	wl, err := c.openLog()
+	defer c.closeLog()
 	if err != nil {
 		return err
 	}
@@ -105,6 +132,7 @@ func (c *ItemsCreateCommand) Run(ctx context.Context, args []string) error {
 		return c.usage("the item's text is blank")
 	}
 	wl, err := c.openLog()
+	defer c.closeLog()
 	if err != nil {
 		return err
 	}
@@ -158,6 +186,7 @@ func (c *ItemsResolveCommand) Run(ctx context.Context, args []string) error {
 		return c.usage("missing the item: ID, #N or --match TEXT")
 	}
 	wl, err := c.openLog()
+	defer c.closeLog()
 	if err != nil {
 		return err
 	}
@@ -215,6 +244,7 @@ func (c *SessionStartCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	wl, err := c.openLog()
+	defer c.closeLog()
 	if err != nil {
 		return err
 	}
@@ -285,6 +315,7 @@ func (c *SessionCloseCommand) Run(ctx context.Context, args []string) error {
 		open = append(open, b)
 	}
 	wl, err := c.openLog()
+	defer c.closeLog()
 	if err != nil {
 		return err
 	}

@@ -251,3 +251,24 @@ func TestHelpAndCompletionListItemsAndSession(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsCarryThroughARemoteStore closes a session in one directory and
+// starts one in another (another machine) that shares only the SQLite
+// session store of --sessions: the open items come across.
+func TestSessionsCarryThroughARemoteStore(t *testing.T) {
+	sessions := "sqlite://" + filepath.Join(t.TempDir(), "sessions.db")
+	here, there := t.TempDir(), t.TempDir()
+	if r := loom(t, "items", "create", "--dir", here, "--sessions", sessions, "carry me across"); r.code != 0 {
+		t.Fatalf("create: %d %s", r.code, r.stderr)
+	}
+	if r := loom(t, "session", "close", "--dir", here, "--sessions", sessions, "--id", "s1"); r.code != 0 {
+		t.Fatalf("close: %d %s", r.code, r.stderr)
+	}
+	r := loom(t, "session", "start", "--dir", there, "--sessions", sessions, "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, "carry me across") {
+		t.Fatalf("start elsewhere: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := loom(t, "items", "list", "--dir", there, "--sessions", "nope://x"); r.code == 0 {
+		t.Fatalf("an unknown session store scheme was accepted")
+	}
+}

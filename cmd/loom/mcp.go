@@ -10,7 +10,6 @@ import (
 
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/mcpserver"
-	"github.com/loomthreads/loom/worklog"
 	"github.com/loomthreads/loom/worklog/worklogmcp"
 )
 
@@ -22,17 +21,16 @@ type MCPCommand struct {
 	base
 
 	// Worklog serves the work-item tools instead of the thread tools
-	// (--worklog).
+	// (--worklog), on the items of --dir and the sessions of --sessions.
 	Worklog bool
-	// Dir is the directory of the work items (--dir).
-	Dir string
+	worklogDir
 }
 
 // Flags implements Command.
 func (c *MCPCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.BoolVar(&c.Worklog, "worklog", false, "serve only the work-item tools, on the items of --dir")
-	fs.StringVar(&c.Dir, "dir", worklog.DefaultDir, "with --worklog, the `DIR` of threads.json and sessions.json")
+	c.worklogDir.add(fs)
 	return fs
 }
 
@@ -57,7 +55,8 @@ func (c *MCPCommand) Run(ctx context.Context, args []string) error {
 // serveWorklog serves the work-item tools on the items of c.Dir until ctx
 // ends or the client closes its end.
 func (c *MCPCommand) serveWorklog(ctx context.Context, log *slog.Logger) error {
-	wl, err := worklog.Open(c.Dir, nil)
+	wl, err := c.openLog()
+	defer c.closeLog()
 	if err != nil {
 		return err
 	}
