@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loomthreads/loom/internal/flock"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -281,7 +282,7 @@ func (s *Store) lock(ctx context.Context) error {
 		return errClosed
 	}
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		ok, err := tryFlock(s.lockFile)
+		ok, err := flock.TryLock(s.lockFile)
 		if ok {
 			return nil
 		}
@@ -302,7 +303,7 @@ func (s *Store) lock(ctx context.Context) error {
 }
 
 func (s *Store) unlock() {
-	funlock(s.lockFile)
+	flock.Unlock(s.lockFile)
 	<-s.sem
 }
 

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/loomthreads/loom/internal/flock"
 )
 
 // DefaultLockTimeout is how long a write waits for the file's lock when
@@ -97,12 +99,12 @@ func (f *lockedFile) lock(ctx context.Context) (func(), *os.File, error) {
 		return nil, nil, fail(err)
 	}
 	release := func() {
-		funlock(lf)
+		flock.Unlock(lf)
 		lf.Close()
 		<-f.sem
 	}
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		ok, err := tryFlock(lf)
+		ok, err := flock.TryLock(lf)
 		if ok {
 			return release, lf, nil
 		}
