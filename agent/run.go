@@ -108,9 +108,6 @@ func (r *run) prepare(ctx context.Context) error {
 		if m.ID == "" {
 			m.ID = message.NewID()
 		}
-		if err := m.Validate(); err != nil {
-			return fmt.Errorf("input %d: %v: %w", i, err, thread.ErrInvalid)
-		}
 		r.input[i] = m
 	}
 	st, err := r.th.State(ctx, 0)
@@ -155,7 +152,9 @@ func (r *run) prepare(ctx context.Context) error {
 	if r.a.opts.Name != "" {
 		r.meta["agent"] = r.a.opts.Name
 	}
-	// The commits will carry two more keys.
+	// The input is checked as the input commit will check it (each message,
+	// sizes, repeated ids), with the metadata the commits will carry (two
+	// more keys).
 	check := maps.Clone(r.meta)
 	check["step"], check["response"] = string(StepApprovals), "resp"
 	if err := r.th.DB().CheckCommit(thread.CommitOptions{Messages: r.input, Metadata: check}); err != nil {
