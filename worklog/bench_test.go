@@ -30,11 +30,11 @@ func benchLog(b *testing.B, n int, noSync bool) (*Log, []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	unlock, _, err := l.f.lock(b.Context())
+	unlock, _, err := l.file.f.lock(b.Context())
 	if err != nil {
 		b.Fatal(err)
 	}
-	err = l.f.write(func(w *bufio.Writer) error { return writeThreads(w, entries, false) })
+	err = l.file.f.write(func(w *bufio.Writer) error { return writeThreads(w, entries, false) })
 	unlock()
 	if err != nil {
 		b.Fatal(err)
@@ -89,7 +89,7 @@ func BenchmarkTools(b *testing.B) {
 		var ls latencies
 		for b.Loop() {
 			l.mu.Lock()
-			l.snap = nil
+			l.file.snap = nil
 			l.mu.Unlock()
 			ls.time(func() {
 				if _, err := l.List(ctx, ListOptions{}); err != nil {

@@ -25,6 +25,7 @@ func copyFixture(t *testing.T, name string) string {
 }
 
 func TestFixtureLoads(t *testing.T) {
+	fileOnly(t)
 	l := openLog(t, copyFixture(t, "threads.json"), newClock(), nil)
 	got := listAll(t, l)
 	want := []Item{
@@ -45,6 +46,7 @@ func TestFixtureLoads(t *testing.T) {
 }
 
 func TestFixtureRoundTrip(t *testing.T) {
+	fileOnly(t)
 	data := readFile(t, filepath.Join("testdata", "threads.json"))
 	s, err := parseThreads(data, t0)
 	if err != nil {
@@ -61,12 +63,13 @@ func TestFixtureRoundTrip(t *testing.T) {
 	dir := copyFixture(t, "threads.json")
 	l := openLog(t, dir, newClock(), nil)
 	listAll(t, l)
-	if got := readFile(t, l.f.path); string(got) != string(data) {
+	if got := readFile(t, l.file.f.path); string(got) != string(data) {
 		t.Errorf("reading the file changed it")
 	}
 }
 
 func TestFixtureResolve(t *testing.T) {
+	fileOnly(t)
 	dir := copyFixture(t, "threads.json")
 	clk := newClock() // 2026-03-01T12:00:00Z, as mkfixture.js
 	l := openLog(t, dir, clk, nil)
@@ -76,12 +79,12 @@ func TestFixtureResolve(t *testing.T) {
 		}
 	}
 	want := readFile(t, filepath.Join("testdata", "threads.resolved.json"))
-	if got := readFile(t, l.f.path); string(got) != string(want) {
+	if got := readFile(t, l.file.f.path); string(got) != string(want) {
 		t.Errorf("after resolving:\n%s\nwant what the seed writes:\n%s", got, want)
 	}
 	// A new item goes at the end, in the seed's form, and the rest stays.
 	it := mustCreate(t, l, "A new item")
-	got := string(readFile(t, l.f.path))
+	got := string(readFile(t, l.file.f.path))
 	tail := "  {\n    \"id\": \"" + it.ID + "\",\n    \"text\": \"A new item\",\n    \"status\": \"open\",\n    \"created_at\": \"2026-03-01T12:00:00.000Z\"\n  }\n]"
 	if !strings.HasPrefix(got, string(want[:len(want)-2])+",\n") || !strings.HasSuffix(got, tail) {
 		t.Errorf("after create:\n%s", got)
@@ -89,6 +92,7 @@ func TestFixtureResolve(t *testing.T) {
 }
 
 func TestFileKeepsLayoutDetails(t *testing.T) {
+	fileOnly(t)
 	for name, content := range map[string]string{
 		"trailing newline": "[\n  {\n    \"id\": \"t-00000001\",\n    \"text\": \"x\",\n    \"status\": \"open\",\n    \"created_at\": \"2026-02-01T00:00:00.000Z\"\n  }\n]\n",
 		"empty array":      "[]",
@@ -107,11 +111,12 @@ func TestFileKeepsLayoutDetails(t *testing.T) {
 }
 
 func TestFileReindentsOtherLayouts(t *testing.T) {
+	fileOnly(t)
 	dir := t.TempDir()
 	writeFile(t, dir, `[{"id":"t-00000001","text":"Compact","status":"open","created_at":"2026-02-01T00:00:00.000Z","extra":{"a":[1,2]}}]`)
 	l := openLog(t, dir, newClock(), nil)
 	mustCreate(t, l, "Second")
-	got := string(readFile(t, l.f.path))
+	got := string(readFile(t, l.file.f.path))
 	want := "[\n  {\n    \"id\": \"t-00000001\",\n    \"text\": \"Compact\",\n    \"status\": \"open\",\n    \"created_at\": \"2026-02-01T00:00:00.000Z\",\n" +
 		"    \"extra\": {\n      \"a\": [\n        1,\n        2\n      ]\n    }\n  },\n"
 	if !strings.HasPrefix(got, want) {
@@ -120,6 +125,7 @@ func TestFileReindentsOtherLayouts(t *testing.T) {
 }
 
 func TestLegacyFileWrittenOnce(t *testing.T) {
+	fileOnly(t)
 	dir := t.TempDir()
 	writeFile(t, dir, `["Plain string item", "{\"item\":\"Legacy\",\"context\":\"c\"}", {"id":"t-00000001","note":"Noted","status":"open"}, null, 7]`)
 	a := openLog(t, dir, newClock(), nil)
@@ -133,12 +139,13 @@ func TestLegacyFileWrittenOnce(t *testing.T) {
 	if d := diffItems(first, listAll(t, b)); d != "" {
 		t.Errorf("ids changed between readers (-first +second):\n%s", d)
 	}
-	if got := string(readFile(t, a.f.path)); strings.Contains(got, `"Plain string item",`+"\n  \"") || !strings.Contains(got, `"text": "Noted"`) || strings.Contains(got, "null") {
+	if got := string(readFile(t, a.file.f.path)); strings.Contains(got, `"Plain string item",`+"\n  \"") || !strings.Contains(got, `"text": "Noted"`) || strings.Contains(got, "null") {
 		t.Errorf("file after the first read:\n%s", got)
 	}
 }
 
 func TestCorruptFile(t *testing.T) {
+	fileOnly(t)
 	for _, content := range []string{`{"not":"an array"}`, `[{"id":"t-1","text":"x"}`, `[] []`, `garbage`} {
 		dir := t.TempDir()
 		writeFile(t, dir, content)
@@ -156,6 +163,7 @@ func TestCorruptFile(t *testing.T) {
 }
 
 func TestMissingFileAndDirectory(t *testing.T) {
+	fileOnly(t)
 	dir := filepath.Join(t.TempDir(), "project", ".gitmem")
 	l := openLog(t, dir, newClock(), nil)
 	if got := listAll(t, l); len(got) != 0 {
@@ -171,36 +179,37 @@ func TestMissingFileAndDirectory(t *testing.T) {
 }
 
 func TestWriteFailureChangesNothing(t *testing.T) {
+	fileOnly(t)
 	clk := newClock()
 	l := newLog(t, clk)
 	mustCreate(t, l, "Before")
-	before := readFile(t, l.f.path)
+	before := readFile(t, l.file.f.path)
 	for _, step := range []string{"sync", "rename", "dir sync"} {
 		t.Run(step, func(t *testing.T) {
-			l.f.hooks.sync = func(name string) error {
-				isDir := filepath.Clean(name) == filepath.Dir(l.f.path)
+			l.file.f.hooks.sync = func(name string) error {
+				isDir := filepath.Clean(name) == filepath.Dir(l.file.f.path)
 				if step == "sync" && !isDir || step == "dir sync" && isDir {
 					return errors.New("disk on fire")
 				}
 				return nil
 			}
-			l.f.hooks.rename = func(from, to string) error {
+			l.file.f.hooks.rename = func(from, to string) error {
 				if step == "rename" {
 					return errors.New("disk on fire")
 				}
 				return os.Rename(from, to)
 			}
-			t.Cleanup(func() { l.f.hooks.sync, l.f.hooks.rename = nil, nil })
+			t.Cleanup(func() { l.file.f.hooks.sync, l.file.f.hooks.rename = nil, nil })
 			_, err := l.Create(t.Context(), CreateOptions{Text: "During " + step})
 			if err == nil {
 				t.Fatal("the write did not fail")
 			}
 			if step != "dir sync" {
-				if got := readFile(t, l.f.path); string(got) != string(before) {
+				if got := readFile(t, l.file.f.path); string(got) != string(before) {
 					t.Errorf("the file changed")
 				}
 			}
-			tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(l.f.path), ".threads.json.tmp-*"))
+			tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(l.file.f.path), ".threads.json.tmp-*"))
 			if len(tmps) != 0 {
 				t.Errorf("temporary files left: %v", tmps)
 			}
@@ -218,6 +227,7 @@ func TestWriteFailureChangesNothing(t *testing.T) {
 }
 
 func TestStaleTempFilesSwept(t *testing.T) {
+	fileOnly(t)
 	l := newLog(t, newClock())
 	mustCreate(t, l, "x")
 	stale := filepath.Join(l.Dir(), ".threads.json.tmp-killed")
@@ -232,12 +242,13 @@ func TestStaleTempFilesSwept(t *testing.T) {
 }
 
 func TestLockTimeout(t *testing.T) {
+	fileOnly(t)
 	dir := t.TempDir()
 	holder, err := Open(dir, &Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock, _, err := holder.f.lock(t.Context())
+	unlock, _, err := holder.file.f.lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +274,7 @@ func TestLockTimeout(t *testing.T) {
 }
 
 func TestConcurrentGoroutines(t *testing.T) {
+	fileOnly(t)
 	l := newLog(t, newClock())
 	other := newLogAt(t, l.Dir())
 	errs := make(chan error, 40)
@@ -287,6 +299,7 @@ func TestConcurrentGoroutines(t *testing.T) {
 }
 
 func TestDuplicateIDsInFile(t *testing.T) {
+	fileOnly(t)
 	dir := t.TempDir()
 	writeFile(t, dir, `[
   {"id": "t-00000001", "text": "First", "status": "open", "created_at": "2026-02-01T00:00:00.000Z"},
@@ -307,13 +320,13 @@ func TestDuplicateIDsInFile(t *testing.T) {
 	if _, err := l.Resolve(t.Context(), ResolveOptions{TextMatch: "as a note"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(string(readFile(t, l.f.path)), `"status": "resolved"`); got != 3 {
+	if got := strings.Count(string(readFile(t, l.file.f.path)), `"status": "resolved"`); got != 3 {
 		t.Errorf("%d resolved copies in the file, want all 3", got)
 	}
 	if _, err := l.SessionStart(t.Context(), StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := string(readFile(t, l.f.path)); strings.Contains(got, "as a note") {
+	if got := string(readFile(t, l.file.f.path)); strings.Contains(got, "as a note") {
 		t.Errorf("session_start kept the later copy:\n%s", got)
 	}
 }

@@ -174,8 +174,13 @@ func itemID(s string) bool {
 
 // validSessionID reports whether s can name a session: 1 to 128 ASCII
 // letters, digits, '.', '_', ':' or '-' (a UUID, say).
-func validSessionID(s string) bool {
-	if s == "" || len(s) > 128 {
+func validSessionID(s string) bool { return validSessionIDLen(s, maxSessionID) }
+
+// maxSessionID is the longest session id.
+const maxSessionID = 128
+
+func validSessionIDLen(s string, max int) bool {
+	if s == "" || len(s) > max {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

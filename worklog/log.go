@@ -1,11 +1,9 @@
 package worklog
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -76,11 +74,15 @@ type Log struct {
 	// calls count as network calls.
 	remote bool
 	now    func() time.Time
-	f      *lockedFile
+	items  itemStore
+	// file is items when they are in the local file, else nil.
+	file *fileItems
+	// shared is set on the Logs of a server (see Logs): many callers
+	// share them, so there is no current session to fall back on.
+	shared bool
 
 	mu      sync.Mutex
-	snap    *snapshot // the file as last read or written
-	current string    // the session SessionStart started, "" if none
+	current string // the session SessionStart started, "" if none
 }
 
 // Open returns the Log of the items in directory dir (".gitmem" in a
@@ -98,14 +100,16 @@ func Open(dir string, opts *Options) (*Log, error) {
 	if err := checkProject(o.Project); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, project: o.Project, sessions: o.Sessions, now: o.Now, f: newLockedFile(dir, ThreadsFile, &o)}
+	l := &Log{dir: dir, project: o.Project, sessions: o.Sessions, now: o.Now}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	l.file = &fileItems{f: newLockedFile(dir, ThreadsFile, &o), now: l.now}
+	l.items = l.file
 	if l.sessions == nil {
 		l.sessions = NewFileSessions(dir, &o)
 	} else if _, local := l.sessions.(*FileSessions); !local {
 		l.remote = true
-	}
-	if l.now == nil {
-		l.now = time.Now
 	}
 	return l, nil
 }
@@ -133,123 +137,15 @@ func (l *Log) clock() time.Time {
 
 func (l *Log) session(given string) (string, error) {
 	if given == "" {
+		if l.shared {
+			return "", nil
+		}
 		return l.Session(), nil
 	}
 	if !validSessionID(given) {
 		return "", fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", given, ErrInvalid)
 	}
 	return given, nil
-}
-
-// bufs are buffers to read the file into; the snapshots keep no
-// reference to them.
-var bufs sync.Pool
-
-// read returns the file's snapshot: the cached one if the file has not
-// changed, else a new one, cached unless dirty. lf is the lock file, if
-// the lock is held. The file is read only if its version (see
-// lockedFile.generation) is not the cached one, and parsed only if its
-// content is not either.
-func (l *Log) read(lf *os.File) (*snapshot, bool, error) {
-	gen, err := l.f.generation(lf)
-	if err != nil {
-		return nil, false, err
-	}
-	l.mu.Lock()
-	cached := l.snap
-	l.mu.Unlock()
-	if cached != nil && cached.ver.ok {
-		if id, ok := l.f.stat(); ok && cached.ver == (version{gen, id, true}) {
-			return cached, true, nil
-		}
-	}
-	bp, _ := bufs.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
-	data, id, err := l.f.readInto(*bp)
-	if data != nil {
-		*bp = data
-	}
-	defer bufs.Put(bp)
-	if err != nil {
-		return nil, false, err
-	}
-	ver := version{gen, id, id.exists || data == nil}
-	sum := sumOf(data)
-	if cached != nil && cached.sumOK && cached.sum == sum {
-		s := *cached
-		s.ver = ver
-		l.cache(&s)
-		return &s, true, nil
-	}
-	s, err := parseThreads(data, l.clock())
-	if err != nil {
-		return nil, false, err
-	}
-	s.ver = ver
-	if !s.dirty {
-		l.cache(s)
-	}
-	return s, false, nil
-}
-
-func (l *Log) cache(s *snapshot) {
-	l.mu.Lock()
-	l.snap = s
-	l.mu.Unlock()
-}
-
-// load returns the file's items for a read. A file that needs writing
-// again for its items to keep their ids (see snapshot.dirty) is written
-// first, under the lock; if that fails (a read-only directory, a lock
-// held too long) the read goes on with the items as parsed.
-func (l *Log) load(ctx context.Context) (*snapshot, bool, error) {
-	s, hit, err := l.read(nil)
-	if err != nil || !s.dirty {
-		return s, hit, err
-	}
-	if _, err := l.update(ctx, func(s *snapshot) ([]*entry, bool, error) { return s.entries, false, nil }); err != nil {
-		return s, false, nil
-	}
-	l.mu.Lock()
-	s = l.snap
-	l.mu.Unlock()
-	return s, false, nil
-}
-
-// update changes the file under its lock: fn gets the file as it is and
-// returns the new entries and whether they differ; the file is written if
-// they do (or if it must be, see snapshot.dirty). It reports whether the
-// file was the one cached.
-func (l *Log) update(ctx context.Context, fn func(s *snapshot) ([]*entry, bool, error)) (bool, error) {
-	unlock, lf, err := l.f.lock(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer unlock()
-	s, hit, err := l.read(lf)
-	if err != nil {
-		return false, err
-	}
-	entries, changed, err := fn(s)
-	if err != nil || !changed && !s.dirty {
-		return hit, err
-	}
-	err = l.f.write(func(w *bufio.Writer) error { return writeThreads(w, entries, s.nl) })
-	if err != nil {
-		return hit, err
-	}
-	// Count the write, so that other readers know the file changed
-	// without reading it; then this Log knows the version it wrote.
-	var ver version
-	if err := l.f.setGeneration(lf, s.ver.gen+1); err == nil {
-		if id, ok := l.f.stat(); ok {
-			ver = version{s.ver.gen + 1, id, true}
-		}
-	}
-	l.cache(written(ver, entries, s.nl))
-	return hit, nil
 }
 
 // ListOptions filter List.
@@ -310,7 +206,7 @@ func (l *Log) List(ctx context.Context, opts ListOptions) (*ListResult, error) {
 			add(it, it.ProjectState())
 		}
 	} else {
-		s, h, err := l.load(ctx)
+		s, h, err := l.items.load(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -368,7 +264,7 @@ func (l *Log) Create(ctx context.Context, opts CreateOptions) (*CreateResult, er
 	it := Item{ID: NewID(), Text: r.it.Text, Status: StatusOpen, CreatedAt: now, SourceSession: session}
 	key := NormalizeText(it.Text)
 	res := &CreateResult{}
-	hit, err := l.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
+	hit, err := l.items.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
 		for _, e := range s.entries {
 			if e.it.Open() && e.textKey() == key {
 				res.Thread, res.Deduplicated = e.it, true
@@ -438,7 +334,8 @@ func (l *Log) Resolve(ctx context.Context, opts ResolveOptions) (*ResolveResult,
 	}
 	now := l.clock()
 	res := &ResolveResult{Success: true}
-	hit, err := l.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
+	hit, err := l.items.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
+		*res = ResolveResult{Success: true}
 		t, err := findTarget(s.entries, opts)
 		if err != nil {
 			return nil, false, err
@@ -664,7 +561,7 @@ func (l *Log) SessionStart(ctx context.Context, opts StartOptions) (*StartResult
 	}
 	closed = slices.DeleteFunc(closed, func(s Session) bool { return s.ID == id })
 	var agg Aggregation
-	hit, err := l.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
+	hit, err := l.items.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
 		local := make([]Item, len(s.entries))
 		for i, e := range s.entries {
 			local[i] = e.it
@@ -758,7 +655,8 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 		payload = append(payload, r)
 	}
 	var record, created []Item
-	hit, err := l.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
+	hit, err := l.items.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
+		record, created = nil, nil
 		var m merger
 		for i, e := range s.entries {
 			m.put(e.it, i)

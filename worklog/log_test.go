@@ -140,6 +140,7 @@ func TestListOldestFirst(t *testing.T) {
 }
 
 func TestListOtherProject(t *testing.T) {
+	fileOnly(t)
 	clk := newClock()
 	shared := NewFileSessions(t.TempDir(), &Options{NoSync: true})
 	a, err := Open(t.TempDir(), &Options{Project: "alpha", Sessions: shared, NoSync: true, Now: clk.Now})
@@ -244,7 +245,7 @@ func TestResolveAmbiguous(t *testing.T) {
 	clk := newClock()
 	l := newLog(t, clk)
 	its := seed(t, l, clk, "Fix login bug", "Fix logout bug", "Write docs")
-	before := readFile(t, l.f.path)
+	before := contentOf(t, l)
 	_, err := l.Resolve(t.Context(), ResolveOptions{TextMatch: "fix"})
 	var amb *AmbiguousError
 	if !errors.As(err, &amb) || !errors.Is(err, ErrAmbiguous) {
@@ -258,7 +259,7 @@ func TestResolveAmbiguous(t *testing.T) {
 			t.Errorf("message %q does not name %q", err, s)
 		}
 	}
-	if after := readFile(t, l.f.path); string(after) != string(before) {
+	if after := contentOf(t, l); string(after) != string(before) {
 		t.Error("an ambiguous resolve changed the file")
 	}
 	// Several resolved matches and no open one: ambiguous too.
@@ -294,7 +295,7 @@ func TestResolveAlreadyResolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := readFile(t, l.f.path)
+	before := contentOf(t, l)
 	clk.Advance(time.Hour)
 	res, err := l.Resolve(t.Context(), ResolveOptions{TextMatch: "alpha", Note: "second"})
 	if err != nil {
@@ -306,7 +307,7 @@ func TestResolveAlreadyResolved(t *testing.T) {
 	if d := diffItems(first.ResolvedThread, res.ResolvedThread); d != "" {
 		t.Errorf("the item changed (-first +second):\n%s", d)
 	}
-	if after := readFile(t, l.f.path); string(after) != string(before) {
+	if after := contentOf(t, l); string(after) != string(before) {
 		t.Error("resolving a resolved item changed the file")
 	}
 }
@@ -435,11 +436,11 @@ func TestSessionStartAggregates(t *testing.T) {
 		t.Errorf("file after session_start: %+v", got)
 	}
 	// Starting again changes nothing: the file is not rewritten.
-	before := readFile(t, l.f.path)
+	before := contentOf(t, l)
 	if _, err := l.SessionStart(t.Context(), StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if after := readFile(t, l.f.path); string(after) != string(before) {
+	if after := contentOf(t, l); string(after) != string(before) {
 		t.Errorf("a second session_start rewrote the file")
 	}
 }

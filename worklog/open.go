@@ -15,7 +15,8 @@ type OpenSessionsFunc func(ctx context.Context, u *url.URL) (SessionStore, error
 var (
 	sessionsMu       sync.RWMutex
 	sessionsRegistry = map[string]OpenSessionsFunc{
-		"file": openFileSessions,
+		"file":   openFileSessions,
+		"memory": openMemorySessions,
 	}
 )
 
@@ -45,7 +46,7 @@ func SessionSchemes() []string {
 }
 
 // OpenSessions opens the SessionStore that rawURL names: file://DIR is the
-// FileSessions of DIR; sqlite://PATH and postgres://… are the sessions
+// FileSessions of DIR, memory:// a new MemorySessions; sqlite://PATH and postgres://… are the sessions
 // tables of packages sqlite and postgres, whose package must be imported
 // (for its init) for its scheme to be known. A bad URL or an unknown
 // scheme is an ErrInvalid error.
@@ -85,3 +86,11 @@ func openFileSessions(_ context.Context, u *url.URL) (SessionStore, error) {
 // open_threads value that is not JSON. Stores outside this package use it
 // to keep the contract of FileSessions.
 func CheckSession(s Session) error { return checkSession(s) }
+
+// openMemorySessions opens "memory://": a new, empty MemorySessions.
+func openMemorySessions(_ context.Context, u *url.URL) (SessionStore, error) {
+	if u.Host != "" || (u.Path != "" && u.Path != "/") || u.Opaque != "" || u.RawQuery != "" {
+		return nil, fmt.Errorf("worklog: sessions url %q: want memory://: %w", u.Redacted(), ErrInvalid)
+	}
+	return NewMemorySessions(), nil
+}

@@ -54,6 +54,7 @@ func TestChildCreate(t *testing.T) {
 }
 
 func TestProcessesLoseNothing(t *testing.T) {
+	fileOnly(t)
 	if testing.Short() {
 		t.Skip("starts processes")
 	}

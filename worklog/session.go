@@ -68,11 +68,15 @@ type ClosedOptions struct {
 
 // checkSession returns an ErrInvalid error for a session that a store
 // must refuse.
+//
+// A store takes longer ids and project names than a Log does (up to
+// maxStoredSessionID and maxStoredProject bytes): a server's Logs prefix
+// both with the tenant (see Logs).
 func checkSession(s Session) error {
-	if !validSessionID(s.ID) {
+	if !validSessionIDLen(s.ID, maxStoredSessionID) {
 		return fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", s.ID, ErrInvalid)
 	}
-	if err := checkProject(s.Project); err != nil {
+	if err := checkProjectLen(s.Project, maxStoredProject); err != nil {
 		return err
 	}
 	for i, raw := range s.OpenThreads {
@@ -85,11 +89,20 @@ func checkSession(s Session) error {
 
 // checkProject returns an ErrInvalid error for a project name that is
 // empty, longer than 200 bytes, not UTF-8 or holds control characters.
-func checkProject(p string) error {
-	if p == "" || len(p) > 200 {
-		return fmt.Errorf("worklog: project name %q: want 1 to 200 bytes: %w", p, ErrInvalid)
+func checkProject(p string) error { return checkProjectLen(p, maxProject) }
+
+// The longest project name of a Log, and those a SessionStore takes.
+const (
+	maxProject         = 200
+	maxStoredProject   = 2*maxProject + 1
+	maxStoredSessionID = 2*maxSessionID + 1
+)
+
+func checkProjectLen(p string, max int) error {
+	if p == "" || len(p) > max {
+		return fmt.Errorf("worklog: project name %q: want 1 to %d bytes: %w", p, max, ErrInvalid)
 	}
-	if err := checkLen("project name", p, 200); err != nil {
+	if err := checkLen("project name", p, max); err != nil {
 		return err
 	}
 	for _, r := range p {

@@ -32,3 +32,14 @@ func TestFileSessionsPrunes(t *testing.T) {
 		t.Errorf("%d sessions, oldest %s; want %d, oldest s5", len(got), got[len(got)-1].ID, worklog.MaxFileSessions)
 	}
 }
+
+func TestMemorySessions(t *testing.T) {
+	sessiontest.Run(t, func(t *testing.T) worklog.SessionStore { return worklog.NewMemorySessions() })
+}
+
+// A tenant's view of a store keeps the contract too.
+func TestTenantSessions(t *testing.T) {
+	sessiontest.Run(t, func(t *testing.T) worklog.SessionStore {
+		return worklog.TenantSessions(worklog.NewMemorySessions(), "acme")
+	})
+}

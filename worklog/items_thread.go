@@ -1,0 +1,380 @@
+package worklog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+// EventMediaType is the media type of the data a Log kept in a loom thread
+// appends for each change (see OpenDB): a JSON object
+// {"put": [item, …], "drop": ["t-…", …]} whose items replace those with
+// their ids, or join the list at its end, and whose ids leave it.
+const EventMediaType = "application/vnd.loom.worklog+json"
+
+// EventRole is the role of the messages that record a Log's changes in
+// its thread.
+const EventRole message.Role = "worklog"
+
+// LabelProject is the label that names the project of a thread holding
+// work items; threads with it are work logs, not conversations.
+const LabelProject = "loom.worklog"
+
+// maxEventBytes bounds the item JSON of one event message, well under the
+// thread's default limit of a message (1 MiB); a change of more items is
+// several messages of one commit.
+const maxEventBytes = 256 << 10
+
+// maxConflicts is how many times a write to a thread is tried again when
+// another process moved it meanwhile.
+const maxConflicts = 50
+
+// OpenDB returns the Log of a project's items kept in a loom thread of db
+// rather than in a file: every change is a commit of one message (role
+// EventRole, its data EventMediaType) that says which items it puts and
+// drops, so a change costs one append whatever the number of items, two
+// processes never lose one another's changes (the append is conditional on
+// the thread's version; the loser reads what changed and tries again), and
+// the work log has the history, checkpoints and time travel of any
+// thread. The thread, made at the first change, is labelled LabelProject
+// and its id is ThreadID(db.Tenant(), project).
+//
+// opts.Sessions is required: a Log kept in a database keeps its session
+// records in one too (OpenSessions). opts.LockTimeout and opts.NoSync do
+// not apply; Dir returns "".
+func OpenDB(db *thread.DB, opts *Options) (*Log, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Project == "" {
+		o.Project = DefaultProject
+	}
+	if err := checkProject(o.Project); err != nil {
+		return nil, err
+	}
+	if o.Sessions == nil {
+		return nil, fmt.Errorf("worklog: OpenDB needs a SessionStore (Options.Sessions): %w", ErrInvalid)
+	}
+	l := &Log{project: o.Project, sessions: o.Sessions, now: o.Now}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if _, local := l.sessions.(*FileSessions); !local {
+		l.remote = true
+	}
+	l.items = &threadItems{db: db, id: ThreadID(db.Tenant(), o.Project), project: o.Project}
+	return l, nil
+}
+
+// ThreadID returns the id of the thread that keeps the items of a tenant's
+// project: "wl_" and 32 hex digits of a hash of both, since thread ids are
+// one namespace across tenants and project names are free text.
+func ThreadID(tenant, project string) string {
+	h := sha256.Sum256([]byte(tenant + "\x00" + project))
+	return "wl_" + hex.EncodeToString(h[:16])
+}
+
+// threadItems keeps a Log's items in a thread, as events.
+type threadItems struct {
+	db      *thread.DB
+	id      string
+	project string
+
+	// wmu makes this process's writes take turns, so that only other
+	// processes' writes conflict.
+	wmu sync.Mutex
+
+	mu   sync.Mutex
+	snap *threadSnap
+}
+
+// threadSnap is the items as of one head of the thread.
+type threadSnap struct {
+	s    *snapshot
+	head string // the head commit, "" when there is no thread or no event
+	n    int64  // the messages folded: the thread's length at head
+	last string // the id of the last of them
+}
+
+var errNoEvent = errors.New("not a work-log event")
+
+func (t *threadItems) cached() *threadSnap {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.snap
+}
+
+func (t *threadItems) cache(ts *threadSnap) {
+	t.mu.Lock()
+	t.snap = ts
+	t.mu.Unlock()
+}
+
+// read returns the items at the thread's head and a handle on the thread
+// (nil when it does not exist yet). Only the events after the cached head
+// are read, when the cached head is still in the thread's past.
+func (t *threadItems) read(ctx context.Context) (*threadSnap, *thread.Thread, bool, error) {
+	th, err := t.db.Thread(ctx, t.id)
+	if errors.Is(err, thread.ErrNotFound) {
+		return &threadSnap{s: &snapshot{}}, nil, false, nil
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("worklog: items of %s: %w", t.project, err)
+	}
+	if th.Record().Labels[LabelProject] == "" {
+		return nil, nil, false, fmt.Errorf("worklog: thread %s is not a work log: %w", t.id, ErrInvalid)
+	}
+	head := th.Record().Head
+	c := t.cached()
+	if c != nil && c.head == head {
+		return c, th, true, nil
+	}
+	n, err := th.Len(ctx)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("worklog: items of %s: %w", t.project, err)
+	}
+	var msgs []message.Message
+	if c != nil && c.n > 0 && n > c.n {
+		msgs, err = th.Messages(ctx, thread.ReadOptions{Last: int(n - c.n + 1)})
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("worklog: items of %s: %w", t.project, err)
+		}
+		if len(msgs) > 0 && msgs[0].ID == c.last {
+			msgs = msgs[1:]
+		} else {
+			c, msgs = nil, nil // rolled back or rewritten: read it all
+		}
+	} else {
+		c = nil
+	}
+	if c == nil {
+		c = &threadSnap{s: &snapshot{}}
+		if msgs, err = th.Messages(ctx, thread.ReadOptions{}); err != nil {
+			return nil, nil, false, fmt.Errorf("worklog: items of %s: %w", t.project, err)
+		}
+	}
+	entries, err := fold(c.s.entries, msgs)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("worklog: items of %s: %w", t.project, err)
+	}
+	ts := &threadSnap{s: &snapshot{entries: entries}, head: head, n: n, last: c.last}
+	if len(msgs) > 0 {
+		ts.last = msgs[len(msgs)-1].ID
+	}
+	t.cache(ts)
+	return ts, th, false, nil
+}
+
+// event is the data of an event message.
+type event struct {
+	Put  []Item   `json:"put,omitempty"`
+	Drop []string `json:"drop,omitempty"`
+}
+
+// fold applies events to entries (which it does not change) and returns
+// the new entries. Messages that are not events (a person's note appended
+// to the thread) are skipped.
+func fold(entries []*entry, msgs []message.Message) ([]*entry, error) {
+	if len(msgs) == 0 {
+		return entries, nil
+	}
+	out := make([]*entry, len(entries), len(entries)+len(msgs))
+	copy(out, entries)
+	at := make(map[string]int, len(out))
+	for i, e := range out {
+		at[e.it.ID] = i
+	}
+	for _, m := range msgs {
+		for _, c := range m.Contents {
+			d, ok := c.(message.Data)
+			if !ok || d.MediaType != EventMediaType || m.Role != EventRole {
+				continue
+			}
+			var ev event
+			if err := json.Unmarshal(d.Data, &ev); err != nil {
+				return nil, fmt.Errorf("message %s: %w: %v", m.ID, errNoEvent, err)
+			}
+			if len(ev.Drop) > 0 {
+				drop := make(map[string]bool, len(ev.Drop))
+				for _, id := range ev.Drop {
+					drop[id] = true
+				}
+				kept := out[:0:0]
+				for _, e := range out {
+					if !drop[e.it.ID] {
+						kept = append(kept, e)
+					}
+				}
+				out = kept
+				clear(at)
+				for i, e := range out {
+					at[e.it.ID] = i
+				}
+			}
+			for _, it := range ev.Put {
+				if i, ok := at[it.ID]; ok {
+					out[i] = newEntry(it)
+					continue
+				}
+				at[it.ID] = len(out)
+				out = append(out, newEntry(it))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (t *threadItems) load(ctx context.Context) (*snapshot, bool, error) {
+	ts, _, hit, err := t.read(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	return ts.s, hit, nil
+}
+
+func (t *threadItems) update(ctx context.Context, fn func(s *snapshot) ([]*entry, bool, error)) (bool, error) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	for try := 0; ; try++ {
+		ts, th, hit, err := t.read(ctx)
+		if err != nil {
+			return false, err
+		}
+		entries, changed, err := fn(ts.s)
+		if err != nil || !changed {
+			return hit, err
+		}
+		msgs, err := events(ts.s.entries, entries)
+		if err != nil {
+			return hit, err
+		}
+		if len(msgs) == 0 {
+			return hit, nil
+		}
+		var c *thread.Commit
+		if th == nil {
+			th, err = t.db.Create(ctx, thread.CreateOptions{ID: t.id, Kind: thread.KindLocal, Title: "work items: " + t.project,
+				Labels: map[string]string{LabelProject: cut(t.project, t.db.Limits().LabelBytes)}, Messages: msgs})
+			if err == nil {
+				c = &thread.Commit{ID: th.Record().Head, Depth: int64(len(msgs))}
+			}
+		} else {
+			c, err = th.Commit(ctx, thread.CommitOptions{Messages: msgs, IfVersion: th.Version()})
+		}
+		if errors.Is(err, thread.ErrConflict) && try < maxConflicts && ctx.Err() == nil {
+			continue
+		}
+		if err != nil {
+			return hit, fmt.Errorf("worklog: items of %s: %w", t.project, err)
+		}
+		if c != nil {
+			t.cache(&threadSnap{s: &snapshot{entries: entries}, head: c.ID, n: c.Depth, last: msgs[len(msgs)-1].ID})
+		}
+		return hit, nil
+	}
+}
+
+// cut returns the longest start of s, at most max bytes, that ends
+// between characters.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// events returns the messages that turn old into new: the entries of new
+// that are not in old (by identity) are put, the ids of old that are not
+// in new are dropped. Entries a change leaves alone keep their pointer.
+func events(old, new []*entry) ([]message.Message, error) {
+	had := make(map[*entry]bool, len(old))
+	for _, e := range old {
+		had[e] = true
+	}
+	ids := make(map[string]bool, len(new))
+	var put []Item
+	for _, e := range new {
+		ids[e.it.ID] = true
+		if !had[e] {
+			put = append(put, e.it)
+		}
+	}
+	var drop []string
+	for _, e := range old {
+		if !ids[e.it.ID] {
+			drop = append(drop, e.it.ID)
+			ids[e.it.ID] = true // once
+		}
+	}
+	// A put whose entry moved (an earlier duplicate dropped) keeps the
+	// folded order because positions only shift down; a new order of
+	// kept entries cannot be expressed, so drop and put them again.
+	if len(put) == 0 && len(drop) == 0 {
+		return nil, nil
+	}
+	var msgs []message.Message
+	add := func(ev event, summary []string) {
+		b, _ := json.Marshal(ev)
+		msgs = append(msgs, message.New(EventRole, message.Text{Text: strings.Join(summary, "\n")},
+			message.Data{MediaType: EventMediaType, Data: b}))
+	}
+	ev, size, summary := event{Drop: drop}, 0, summarize(nil, nil, drop)
+	for _, it := range put {
+		n := len(appendItem(nil, it, ""))
+		if size > 0 && size+n > maxEventBytes {
+			add(ev, summary)
+			ev, size, summary = event{}, 0, nil
+		}
+		ev.Put = append(ev.Put, it)
+		size += n
+		summary = summarize(summary, &it, nil)
+	}
+	add(ev, summary)
+	return msgs, nil
+}
+
+// summarize adds a line for people per item put or dropped, so that the
+// thread reads as a log: "+ t-… text", "✓ t-… note", "- t-…".
+func summarize(lines []string, it *Item, drop []string) []string {
+	const most = 20
+	if len(lines) > most {
+		return lines
+	}
+	if len(lines) == most {
+		return append(lines, "…")
+	}
+	for _, id := range drop {
+		lines = append(lines, "- "+id)
+	}
+	if it != nil {
+		text := it.Text
+		if r := []rune(text); len(r) > 120 {
+			text = string(r[:120]) + "…"
+		}
+		if it.Open() {
+			lines = append(lines, "+ "+it.ID+" "+text)
+		} else {
+			line := "✓ " + it.ID + " " + text
+			if it.ResolutionNote != "" {
+				line += " — " + it.ResolutionNote
+			}
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}

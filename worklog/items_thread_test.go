@@ -1,0 +1,234 @@
+package worklog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+// TestLogOnThreads runs the package's tests again with the items in loom
+// threads (see onThreads): every rule of creation, listing, resolution
+// and aggregation holds for both ways of keeping them.
+func TestLogOnThreads(t *testing.T) {
+	if onThreads {
+		t.Skip("running on threads already")
+	}
+	if testing.Short() {
+		t.Skip("re-runs the package's tests")
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^Test", "-test.skip=^(TestLogOnThreads|TestChildCreate)$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LOOM_WORKLOG_ITEMS=thread")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the tests on threads failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "PASS") {
+		t.Fatalf("no tests ran:\n%s", out)
+	}
+}
+
+// dbLog opens a Log on db's thread for the default project, on clk.
+func dbLog(t *testing.T, db *thread.DB, clk *clock) *Log {
+	t.Helper()
+	l, err := OpenDB(db, &Options{Now: clk.Now, Sessions: NewMemorySessions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestOpenDBNeedsSessions(t *testing.T) {
+	db := thread.New(thread.NewMemoryStore(), nil)
+	if _, err := OpenDB(db, nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("OpenDB without sessions: %v, want ErrInvalid", err)
+	}
+	if _, err := OpenDB(db, &Options{Project: "a\x00b", Sessions: NewMemorySessions()}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad project: %v, want ErrInvalid", err)
+	}
+}
+
+// Another Log on the same thread reads only what changed, and reads
+// everything again when the thread went back in time.
+func TestThreadItemsFollowOtherWriters(t *testing.T) {
+	clk := newClock()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	a, b := dbLog(t, db, clk), dbLog(t, db, clk)
+	first := mustCreate(t, a, "First")
+	if got := listAll(t, b); len(got) != 1 || got[0].ID != first.ID {
+		t.Fatalf("b sees %+v", got)
+	}
+	th, err := db.Thread(t.Context(), ThreadID("", DefaultProject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := th.Version()
+	for _, s := range []string{"Second", "Third"} {
+		mustCreate(t, a, s)
+	}
+	// A person's note in the work log's thread is no event: skipped.
+	if _, err := th.Append(t.Context(), message.User("a note, not an item")); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAll(t, b); len(got) != 3 {
+		t.Fatalf("b sees %d items, want 3", len(got))
+	}
+	if bt := b.items.(*threadItems).cached(); bt.n != 4 {
+		t.Errorf("b folded %d messages, want 4", bt.n)
+	}
+	res, err := b.List(t.Context(), ListOptions{})
+	if err != nil || !res.Performance.CacheHit {
+		t.Errorf("a second list: %v, cache hit %v", err, res != nil && res.Performance.CacheHit)
+	}
+	// Time travel on the work log: back to one item.
+	if err := th.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := th.Restore(t.Context(), v); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAll(t, b); len(got) != 1 || got[0].ID != first.ID {
+		t.Fatalf("after the restore b sees %+v", got)
+	}
+	if it := mustCreate(t, a, "Fourth"); it.Text != "Fourth" {
+		t.Fatal(it)
+	}
+	if got := listAll(t, a); len(got) != 2 {
+		t.Errorf("a sees %d items after the restore and a create, want 2", len(got))
+	}
+}
+
+// Logs with their own caches on one thread, many goroutines each: every
+// create lands (conflicts are read and tried again).
+func TestThreadItemsConcurrentWritersLoseNothing(t *testing.T) {
+	clk := newClock()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	logs := []*Log{dbLog(t, db, clk), dbLog(t, db, clk), dbLog(t, db, clk)}
+	const per = 15
+	var wg sync.WaitGroup
+	errs := make(chan error, len(logs)*4*per)
+	for i, l := range logs {
+		for g := range 4 {
+			wg.Go(func() {
+				for k := range per {
+					if _, err := l.Create(t.Context(), CreateOptions{Text: fmt.Sprintf("log %d goroutine %d item %d", i, g, k)}); err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got := listAll(t, dbLog(t, db, clk))
+	if len(got) != len(logs)*4*per {
+		t.Fatalf("%d items, want %d", len(got), len(logs)*4*per)
+	}
+	seen := map[string]bool{}
+	for _, it := range got {
+		if seen[it.ID] {
+			t.Errorf("id %s twice", it.ID)
+		}
+		seen[it.ID] = true
+	}
+}
+
+// A change too big for one message is several messages of one commit.
+func TestThreadItemsLargeChangeSplits(t *testing.T) {
+	clk := newClock()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	l := dbLog(t, db, clk)
+	var open []json.RawMessage
+	for i := range 200 {
+		open = append(open, json.RawMessage(fmt.Sprintf("%q", fmt.Sprintf("item %d %s", i, strings.Repeat("x", 2900)))))
+	}
+	if _, err := l.SessionClose(t.Context(), CloseOptions{SessionID: "big", OpenThreads: open}); err != nil {
+		t.Fatal(err)
+	}
+	th, err := db.Thread(t.Context(), ThreadID("", DefaultProject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := th.Len(t.Context()); n < 2 {
+		t.Errorf("%d messages, want the change split", n)
+	}
+	if got := listAll(t, dbLog(t, db, clk)); len(got) != 200 {
+		t.Errorf("%d items read back, want 200", len(got))
+	}
+}
+
+func TestThreadItemsRefuseOtherThreads(t *testing.T) {
+	db := thread.New(thread.NewMemoryStore(), nil)
+	if _, err := db.Create(t.Context(), thread.CreateOptions{ID: ThreadID("", DefaultProject)}); err != nil {
+		t.Fatal(err)
+	}
+	l := dbLog(t, db, newClock())
+	if _, err := l.List(t.Context(), ListOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("list on a thread that is no work log: %v, want ErrInvalid", err)
+	}
+	if _, err := l.Create(t.Context(), CreateOptions{Text: "x"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("create on a thread that is no work log: %v, want ErrInvalid", err)
+	}
+}
+
+// Each tenant and project of a Logs has its own items and sessions.
+func TestLogsKeepTenantsApart(t *testing.T) {
+	clk := newClock()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	ls := NewLogs(db, NewMemorySessions(), &LogsOptions{Now: clk.Now, MaxLogs: 2})
+	get := func(tenant, project string) *Log {
+		l, err := ls.Log(tenant, project)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	mustCreate(t, get("acme", ""), "Acme's item")
+	mustCreate(t, get("globex", ""), "Globex's item")
+	mustCreate(t, get("acme", "other"), "Acme's other project")
+	for _, c := range []struct{ tenant, project, want string }{
+		{"acme", "default", "Acme's item"}, {"globex", "", "Globex's item"}, {"acme", "other", "Acme's other project"},
+	} {
+		got := listAll(t, get(c.tenant, c.project)) // some were evicted (MaxLogs 2): read again
+		if len(got) != 1 || got[0].Text != c.want {
+			t.Errorf("%s/%s: %+v, want %q", c.tenant, c.project, got, c.want)
+		}
+	}
+	// The same session id in two tenants: two sessions.
+	for _, tenant := range []string{"acme", "globex"} {
+		l := get(tenant, "")
+		if _, err := l.SessionStart(t.Context(), StartOptions{SessionID: "s1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.SessionClose(t.Context(), CloseOptions{SessionID: "s1"}); err != nil {
+			t.Fatal(err)
+		}
+		// Shared Logs have no current session.
+		if it := mustCreate(t, l, "After "+tenant+"'s session"); it.SourceSession != "" {
+			t.Errorf("item of a shared Log got session %q", it.SourceSession)
+		}
+	}
+	clk.Advance(1)
+	res, err := get("globex", "").SessionStart(t.Context(), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range res.OpenThreads {
+		if strings.Contains(it.Text, "Acme") {
+			t.Errorf("globex's session start carries acme's item %+v", it)
+		}
+	}
+	if _, err := ls.Log("acme", strings.Repeat("p", 201)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("long project: %v", err)
+	}
+}
