@@ -9,6 +9,7 @@ import (
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/worklog"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes
@@ -35,6 +36,10 @@ type Options struct {
 	// neither listed nor the server's own is refused with 403. Empty
 	// refuses every cross-origin request and sends no CORS headers.
 	AllowOrigins []string
+	// Worklog keeps the work items of /v1/items and /v1/sessions, each
+	// tenant's apart; nil answers those routes with 501 (code
+	// "unsupported").
+	Worklog *worklog.Logs
 	// Logger logs each request and every internal error; nil means
 	// slog.Default().
 	Logger *slog.Logger
