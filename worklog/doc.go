@@ -34,6 +34,17 @@
 // Log notices another's write without reading the file. Reads take no
 // lock, and parse the file only when it changed.
 //
+// A Log made by OpenDB keeps its items in a loom thread instead (in any
+// thread store: SQLite, PostgreSQL, Redis, files, memory): each change is
+// one appended message that names the items it puts and drops, so a write
+// costs one append whatever the number of items, writers of several
+// processes serialize on the thread's version (a conflict is read and
+// tried again, never lost), and a reader folds only the messages appended
+// since it last read. The work log is a thread like any other: its
+// history, checkpoints and time travel apply. A server hands out such Logs
+// per tenant and project through Logs, with each tenant's session records
+// kept apart in one store (TenantSessions).
+//
 // Session records go to a SessionStore: by default a FileSessions,
 // dir/sessions.json (the seed keeps them only in its database), or a
 // remote store — a sessions table with an open_threads JSON column in

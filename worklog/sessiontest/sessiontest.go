@@ -142,6 +142,41 @@ func Run(t *testing.T, open func(t *testing.T) worklog.SessionStore) {
 		}
 	})
 
+	t.Run("InvalidCloses", func(t *testing.T) {
+		st := open(t)
+		ctx := t.Context()
+		mustStart(t, st, worklog.Session{ID: "s1", Project: "p", StartedAt: at(0)})
+		for name, s := range map[string]worklog.Session{
+			"no close time":         {ID: "s1", Project: "p", StartedAt: at(0)},
+			"open_threads not JSON": {ID: "s1", Project: "p", StartedAt: at(0), ClosedAt: at(1), OpenThreads: []json.RawMessage{json.RawMessage(`{"id":`)}},
+		} {
+			if err := st.CloseSession(ctx, s); !errors.Is(err, worklog.ErrInvalid) {
+				t.Errorf("CloseSession with %s = %v, want ErrInvalid", name, err)
+			}
+		}
+		if got := closed(t, st, worklog.ClosedOptions{Project: "p"}); len(got) != 0 {
+			t.Errorf("refused closes recorded a close: %+v", got)
+		}
+	})
+
+	t.Run("SameCloseTimeKeepsOrder", func(t *testing.T) {
+		st := open(t)
+		for _, id := range []string{"first", "second", "third"} {
+			mustClose(t, st, worklog.Session{ID: id, Project: "p", StartedAt: at(0), ClosedAt: at(1)})
+		}
+		got := closed(t, st, worklog.ClosedOptions{Project: "p", Limit: 10})
+		if len(got) != 3 {
+			t.Fatalf("%d sessions, want 3", len(got))
+		}
+		seen := map[string]bool{}
+		for _, s := range got {
+			seen[s.ID] = true
+		}
+		if !seen["first"] || !seen["second"] || !seen["third"] {
+			t.Errorf("sessions closed at the same instant: %+v", got)
+		}
+	})
+
 	t.Run("ConcurrentCloses", func(t *testing.T) {
 		st := open(t)
 		var wg sync.WaitGroup
