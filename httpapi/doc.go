@@ -1,8 +1,8 @@
 // Package httpapi is loom's JSON API over HTTP: threads (create, list,
 // read, append, views, fork, copy, history, checkpoints, rollback, reset,
-// export and import) and agent runs, streamed as Server-Sent Events, under
-// /v1/; /healthz and /metrics (Prometheus) beside them. openapi.json, served
-// at /v1/openapi.json, describes every route.
+// export and import), agent runs, streamed as Server-Sent Events, and work
+// items, under /v1/; /healthz and /metrics (Prometheus) beside them.
+// openapi.json, served at /v1/openapi.json, describes every route.
 //
 // The smallest use:
 //
@@ -26,6 +26,18 @@
 // the message of a 500 never holds the error's text, which is logged with the
 // request's id (the X-Request-Id of every response). A thread's version is
 // its ETag; If-Match on a write makes it conditional on that version.
+//
+// Work items are package worklog's (Options.Worklog; without it these routes
+// answer 501): GET /v1/items (?status=open|resolved, ?include_resolved=true)
+// lists them, GET /v1/items/{id} reads one, POST /v1/items creates one (201,
+// or 200 when an open item has the same text), POST /v1/items/resolve
+// resolves one by thread_id (an id or #N) or text_match, POST /v1/sessions
+// starts a session with the items that earlier sessions carry, and POST
+// /v1/sessions/{id}/close closes it with the items it leaves open. Each
+// answers with worklog's result (ListResult, CreateResult, …), and each
+// takes the query parameter project (default "default"): a tenant's
+// projects keep their items and sessions apart. A text that matches several
+// items is a 409 (code ambiguous) whose error lists them in "candidates".
 //
 // Server.Protect puts the same middleware (request ids, logging, metrics,
 // CORS, the body limit and authentication) in front of other handlers, such

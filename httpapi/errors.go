@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/apierr"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/worklog"
 )
 
 // errf is this package's own error: a request that failed before it
@@ -39,6 +40,10 @@ type errorBody struct {
 type errorJSON struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Candidates are the work items a text matched, whole, for an
+	// ambiguous resolution (code "ambiguous"): the client picks one by
+	// its id. Other errors have none.
+	Candidates []worklog.Item `json:"candidates,omitzero"`
 }
 
 // writeError answers r with err, mapped by the error table. A 500 is logged
@@ -49,7 +54,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="loom"`)
 	}
-	writeJSON(w, status, errorBody{errorJSON{Code: code, Message: msg}})
+	body := errorBody{errorJSON{Code: code, Message: msg}}
+	var amb *worklog.AmbiguousError
+	if code == "ambiguous" && errors.As(err, &amb) {
+		body.Error.Candidates = orEmpty(amb.Candidates)
+	}
+	writeJSON(w, status, body)
 }
 
 // reportError classifies err, counts conflicts, logs internal errors and

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/worklog"
 )
 
 // The fuzz targets send random bodies to the routes that decode JSON: each
@@ -22,6 +24,7 @@ import (
 var knownCodes = map[string]bool{
 	"not_found": true, "conflict": true, "precondition_failed": true, "invalid": true, "invalid_json": true,
 	"unsupported": true, "busy": true, "approval_required": true, "too_large": true, "method_not_allowed": true,
+	"ambiguous": true,
 }
 
 func checkAnswer(t *testing.T, w *httptest.ResponseRecorder, body string) {
@@ -235,5 +238,47 @@ func FuzzListQuery(f *testing.F) {
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, r)
 		checkAnswer(t, w, query)
+	})
+}
+
+// FuzzItems sends random bodies to the work-item routes that decode JSON.
+// The project changes every 100 inputs, so that its items stay few.
+func FuzzItems(f *testing.F) {
+	for _, seed := range []string{
+		`{"text":"Fix the build"}`, `{"text":"fix the build."}`, `{"text":"  "}`, `{"text":"t-0a0b: legacy prefix"}`,
+		`{"text":"{\"id\":\"t-01234567\",\"text\":\"json item\",\"status\":\"open\"}"}`, `{"text":"x","session_id":"s 1"}`,
+		`{"text":5}`, `{}`, ``, `null`, `[]`,
+	} {
+		f.Add(seed, 0)
+	}
+	for _, seed := range []string{
+		`{"thread_id":"#1"}`, `{"thread_id":"#0"}`, `{"thread_id":"#99999999999999999999"}`, `{"text_match":"fix"}`,
+		`{"text_match":"build","resolution_note":"duplicate of t-01234567"}`, `{"thread_id":"t-01234567","session_id":"s1"}`, `{}`,
+	} {
+		f.Add(seed, 1)
+	}
+	for _, seed := range []string{`{}`, ``, `{"session_id":"s1"}`, `{"session_id":""}`, `{"session_id":"../x"}`} {
+		f.Add(seed, 2)
+	}
+	for _, seed := range []string{
+		`{"open_threads":["a","b"]}`, `{"open_threads":[{"id":"t-01234567","text":"obj","status":"resolved"}]}`,
+		`{"open_threads":["{\"item\":\"legacy\",\"context\":\"c\"}",{"note":"n","status":"open"}]}`,
+		`{"open_threads":[null,1,true,[]]}`, `{"open_threads":["PROJECT STATE: loom"]}`, `{"open_threads":null}`, ``,
+	} {
+		f.Add(seed, 3)
+	}
+	db := thread.New(thread.NewMemoryStore(), nil)
+	s := newServer(f, Options{DB: db, MaxBodyBytes: 64 << 10, Worklog: worklog.NewLogs(db, worklog.NewMemorySessions(), nil)})
+	paths := []string{"/v1/items", "/v1/items/resolve", "/v1/sessions", "/v1/sessions/s1/close"}
+	var n atomic.Int64
+	f.Fuzz(func(t *testing.T, body string, route int) {
+		project := fmt.Sprintf("fuzz%d", n.Add(1)/100)
+		route = (route%len(paths) + len(paths)) % len(paths)
+		path := paths[route] + "?project=" + project
+		if route == 1 {
+			// Something to resolve.
+			do(t, s, req{method: "POST", path: "/v1/items?project=" + project, body: `{"text":"Fix the build"}`})
+		}
+		fuzzPost(t, s, path, body, nil)
 	})
 }

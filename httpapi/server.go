@@ -47,13 +47,14 @@ type Options struct {
 	Version string
 }
 
-// Server is loom's JSON API over HTTP: /v1/… for threads and runs,
-// /healthz and /metrics. It implements http.Handler and is safe for
+// Server is loom's JSON API over HTTP: /v1/… for threads, runs and work
+// items, /healthz and /metrics. It implements http.Handler and is safe for
 // concurrent use.
 type Server struct {
 	db      *thread.DB
 	keys    *auth.Keys
 	agent   *agent.Agent
+	worklog *worklog.Logs
 	maxBody int64
 	origins map[string]bool
 	anyOrig bool
@@ -98,6 +99,12 @@ var routes = []route{
 	{pattern: "POST /v1/threads/{id}/reset", handle: (*Server).reset},
 	{pattern: "GET /v1/threads/{id}/export", handle: (*Server).export},
 	{pattern: "POST /v1/threads/{id}/runs", handle: (*Server).run},
+	{pattern: "GET /v1/items", handle: (*Server).listItems},
+	{pattern: "POST /v1/items", handle: (*Server).createItem},
+	{pattern: "POST /v1/items/resolve", handle: (*Server).resolveItem},
+	{pattern: "GET /v1/items/{id}", handle: (*Server).getItem},
+	{pattern: "POST /v1/sessions", handle: (*Server).startSession},
+	{pattern: "POST /v1/sessions/{id}/close", handle: (*Server).closeSession},
 	{pattern: "GET /v1/openapi.json", handle: (*Server).openAPI},
 	{pattern: "GET /healthz", handle: (*Server).healthz, public: true},
 	{pattern: "GET /metrics", handle: (*Server).serveMetrics, public: true},
@@ -109,7 +116,7 @@ func New(opts Options) *Server {
 		panic("httpapi: Options.DB is nil")
 	}
 	s := &Server{
-		db: opts.DB, keys: opts.Keys, agent: opts.Agent, maxBody: opts.MaxBodyBytes,
+		db: opts.DB, keys: opts.Keys, agent: opts.Agent, worklog: opts.Worklog, maxBody: opts.MaxBodyBytes,
 		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, metrics: newMetrics(),
 		mux: http.NewServeMux(), publicPaths: map[string]bool{},
 	}

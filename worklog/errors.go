@@ -57,7 +57,7 @@ type AmbiguousError struct {
 // Error says how many items matched and lists them.
 func (e *AmbiguousError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "worklog: %q matches %d items, give the id of one: ", e.Query, len(e.Candidates))
+	fmt.Fprintf(&b, "worklog: %q matches %d items, give the id of one: ", shorten(e.Query, 80), len(e.Candidates))
 	for i, c := range e.Candidates {
 		if i == maxListed {
 			fmt.Fprintf(&b, "; and %d more", len(e.Candidates)-maxListed)

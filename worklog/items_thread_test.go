@@ -232,3 +232,42 @@ func TestLogsKeepTenantsApart(t *testing.T) {
 		t.Errorf("long project: %v", err)
 	}
 }
+
+// A shared Log (a server's) has no current session: closing without an
+// id closes a new session, never the one another caller started.
+func TestSharedLogHasNoCurrentSession(t *testing.T) {
+	clk := newClock()
+	ls := NewLogs(thread.New(thread.NewMemoryStore(), nil), NewMemorySessions(), &LogsOptions{Now: clk.Now})
+	l, err := ls.Log("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.SessionStart(t.Context(), StartOptions{SessionID: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	if l.Session() != "" {
+		t.Errorf("shared Log's current session %q", l.Session())
+	}
+	res, err := l.SessionClose(t.Context(), CloseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SessionID == "someone-else" {
+		t.Error("closing without an id closed another caller's session")
+	}
+}
+
+// Errors quote what they were given shortened, however long it was.
+func TestErrorsShortenInput(t *testing.T) {
+	l := newLog(t, newClock())
+	mustCreate(t, l, "Alpha")
+	long := strings.Repeat("z", 100000)
+	_, err := l.Resolve(t.Context(), ResolveOptions{TextMatch: long})
+	if !errors.Is(err, ErrNotFound) || len(err.Error()) > 400 {
+		t.Errorf("error of %d bytes: %.200v", len(err.Error()), err)
+	}
+	_, err = l.Create(t.Context(), CreateOptions{Text: "x", Session: long})
+	if !errors.Is(err, ErrInvalid) || len(err.Error()) > 400 {
+		t.Errorf("error of %d bytes: %.200v", len(err.Error()), err)
+	}
+}

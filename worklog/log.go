@@ -143,7 +143,7 @@ func (l *Log) session(given string) (string, error) {
 		return l.Session(), nil
 	}
 	if !validSessionID(given) {
-		return "", fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", given, ErrInvalid)
+		return "", fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(given, 140), ErrInvalid)
 	}
 	return given, nil
 }
@@ -430,7 +430,7 @@ func findTarget(entries []*entry, opts ResolveOptions) (int, error) {
 			return i, nil
 		}
 		if text == "" {
-			return -1, fmt.Errorf("worklog: no item has the id %q: %w", id, ErrNotFound)
+			return -1, fmt.Errorf("worklog: no item has the id %q: %w", shorten(id, 80), ErrNotFound)
 		}
 	}
 	if n, ok := position(text); ok {
@@ -463,7 +463,7 @@ func findTarget(entries []*entry, opts ResolveOptions) (int, error) {
 			return -1, amb
 		}
 	}
-	return -1, fmt.Errorf("worklog: no item's text contains %q: %w", text, ErrNotFound)
+	return -1, fmt.Errorf("worklog: no item's text contains %q: %w", shorten(text, 80), ErrNotFound)
 }
 
 // addDistinct appends i to list unless an entry with its id is there.
@@ -545,7 +545,7 @@ func (l *Log) SessionStart(ctx context.Context, opts StartOptions) (*StartResult
 	if id == "" {
 		id = newSessionID()
 	} else if !validSessionID(id) {
-		return nil, fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", id, ErrInvalid)
+		return nil, fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(id, 140), ErrInvalid)
 	}
 	now := l.clock()
 	calls := 0
@@ -587,9 +587,11 @@ func (l *Log) SessionStart(ctx context.Context, opts StartOptions) (*StartResult
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	l.current = id
-	l.mu.Unlock()
+	if !l.shared {
+		l.mu.Lock()
+		l.current = id
+		l.mu.Unlock()
+	}
 	res := &StartResult{
 		SessionID:          id,
 		Project:            l.project,
@@ -636,7 +638,7 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 			id = newSessionID()
 		}
 	case !validSessionID(id):
-		return nil, fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", id, ErrInvalid)
+		return nil, fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(id, 140), ErrInvalid)
 	}
 	now := l.clock()
 	n := normalizer{opts: NormalizeOptions{Session: id}}

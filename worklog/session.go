@@ -74,7 +74,7 @@ type ClosedOptions struct {
 // both with the tenant (see Logs).
 func checkSession(s Session) error {
 	if !validSessionIDLen(s.ID, maxStoredSessionID) {
-		return fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", s.ID, ErrInvalid)
+		return fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(s.ID, 140), ErrInvalid)
 	}
 	if err := checkProjectLen(s.Project, maxStoredProject); err != nil {
 		return err
@@ -100,14 +100,14 @@ const (
 
 func checkProjectLen(p string, max int) error {
 	if p == "" || len(p) > max {
-		return fmt.Errorf("worklog: project name %q: want 1 to %d bytes: %w", p, max, ErrInvalid)
+		return fmt.Errorf("worklog: project name %q: want 1 to %d bytes: %w", shorten(p, 80), max, ErrInvalid)
 	}
 	if err := checkLen("project name", p, max); err != nil {
 		return err
 	}
 	for _, r := range p {
 		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("worklog: project name %q holds a control character: %w", p, ErrInvalid)
+			return fmt.Errorf("worklog: project name %q holds a control character: %w", shorten(p, 80), ErrInvalid)
 		}
 	}
 	return nil

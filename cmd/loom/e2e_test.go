@@ -10,10 +10,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -456,4 +458,199 @@ func TestTwoServersOnOnePostgresLoseNothing(t *testing.T) {
 	for _, s := range servers {
 		s.stop(t)
 	}
+}
+
+func TestEndToEndWorklogSQLite(t *testing.T) {
+	worklogEndToEnd(t, "sqlite://"+filepath.Join(t.TempDir(), "loom.db"))
+}
+
+func TestEndToEndWorklogPostgres(t *testing.T) {
+	worklogEndToEnd(t, testserver.Postgres(t))
+}
+
+// toolError calls a tool that must fail and returns the error's text.
+func toolError(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) string {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if !res.IsError {
+		t.Fatalf("%s %v: succeeded, want a tool error", tool, args)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// worklogEndToEnd drives the work-item tools on /mcp of the served binary,
+// in two tenants, over the store's own session records (serve derives
+// --sessions from --store), checks them against /v1/items, and restarts the
+// server on the same store.
+func worklogEndToEnd(t *testing.T, store string) {
+	keys := keysFile(t)
+	s := startServer(t, store, "--keys", keys)
+
+	type item struct {
+		ID                string `json:"id"`
+		Text              string `json:"text"`
+		Status            string `json:"status"`
+		SourceSession     string `json:"source_session"`
+		ResolvedBySession string `json:"resolved_by_session"`
+	}
+	type started struct {
+		SessionID          string `json:"session_id"`
+		Project            string `json:"project"`
+		OpenThreads        []item `json:"open_threads"`
+		SessionsAggregated int    `json:"sessions_aggregated"`
+	}
+	type created struct {
+		Thread item `json:"thread"`
+	}
+	type resolved struct {
+		ResolvedThread item `json:"resolved_thread"`
+	}
+	type listed struct {
+		Threads       []item `json:"threads"`
+		TotalOpen     int    `json:"total_open"`
+		TotalResolved int    `json:"total_resolved"`
+	}
+	type closed struct {
+		SessionID   string `json:"session_id"`
+		OpenThreads []item `json:"open_threads"`
+	}
+	textsOf := func(items []item) string {
+		var out []string
+		for _, it := range items {
+			out = append(out, it.Text)
+		}
+		slices.Sort(out)
+		return strings.Join(out, "|")
+	}
+	idsOf := func(items []item) string {
+		var out []string
+		for _, it := range items {
+			out = append(out, it.ID+"/"+it.Status)
+		}
+		slices.Sort(out)
+		return strings.Join(out, "|")
+	}
+	// httpItems lists a project's items, open and resolved, through the
+	// HTTP API with key.
+	httpItems := func(url, key string) listed {
+		t.Helper()
+		var l listed
+		if code, _ := call(t, "GET", url+"/v1/items?project=loom&include_resolved=true", key, nil, &l); code != 200 {
+			t.Fatalf("GET /v1/items: %d", code)
+		}
+		return l
+	}
+
+	acme, other := mcpSession(t, s.url, keyAcme), mcpSession(t, s.url, keyOther)
+	tools, err := acme.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	for _, want := range []string{"thread_list", "list_threads", "create_thread", "resolve_thread", "session_start", "session_close"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("tools %v: no %s", names, want)
+		}
+	}
+
+	st := callOK[started](t, acme, "session_start", map[string]any{"project": "loom"})
+	if st.SessionID == "" || st.Project != "loom" || len(st.OpenThreads) != 0 {
+		t.Fatalf("session_start: %+v", st)
+	}
+	in := map[string]any{"project": "loom", "session_id": st.SessionID}
+	with := func(kv ...any) map[string]any {
+		m := maps.Clone(in)
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	notes := callOK[created](t, acme, "create_thread", with("text", "Release notes still to write"))
+	flaky := callOK[created](t, acme, "create_thread", with("text", "Flaky test in the sqlite store"))
+	callOK[created](t, acme, "create_thread", with("text", "Benchmark the remote store"))
+	if notes.Thread.SourceSession != st.SessionID || notes.Thread.Status != "open" {
+		t.Fatalf("create_thread: %+v", notes)
+	}
+	r := callOK[resolved](t, acme, "resolve_thread", with("text_match", "FLAKY test", "resolution_note", "fixed"))
+	if r.ResolvedThread.ID != flaky.Thread.ID || r.ResolvedThread.ResolvedBySession != st.SessionID {
+		t.Fatalf("resolve_thread: %+v", r)
+	}
+	l := callOK[listed](t, acme, "list_threads", map[string]any{"project": "loom"})
+	if got := textsOf(l.Threads); got != "Benchmark the remote store|Release notes still to write" || l.TotalResolved != 1 {
+		t.Fatalf("list_threads: %s %+v", got, l)
+	}
+	// They are the items the HTTP API lists, and what it creates the tools
+	// list.
+	all := callOK[listed](t, acme, "list_threads", map[string]any{"project": "loom", "include_resolved": true})
+	if got, want := idsOf(httpItems(s.url, keyAcme).Threads), idsOf(all.Threads); got != want || len(all.Threads) != 3 {
+		t.Fatalf("GET /v1/items lists %s, the tools %s", got, want)
+	}
+	var viaHTTP created
+	if code, _ := call(t, "POST", s.url+"/v1/items?project=loom", keyAcme, map[string]any{"text": "Filed over HTTP", "session_id": st.SessionID}, &viaHTTP); code != 201 {
+		t.Fatalf("POST /v1/items: %d", code)
+	}
+	if l := callOK[listed](t, acme, "list_threads", map[string]any{"project": "loom"}); !strings.Contains(textsOf(l.Threads), "Filed over HTTP") {
+		t.Fatalf("list_threads after POST /v1/items: %+v", l.Threads)
+	}
+	callOK[resolved](t, acme, "resolve_thread", with("thread_id", viaHTTP.Thread.ID, "resolution_note", "done"))
+	// The project selects the items: the default project has none.
+	if l := callOK[listed](t, acme, "list_threads", nil); len(l.Threads) != 0 || l.TotalResolved != 0 {
+		t.Fatalf("list_threads of the default project: %+v", l)
+	}
+
+	// Another tenant sees none of it, and keeps its own.
+	if l := callOK[listed](t, other, "list_threads", map[string]any{"project": "loom", "include_resolved": true}); len(l.Threads) != 0 {
+		t.Fatalf("another tenant lists %+v", l.Threads)
+	}
+	if msg := toolError(t, other, "resolve_thread", map[string]any{"project": "loom", "thread_id": notes.Thread.ID}); !strings.HasPrefix(msg, "not_found:") {
+		t.Fatalf("another tenant resolves acme's item: %s", msg)
+	}
+	callOK[created](t, other, "create_thread", map[string]any{"project": "loom", "text": "The other tenant's item"})
+	ost := callOK[started](t, other, "session_start", map[string]any{"project": "loom"})
+	callOK[closed](t, other, "session_close", map[string]any{"project": "loom", "session_id": ost.SessionID})
+	if l := callOK[listed](t, acme, "list_threads", map[string]any{"project": "loom"}); strings.Contains(textsOf(l.Threads), "other tenant") {
+		t.Fatalf("acme lists another tenant's item: %+v", l.Threads)
+	}
+	if got := textsOf(httpItems(s.url, keyOther).Threads); got != "The other tenant's item" {
+		t.Fatalf("GET /v1/items as the other tenant: %s", got)
+	}
+
+	// A shared server has no current session: session_close needs its id.
+	if msg := toolError(t, acme, "session_close", map[string]any{"project": "loom"}); !strings.HasPrefix(msg, "invalid:") {
+		t.Fatalf("session_close without session_id: %s", msg)
+	}
+	c := callOK[closed](t, acme, "session_close", with("open_threads", []any{"Write the migration guide"}))
+	if c.SessionID != st.SessionID || textsOf(c.OpenThreads) != "Benchmark the remote store|Release notes still to write|Write the migration guide" {
+		t.Fatalf("session_close: %+v", c)
+	}
+	s.stop(t)
+
+	// After a restart on the same store: the items are there, and the
+	// next session carries what the closed one left open.
+	s = startServer(t, store, "--keys", keys)
+	acme, other = mcpSession(t, s.url, keyAcme), mcpSession(t, s.url, keyOther)
+	l = callOK[listed](t, acme, "list_threads", map[string]any{"project": "loom", "include_resolved": true})
+	if got := textsOf(l.Threads); got != "Benchmark the remote store|Filed over HTTP|Flaky test in the sqlite store|Release notes still to write|Write the migration guide" ||
+		l.TotalOpen != 3 || l.TotalResolved != 2 {
+		t.Fatalf("list_threads after a restart: %s %+v", got, l)
+	}
+	if got, want := idsOf(httpItems(s.url, keyAcme).Threads), idsOf(l.Threads); got != want {
+		t.Fatalf("after a restart GET /v1/items lists %s, the tools %s", got, want)
+	}
+	next := callOK[started](t, acme, "session_start", map[string]any{"project": "loom"})
+	if next.SessionID == st.SessionID || next.SessionsAggregated != 1 ||
+		textsOf(next.OpenThreads) != "Benchmark the remote store|Release notes still to write|Write the migration guide" {
+		t.Fatalf("session_start after a restart: %+v", next)
+	}
+	onext := callOK[started](t, other, "session_start", map[string]any{"project": "loom"})
+	if onext.SessionsAggregated != 1 || textsOf(onext.OpenThreads) != "The other tenant's item" {
+		t.Fatalf("the other tenant's session_start after a restart: %+v", onext)
+	}
+	s.stop(t)
 }

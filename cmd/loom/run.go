@@ -248,10 +248,16 @@ var commands = []spec{
 		Summary: "serve the HTTP API (/v1), MCP (/mcp), /healthz and /metrics on one port",
 		Help: "Without API keys (--keys FILE or $LOOM_API_KEYS, lines of tenant:key) it listens\n" +
 			"on loopback only. SIGINT or SIGTERM stops it after the requests in flight finish\n" +
-			"(at most --shutdown-timeout). Runs (POST /v1/threads/ID/runs) need --provider.",
+			"(at most --shutdown-timeout). Runs (POST /v1/threads/ID/runs) need --provider.\n\n" +
+			"It also keeps each tenant's work items (/v1/items, /v1/sessions, and the tools\n" +
+			"list_threads, create_thread, resolve_thread, session_start, session_close on /mcp,\n" +
+			"each taking a project) in the store, and their session records in --sessions: by\n" +
+			"default the store's own database (sqlite, postgres), DIR/worklog for file://DIR,\n" +
+			"memory for memory:// and redis:// (lost at a restart: give --sessions then).",
 		Examples: []string{
 			"loom serve",
 			"loom serve --store postgres://localhost/loom --addr :8080 --keys ./keys",
+			"loom serve --store redis://localhost:6379/0 --sessions postgres://localhost/loom --keys ./keys",
 			"OPENAI_API_KEY=… loom serve --provider openai --model gpt-4o-mini",
 		},
 		New: func(b base) Command { return &ServeCommand{base: b} }},

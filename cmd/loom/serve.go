@@ -22,6 +22,7 @@ import (
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/openai"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/worklog"
 )
 
 // serveConfig is what `loom serve` runs with.
@@ -32,6 +33,9 @@ type serveConfig struct {
 	provider, model string
 	maxBody         int64
 	shutdown        time.Duration
+	// sessions is where the work items' session records are kept
+	// (--sessions); "" derives it from the store (sessionsURL).
+	sessions string
 }
 
 // isLoopback reports whether addr's host only ever listens on loopback.
@@ -85,8 +89,9 @@ func echo(_ context.Context, r scripted.Request) (*agent.ChatResponse, error) {
 
 // serveOn serves db on l until ctx ends, then shuts down gracefully: it
 // stops accepting, lets the requests in flight (accepted writes) finish for
-// up to cfg.shutdown, and returns.
-func serveOn(ctx context.Context, l net.Listener, db *thread.DB, keys *auth.Keys, cfg serveConfig, version string, log *slog.Logger, stderr io.Writer) error {
+// up to cfg.shutdown, and returns. wl keeps the work items of /v1/items,
+// /v1/sessions and the work-item tools of /mcp; nil serves none.
+func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Logs, keys *auth.Keys, cfg serveConfig, version string, log *slog.Logger, stderr io.Writer) error {
 	defer l.Close()
 	if !keys.Enabled() && !isLoopback(l.Addr().String()) {
 		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", l.Addr())
@@ -96,10 +101,14 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, keys *auth.Keys
 		return err
 	}
 	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Agent: ag, MaxBodyBytes: cfg.maxBody,
-		AllowOrigins: cfg.origins, Logger: log, Version: version})
+		AllowOrigins: cfg.origins, Worklog: wl, Logger: log, Version: version})
+	mcpOpts := &mcpserver.Options{Logger: log, Version: version}
+	if wl != nil {
+		mcpOpts.AddTools = worklogTools(db, wl, log)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
-	mux.Handle("/mcp", api.Protect(mcpserver.Handler(db, &mcpserver.Options{Logger: log, Version: version})))
+	mux.Handle("/mcp", api.Protect(mcpserver.Handler(db, mcpOpts)))
 	var h http.Handler = mux
 	if !keys.Enabled() {
 		// Loopback is the only protection then: a web page whose name is
@@ -194,6 +203,7 @@ func (c *ServeCommand) Flags() *flag.FlagSet {
 	fs.StringVar(&c.cfg.model, "model", "", "model for runs (the provider's default when empty)")
 	fs.Int64Var(&c.cfg.maxBody, "max-body", 8<<20, "largest request body, in bytes")
 	fs.DurationVar(&c.cfg.shutdown, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	fs.StringVar(&c.cfg.sessions, "sessions", "", "the `URL` where the work items' session records are kept: sqlite://PATH, postgres://…, file://DIR or memory:// (default: the store's database for sqlite and postgres, DIR/worklog for file://DIR, else memory)")
 	return fs
 }
 
@@ -223,10 +233,15 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if !keys.Enabled() && !isLoopback(c.cfg.addr) {
 		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", c.cfg.addr)
 	}
+	log := slog.New(slog.NewJSONHandler(c.Stderr, nil))
+	sessions, closeSessions, err := openSessions(ctx, c.cfg.sessions, c.Store, log)
+	if err != nil {
+		return err
+	}
+	defer closeSessions()
 	l, err := listen(c.cfg.addr)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(c.Stderr, nil))
-	return serveOn(ctx, l, db, keys, c.cfg, moduleVersion(), log, c.Stderr)
+	return serveOn(ctx, l, db, worklog.NewLogs(db, sessions, nil), keys, c.cfg, moduleVersion(), log, c.Stderr)
 }

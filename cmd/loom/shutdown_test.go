@@ -34,7 +34,7 @@ func TestShutdownFinishesAcceptedWrites(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- serveOn(ctx, l, db, new(auth.Keys), serveConfig{maxBody: 1 << 20, shutdown: 10 * time.Second},
+		done <- serveOn(ctx, l, db, nil, new(auth.Keys), serveConfig{maxBody: 1 << 20, shutdown: 10 * time.Second},
 			"test", slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
 	}()
 

@@ -4,14 +4,38 @@
 // as structured content. It is a package of its own so that package
 // worklog does not depend on the MCP SDK.
 //
-// AddTools puts the tools on any server, such as loom's (through
-// mcpserver.Options.AddTools); New makes a server with only these tools,
-// which `loom mcp --worklog` serves over stdio for coding agents.
+// The tools come in two modes, with the same names, inputs and results.
+//
+// Local: AddTools puts them on a server for one Log, the items of one
+// project (a .gitmem directory, say); New makes a server with only these
+// tools, which `loom mcp --worklog` serves over stdio for a coding agent.
+// A project given to create_thread, resolve_thread, session_start or
+// session_close must be the Log's own; list_threads' project lists
+// another project's items, those its last closed sessions carry.
+// session_start makes its session the Log's current one, which the other
+// tools use when they name no session_id.
+//
+// Server: AddToolsFrom puts them on a server that many callers share, such
+// as `loom serve`'s /mcp (through mcpserver.Options.AddTools). Each call's
+// Log comes from a Source, given the call's context (which carries its
+// tenant) and the project the call names, typically a worklog.Logs:
+//
+//	logs := worklog.NewLogs(db, sessions, nil)
+//	src := func(ctx context.Context, project string) (*worklog.Log, error) {
+//		return logs.Log(tenantOf(ctx), project) // "" is worklog.DefaultProject
+//	}
+//	opts := &mcpserver.Options{AddTools: func(s *mcp.Server) { worklogmcp.AddToolsFrom(s, src, logger) }}
+//
+// Every tool's project selects the Log, list_threads' too. A server's Logs
+// are shared, so they have no current session: create_thread and
+// resolve_thread record a session only when their session_id names one
+// (session_start's), and session_close needs the session_id.
 package worklogmcp
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -31,12 +55,14 @@ const instructions = `loom keeps work threads: open items (unresolved, blocked, 
 type ListIn struct {
 	Status          string `json:"status,omitzero" jsonschema:"the status listed: open (the default) or resolved"`
 	IncludeResolved bool   `json:"include_resolved,omitzero" jsonschema:"list every item, open and resolved, whatever status says"`
-	Project         string `json:"project,omitzero" jsonschema:"another project whose items its last closed sessions carry; empty means this project's"`
+	Project         string `json:"project,omitzero" jsonschema:"the project whose items are listed; empty means this server's default project (a server of one project lists another's from its last closed sessions)"`
 }
 
 // CreateIn is the input of create_thread.
 type CreateIn struct {
-	Text string `json:"text" jsonschema:"what is open: not blank, at most 3000 characters"`
+	Text      string `json:"text" jsonschema:"what is open: not blank, at most 3000 characters"`
+	Project   string `json:"project,omitzero" jsonschema:"the project; empty means this server's default project (a server of one project takes only its own)"`
+	SessionID string `json:"session_id,omitzero" jsonschema:"the session that creates the item (its source_session), as session_start returned it; empty means the current session, if this server keeps one"`
 }
 
 // ResolveIn is the input of resolve_thread.
@@ -44,20 +70,29 @@ type ResolveIn struct {
 	ThreadID       string `json:"thread_id,omitzero" jsonschema:"the exact id of the item (t-a1b2c3d4), or #N for the Nth open item"`
 	TextMatch      string `json:"text_match,omitzero" jsonschema:"a text the item's text contains, case ignored, used when thread_id is empty or names no item"`
 	ResolutionNote string `json:"resolution_note,omitzero" jsonschema:"how it was resolved, at most 1000 characters; 'duplicate of t-…' resolves that item too"`
+	Project        string `json:"project,omitzero" jsonschema:"the project; empty means this server's default project (a server of one project takes only its own)"`
+	SessionID      string `json:"session_id,omitzero" jsonschema:"the session that resolves the item (its resolved_by_session), as session_start returned it; empty means the current session, if this server keeps one"`
 }
 
 // StartIn is the input of session_start.
 type StartIn struct {
 	SessionID string `json:"session_id,omitzero" jsonschema:"the session's id; empty makes a new UUID"`
-	Project   string `json:"project,omitzero" jsonschema:"the project; empty or this server's project"`
+	Project   string `json:"project,omitzero" jsonschema:"the project; empty means this server's default project (a server of one project takes only its own)"`
 }
 
 // CloseIn is the input of session_close.
 type CloseIn struct {
-	SessionID   string `json:"session_id,omitzero" jsonschema:"the session's id; empty means the session session_start started"`
-	Project     string `json:"project,omitzero" jsonschema:"the project; empty or this server's project"`
+	SessionID   string `json:"session_id,omitzero" jsonschema:"the session's id, as session_start returned it; empty means the session session_start started, on a server of one project (a shared server needs it)"`
+	Project     string `json:"project,omitzero" jsonschema:"the project; empty means this server's default project (a server of one project takes only its own)"`
 	OpenThreads []any  `json:"open_threads,omitzero" jsonschema:"the items the session leaves open: texts or item objects"`
 }
+
+// Source returns the Log of a tool call on a server of many callers
+// (AddToolsFrom): the Log of project, where "" means the default project,
+// as the caller that ctx stands for sees it (its tenant, say). An error is
+// the call's: worklog.ErrInvalid for a bad project name is an "invalid"
+// tool error.
+type Source func(ctx context.Context, project string) (*worklog.Log, error)
 
 // New returns an MCP server with only the work-item tools, on log.
 // logger receives internal errors of tool calls and the SDK's warnings;
@@ -77,67 +112,130 @@ func New(log *worklog.Log, logger *slog.Logger, version string) *mcp.Server {
 	return s
 }
 
-// AddTools adds the five work-item tools on log to s, with mcpserver's
-// conventions (mcpserver.AddTool): worklog.ErrInvalid and ErrAmbiguous are
-// "invalid" tool errors, ErrNotFound "not_found". logger nil means
-// slog.Default().
+// AddTools adds the five work-item tools on log to s, in the local mode
+// (see the package doc): one project, the Log's, and its current session.
+// They follow mcpserver's conventions (mcpserver.AddTool):
+// worklog.ErrInvalid and ErrAmbiguous are "invalid" tool errors,
+// ErrNotFound "not_found". logger nil means slog.Default().
 func AddTools(s *mcp.Server, log *worklog.Log, logger *slog.Logger) {
-	mcpserver.AddTool(s, &mcp.Tool{Name: "list_threads",
-		Description: "List the work threads (open items carried across sessions), oldest first: open ones by default."},
-		logger, func(ctx context.Context, in ListIn) (worklog.ListResult, error) {
-			r, err := log.List(ctx, worklog.ListOptions{Status: worklog.Status(in.Status), IncludeResolved: in.IncludeResolved, Project: in.Project})
-			return deref(r, err)
-		})
-	mcpserver.AddTool(s, &mcp.Tool{Name: "create_thread",
-		Description: "Record a new open work thread; an open one with the same text is returned instead (deduplicated)."},
-		logger, func(ctx context.Context, in CreateIn) (worklog.CreateResult, error) {
-			r, err := log.Create(ctx, worklog.CreateOptions{Text: in.Text})
-			return deref(r, err)
-		})
-	mcpserver.AddTool(s, &mcp.Tool{Name: "resolve_thread",
-		Description: "Resolve a work thread, by thread_id or by text_match, with an optional resolution_note."},
-		logger, func(ctx context.Context, in ResolveIn) (worklog.ResolveResult, error) {
-			if in.ThreadID == "" && in.TextMatch == "" {
-				return worklog.ResolveResult{}, fmt.Errorf("give thread_id or text_match: %w", worklog.ErrInvalid)
-			}
-			r, err := log.Resolve(ctx, worklog.ResolveOptions{ID: in.ThreadID, TextMatch: in.TextMatch, Note: in.ResolutionNote})
-			return deref(r, err)
-		})
-	mcpserver.AddTool(s, &mcp.Tool{Name: "session_start",
-		Description: "Start a session: returns the open threads the last closed sessions (5, within 14 days) carry, merged with the local ones, and the project state."},
-		logger, func(ctx context.Context, in StartIn) (worklog.StartResult, error) {
-			if err := checkProject(log, in.Project); err != nil {
-				return worklog.StartResult{}, err
-			}
-			r, err := log.SessionStart(ctx, worklog.StartOptions{SessionID: in.SessionID})
-			return deref(r, err)
-		})
-	mcpserver.AddTool(s, &mcp.Tool{Name: "session_close",
-		Description: "Close the session, recording the threads it leaves open (open_threads) for the next session_start."},
-		logger, func(ctx context.Context, in CloseIn) (worklog.CloseResult, error) {
-			if err := checkProject(log, in.Project); err != nil {
-				return worklog.CloseResult{}, err
-			}
-			var open []json.RawMessage
-			for _, v := range in.OpenThreads {
-				b, err := json.Marshal(v)
-				if err != nil {
-					return worklog.CloseResult{}, fmt.Errorf("open_threads: %v: %w", err, worklog.ErrInvalid)
-				}
-				open = append(open, b)
-			}
-			r, err := log.SessionClose(ctx, worklog.CloseOptions{SessionID: in.SessionID, OpenThreads: open})
-			return deref(r, err)
-		})
+	add(s, tools{src: func(_ context.Context, project string) (*worklog.Log, error) {
+		if project != "" && project != log.Project() {
+			return nil, fmt.Errorf("project %q: this server keeps the items of project %q: %w", project, log.Project(), worklog.ErrInvalid)
+		}
+		return log, nil
+	}, local: log}, logger)
 }
 
-// checkProject refuses a project other than the Log's: its sessions are
-// recorded under the Log's.
-func checkProject(log *worklog.Log, project string) error {
-	if project != "" && project != log.Project() {
-		return fmt.Errorf("project %q: this server keeps the items of project %q: %w", project, log.Project(), worklog.ErrInvalid)
+// AddToolsFrom adds the five work-item tools to s in the server mode (see
+// the package doc): each call works on the Log src returns for its
+// context and its project, with no current session. Errors are as
+// AddTools says; logger nil means slog.Default().
+func AddToolsFrom(s *mcp.Server, src Source, logger *slog.Logger) {
+	add(s, tools{src: src}, logger)
+}
+
+// tools are the five tools of either mode.
+type tools struct {
+	// src gives a call's Log. In the local mode it is the one Log, and
+	// refuses another project.
+	src Source
+	// local is the Log of the local mode, nil in the server mode.
+	local *worklog.Log
+}
+
+// log returns the Log of project for a call.
+func (t tools) log(ctx context.Context, project string) (*worklog.Log, error) {
+	l, err := t.src(ctx, project)
+	if err == nil && l == nil {
+		err = errors.New("worklogmcp: the source returned no Log")
 	}
-	return nil
+	return l, err
+}
+
+func add(s *mcp.Server, t tools, logger *slog.Logger) {
+	startDesc := "Start a session: returns the open threads the last closed sessions (5, within 14 days) carry, merged with the local ones, and the project state."
+	closeDesc := "Close the session, recording the threads it leaves open (open_threads) for the next session_start."
+	if t.local == nil {
+		startDesc = "Start a session: returns the project's open threads, merged with those the last closed sessions (5, within 14 days) carry, the project state, and the session_id the other tools take."
+		closeDesc = "Close the session session_id (session_start's), recording the threads it leaves open (open_threads) for the next session_start."
+	}
+	mcpserver.AddTool(s, &mcp.Tool{Name: "list_threads",
+		Description: "List the work threads (open items carried across sessions), oldest first: open ones by default."},
+		logger, t.list)
+	mcpserver.AddTool(s, &mcp.Tool{Name: "create_thread",
+		Description: "Record a new open work thread; an open one with the same text is returned instead (deduplicated)."},
+		logger, t.create)
+	mcpserver.AddTool(s, &mcp.Tool{Name: "resolve_thread",
+		Description: "Resolve a work thread, by thread_id or by text_match, with an optional resolution_note."},
+		logger, t.resolve)
+	mcpserver.AddTool(s, &mcp.Tool{Name: "session_start", Description: startDesc}, logger, t.start)
+	mcpserver.AddTool(s, &mcp.Tool{Name: "session_close", Description: closeDesc}, logger, t.close)
+}
+
+func (t tools) list(ctx context.Context, in ListIn) (worklog.ListResult, error) {
+	// Locally, project lists another project's items from its sessions;
+	// on a server it selects the Log.
+	project, other := in.Project, ""
+	if t.local != nil {
+		project, other = "", in.Project
+	}
+	l, err := t.log(ctx, project)
+	if err != nil {
+		return worklog.ListResult{}, err
+	}
+	r, err := l.List(ctx, worklog.ListOptions{Status: worklog.Status(in.Status), IncludeResolved: in.IncludeResolved, Project: other})
+	return deref(r, err)
+}
+
+func (t tools) create(ctx context.Context, in CreateIn) (worklog.CreateResult, error) {
+	l, err := t.log(ctx, in.Project)
+	if err != nil {
+		return worklog.CreateResult{}, err
+	}
+	r, err := l.Create(ctx, worklog.CreateOptions{Text: in.Text, Session: in.SessionID})
+	return deref(r, err)
+}
+
+func (t tools) resolve(ctx context.Context, in ResolveIn) (worklog.ResolveResult, error) {
+	if in.ThreadID == "" && in.TextMatch == "" {
+		return worklog.ResolveResult{}, fmt.Errorf("give thread_id or text_match: %w", worklog.ErrInvalid)
+	}
+	l, err := t.log(ctx, in.Project)
+	if err != nil {
+		return worklog.ResolveResult{}, err
+	}
+	r, err := l.Resolve(ctx, worklog.ResolveOptions{ID: in.ThreadID, TextMatch: in.TextMatch, Note: in.ResolutionNote, Session: in.SessionID})
+	return deref(r, err)
+}
+
+func (t tools) start(ctx context.Context, in StartIn) (worklog.StartResult, error) {
+	l, err := t.log(ctx, in.Project)
+	if err != nil {
+		return worklog.StartResult{}, err
+	}
+	r, err := l.SessionStart(ctx, worklog.StartOptions{SessionID: in.SessionID})
+	return deref(r, err)
+}
+
+func (t tools) close(ctx context.Context, in CloseIn) (worklog.CloseResult, error) {
+	if t.local == nil && in.SessionID == "" {
+		// A shared Log's current session would be anyone's.
+		return worklog.CloseResult{}, fmt.Errorf("session_id is required: give the id session_start returned: %w", worklog.ErrInvalid)
+	}
+	l, err := t.log(ctx, in.Project)
+	if err != nil {
+		return worklog.CloseResult{}, err
+	}
+	var open []json.RawMessage
+	for _, v := range in.OpenThreads {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return worklog.CloseResult{}, fmt.Errorf("open_threads: %v: %w", err, worklog.ErrInvalid)
+		}
+		open = append(open, b)
+	}
+	r, err := l.SessionClose(ctx, worklog.CloseOptions{SessionID: in.SessionID, OpenThreads: open})
+	return deref(r, err)
 }
 
 // deref returns *r, so that the tool's output schema is an object's.
