@@ -107,8 +107,6 @@ type threadSnap struct {
 	last string // the id of the last of them
 }
 
-var errNoEvent = errors.New("not a work-log event")
-
 func (t *threadItems) cached() *threadSnap {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -164,10 +162,7 @@ func (t *threadItems) read(ctx context.Context) (*threadSnap, *thread.Thread, bo
 			return nil, nil, false, fmt.Errorf("worklog: items of %s: %w", t.project, err)
 		}
 	}
-	entries, err := fold(c.s.entries, msgs)
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("worklog: items of %s: %w", t.project, err)
-	}
+	entries := fold(c.s.entries, msgs)
 	ts := &threadSnap{s: &snapshot{entries: entries}, head: head, n: n, last: c.last}
 	if len(msgs) > 0 {
 		ts.last = msgs[len(msgs)-1].ID
@@ -184,10 +179,11 @@ type event struct {
 
 // fold applies events to entries (which it does not change) and returns
 // the new entries. Messages that are not events (a person's note appended
-// to the thread) are skipped.
-func fold(entries []*entry, msgs []message.Message) ([]*entry, error) {
+// to the thread) and events that do not decode are skipped, as are items
+// without an id or a text.
+func fold(entries []*entry, msgs []message.Message) []*entry {
 	if len(msgs) == 0 {
-		return entries, nil
+		return entries
 	}
 	out := make([]*entry, len(entries), len(entries)+len(msgs))
 	copy(out, entries)
@@ -202,8 +198,11 @@ func fold(entries []*entry, msgs []message.Message) ([]*entry, error) {
 				continue
 			}
 			var ev event
-			if err := json.Unmarshal(d.Data, &ev); err != nil {
-				return nil, fmt.Errorf("message %s: %w: %v", m.ID, errNoEvent, err)
+			if json.Unmarshal(d.Data, &ev) != nil {
+				// Not written by a Log (one appended through the thread
+				// API, say): skipped, so that the work log stays
+				// readable.
+				continue
 			}
 			if len(ev.Drop) > 0 {
 				drop := make(map[string]bool, len(ev.Drop))
@@ -223,6 +222,12 @@ func fold(entries []*entry, msgs []message.Message) ([]*entry, error) {
 				}
 			}
 			for _, it := range ev.Put {
+				if !validID(it.ID) || strings.TrimSpace(it.Text) == "" {
+					continue
+				}
+				if it.Status != StatusResolved {
+					it.Status = StatusOpen
+				}
 				if i, ok := at[it.ID]; ok {
 					out[i] = newEntry(it)
 					continue
@@ -232,7 +237,7 @@ func fold(entries []*entry, msgs []message.Message) ([]*entry, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (t *threadItems) load(ctx context.Context) (*snapshot, bool, error) {

@@ -271,3 +271,33 @@ func TestErrorsShortenInput(t *testing.T) {
 		t.Errorf("error of %d bytes: %.200v", len(err.Error()), err)
 	}
 }
+
+// FuzzFold feeds arbitrary event data to fold: it never panics, and the
+// items it makes have distinct ids and texts, whatever the thread holds.
+func FuzzFold(f *testing.F) {
+	f.Add([]byte(`{"put":[{"id":"t-00000001","text":"a","status":"open"}]}`), []byte(`{"drop":["t-00000001"],"put":[{"id":"t-00000002","text":"b","status":"resolved"}]}`))
+	f.Add([]byte(`{"put":[{"id":"","text":"a"}]}`), []byte(`not json`))
+	f.Add([]byte(`{"put":[{"id":"t-1","text":" "},{"id":"t-1","text":"x","status":"weird"}]}`), []byte(`{"drop":[]}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		msgs := []message.Message{
+			message.New(EventRole, message.Data{MediaType: EventMediaType, Data: a}),
+			message.User("a note"),
+			message.New(EventRole, message.Data{MediaType: EventMediaType, Data: b}),
+		}
+		first := fold(nil, msgs[:1])
+		all := fold(first, msgs[1:])
+		if again := fold(nil, msgs); len(again) != len(all) {
+			t.Fatalf("folding at once gives %d items, in two steps %d", len(again), len(all))
+		}
+		seen := map[string]bool{}
+		for _, e := range all {
+			if e.it.ID == "" || seen[e.it.ID] || strings.TrimSpace(e.it.Text) == "" {
+				t.Fatalf("item %+v (seen %v)", e.it, seen[e.it.ID])
+			}
+			if e.it.Status != StatusOpen && e.it.Status != StatusResolved {
+				t.Fatalf("status %q", e.it.Status)
+			}
+			seen[e.it.ID] = true
+		}
+	})
+}

@@ -12,45 +12,75 @@ import (
 	"github.com/loomthreads/loom/worklog"
 )
 
-// worklogDir is the --dir flag of the items and session commands: the
-// directory of the work items, as `loom mcp --worklog` takes it.
+// worklogDir is the flags of the items and session commands that say where
+// the work items are: the directory --dir, as `loom mcp --worklog` takes
+// it, or with --in-store the work log of --store, as `loom serve` keeps
+// it for /v1/items and the tools of /mcp.
 type worklogDir struct {
 	Dir string
 	// Sessions is where closed sessions are kept (--sessions); "" means
-	// sessions.json in Dir.
+	// sessions.json in Dir, or what serve derives from the store.
 	Sessions string
-	// closeSessions closes the session store openLog opened.
-	closeSessions func() error
+	// InStore keeps the items in the store's work log (--in-store).
+	InStore bool
+	// Project is the project (--project); "" means worklog.DefaultProject.
+	Project string
+	// closers close what openLog opened besides the Log.
+	closers []func() error
 }
 
 func (w *worklogDir) add(fs *flag.FlagSet) {
 	fs.StringVar(&w.Dir, "dir", worklog.DefaultDir, "the `DIR` of threads.json and sessions.json")
-	fs.StringVar(&w.Sessions, "sessions", "", "where closed sessions are kept, to carry items across machines: sqlite://PATH, postgres://…, file://DIR (default: sessions.json in --dir)")
+	fs.StringVar(&w.Sessions, "sessions", "", "where closed sessions are kept, to carry items across machines: sqlite://PATH, postgres://…, file://DIR (default: sessions.json in --dir; with --in-store, as loom serve keeps them)")
+	fs.BoolVar(&w.InStore, "in-store", false, "the items of --store (and --tenant), as loom serve keeps them, rather than of --dir")
+	fs.StringVar(&w.Project, "project", "", "the `P`roject whose items to use (default: "+worklog.DefaultProject+")")
 }
 
-// openLog opens the Log of the items in --dir, with the session store of
-// --sessions; closeLog closes that store.
-func (w *worklogDir) openLog() (*worklog.Log, error) {
-	opts := &worklog.Options{}
-	if w.Sessions != "" {
-		ss, err := worklog.OpenSessions(context.Background(), w.Sessions)
+// openLog opens the Log of the items in --dir, or with --in-store of the
+// store rawURL as tenant sees it, with the session store of --sessions;
+// closeLog closes what it opened.
+func (w *worklogDir) openLog(ctx context.Context, store, tenant string) (*worklog.Log, error) {
+	opts := &worklog.Options{Project: w.Project}
+	sessions := w.Sessions
+	if w.InStore && sessions == "" {
+		u, volatile, err := sessionsURL(store)
+		if err != nil {
+			return nil, err
+		}
+		if volatile {
+			return nil, fmt.Errorf("the session records of store %s would be lost when the command ends: give --sessions sqlite://PATH or postgres://…", redact(store))
+		}
+		sessions = u
+	}
+	if sessions != "" {
+		ss, err := worklog.OpenSessions(ctx, sessions)
 		if err != nil {
 			return nil, err
 		}
 		opts.Sessions = ss
 		if c, ok := ss.(io.Closer); ok {
-			w.closeSessions = c.Close
+			w.closers = append(w.closers, c.Close)
 		}
 	}
-	return worklog.Open(w.Dir, opts)
+	if !w.InStore {
+		return worklog.Open(w.Dir, opts)
+	}
+	db, err := openDB(ctx, store, tenant)
+	if err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, db.Close)
+	// The Logs of serve prefix the sessions of a tenant; so must this one.
+	opts.Sessions = worklog.TenantSessions(opts.Sessions, tenant)
+	return worklog.OpenDB(db, opts)
 }
 
 // closeLog closes what openLog opened besides the Log.
 func (w *worklogDir) closeLog() {
-	if w.closeSessions != nil {
-		w.closeSessions()
-		w.closeSessions = nil
+	for _, c := range w.closers {
+		c()
 	}
+	w.closers = nil
 }
 
 // itemTextWidth is how much of an item's text the tables show.
@@ -82,7 +112,7 @@ func (c *ItemsListCommand) Run(ctx context.Context, args []string) error {
 	if status != worklog.StatusOpen && status != worklog.StatusResolved {
 		return c.usage("--status must be open or resolved, not %q", c.Status)
 	}
-	wl, err := c.openLog()
+	wl, err := c.openLog(ctx, c.Store, c.Tenant)
 	defer c.closeLog()
 	if err != nil {
 		return err
@@ -131,7 +161,7 @@ func (c *ItemsCreateCommand) Run(ctx context.Context, args []string) error {
 	if strings.TrimSpace(text) == "" {
 		return c.usage("the item's text is blank")
 	}
-	wl, err := c.openLog()
+	wl, err := c.openLog(ctx, c.Store, c.Tenant)
 	defer c.closeLog()
 	if err != nil {
 		return err
@@ -185,7 +215,7 @@ func (c *ItemsResolveCommand) Run(ctx context.Context, args []string) error {
 	default:
 		return c.usage("missing the item: ID, #N or --match TEXT")
 	}
-	wl, err := c.openLog()
+	wl, err := c.openLog(ctx, c.Store, c.Tenant)
 	defer c.closeLog()
 	if err != nil {
 		return err
@@ -243,7 +273,7 @@ func (c *SessionStartCommand) Run(ctx context.Context, args []string) error {
 	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
 		return err
 	}
-	wl, err := c.openLog()
+	wl, err := c.openLog(ctx, c.Store, c.Tenant)
 	defer c.closeLog()
 	if err != nil {
 		return err
@@ -314,7 +344,7 @@ func (c *SessionCloseCommand) Run(ctx context.Context, args []string) error {
 		}
 		open = append(open, b)
 	}
-	wl, err := c.openLog()
+	wl, err := c.openLog(ctx, c.Store, c.Tenant)
 	defer c.closeLog()
 	if err != nil {
 		return err

@@ -272,3 +272,60 @@ func TestSessionsCarryThroughARemoteStore(t *testing.T) {
 		t.Fatalf("an unknown session store scheme was accepted")
 	}
 }
+
+// With --in-store the commands work on the store's work log, the one loom
+// serve keeps for /v1/items: what the CLI writes, a server's Logs read,
+// tenant by tenant, and sessions carry items between invocations.
+func TestItemsInStore(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "loom.db")
+	store := "sqlite://" + path
+	in := func(args ...string) []string {
+		return append(args, "--store", store, "--in-store", "--json")
+	}
+	var created worklog.CreateResult
+	loom(t, in("items", "create", "--tenant", "acme", "--project", "site", "Renew", "the", "certificate")...).ok(t).decode(t, &created)
+	loom(t, in("items", "create", "--tenant", "globex", "--project", "site", "Globex's own item")...).ok(t)
+
+	var list worklog.ListResult
+	loom(t, in("items", "list", "--tenant", "acme", "--project", "site")...).ok(t).decode(t, &list)
+	if got := itemTexts(list.Threads); !slices.Equal(got, []string{"Renew the certificate"}) {
+		t.Errorf("acme's items %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(t.TempDir(), ".gitmem")); err == nil {
+		t.Error("--in-store wrote a .gitmem directory")
+	}
+
+	// What loom serve would serve.
+	db := openStore(t, store)
+	ss, err := worklog.OpenSessions(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := worklog.NewLogs(db, ss, nil).Log("acme", "site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.List(t.Context(), worklog.ListOptions{})
+	if err != nil || len(res.Threads) != 1 || res.Threads[0].ID != created.Thread.ID {
+		t.Fatalf("the server's view of acme's items: %+v, %v", res, err)
+	}
+
+	// A session closed by the CLI is carried by the next one, in its tenant.
+	loom(t, in("session", "close", "--tenant", "acme", "--project", "site", "--id", "s-1", "--open", "Left for next time")...).ok(t)
+	var start worklog.StartResult
+	loom(t, in("session", "start", "--tenant", "acme", "--project", "site")...).ok(t).decode(t, &start)
+	if got := itemTexts(start.OpenThreads); !slices.Contains(got, "Left for next time") || start.SessionsAggregated != 1 {
+		t.Errorf("session start carried %q from %d sessions", got, start.SessionsAggregated)
+	}
+	loom(t, in("session", "start", "--tenant", "globex", "--project", "site")...).ok(t).decode(t, &start)
+	if got := itemTexts(start.OpenThreads); slices.Contains(got, "Left for next time") || start.SessionsAggregated != 0 {
+		t.Errorf("globex's session start carried %q from %d sessions", got, start.SessionsAggregated)
+	}
+
+	// A store whose sessions would vanish with the command is refused.
+	r := loom(t, "items", "list", "--store", "redis://127.0.0.1:1/0", "--in-store")
+	if r.code == 0 || !strings.Contains(r.stderr, "--sessions") {
+		t.Errorf("redis store without --sessions: code %d, %s", r.code, r.stderr)
+	}
+}

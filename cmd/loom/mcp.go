@@ -55,7 +55,7 @@ func (c *MCPCommand) Run(ctx context.Context, args []string) error {
 // serveWorklog serves the work-item tools on the items of c.Dir until ctx
 // ends or the client closes its end.
 func (c *MCPCommand) serveWorklog(ctx context.Context, log *slog.Logger) error {
-	wl, err := c.openLog()
+	wl, err := c.openLog(ctx, c.Store, c.Tenant)
 	defer c.closeLog()
 	if err != nil {
 		return err
