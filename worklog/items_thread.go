@@ -307,6 +307,14 @@ func cut(s string, max int) string {
 // that are not in old (by identity) are put, the ids of old that are not
 // in new are dropped. Entries a change leaves alone keep their pointer.
 func events(old, new []*entry) ([]message.Message, error) {
+	// Most changes keep every entry in its place and change a few or add
+	// some at the end: found without a map of all the entries.
+	if put, ok := inPlace(old, new); ok {
+		if len(put) == 0 {
+			return nil, nil
+		}
+		return eventMessages(put, nil), nil
+	}
 	had := make(map[*entry]bool, len(old))
 	for _, e := range old {
 		had[e] = true
@@ -326,12 +334,39 @@ func events(old, new []*entry) ([]message.Message, error) {
 			ids[e.it.ID] = true // once
 		}
 	}
-	// A put whose entry moved (an earlier duplicate dropped) keeps the
-	// folded order because positions only shift down; a new order of
-	// kept entries cannot be expressed, so drop and put them again.
+	// Entries after a dropped one move up when it is folded, as they did
+	// here: the order is kept.
 	if len(put) == 0 && len(drop) == 0 {
 		return nil, nil
 	}
+	return eventMessages(put, drop), nil
+}
+
+// inPlace returns the items of the entries of new that are not those of
+// old, if new is old with some entries replaced by entries of the same
+// id and some added at the end.
+func inPlace(old, new []*entry) ([]Item, bool) {
+	if len(new) < len(old) {
+		return nil, false
+	}
+	var put []Item
+	for i, e := range old {
+		if n := new[i]; n != e {
+			if n.it.ID != e.it.ID {
+				return nil, false
+			}
+			put = append(put, n.it)
+		}
+	}
+	for _, e := range new[len(old):] {
+		put = append(put, e.it)
+	}
+	return put, true
+}
+
+// eventMessages returns the event messages that put and drop items: one,
+// or several when the items' JSON is over maxEventBytes.
+func eventMessages(put []Item, drop []string) []message.Message {
 	var msgs []message.Message
 	add := func(ev event, summary []string) {
 		b, _ := json.Marshal(ev)
@@ -350,7 +385,7 @@ func events(old, new []*entry) ([]message.Message, error) {
 		summary = summarize(summary, &it, nil)
 	}
 	add(ev, summary)
-	return msgs, nil
+	return msgs
 }
 
 // summarize adds a line for people per item put or dropped, so that the
