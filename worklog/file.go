@@ -397,13 +397,17 @@ type snapshot struct {
 	// keep their ids: an element was normalized into an item that differs
 	// from it (a fresh id, a filled-in created_at…) or was no item at all.
 	dirty bool
+	// lists caches the listings of the items (see listing); nil for a
+	// snapshot that is not cached. Copies of a snapshot with the same
+	// items share it.
+	lists *listings
 }
 
 // parseThreads parses threads.json: an array of values in any format
 // Normalize reads. Items without a created_at get now. The snapshot keeps
 // no reference to data.
 func parseThreads(data []byte, now time.Time) (*snapshot, error) {
-	s := &snapshot{sum: sumOf(data), sumOK: true, nl: bytes.HasSuffix(data, []byte("\n"))}
+	s := &snapshot{sum: sumOf(data), sumOK: true, nl: bytes.HasSuffix(data, []byte("\n")), lists: new(listings)}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return s, nil
 	}
@@ -609,7 +613,7 @@ func encodeThreads(entries []*entry, nl bool) []byte {
 // now says are kept; the others are made again with the written JSON as
 // their raw.
 func written(ver version, entries []*entry, nl bool) *snapshot {
-	s := &snapshot{ver: ver, nl: nl, entries: make([]*entry, len(entries))}
+	s := &snapshot{ver: ver, nl: nl, entries: make([]*entry, len(entries)), lists: new(listings)}
 	for i, e := range entries {
 		if e.clean {
 			s.entries[i] = e

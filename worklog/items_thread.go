@@ -163,7 +163,7 @@ func (t *threadItems) read(ctx context.Context) (*threadSnap, *thread.Thread, bo
 		}
 	}
 	entries := fold(c.s.entries, msgs)
-	ts := &threadSnap{s: &snapshot{entries: entries}, head: head, n: n, last: c.last}
+	ts := &threadSnap{s: &snapshot{entries: entries, lists: new(listings)}, head: head, n: n, last: c.last}
 	if len(msgs) > 0 {
 		ts.last = msgs[len(msgs)-1].ID
 	}
@@ -175,6 +175,46 @@ func (t *threadItems) read(ctx context.Context) (*threadSnap, *thread.Thread, bo
 type event struct {
 	Put  []Item   `json:"put,omitempty"`
 	Drop []string `json:"drop,omitempty"`
+}
+
+// eventIn is an event as read: its items in plain fields, decoded without
+// Item.UnmarshalJSON's care for the order of the fields (events are
+// written by Logs, not by people), which makes a cold read several times
+// faster.
+type eventIn struct {
+	Put []struct {
+		ID                string `json:"id"`
+		Text              string `json:"text"`
+		Status            Status `json:"status"`
+		CreatedAt         string `json:"created_at"`
+		ResolvedAt        string `json:"resolved_at"`
+		SourceSession     string `json:"source_session"`
+		ResolvedBySession string `json:"resolved_by_session"`
+		ResolutionNote    string `json:"resolution_note"`
+	} `json:"put"`
+	Drop []string `json:"drop"`
+}
+
+// decodeEvent decodes an event's data; items whose times do not parse
+// keep zero times.
+func decodeEvent(b []byte) (event, error) {
+	var in eventIn
+	if err := json.Unmarshal(b, &in); err != nil {
+		return event{}, err
+	}
+	ev := event{Drop: in.Drop, Put: make([]Item, len(in.Put))}
+	for i, p := range in.Put {
+		it := Item{ID: p.ID, Text: p.Text, Status: p.Status, SourceSession: p.SourceSession,
+			ResolvedBySession: p.ResolvedBySession, ResolutionNote: p.ResolutionNote}
+		if p.CreatedAt != "" {
+			it.CreatedAt, _ = parseTime(p.CreatedAt)
+		}
+		if p.ResolvedAt != "" {
+			it.ResolvedAt, _ = parseTime(p.ResolvedAt)
+		}
+		ev.Put[i] = it
+	}
+	return ev, nil
 }
 
 // fold applies events to entries (which it does not change) and returns
@@ -197,8 +237,8 @@ func fold(entries []*entry, msgs []message.Message) []*entry {
 			if !ok || d.MediaType != EventMediaType || m.Role != EventRole {
 				continue
 			}
-			var ev event
-			if json.Unmarshal(d.Data, &ev) != nil {
+			ev, err := decodeEvent(d.Data)
+			if err != nil {
 				// Not written by a Log (one appended through the thread
 				// API, say): skipped, so that the work log stays
 				// readable.
@@ -284,7 +324,7 @@ func (t *threadItems) update(ctx context.Context, fn func(s *snapshot) ([]*entry
 			return hit, fmt.Errorf("worklog: items of %s: %w", t.project, err)
 		}
 		if c != nil {
-			t.cache(&threadSnap{s: &snapshot{entries: entries}, head: c.ID, n: c.Depth, last: msgs[len(msgs)-1].ID})
+			t.cache(&threadSnap{s: &snapshot{entries: entries, lists: new(listings)}, head: c.ID, n: c.Depth, last: msgs[len(msgs)-1].ID})
 		}
 		return hit, nil
 	}

@@ -211,14 +211,66 @@ func (l *Log) List(ctx context.Context, opts ListOptions) (*ListResult, error) {
 			return nil, err
 		}
 		hit = h
-		res.Threads = make([]Item, 0, len(s.entries))
-		for _, e := range s.entries {
-			add(e.it, e.ps || e.dup)
-		}
+		v := s.listing(opts)
+		res.Threads, res.TotalOpen, res.TotalResolved = v.items, v.open, v.resolved
 	}
 	sortByCreation(res.Threads)
 	res.Performance = performance(start, len(res.Threads), hit, calls)
 	return res, nil
+}
+
+// listing is a list of a snapshot's items, as List returns it.
+type listing struct {
+	items          []Item
+	open, resolved int
+}
+
+// listings caches a snapshot's listings, one per filter: the items do not
+// change, so lists share them rather than copy 10,000 items per call
+// (whose garbage made the tail of list_threads).
+type listings struct {
+	mu sync.Mutex
+	by [3]*listing // open, resolved, all
+}
+
+// listing returns the snapshot's items that opts list, sorted, without
+// project state and later copies of an id. It is cached when the
+// snapshot has a cache; its items are shared, so its capacity is clipped.
+func (s *snapshot) listing(opts ListOptions) *listing {
+	k := 0
+	switch {
+	case opts.IncludeResolved:
+		k = 2
+	case opts.Status == StatusResolved:
+		k = 1
+	}
+	if s.lists != nil {
+		s.lists.mu.Lock()
+		defer s.lists.mu.Unlock()
+		if v := s.lists.by[k]; v != nil {
+			return v
+		}
+	}
+	v := &listing{items: make([]Item, 0, len(s.entries))}
+	for _, e := range s.entries {
+		if e.ps || e.dup {
+			continue
+		}
+		if e.it.Open() {
+			v.open++
+		} else {
+			v.resolved++
+		}
+		if k == 2 || e.it.Open() == (k == 0) {
+			v.items = append(v.items, e.it)
+		}
+	}
+	sortByCreation(v.items)
+	v.items = slices.Clip(v.items)
+	if s.lists != nil {
+		s.lists.by[k] = v
+	}
+	return v
 }
 
 // sortByCreation sorts items by created_at, stably.

@@ -54,6 +54,9 @@ func performance(start time.Time, count int, cacheHit bool, calls int) Performan
 type ListResult struct {
 	// Threads are the items listed, oldest first (by created_at, then
 	// by their place in the file): #N in Resolve is the Nth open one.
+	// The list is shared with the other lists of the same items, to
+	// spare copying thousands of items per call: do not change its
+	// elements (appending to it is safe).
 	Threads []Item `json:"threads"`
 	// TotalOpen and TotalResolved count all the items, whatever the
 	// filter.
