@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
 )
 
@@ -58,4 +60,30 @@ func ExampleNormalize() {
 	// open "Rotate the keys"
 	// open "Review the migration"
 	// resolved "Rename the flag"
+}
+
+// A server's work items: each tenant's projects in a loom thread of the
+// store, whose messages read as a log of the changes.
+func ExampleLogs() {
+	ctx := context.Background()
+	db, _ := thread.Open(ctx, "memory://", nil)
+	logs := worklog.NewLogs(db, worklog.NewMemorySessions(), nil)
+
+	acme, _ := logs.Log("acme", "website")
+	created, _ := acme.Create(ctx, worklog.CreateOptions{Text: "Renew the TLS certificate"})
+	acme.Resolve(ctx, worklog.ResolveOptions{ID: created.Thread.ID, Note: "renewed"})
+
+	other, _ := logs.Log("globex", "website")
+	list, _ := other.List(ctx, worklog.ListOptions{IncludeResolved: true})
+	fmt.Println("globex sees", len(list.Threads), "items")
+
+	th, _ := db.WithTenant("acme").Thread(ctx, worklog.ThreadID("acme", "website"))
+	msgs, _ := th.Messages(ctx, thread.ReadOptions{})
+	for _, m := range msgs {
+		fmt.Println(m.Role, strings.Replace(m.Text(), created.Thread.ID, "t-…", 1))
+	}
+	// Output:
+	// globex sees 0 items
+	// worklog + t-… Renew the TLS certificate
+	// worklog ✓ t-… Renew the TLS certificate — renewed
 }
