@@ -282,6 +282,12 @@ type ReadOptions struct {
 	// Last reads only the newest Last messages; 0 means all. The cost is
 	// that of what is read, whatever the thread's length.
 	Last int
+	// Before, when not "", reads only the messages before the message
+	// with this id — with Last, the Last messages before it: a cursor
+	// for paging back through a long thread. The cost is that of what is
+	// read, plus the commits after the message. A thread that does not
+	// hold the message (at the version read) is ErrNotFound.
+	Before string
 }
 
 // Messages returns messages of the thread, oldest first.
@@ -291,9 +297,40 @@ func (t *Thread) Messages(ctx context.Context, opts ReadOptions) ([]message.Mess
 	}
 	head, err := t.commitAt(ctx, opts.Version)
 	if err != nil || head == nil {
+		if err == nil && opts.Before != "" {
+			err = fmt.Errorf("read %s: no message %q before which to read: %w", t.ID(), clip(opts.Before), ErrNotFound)
+		}
 		return nil, err
 	}
-	return t.db.readMessages(ctx, head, opts.Last)
+	if opts.Before == "" {
+		return t.db.readMessages(ctx, head, opts.Last)
+	}
+	c, p, err := t.db.findMessage(ctx, head, opts.Before)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", t.ID(), err)
+	}
+	floor := int64(0)
+	if opts.Last > 0 {
+		floor = max(p-int64(opts.Last), 0)
+	}
+	return t.db.readRange(ctx, c, floor, p)
+}
+
+// findMessage returns the commit, at head or before it, that holds the
+// message id, and the message's 0-based position in the thread; it reads
+// the commits after it and its own.
+func (db *DB) findMessage(ctx context.Context, head *Commit, id string) (*Commit, int64, error) {
+	for c, err := range db.store.Ancestors(ctx, head.ID, 0) {
+		if err != nil {
+			return nil, 0, err
+		}
+		for i, m := range c.Messages {
+			if m.ID == id {
+				return c, c.Depth - int64(len(c.Messages)) + int64(i), nil
+			}
+		}
+	}
+	return nil, 0, fmt.Errorf("no message %q before which to read: %w", clip(id), ErrNotFound)
 }
 
 // commitAt returns the head commit at version (0: the handle's), nil for
@@ -339,14 +376,24 @@ func (db *DB) readMessages(ctx context.Context, head *Commit, last int) ([]messa
 	if last > 0 {
 		floor = max(head.Depth-int64(last), 0)
 	}
-	out := make([]message.Message, head.Depth-floor)
+	return db.readRange(ctx, head, floor, head.Depth)
+}
+
+// readRange returns the messages at the 0-based positions [floor, ceil)
+// of the thread whose commit head holds position ceil-1 or a later one,
+// walking only the commits that hold them.
+func (db *DB) readRange(ctx context.Context, head *Commit, floor, ceil int64) ([]message.Message, error) {
+	out := make([]message.Message, ceil-floor)
+	if len(out) == 0 {
+		return out, nil
+	}
 	for c, err := range db.store.Ancestors(ctx, head.ID, floor) {
 		if err != nil {
 			return nil, err
 		}
 		start := c.Depth - int64(len(c.Messages)) // messages before this commit
 		for i, m := range c.Messages {
-			if p := start + int64(i); p >= floor { // p is 0-based
+			if p := start + int64(i); p >= floor && p < ceil { // p is 0-based
 				out[p-floor] = m
 			}
 		}
