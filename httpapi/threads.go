@@ -286,6 +286,10 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	before := q.Get("before")
+	if before != "" && !ids.Valid(before) {
+		return invalidf("before %q: a message id", clip(before))
+	}
 	th, err := s.thread(r)
 	if err != nil {
 		return err
@@ -304,7 +308,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	s.metrics.StoreOp("messages")
-	msgs, err := th.Messages(r.Context(), thread.ReadOptions{Version: version, Last: int(min(last, 1<<31))})
+	msgs, err := th.Messages(r.Context(), thread.ReadOptions{Version: version, Last: int(min(last, 1<<31)), Before: before})
 	if err != nil {
 		w.Header().Del("ETag")
 		return err

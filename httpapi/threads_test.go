@@ -115,6 +115,20 @@ func TestEveryRouteHappyPath(t *testing.T) {
 	if diff := cmp.Diff([]string{"hi", "hello"}, texts(msgs.Messages)); diff != "" || msgs.Version != 1 {
 		t.Errorf("version 1 (-want +got):\n%s", diff)
 	}
+	// Paging back: the messages before a message id.
+	must(t, s, req{method: "GET", path: "/v1/threads/trip/messages"}, http.StatusOK, &msgs)
+	last := msgs.Messages[2].ID
+	must(t, s, req{method: "GET", path: "/v1/threads/trip/messages?limit=1&before=" + last}, http.StatusOK, &msgs)
+	if diff := cmp.Diff([]string{"hello"}, texts(msgs.Messages)); diff != "" {
+		t.Errorf("1 before %s (-want +got):\n%s", last, diff)
+	}
+	must(t, s, req{method: "GET", path: "/v1/threads/trip/messages?before=" + msgs.Messages[0].ID}, http.StatusOK, &msgs)
+	if diff := cmp.Diff([]string{"hi"}, texts(msgs.Messages)); diff != "" {
+		t.Errorf("all before the second (-want +got):\n%s", diff)
+	}
+	must(t, s, req{method: "GET", path: "/v1/threads/trip/messages?version=1&before=" + last}, http.StatusNotFound, nil)
+	must(t, s, req{method: "GET", path: "/v1/threads/trip/messages?before=msg_nope"}, http.StatusNotFound, nil)
+	must(t, s, req{method: "GET", path: "/v1/threads/trip/messages?before=-bad"}, http.StatusBadRequest, nil)
 
 	// View: a message limit, instructions, strategies.
 	var v viewResponse

@@ -301,6 +301,14 @@ func TestRoundTripCreateAppendGetViewForkCheckpointRollbackHistory(t *testing.T)
 		if s := text(res); !strings.Contains(s, "calls weather(") || !strings.Contains(s, "support chat") {
 			t.Errorf("get's summary: %q", s)
 		}
+		// Paging back from the first of the last 3.
+		prev := ok[getOut](t, cs, "thread_get", map[string]any{"id": id, "messages": 3, "before": got.Messages[0].ID})
+		if len(prev.Messages) != 2 || prev.Messages[1].ID == got.Messages[0].ID || !strings.HasPrefix(texts(prev.Messages)[0], "system:") {
+			t.Errorf("get before %s: %v", got.Messages[0].ID, texts(prev.Messages))
+		}
+		if res := call(t, cs, "thread_get", map[string]any{"id": id, "before": got.Messages[0].ID}); !res.IsError {
+			t.Error("before without messages: not an error")
+		}
 		// Time travel: the messages as they were at version 1.
 		old := ok[getOut](t, cs, "thread_get", map[string]any{"id": id, "messages": 10, "version": 1})
 		if diff := cmp.Diff([]string{"system:Be brief."}, texts(old.Messages)); diff != "" {

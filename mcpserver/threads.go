@@ -174,6 +174,7 @@ type getIn struct {
 	ID       string `json:"id" jsonschema:"the thread's id"`
 	Messages int    `json:"messages,omitzero" jsonschema:"how many of the newest messages to return: none when left out, at most 1000"`
 	Version  int64  `json:"version,omitzero" jsonschema:"read the messages as they were at this version (see thread_history); the current version when left out"`
+	Before   string `json:"before,omitzero" jsonschema:"return the messages before the message with this id (the id of the first message of the last page, to page back) rather than the newest"`
 }
 
 type getOut struct {
@@ -206,6 +207,9 @@ func (t *threadTools) get(ctx context.Context, in getIn) (getOut, error) {
 	if in.Version < 0 {
 		return getOut{}, fmt.Errorf("version %d: must not be negative: %w", in.Version, thread.ErrInvalid)
 	}
+	if in.Before != "" && in.Messages == 0 {
+		return getOut{}, fmt.Errorf("before needs messages, how many to return: %w", thread.ErrInvalid)
+	}
 	th, err := t.thread(ctx, in.ID)
 	if err != nil {
 		return getOut{}, err
@@ -221,7 +225,7 @@ func (t *threadTools) get(ctx context.Context, in getIn) (getOut, error) {
 		out.Checkpoints = append(out.Checkpoints, checkpoint(cp))
 	}
 	if in.Messages > 0 {
-		if out.Messages, err = th.Messages(ctx, thread.ReadOptions{Version: in.Version, Last: in.Messages}); err != nil {
+		if out.Messages, err = th.Messages(ctx, thread.ReadOptions{Version: in.Version, Last: in.Messages, Before: in.Before}); err != nil {
 			return getOut{}, err
 		}
 	}

@@ -185,6 +185,10 @@ func TestThreadsShowLastAndVersion(t *testing.T) {
 	if len(shown.Messages) != 2 || shown.Messages[0].Text() != "two" {
 		t.Errorf("show --last 2 = %+v", shown.Messages)
 	}
+	loom(t, "threads", "show", th.ID, "--store", store, "--json", "--last", "1", "--before", shown.Messages[0].ID).ok(t).decode(t, &shown)
+	if len(shown.Messages) != 1 || shown.Messages[0].Text() != "one" {
+		t.Errorf("show --last 1 --before (two) = %+v", shown.Messages)
+	}
 	loom(t, "threads", "show", th.ID, "--store", store, "--json", "--version", "2").ok(t).decode(t, &shown)
 	if shown.Version != 2 || len(shown.Messages) != 1 || shown.Messages[0].Text() != "one" {
 		t.Errorf("show --version 2 = %+v", shown)

@@ -74,6 +74,7 @@ type ThreadsShowCommand struct {
 	base
 	Last    int
 	Version int64
+	Before  string
 }
 
 // Flags implements Command.
@@ -81,6 +82,7 @@ func (c *ThreadsShowCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.IntVar(&c.Last, "last", 0, "show only the last `N` messages (0: all)")
 	fs.Int64Var(&c.Version, "version", 0, "show the thread as it was at version `V` (0: now)")
+	fs.StringVar(&c.Before, "before", "", "show only the messages before the message `ID` (with --last, to page back)")
 	return fs
 }
 
@@ -107,7 +109,7 @@ func (c *ThreadsShowCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	msgs, err := th.Messages(ctx, thread.ReadOptions{Version: c.Version, Last: c.Last})
+	msgs, err := th.Messages(ctx, thread.ReadOptions{Version: c.Version, Last: c.Last, Before: c.Before})
 	if err != nil {
 		return err // it names the thread already
 	}
