@@ -134,17 +134,14 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.StoreOp("item_list")
-	res, err := l.List(r.Context(), worklog.ListOptions{IncludeResolved: true})
+	// Item, not List: an item that records project state is listed
+	// apart, but it is an item of the project all the same.
+	it, err := l.Item(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	for _, it := range res.Threads {
-		if it.ID == id {
-			writeJSON(w, http.StatusOK, itemResponse{Thread: it})
-			return nil
-		}
-	}
-	return fmt.Errorf("item %q: %w", clip(id), worklog.ErrNotFound)
+	writeJSON(w, http.StatusOK, itemResponse{Thread: it})
+	return nil
 }
 
 // createItem: POST /v1/items {text, session_id}

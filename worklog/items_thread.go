@@ -1,6 +1,7 @@
 package worklog
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -307,6 +308,11 @@ func (t *threadItems) update(ctx context.Context, fn func(s *snapshot) ([]*entry
 		if len(msgs) == 0 {
 			return hit, nil
 		}
+		// The messages get their ids here, so that the cache knows the
+		// last one (the store fills in the ids of copies).
+		for i := range msgs {
+			msgs[i].ID = message.NewID()
+		}
 		var c *thread.Commit
 		if th == nil {
 			th, err = t.db.Create(ctx, thread.CreateOptions{ID: t.id, Kind: thread.KindLocal, Title: "work items: " + t.project,
@@ -317,7 +323,10 @@ func (t *threadItems) update(ctx context.Context, fn func(s *snapshot) ([]*entry
 		} else {
 			c, err = th.Commit(ctx, thread.CommitOptions{Messages: msgs, IfVersion: th.Version()})
 		}
-		if errors.Is(err, thread.ErrConflict) && try < maxConflicts && ctx.Err() == nil {
+		// A conflict is another writer's change; a thread not found is
+		// one deleted under this write, to be made again: both are read
+		// and tried again.
+		if (errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrNotFound)) && try < maxConflicts && ctx.Err() == nil {
 			continue
 		}
 		if err != nil {
@@ -409,7 +418,13 @@ func inPlace(old, new []*entry) ([]Item, bool) {
 func eventMessages(put []Item, drop []string) []message.Message {
 	var msgs []message.Message
 	add := func(ev event, summary []string) {
-		b, _ := json.Marshal(ev)
+		// Without HTML escapes ("<" as "\u003c"), so that the data is
+		// as long as the items measured.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.Encode(ev)
+		b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 		msgs = append(msgs, message.New(EventRole, message.Text{Text: strings.Join(summary, "\n")},
 			message.Data{MediaType: EventMediaType, Data: b}))
 	}

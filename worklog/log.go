@@ -219,6 +219,19 @@ func (l *Log) List(ctx context.Context, opts ListOptions) (*ListResult, error) {
 	return res, nil
 }
 
+// Item returns the item with the id, one that records project state
+// too (which List leaves out), or an ErrNotFound error.
+func (l *Log) Item(ctx context.Context, id string) (Item, error) {
+	s, _, err := l.items.load(ctx)
+	if err != nil {
+		return Item{}, err
+	}
+	if i := indexID(s.entries, id); i >= 0 {
+		return s.entries[i].it, nil
+	}
+	return Item{}, fmt.Errorf("worklog: no item has the id %q: %w", shorten(id, 80), ErrNotFound)
+}
+
 // listing is a list of a snapshot's items, as List returns it.
 type listing struct {
 	items          []Item

@@ -4,10 +4,12 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	loomids "github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -102,12 +104,59 @@ func (ls *Logs) Log(tenant, project string) (*Log, error) {
 // of its sessions are stored as "tenant:id" and "tenant/project", so that
 // tenants sharing a store never see or replace one another's sessions.
 // Tenants follow the thread id rules (no ':' or '/'), so the prefixes are
-// unambiguous. The tenant "" is st itself.
+// unambiguous. The tenant "" keeps its sessions as they are, but refuses
+// session ids that start with a tenant's name and ':' (another tenant's
+// form) and never sees a session stored as another tenant's.
 func TenantSessions(st SessionStore, tenant string) SessionStore {
 	if tenant == "" {
-		return st
+		return defaultSessions{st}
 	}
 	return tenantSessions{st, tenant}
+}
+
+// otherTenant returns the tenant whose form ("tenant:id") a session id of
+// the tenant "" has, if any.
+func otherTenant(id string) (string, bool) {
+	i := strings.IndexByte(id, ':')
+	if i <= 0 || !loomids.Valid(id[:i]) {
+		return "", false
+	}
+	return id[:i], true
+}
+
+// defaultSessions is a store as the tenant "" sees it.
+type defaultSessions struct{ st SessionStore }
+
+func (d defaultSessions) check(s Session) error {
+	if t, ok := otherTenant(s.ID); ok {
+		return fmt.Errorf("worklog: session id %q: %q is the form of the sessions of tenant %q: %w", shorten(s.ID, 140), t+":…", t, ErrInvalid)
+	}
+	return nil
+}
+
+func (d defaultSessions) StartSession(ctx context.Context, s Session) error {
+	if err := d.check(s); err != nil {
+		return err
+	}
+	return d.st.StartSession(ctx, s)
+}
+
+func (d defaultSessions) CloseSession(ctx context.Context, s Session) error {
+	if err := d.check(s); err != nil {
+		return err
+	}
+	return d.st.CloseSession(ctx, s)
+}
+
+func (d defaultSessions) ClosedSessions(ctx context.Context, opts ClosedOptions) ([]Session, error) {
+	ss, err := d.st.ClosedSessions(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(ss, func(s Session) bool {
+		t, ok := otherTenant(s.ID)
+		return ok && strings.HasPrefix(s.Project, t+"/") // another tenant's
+	}), nil
 }
 
 type tenantSessions struct {
