@@ -2,7 +2,9 @@
 // read, append, views, fork, copy, history, checkpoints, rollback, reset,
 // export and import), agent runs, streamed as Server-Sent Events, and work
 // items, under /v1/; /healthz and /metrics (Prometheus) beside them.
-// openapi.json, served at /v1/openapi.json, describes every route.
+// openapi.json, served at /v1/openapi.json, describes every route. A
+// streamed run that waits on its model sends a comment line (": ping")
+// every 15 s (Options.Heartbeat), so that proxies keep the connection.
 //
 // The smallest use:
 //

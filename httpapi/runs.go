@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loomthreads/loom/agent"
@@ -136,6 +138,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	sse := &sseWriter{w: w, rc: rc}
+	defer sse.heartbeat(s.heartbeat)()
 	for ev, err := range s.agent.InvokeStream(r.Context(), th, areq) {
 		if err != nil {
 			if !sse.started {
@@ -175,11 +178,61 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 }
 
 // sseWriter writes Server-Sent Events, flushing each one. The response's
-// headers go with the first event.
+// headers go with the first event. Its methods may be called from two
+// goroutines: the run's and the heartbeat's.
 type sseWriter struct {
+	mu      sync.Mutex
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	started bool
+}
+
+// DefaultHeartbeat is how often a streamed run that has nothing to send
+// sends a comment line, when Options.Heartbeat is zero: proxies and load
+// balancers close connections idle for longer (often 30 or 60 s), and a
+// model may think for minutes.
+const DefaultHeartbeat = 15 * time.Second
+
+// heartbeat writes a comment (": ping") every interval once the stream
+// has started, until the returned function is called, which waits for it
+// to stop. interval <= 0 sends none.
+func (s *sseWriter) heartbeat(interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if s.ping() != nil {
+					return // the client is gone; the run's next write sees it
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+func (s *sseWriter) ping() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		return nil // headers go with the first event, errors may still be plain
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	if _, err := io.WriteString(s.w, ": ping\n\n"); err != nil {
+		return err
+	}
+	return s.rc.Flush()
 }
 
 // sseWriteTimeout is how long one event of a streamed run may take to
@@ -191,6 +244,8 @@ func (s *sseWriter) event(name string, v any) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.started {
 		s.started = true
 		h := s.w.Header()

@@ -69,6 +69,7 @@ func readEvents(t *testing.T, r io.Reader, stop func(sseEvent) bool) []sseEvent 
 			cur.name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
 			cur.data = json.RawMessage(strings.TrimPrefix(line, "data: "))
+		case strings.HasPrefix(line, ":"): // a comment: the heartbeat
 		default:
 			t.Fatalf("unexpected line %q", line)
 		}
@@ -296,5 +297,37 @@ func TestViewSummarize(t *testing.T) {
 		"strategies": []any{map[string]any{"type": "summarize", "keep": 2}}}}, http.StatusOK, &v)
 	if v.Compacted == "" || v.Version != 2 || !strings.Contains(fmt.Sprint(texts(v.Messages)), "Lisbon") {
 		t.Errorf("view %+v", v)
+	}
+}
+
+// TestRunSSEHeartbeat checks that a stream waiting on a slow model sends
+// comment lines, which clients ignore, and still ends with the result.
+func TestRunSSEHeartbeat(t *testing.T) {
+	client := scripted.New(scripted.Step{Text: "thought hard", Delay: 300 * time.Millisecond})
+	s := newServer(t, Options{Agent: agent.New(client, nil), Heartbeat: 20 * time.Millisecond})
+	createThread(t, s, "", "th")
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	resp, err := http.Post(ts.URL+"/v1/threads/th/runs", "application/json", strings.NewReader(`{"input":"Think.","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pings := strings.Count(string(body), "\n: ping\n\n")
+	if pings < 3 {
+		t.Errorf("%d heartbeats in a 300 ms wait at 20 ms:\n%s", pings, body)
+	}
+	events := readEvents(t, strings.NewReader(string(body)), nil)
+	if len(events) == 0 || events[len(events)-1].name != "result" || !strings.Contains(string(events[len(events)-1].data), "thought hard") {
+		t.Errorf("events %v", events)
+	}
+	// Heartbeats come only after the stream started: the first line is an
+	// event.
+	if !strings.HasPrefix(string(body), "event: ") {
+		t.Errorf("the stream starts with %.40q", body)
 	}
 }

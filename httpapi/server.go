@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/internal/auth"
@@ -36,6 +37,10 @@ type Options struct {
 	// neither listed nor the server's own is refused with 403. Empty
 	// refuses every cross-origin request and sends no CORS headers.
 	AllowOrigins []string
+	// Heartbeat is how often a streamed run with nothing to send sends
+	// a comment line, to keep proxies from closing the connection; zero
+	// means DefaultHeartbeat, a negative value sends none.
+	Heartbeat time.Duration
 	// Worklog keeps the work items of /v1/items and /v1/sessions, each
 	// tenant's apart; nil answers those routes with 501 (code
 	// "unsupported").
@@ -56,11 +61,13 @@ type Server struct {
 	agent   *agent.Agent
 	worklog *worklog.Logs
 	maxBody int64
-	origins map[string]bool
-	anyOrig bool
-	log     *slog.Logger
-	version string
-	metrics *Metrics
+	// heartbeat is Options.Heartbeat with its default.
+	heartbeat time.Duration
+	origins   map[string]bool
+	anyOrig   bool
+	log       *slog.Logger
+	version   string
+	metrics   *Metrics
 
 	mux         *http.ServeMux
 	api         http.Handler    // the mux behind the whole chain, authentication included
@@ -122,6 +129,12 @@ func New(opts Options) *Server {
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
+	}
+	switch s.heartbeat = opts.Heartbeat; {
+	case s.heartbeat == 0:
+		s.heartbeat = DefaultHeartbeat
+	case s.heartbeat < 0:
+		s.heartbeat = 0
 	}
 	if s.log == nil {
 		s.log = slog.Default()
