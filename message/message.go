@@ -137,7 +137,7 @@ func (m Message) Clone() Message {
 		m.Contents = cs
 	}
 	if m.Metadata != nil {
-		m.Metadata = cloneValue(m.Metadata).(map[string]any)
+		m.Metadata = (&walk{left: maxNodes}).clone(m.Metadata, 0).(map[string]any)
 	}
 	return m
 }
@@ -149,18 +149,38 @@ func cloneBytes(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
 }
 
-func cloneValue(v any) any {
+// walk bounds a walk of a metadata value: Go callers can build values
+// that JSON cannot hold, cyclic or exponentially shared, which a plain
+// recursion would follow for ever.
+type walk struct{ left int }
+
+// maxNodes is how many values a walk visits at most: more than a message
+// within any size limit holds.
+const maxNodes = 1 << 21
+
+// enter counts a value at depth and reports whether the walk may go on.
+func (w *walk) enter(depth int) bool {
+	w.left--
+	return w.left >= 0 && depth < maxDepth
+}
+
+// clone copies a metadata value; past the walk's bounds (only a value
+// Validate refuses goes that far) it shares what is left.
+func (w *walk) clone(v any, depth int) any {
+	if !w.enter(depth) {
+		return v
+	}
 	switch v := v.(type) {
 	case map[string]any:
 		out := maps.Clone(v)
 		for k, x := range out {
-			out[k] = cloneValue(x)
+			out[k] = w.clone(x, depth+1)
 		}
 		return out
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			out[i] = cloneValue(x)
+			out[i] = w.clone(x, depth+1)
 		}
 		return out
 	default:
@@ -176,8 +196,9 @@ func (m Message) Size() int {
 	for _, c := range m.Contents {
 		n += 16 + contentSize(c)
 	}
+	w := &walk{left: maxNodes}
 	for k, v := range m.Metadata {
-		n += 8 + len(k) + valueSize(v)
+		n += 8 + len(k) + w.size(v, 0)
 	}
 	return n
 }
@@ -204,20 +225,25 @@ func contentSize(c Content) int {
 	return 0
 }
 
-func valueSize(v any) int {
+// size is the size of a metadata value; past the walk's bounds it counts
+// what is left as too large for any limit.
+func (w *walk) size(v any, depth int) int {
+	if !w.enter(depth) {
+		return math.MaxInt32
+	}
 	switch v := v.(type) {
 	case string:
 		return len(v) + 2
 	case map[string]any:
 		n := 2
 		for k, x := range v {
-			n += len(k) + 4 + valueSize(x)
+			n += len(k) + 4 + w.size(x, depth+1)
 		}
 		return n
 	case []any:
 		n := 2
 		for _, x := range v {
-			n += 1 + valueSize(x)
+			n += 1 + w.size(x, depth+1)
 		}
 		return n
 	case fmt.Stringer:
@@ -258,10 +284,11 @@ func (m Message) Validate() error {
 			errs = append(errs, fmt.Errorf("contents[%d]: %w", i, err))
 		}
 	}
+	w := &walk{left: maxNodes}
 	for k, v := range m.Metadata {
 		if !utf8.ValidString(k) {
 			errs = append(errs, errors.New("metadata: a key is not UTF-8"))
-		} else if err := validMetaValue(v); err != nil {
+		} else if err := w.valid(v, 0); err != nil {
 			errs = append(errs, fmt.Errorf("metadata %q: %v", truncate(k), err))
 		}
 	}
@@ -332,11 +359,14 @@ func validateContent(c Content) error {
 	return nil
 }
 
-// validUTF8Value reports whether every string and map key in the metadata
-// value v is UTF-8. encoding/json would write any other as U+FFFD.
-// validMetaValue accepts what JSON can hold and Clone can copy: the types
-// encoding/json decodes into (with json.Number), finite floats and integers.
-func validMetaValue(v any) error {
+// valid accepts what JSON can hold and Clone can copy: the types
+// encoding/json decodes into (with json.Number), finite floats and
+// integers, with every string and map key UTF-8 (encoding/json would
+// write any other as U+FFFD), within the walk's bounds.
+func (w *walk) valid(v any, depth int) error {
+	if !w.enter(depth) {
+		return fmt.Errorf("deeper than %d levels or more than %d values (a cycle?)", maxDepth, maxNodes)
+	}
 	switch v := v.(type) {
 	case nil, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		return nil
@@ -361,13 +391,13 @@ func validMetaValue(v any) error {
 			if !utf8.ValidString(k) {
 				return errors.New("a key is not UTF-8")
 			}
-			if err := validMetaValue(x); err != nil {
+			if err := w.valid(x, depth+1); err != nil {
 				return err
 			}
 		}
 	case []any:
 		for _, x := range v {
-			if err := validMetaValue(x); err != nil {
+			if err := w.valid(x, depth+1); err != nil {
 				return err
 			}
 		}
