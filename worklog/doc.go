@@ -67,6 +67,6 @@
 // tool results (list_threads, create_thread, resolve_thread,
 // session_start, session_close), each with its Performance; the MCP tools,
 // the HTTP API (/v1/items, /v1/sessions) and the CLI (loom items …) are
-// thin layers on them. Provider puts the open items into an agent's
-// instructions.
+// thin layers on them. Instructions formats the open items for a model;
+// package worklog/worklogagent puts them into an agent's instructions.
 package worklog
