@@ -48,7 +48,8 @@
 // Session records go to a SessionStore: by default a FileSessions,
 // dir/sessions.json (the seed keeps them only in its database), or a
 // remote store — a sessions table with an open_threads JSON column in
-// PostgreSQL or SQLite — which carries items between machines.
+// PostgreSQL or SQLite, or records in Redis — which carries items between
+// machines.
 // worklog/sessiontest is the contract every store passes.
 //
 // # Sessions

@@ -46,9 +46,10 @@ func SessionSchemes() []string {
 }
 
 // OpenSessions opens the SessionStore that rawURL names: file://DIR is the
-// FileSessions of DIR, memory:// a new MemorySessions; sqlite://PATH and postgres://… are the sessions
-// tables of packages sqlite and postgres, whose package must be imported
-// (for its init) for its scheme to be known. A bad URL or an unknown
+// FileSessions of DIR, memory:// a new MemorySessions; sqlite://PATH,
+// postgres://… and redis://… are the sessions of packages sqlite, postgres
+// and redis, whose package must be imported (for its init) for its scheme
+// to be known. A bad URL or an unknown
 // scheme is an ErrInvalid error.
 func OpenSessions(ctx context.Context, rawURL string) (SessionStore, error) {
 	u, err := url.Parse(rawURL)

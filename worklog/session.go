@@ -35,8 +35,8 @@ type Session struct {
 func (s Session) Closed() bool { return !s.ClosedAt.IsZero() }
 
 // SessionStore keeps session records: the local file (FileSessions) or a
-// sessions table with an open_threads JSON column in PostgreSQL or SQLite,
-// which is how items travel between machines and containers. It is safe
+// sessions table with an open_threads JSON column in PostgreSQL or SQLite
+// (or their records in Redis), which is how items travel between machines and containers. It is safe
 // for concurrent use.
 //
 // A Log that is given no SessionStore uses a FileSessions in its

@@ -31,7 +31,7 @@ type worklogDir struct {
 
 func (w *worklogDir) add(fs *flag.FlagSet) {
 	fs.StringVar(&w.Dir, "dir", worklog.DefaultDir, "the `DIR` of threads.json and sessions.json")
-	fs.StringVar(&w.Sessions, "sessions", "", "where closed sessions are kept, to carry items across machines: sqlite://PATH, postgres://…, file://DIR (default: sessions.json in --dir; with --in-store, as loom serve keeps them)")
+	fs.StringVar(&w.Sessions, "sessions", "", "where closed sessions are kept, to carry items across machines: sqlite://PATH, postgres://…, redis://…, file://DIR (default: sessions.json in --dir; with --in-store, as loom serve keeps them)")
 	fs.BoolVar(&w.InStore, "in-store", false, "the items of --store (and --tenant), as loom serve keeps them, rather than of --dir")
 	fs.StringVar(&w.Project, "project", "", "the `P`roject whose items to use (default: "+worklog.DefaultProject+")")
 }
@@ -48,7 +48,7 @@ func (w *worklogDir) openLog(ctx context.Context, store, tenant string) (*worklo
 			return nil, err
 		}
 		if volatile {
-			return nil, fmt.Errorf("the session records of store %s would be lost when the command ends: give --sessions sqlite://PATH or postgres://…", redact(store))
+			return nil, fmt.Errorf("the session records of store %s would be lost when the command ends: give --sessions sqlite://PATH, postgres://… or redis://…", redact(store))
 		}
 		sessions = u
 	}

@@ -203,7 +203,7 @@ func (c *ServeCommand) Flags() *flag.FlagSet {
 	fs.StringVar(&c.cfg.model, "model", "", "model for runs (the provider's default when empty)")
 	fs.Int64Var(&c.cfg.maxBody, "max-body", 8<<20, "largest request body, in bytes")
 	fs.DurationVar(&c.cfg.shutdown, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
-	fs.StringVar(&c.cfg.sessions, "sessions", "", "the `URL` where the work items' session records are kept: sqlite://PATH, postgres://…, file://DIR or memory:// (default: the store's database for sqlite and postgres, DIR/worklog for file://DIR, else memory)")
+	fs.StringVar(&c.cfg.sessions, "sessions", "", "the `URL` where the work items' session records are kept: sqlite://PATH, postgres://…, redis://…, file://DIR or memory:// (default: the store's database for sqlite, postgres and redis, DIR/worklog for file://DIR, else memory)")
 	return fs
 }
 

@@ -23,17 +23,18 @@ const worklogSessionsDir = "worklog"
 
 // sessionsURL returns where serve keeps the session records of the work
 // items when --sessions says nothing, from the store's URL: the store's own
-// database for sqlite:// and postgres:// (their packages keep a sessions
-// table beside the thread tables), DIR/worklog for file://DIR, and memory
-// for memory:// and every other store (redis://), where volatile reports
-// that the records will not survive a restart.
+// database for sqlite://, postgres:// and redis:// (their packages keep the
+// sessions beside the threads: a sessions table, or keys under the store's
+// prefix), DIR/worklog for file://DIR, and memory for memory:// and every
+// other store, where volatile reports that the records will not survive a
+// restart.
 func sessionsURL(store string) (sessions string, volatile bool, err error) {
 	u, err := url.Parse(store)
 	if err != nil {
 		return "", false, fmt.Errorf("store url: %v: %w", err, thread.ErrInvalid)
 	}
 	switch u.Scheme {
-	case "sqlite", "postgres", "postgresql":
+	case "sqlite", "postgres", "postgresql", "redis", "rediss":
 		return store, false, nil
 	case "memory":
 		return "memory://", false, nil
@@ -61,7 +62,7 @@ func openSessions(ctx context.Context, rawURL, store string, log *slog.Logger) (
 			return nil, nil, err
 		}
 		if volatile {
-			log.Warn("the work items' session records are kept in memory: they will not survive a restart, nor be shared with other servers; give --sessions sqlite://PATH or postgres://… to keep them",
+			log.Warn("the work items' session records are kept in memory: they will not survive a restart, nor be shared with other servers; give --sessions sqlite://PATH, postgres://… or redis://… to keep them",
 				"store", redact(store))
 		}
 	}

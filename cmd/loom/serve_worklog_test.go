@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/testserver"
+	"github.com/loomthreads/loom/redis"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
 )
@@ -31,8 +33,9 @@ func TestSessionsURL(t *testing.T) {
 		{store: "file:///my%20threads", want: "file:///my%20threads/worklog"},
 		{store: "file://./threads", want: "file:threads/worklog"},
 		{store: "file:threads", want: "file:threads/worklog"},
-		{store: "redis://localhost:6379/0", want: "memory://", volatile: true},
-		{store: "rediss://cache.example:6380/1", want: "memory://", volatile: true},
+		{store: "redis://localhost:6379/0", want: "redis://localhost:6379/0"},
+		{store: "rediss://u:pw@cache.example:6380/1?prefix=app", want: "rediss://u:pw@cache.example:6380/1?prefix=app"},
+		{store: "custom://host/x", want: "memory://", volatile: true},
 	} {
 		got, volatile, err := sessionsURL(tc.store)
 		if err != nil || got != tc.want || volatile != tc.volatile {
@@ -87,13 +90,13 @@ func TestSessionsBesideFileStore(t *testing.T) {
 func TestOpenSessionsWarnsWhenVolatile(t *testing.T) {
 	var logged bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
-	st, closeSessions, err := openSessions(t.Context(), "", "redis://:secret@localhost:6379/0", log)
+	st, closeSessions, err := openSessions(t.Context(), "", "custom://:secret@localhost:6379/0", log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeSessions()
 	if _, ok := st.(*worklog.MemorySessions); !ok {
-		t.Errorf("sessions of a redis store: %T, want *worklog.MemorySessions", st)
+		t.Errorf("sessions of a store of unknown kind: %T, want *worklog.MemorySessions", st)
 	}
 	if out := logged.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "will not survive a restart") ||
 		!strings.Contains(out, "--sessions") || strings.Contains(out, "secret") {
@@ -102,7 +105,7 @@ func TestOpenSessionsWarnsWhenVolatile(t *testing.T) {
 
 	logged.Reset()
 	path := filepath.Join(t.TempDir(), "sessions.db")
-	st, closeSessions2, err := openSessions(t.Context(), "sqlite://"+path, "redis://localhost:6379/0", log)
+	st, closeSessions2, err := openSessions(t.Context(), "sqlite://"+path, "custom://localhost:6379/0", log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,5 +116,34 @@ func TestOpenSessionsWarnsWhenVolatile(t *testing.T) {
 
 	if _, _, err := openSessions(context.Background(), "nosuch://x", "memory://", log); err == nil || !strings.Contains(err.Error(), "open sessions nosuch://x") {
 		t.Errorf("an unknown --sessions scheme: %v", err)
+	}
+}
+
+// TestSessionsInRedisStore keeps the session records of a redis:// store in
+// that Redis, under the store's prefix, without a warning.
+func TestSessionsInRedisStore(t *testing.T) {
+	store := testserver.Redis(t) + "?prefix=app"
+	var logged bytes.Buffer
+	st, closeSessions, err := openSessions(t.Context(), "", store, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSessions()
+	rs, ok := st.(*redis.Sessions)
+	if !ok || rs.Prefix() != "app" || logged.Len() != 0 {
+		t.Fatalf("sessions of a redis store: %T, logged %s", st, logged.String())
+	}
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	if err := st.CloseSession(t.Context(), worklog.Session{ID: "s1", Project: "p", StartedAt: at, ClosedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	// The thread store opens on the same database and prefix beside them.
+	db, err := thread.Open(t.Context(), store, nil)
+	if err != nil {
+		t.Fatalf("open the store beside the sessions: %v", err)
+	}
+	defer db.Close()
+	for r, err := range db.Threads(t.Context(), thread.ListOptions{}) {
+		t.Errorf("thread %+v, %v", r, err)
 	}
 }
