@@ -54,14 +54,8 @@ const maxConflicts = 50
 // records in one too (OpenSessions). opts.LockTimeout and opts.NoSync do
 // not apply; Dir returns "".
 func OpenDB(db *thread.DB, opts *Options) (*Log, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Project == "" {
-		o.Project = DefaultProject
-	}
-	if err := checkProject(o.Project); err != nil {
+	o, err := opts.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	if o.Sessions == nil {

@@ -90,14 +90,8 @@ type Log struct {
 // threads.json is read as it is and written back in its own form. opts
 // may be nil.
 func Open(dir string, opts *Options) (*Log, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Project == "" {
-		o.Project = DefaultProject
-	}
-	if err := checkProject(o.Project); err != nil {
+	o, err := opts.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	l := &Log{dir: dir, project: o.Project, sessions: o.Sessions, now: o.Now}
@@ -112,6 +106,19 @@ func Open(dir string, opts *Options) (*Log, error) {
 		l.remote = true
 	}
 	return l, nil
+}
+
+// withDefaults returns a copy of the options (nil: the defaults) with
+// the default project filled in, checked.
+func (opts *Options) withDefaults() (Options, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Project == "" {
+		o.Project = DefaultProject
+	}
+	return o, checkProject(o.Project)
 }
 
 // Dir returns the Log's directory.

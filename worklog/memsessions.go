@@ -77,15 +77,7 @@ func (st *MemorySessions) ClosedSessions(ctx context.Context, opts ClosedOptions
 		}
 	}
 	st.mu.Unlock()
-	slices.SortStableFunc(out, func(a, b Session) int { return b.ClosedAt.Compare(a.ClosedAt) })
-	limit := opts.Limit
-	if limit <= 0 {
-		limit = DefaultMaxSessions
-	}
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return newestClosed(out, opts.Limit), nil
 }
 
 func cloneRaws(raws []json.RawMessage) []json.RawMessage {

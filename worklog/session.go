@@ -237,13 +237,18 @@ func (st *FileSessions) ClosedSessions(ctx context.Context, opts ClosedOptions) 
 			out = append(out, s)
 		}
 	}
+	return newestClosed(out, opts.Limit), nil
+}
+
+// newestClosed sorts sessions by close, newest first, keeping the order
+// of equal closes, and keeps the first limit (<= 0: DefaultMaxSessions).
+func newestClosed(out []Session, limit int) []Session {
 	slices.SortStableFunc(out, func(a, b Session) int { return b.ClosedAt.Compare(a.ClosedAt) })
-	limit := opts.Limit
 	if limit <= 0 {
 		limit = DefaultMaxSessions
 	}
 	if len(out) > limit {
 		out = out[:limit]
 	}
-	return out, nil
+	return out
 }
