@@ -87,6 +87,22 @@ func (cc *commitCache) getID(id string) *thread.Commit {
 	return c.Clone()
 }
 
+// key returns the row key of the cached commit with this id, if any. The
+// row may have been deleted since; the caller checks.
+func (cc *commitCache) key(id string) (int64, bool) {
+	if cc == nil {
+		return 0, false
+	}
+	cc.mu.Lock()
+	el, ok := cc.byID[id]
+	var k int64
+	if ok {
+		k = el.Value.(*cacheEntry).k
+	}
+	cc.mu.Unlock()
+	return k, ok
+}
+
 // put caches c, which the caller must not change afterwards, as row k's.
 func (cc *commitCache) put(k int64, n int, c *thread.Commit, cost int64) {
 	if cc == nil || cost > cc.max/8 {

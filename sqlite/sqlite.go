@@ -87,9 +87,10 @@ func (o *Options) withDefaults() (Options, error) {
 // may open the same file.
 type Store struct {
 	path  string
-	w     *sql.DB // one connection: every write is a BEGIN IMMEDIATE transaction on it
-	r     *sql.DB // read-only connections, as many as are in use
-	st    stmts
+	w     *sql.DB      // one connection: every write is a BEGIN IMMEDIATE transaction on it
+	r     *sql.DB      // read-only connections, as many as are in use
+	st    stmts        // reads
+	wc    writeConn    // writes
 	cache *commitCache // nil when off
 }
 
@@ -176,7 +177,11 @@ func open(ctx context.Context, path string, opts *Options, migs []migration) (*S
 	// may read again inside the loop, and a cap could deadlock that.
 	r.SetMaxIdleConns(8)
 	s.r = r
-	if err := s.st.prepare(ctx, w, r); err != nil {
+	if err := s.st.prepare(ctx, r); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
+	if err := s.wc.prepare(ctx, w); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
@@ -189,7 +194,7 @@ func (s *Store) Path() string { return s.path }
 // Close closes the database. Operations after Close fail.
 func (s *Store) Close() error {
 	var errs []error
-	errs = append(errs, s.st.close())
+	errs = append(errs, s.st.close(), s.wc.close(s.w))
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
