@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -295,7 +296,8 @@ func (t *threadItems) update(ctx context.Context, fn func(s *snapshot) ([]*entry
 		if err != nil || !changed {
 			return hit, err
 		}
-		msgs, err := events(ts.s.entries, entries)
+		entries = fitItems(ts.s.entries, entries)
+		msgs, err := events(ts.s.entries, entries, min(maxEventBytes, t.db.Limits().MessageBytes/2))
 		if err != nil {
 			return hit, err
 		}
@@ -333,6 +335,38 @@ func (t *threadItems) update(ctx context.Context, fn func(s *snapshot) ([]*entry
 	}
 }
 
+// fitItems returns new with the items that old does not hold and that
+// are over the limits of an item — only items carried from a session
+// record written by another tool can be — cut to MaxTextLen and
+// MaxNoteLen characters, so that every change fits in a thread's messages.
+func fitItems(old, new []*entry) []*entry {
+	had := make(map[*entry]bool)
+	out := new
+	for i, e := range new {
+		if len(e.it.Text) <= MaxTextLen && len(e.it.ResolutionNote) <= MaxNoteLen {
+			continue // bytes bound characters: fits
+		}
+		if len(had) == 0 {
+			for _, o := range old {
+				had[o] = true
+			}
+		}
+		if had[e] {
+			continue
+		}
+		it := e.it
+		it.Text, it.ResolutionNote = shorten(it.Text, MaxTextLen), shorten(it.ResolutionNote, MaxNoteLen)
+		if it == e.it {
+			continue
+		}
+		if &out[0] == &new[0] {
+			out = slices.Clone(new)
+		}
+		out[i] = newEntry(it)
+	}
+	return out
+}
+
 // cut returns the longest start of s, at most max bytes, that ends
 // between characters.
 func cut(s string, max int) string {
@@ -349,14 +383,14 @@ func cut(s string, max int) string {
 // events returns the messages that turn old into new: the entries of new
 // that are not in old (by identity) are put, the ids of old that are not
 // in new are dropped. Entries a change leaves alone keep their pointer.
-func events(old, new []*entry) ([]message.Message, error) {
+func events(old, new []*entry, budget int) ([]message.Message, error) {
 	// Most changes keep every entry in its place and change a few or add
 	// some at the end: found without a map of all the entries.
 	if put, ok := inPlace(old, new); ok {
 		if len(put) == 0 {
 			return nil, nil
 		}
-		return eventMessages(put, nil), nil
+		return eventMessages(put, nil, budget), nil
 	}
 	had := make(map[*entry]bool, len(old))
 	for _, e := range old {
@@ -382,7 +416,7 @@ func events(old, new []*entry) ([]message.Message, error) {
 	if len(put) == 0 && len(drop) == 0 {
 		return nil, nil
 	}
-	return eventMessages(put, drop), nil
+	return eventMessages(put, drop, budget), nil
 }
 
 // inPlace returns the items of the entries of new that are not those of
@@ -408,8 +442,8 @@ func inPlace(old, new []*entry) ([]Item, bool) {
 }
 
 // eventMessages returns the event messages that put and drop items: one,
-// or several when the items' JSON is over maxEventBytes.
-func eventMessages(put []Item, drop []string) []message.Message {
+// or several when the items' JSON is over budget bytes.
+func eventMessages(put []Item, drop []string, budget int) []message.Message {
 	var msgs []message.Message
 	add := func(ev event, summary []string) {
 		// Without HTML escapes ("<" as "\u003c"), so that the data is
@@ -425,7 +459,7 @@ func eventMessages(put []Item, drop []string) []message.Message {
 	ev, size, summary := event{Drop: drop}, 0, summarize(nil, nil, drop)
 	for _, it := range put {
 		n := len(appendItem(nil, it, ""))
-		if size > 0 && size+n > maxEventBytes {
+		if size > 0 && size+n > budget {
 			add(ev, summary)
 			ev, size, summary = event{}, 0, nil
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -300,4 +302,44 @@ func FuzzFold(f *testing.F) {
 			seen[e.it.ID] = true
 		}
 	})
+}
+
+// A DB with a small message limit gets its changes in smaller messages,
+// and an item over the limits of an item (carried from a session record
+// another tool wrote) is cut to them instead of making every later change
+// fail.
+func TestThreadItemsFitTheDB(t *testing.T) {
+	clk := newClock()
+	db := thread.New(thread.NewMemoryStore(), &thread.Options{Limits: thread.Limits{MessageBytes: 32 << 10}})
+	sessions := NewMemorySessions()
+	l, err := OpenDB(db, &Options{Now: clk.Now, Sessions: sessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open []json.RawMessage
+	for i := range 40 {
+		open = append(open, json.RawMessage(fmt.Sprintf("%q", fmt.Sprintf("item %d %s", i, strings.Repeat("y", 2900)))))
+	}
+	if _, err := l.SessionClose(t.Context(), CloseOptions{SessionID: "s1", OpenThreads: open}); err != nil {
+		t.Fatalf("a change of 40 long items under a 32 KiB message limit: %v", err)
+	}
+	huge := fmt.Sprintf(`{"id":"t-0000beef","text":%q,"status":"open","resolution_note":%q}`, strings.Repeat("z", 200000), strings.Repeat("n", 50000))
+	if err := sessions.CloseSession(t.Context(), Session{ID: "other-tool", Project: DefaultProject, StartedAt: clk.Now(), ClosedAt: clk.Now(),
+		OpenThreads: []json.RawMessage{json.RawMessage(huge)}}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	if _, err := l.SessionStart(t.Context(), StartOptions{}); err != nil {
+		t.Fatalf("session start carrying a 200,000-character item: %v", err)
+	}
+	var got Item
+	for _, it := range listAll(t, dbLog(t, db, clk)) {
+		if it.ID == "t-0000beef" {
+			got = it
+		}
+	}
+	if n := utf8.RuneCountInString(got.Text); n == 0 || n > MaxTextLen+1 || utf8.RuneCountInString(got.ResolutionNote) > MaxNoteLen+1 {
+		t.Errorf("the carried item has %d characters of text, %d of note", n, utf8.RuneCountInString(got.ResolutionNote))
+	}
+	mustCreate(t, l, "Still writable")
 }
