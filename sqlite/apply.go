@@ -820,7 +820,12 @@ func (wc *writeConn) stmts(ctx context.Context, dc any) (*wstmts, error) {
 	if wc.st != nil && wc.dc == dc {
 		return wc.st, nil
 	}
-	// The old connection is closed: its statements went with it.
+	// The old connection was replaced: finalize its statements, so that
+	// it can close for good (SQLite keeps a connection with unfinalized
+	// statements open).
+	if wc.st != nil {
+		wc.st.close()
+	}
 	wc.dc, wc.st = nil, nil
 	pc, ok := dc.(driver.ConnPrepareContext)
 	if !ok {
