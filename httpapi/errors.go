@@ -23,15 +23,6 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, thread.ErrInvalid)...)
 }
 
-// classify is the error table of internal/apierr, shared with the MCP
-// server: the only place errors become statuses and codes.
-func classify(err error, ifMatch bool) (status int, code, msg string) {
-	return apierr.Classify(err, ifMatch)
-}
-
-// statusClientClosed is the status of a request whose client went away.
-const statusClientClosed = apierr.StatusClientClosed
-
 // errorBody is the one shape of every error response.
 type errorBody struct {
 	Error errorJSON `json:"error"`
@@ -65,7 +56,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // reportError classifies err, counts conflicts, logs internal errors and
 // records err for the access log. It returns what the client is told.
 func (s *Server) reportError(r *http.Request, err error) (status int, code, msg string) {
-	status, code, msg = classify(err, r.Header.Get("If-Match") != "")
+	// The error table of internal/apierr, shared with the MCP server: the
+	// only place errors become statuses and codes.
+	status, code, msg = apierr.Classify(err, r.Header.Get("If-Match") != "")
 	if errors.Is(err, thread.ErrConflict) {
 		s.metrics.Conflict()
 	}
@@ -73,7 +66,7 @@ func (s *Server) reportError(r *http.Request, err error) (status int, code, msg 
 	if info != nil {
 		info.err = err
 	}
-	if status >= 500 && code == "internal" {
+	if status >= 500 && code == apierr.Internal {
 		id := ""
 		if info != nil {
 			id = info.id

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/internal/apierr"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -37,7 +38,7 @@ func TestErrorTable(t *testing.T) {
 		{"provider error", fmt.Errorf("run: %w", &agent.ProviderError{Provider: "openai", StatusCode: 500, Type: "server_error", Message: "org-123 broke"}), false, 502, "provider_error"},
 		{"rate limited", fmt.Errorf("run: %w", &agent.ProviderError{Provider: "openai", StatusCode: 429}), false, 429, "rate_limited"},
 		{"deadline", fmt.Errorf("run: %w", context.DeadlineExceeded), false, 504, "timeout"},
-		{"canceled", fmt.Errorf("run: %w", context.Canceled), false, statusClientClosed, "canceled"},
+		{"canceled", fmt.Errorf("run: %w", context.Canceled), false, apierr.StatusClientClosed, "canceled"},
 		{"too large", fmt.Errorf("load: %w", &http.MaxBytesError{Limit: 10}), false, 413, "too_large"},
 		{"bad JSON", errBadJSON("request body: unexpected EOF"), false, 400, "invalid_json"},
 		{"unauthorized", errf(401, "unauthorized", "unknown API key"), false, 401, "unauthorized"},
@@ -125,7 +126,19 @@ func TestHealthzUnavailable(t *testing.T) {
 // TestPanicIsA500 checks that a handler's panic is answered, logged and
 // counted, not a dropped connection.
 func TestPanicIsA500(t *testing.T) {
-	s := newServer(t, Options{})
+	var logs bytes.Buffer
+	s := newServer(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	h := s.Protect(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
-	wantError(t, h, req{method: "GET", path: "/mcp"}, 500, "internal")
+	w := wantError(t, h, req{method: "GET", path: "/mcp"}, 500, "internal")
+	if strings.Contains(w.Body.String(), "boom") {
+		t.Errorf("the panic's value reached the client: %s", w.Body.String())
+	}
+	if !strings.Contains(logs.String(), "boom") || !strings.Contains(logs.String(), w.Header().Get("X-Request-Id")) {
+		t.Errorf("the log lacks the panic or the request id: %s", logs.String())
+	}
+	var metrics strings.Builder
+	s.Metrics().WriteTo(&metrics)
+	if !strings.Contains(metrics.String(), `method="GET",code="500"} 1`) {
+		t.Errorf("the 500 is not counted:\n%s", metrics.String())
+	}
 }

@@ -107,6 +107,9 @@ func TestReviewBodyReadErrorTextIsNotSent(t *testing.T) {
 		r := httptest.NewRequest("POST", path, failingBody{})
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, r)
+		if w.Code != http.StatusBadRequest || errorCode(t, w) != "invalid_json" {
+			t.Errorf("POST %s: %d %s, want 400 invalid_json", path, w.Code, w.Body.String())
+		}
 		if strings.Contains(w.Body.String(), "10.1.2.3") || strings.Contains(w.Body.String(), "i/o timeout") {
 			t.Errorf("POST %s: the read error reached the client: %d %s", path, w.Code, w.Body.String())
 		}

@@ -194,7 +194,15 @@ func (s *Server) endpoint(rt route) http.Handler {
 // with the JSON error shape (404, or 405 with an Allow header) rather than
 // the mux's plain text.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := s.mux.Handler(r); pattern != "" {
+	// observe has matched r against the mux already: its route is the
+	// pattern, "" when none matched.
+	var pattern string
+	if info := infoOf(r.Context()); info != nil {
+		pattern = info.route
+	} else {
+		_, pattern = s.mux.Handler(r)
+	}
+	if pattern != "" {
 		s.mux.ServeHTTP(w, r)
 		return
 	}

@@ -22,9 +22,6 @@ import (
 const (
 	defaultLimit = 50
 	maxLimit     = 1000
-	// maxLabelValue is the longest label value a filter may name (the
-	// default thread.Limits.LabelBytes): no thread has a longer one.
-	maxLabelValue = 256
 )
 
 // printable reports whether s is UTF-8 without control characters, of at
@@ -64,6 +61,19 @@ func (s *Server) thread(r *http.Request) (*thread.Thread, error) {
 	return s.tenantDB(r).Thread(r.Context(), id)
 }
 
+// threadAt is thread, failing with ErrConflict (412) unless the handle is
+// at the version the request's If-Match names (want and cond, from ifMatch).
+func (s *Server) threadAt(r *http.Request, want etagValue, cond bool) (*thread.Thread, error) {
+	th, err := s.thread(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVersion(th, want, cond); err != nil {
+		return nil, err
+	}
+	return th, nil
+}
+
 // write returns the context for a write: it does not end when the client
 // goes away, so that an accepted write finishes.
 func write(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
@@ -89,11 +99,17 @@ func checkVersion(th *thread.Thread, want etagValue, ok bool) error {
 	rec := th.Record()
 	if !want.matches(rec, rec.Version) {
 		if want.version == rec.Version {
-			return fmt.Errorf("thread %s is not the thread of that ETag: it was deleted and created again: %w", th.ID(), thread.ErrConflict)
+			return errRecreated(rec.ID)
 		}
-		return fmt.Errorf("thread %s is at version %d, not %d: %w", th.ID(), rec.Version, want.version, thread.ErrConflict)
+		return fmt.Errorf("thread %s is at version %d, not %d: %w", rec.ID, rec.Version, want.version, thread.ErrConflict)
 	}
 	return nil
+}
+
+// errRecreated is the conflict of an If-Match whose ETag names an earlier
+// thread of the same id.
+func errRecreated(id string) error {
+	return fmt.Errorf("thread %s is not the thread of that ETag: it was deleted and created again: %w", id, thread.ErrConflict)
 }
 
 // intParam reads a non-negative integer query parameter, def when absent.
@@ -126,6 +142,8 @@ func limitParam(q url.Values) (int, error) {
 func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	opts := thread.ListOptions{}
+	// No thread has a label value longer than the DB's limit.
+	maxLabelValue := s.db.Limits().LabelBytes
 	for _, l := range q["label"] {
 		k, v, ok := strings.Cut(l, ":")
 		if !ok || !ids.Valid(k) || !printable(v, maxLabelValue) {
@@ -254,21 +272,27 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	th, err := s.thread(r)
-	if err != nil {
-		return err
+	if !cond {
+		// DB.Delete reads the record itself (and hides other tenants'
+		// threads): no handle to read first.
+		id, err := threadID(r)
+		if err != nil {
+			return err
+		}
+		s.metrics.StoreOp("delete")
+		if err := s.tenantDB(r).Delete(write(r), id); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
-	if err := checkVersion(th, want, cond); err != nil {
+	th, err := s.threadAt(r, want, cond)
+	if err != nil {
 		return err
 	}
 	s.metrics.StoreOp("delete")
-	if cond {
-		// Conditional on the version: the handle's delete is a CAS.
-		err = th.Delete(write(r))
-	} else {
-		err = s.tenantDB(r).Delete(write(r), th.ID())
-	}
-	if err != nil {
+	// Conditional on the version: the handle's delete is a CAS.
+	if err := th.Delete(write(r)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -340,7 +364,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("thread %s has no version %d: %w", th.ID(), want.version, thread.ErrConflict)
 		}
 		if want.created != 0 && want.created != th.Record().CreatedAt.UnixMicro() {
-			return fmt.Errorf("thread %s is not the thread of that ETag: it was deleted and created again: %w", th.ID(), thread.ErrConflict)
+			return errRecreated(th.ID())
 		}
 		opts.IfVersion = want.version
 	}
@@ -349,9 +373,9 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	v := th.Version()
-	w.Header().Set("ETag", etag(th.Record(), v))
-	writeJSON(w, http.StatusCreated, commitResponse{Version: v, Commit: c.ID, Messages: orEmpty(c.Messages)})
+	rec := th.Record()
+	w.Header().Set("ETag", etag(rec, rec.Version))
+	writeJSON(w, http.StatusCreated, commitResponse{Version: rec.Version, Commit: c.ID, Messages: orEmpty(c.Messages)})
 	return nil
 }
 
@@ -571,13 +595,10 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	th, err := s.thread(r)
-	if err != nil {
-		return err
-	}
 	// The checkpoint names the head of the handle's version: with
 	// If-Match, the version the client saw.
-	if err := checkVersion(th, want, cond); err != nil {
+	th, err := s.threadAt(r, want, cond)
+	if err != nil {
 		return err
 	}
 	s.metrics.StoreOp("checkpoint")
@@ -617,11 +638,8 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) error {
 	if (req.Checkpoint == "") == (req.Version == 0) || req.Version < 0 {
 		return invalidf("rollback: either checkpoint (a name) or version (at least 1)")
 	}
-	th, err := s.thread(r)
+	th, err := s.threadAt(r, want, cond)
 	if err != nil {
-		return err
-	}
-	if err := checkVersion(th, want, cond); err != nil {
 		return err
 	}
 	ctx := write(r)
@@ -649,11 +667,8 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req, true); err != nil {
 		return err
 	}
-	th, err := s.thread(r)
+	th, err := s.threadAt(r, want, cond)
 	if err != nil {
-		return err
-	}
-	if err := checkVersion(th, want, cond); err != nil {
 		return err
 	}
 	s.metrics.StoreOp("reset")

@@ -26,7 +26,7 @@ func TestReviewToolErrorCodesMatchTheHTTPTable(t *testing.T) {
 		"approval":  fmt.Errorf("run on th: %w", agent.ErrApprovalRequired),
 		"ratelimit": fmt.Errorf("chat: %w", &agent.ProviderError{Provider: "openai", StatusCode: 429, Type: "rate_limit_error"}),
 	}
-	// The codes httpapi's classify gives these errors.
+	// The codes the HTTP API gives these errors (apierr.Classify).
 	httpCode := map[string]string{
 		"deadline":  "timeout",
 		"busy":      "busy",
