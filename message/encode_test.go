@@ -433,8 +433,12 @@ func TestCanonicalUnknownWritesRaw(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if raw := c.(Unknown).Raw; !canonicalUnknown(raw) {
+		raw := c.(Unknown).Raw
+		if !canonicalUnknown(raw) {
 			t.Errorf("canonicalUnknown(%s) = false, want true", raw)
+		}
+		if out, err := MarshalContent(c); err != nil || !bytes.Equal(out, raw) {
+			t.Errorf("MarshalContent(%s) = %s, %v; want the raw JSON as it is", raw, out, err)
 		}
 	}
 }

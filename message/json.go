@@ -91,7 +91,8 @@ func (m *Message) unmarshalJSONStd(b []byte) error {
 // MarshalContent writes c as a JSON object whose "type" member names its
 // variant. Unknown contents are written as the raw JSON they were read from.
 func MarshalContent(c Content) ([]byte, error) {
-	b, err := appendContent(make([]byte, 0, contentSize(c)+contentSize(c)/8+64), c)
+	n := contentSize(c)
+	b, err := appendContent(make([]byte, 0, n+n/8+64), c)
 	if err != nil {
 		return nil, err
 	}

@@ -167,6 +167,12 @@ func latestVersion() int { return migrations[len(migrations)-1].version }
 // migrate brings the database's schema to the latest version, or refuses a
 // database whose schema is newer than this package knows.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return withSchemaLock(ctx, pool, func(tx pgx.Tx) error { return migrateTx(ctx, tx) })
+}
+
+// withSchemaLock runs f in a transaction that holds the schema lock, and
+// commits it if f succeeds.
+func withSchemaLock(ctx context.Context, pool *pgxpool.Pool, f func(tx pgx.Tx) error) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -175,6 +181,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(schemaLock)); err != nil {
 		return fmt.Errorf("schema lock: %w", err)
 	}
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// migrateTx is migrate's work, in a transaction that holds the schema lock.
+func migrateTx(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS loom_schema (
 		version    integer PRIMARY KEY,
 		applied_at timestamptz NOT NULL DEFAULT now()
@@ -200,7 +214,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("record schema version %d: %w", m.version, err)
 		}
 	}
-	return tx.Commit(ctx)
+	return nil
 }
 
 // ErrNewerSchema is returned (wrapped, and wrapping thread.ErrUnsupported)

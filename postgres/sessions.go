@@ -73,18 +73,10 @@ func OpenSessions(ctx context.Context, dsn string) (*Sessions, error) {
 // createSessions creates the table under the schema lock, so that
 // processes opening one database at once do not race to create it.
 func createSessions(ctx context.Context, pool *pgxpool.Pool) error {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
+	return withSchemaLock(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, sessionsSchema, pgx.QueryExecModeSimpleProtocol)
 		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(schemaLock)); err != nil {
-		return fmt.Errorf("schema lock: %w", err)
-	}
-	if _, err := tx.Exec(ctx, sessionsSchema, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	})
 }
 
 // Close closes the connection pool.

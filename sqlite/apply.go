@@ -701,11 +701,17 @@ func (s *stmts) prepare(ctx context.Context, r *sql.DB) error {
 }
 
 func (s *stmts) close() error {
+	err := closeAll(s.all)
+	s.all = nil
+	return err
+}
+
+// closeAll closes every statement of all.
+func closeAll[S io.Closer](all []S) error {
 	var errs []error
-	for _, st := range s.all {
+	for _, st := range all {
 		errs = append(errs, st.Close())
 	}
-	s.all = nil
 	return errors.Join(errs...)
 }
 
@@ -797,12 +803,9 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 }
 
 func (s *wstmts) close() error {
-	var errs []error
-	for _, st := range s.all {
-		errs = append(errs, st.Close())
-	}
+	err := closeAll(s.all)
 	s.all = nil
-	return errors.Join(errs...)
+	return err
 }
 
 // writeConn runs the write transactions on the write pool's one

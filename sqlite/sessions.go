@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/loomthreads/loom/thread"
@@ -73,17 +72,9 @@ var _ worklog.SessionStore = (*Sessions)(nil)
 // they do not exist. path may also be a sqlite:// URL with the options of
 // Open (cache_bytes is ignored).
 func OpenSessions(ctx context.Context, path string) (*Sessions, error) {
-	var opts *Options
-	if strings.HasPrefix(path, "sqlite:") {
-		u, err := url.Parse(path)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: url: %v: %w", err, worklog.ErrInvalid)
-		}
-		p, uo, err := parseURL(u)
-		if err != nil {
-			return nil, asInvalid(err)
-		}
-		path, opts = p, uo
+	path, opts, err := splitPath(path, nil)
+	if err != nil {
+		return nil, asInvalid(err)
 	}
 	return openSessions(ctx, path, opts)
 }
@@ -91,18 +82,17 @@ func OpenSessions(ctx context.Context, path string) (*Sessions, error) {
 func openSessions(ctx context.Context, path string, opts *Options) (*Sessions, error) {
 	// The thread store's setup makes a new file a loom database (so that
 	// Open accepts it later) and refuses a file of something else; its
-	// write and read pools are what this store needs too.
+	// write and read pools are what this store needs too, without the
+	// thread statements or the commit cache.
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, asInvalid(err)
 	}
 	o.CacheBytes = -1
-	st, err := open(ctx, path, &o, migrations)
+	st, err := openDB(ctx, path, &o, migrations)
 	if err != nil {
 		return nil, asInvalid(err)
 	}
-	st.st.close() // the thread statements are not used here
-	st.st = stmts{}
 	s := &Sessions{path: st.path, w: st.w, r: st.r}
 	if err := s.createTable(ctx); err != nil {
 		s.Close()

@@ -46,6 +46,10 @@ func TestSessionsOpenURL(t *testing.T) {
 	if err := s.CloseSession(t.Context(), worklog.Session{ID: "s1", Project: "p", StartedAt: at, ClosedAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
+	got, err := s.ClosedSessions(t.Context(), worklog.ClosedOptions{Project: "p"})
+	if err != nil || len(got) != 1 || got[0].ID != "s1" || !got[0].StartedAt.Equal(at) || !got[0].ClosedAt.Equal(at.Add(time.Hour)) {
+		t.Errorf("ClosedSessions after a close: %+v, %v", got, err)
+	}
 	if _, err := worklog.OpenSessions(t.Context(), "sqlite://"); !errors.Is(err, worklog.ErrInvalid) {
 		t.Errorf("OpenSessions(sqlite://) = %v, want ErrInvalid", err)
 	}

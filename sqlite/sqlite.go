@@ -102,21 +102,46 @@ var _ thread.Store = (*Store)(nil)
 // defaults. A database written by a newer version of this package is
 // refused with ErrNewerSchema.
 func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
-	if strings.HasPrefix(path, "sqlite:") {
-		u, err := url.Parse(path)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: url: %v: %w", err, thread.ErrInvalid)
-		}
-		p, uo, err := parseURLOver(u, opts)
-		if err != nil {
-			return nil, err
-		}
-		path, opts = p, uo
+	path, opts, err := splitPath(path, opts)
+	if err != nil {
+		return nil, err
 	}
 	return open(ctx, path, opts, migrations)
 }
 
+// splitPath returns the file path and options of path, which may be a
+// sqlite:// URL whose query options override opts.
+func splitPath(path string, opts *Options) (string, *Options, error) {
+	if !strings.HasPrefix(path, "sqlite:") {
+		return path, opts, nil
+	}
+	u, err := url.Parse(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("sqlite: url: %v: %w", err, thread.ErrInvalid)
+	}
+	return parseURLOver(u, opts)
+}
+
+// open opens the database with openDB and prepares the store's statements.
 func open(ctx context.Context, path string, opts *Options, migs []migration) (*Store, error) {
+	s, err := openDB(ctx, path, opts, migs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.st.prepare(ctx, s.r); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
+	if err := s.wc.prepare(ctx, s.w); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// openDB opens the database's write and read pools and brings its schema up
+// to date, without preparing any statement.
+func openDB(ctx context.Context, path string, opts *Options, migs []migration) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -177,14 +202,6 @@ func open(ctx context.Context, path string, opts *Options, migs []migration) (*S
 	// may read again inside the loop, and a cap could deadlock that.
 	r.SetMaxIdleConns(8)
 	s.r = r
-	if err := s.st.prepare(ctx, r); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
-	}
-	if err := s.wc.prepare(ctx, w); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
-	}
 	return s, nil
 }
 

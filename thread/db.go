@@ -226,13 +226,7 @@ func (db *DB) handle(r *Record, head *Commit) *Thread {
 // not nil. Messages without an id or time get them here.
 func (db *DB) newCommit(parent *Commit, parentState map[string]json.RawMessage, msgs []message.Message,
 	patch map[string]json.RawMessage, op Op, meta map[string]string, now time.Time) (*Commit, error) {
-	if err := db.checkMessages(msgs); err != nil {
-		return nil, err
-	}
-	if err := checkOp(op); err != nil {
-		return nil, err
-	}
-	if err := checkMeta(meta); err != nil {
+	if err := db.checkParts(msgs, op, meta); err != nil {
 		return nil, err
 	}
 	c := &Commit{ID: ids.NewAt("c_", now), Op: op, Time: now, Metadata: cloneLabels(meta)}

@@ -66,6 +66,7 @@ func TestCheckCommit(t *testing.T) {
 		"repeated id":            {Messages: []message.Message{dup1, dup2}},
 		"empty metadata key":     {Metadata: map[string]string{"": "x"}},
 		"state not JSON":         {State: map[string]json.RawMessage{"k": json.RawMessage("{")}},
+		"bad op":                 {Messages: []message.Message{message.User("ok")}, Op: "Not An Op"},
 	} {
 		if err := db.CheckCommit(opts); !errors.Is(err, thread.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)

@@ -180,6 +180,18 @@ func checkMeta(meta map[string]string) error {
 	return nil
 }
 
+// checkParts checks a new commit's messages, op and metadata, in the order
+// that decides which error a commit with several faults gets.
+func (db *DB) checkParts(msgs []message.Message, op Op, meta map[string]string) error {
+	if err := db.checkMessages(msgs); err != nil {
+		return err
+	}
+	if err := checkOp(op); err != nil {
+		return err
+	}
+	return checkMeta(meta)
+}
+
 // Limits returns the limits the DB enforces, with defaults filled in.
 func (db *DB) Limits() Limits { return db.limits }
 
@@ -189,16 +201,12 @@ func (db *DB) Limits() Limits { return db.limits }
 // call a model) checks first. It cannot know of conflicts, nor of the total
 // size of the state the patch is applied to.
 func (db *DB) CheckCommit(opts CommitOptions) error {
-	if err := db.checkMessages(opts.Messages); err != nil {
-		return err
+	op := opts.Op
+	if op == "" {
+		op = OpAppend // Commit's default, which checkOp accepts
 	}
-	if err := checkMeta(opts.Metadata); err != nil {
+	if err := db.checkParts(opts.Messages, op, opts.Metadata); err != nil {
 		return err
-	}
-	if opts.Op != "" {
-		if err := checkOp(opts.Op); err != nil {
-			return err
-		}
 	}
 	if opts.State != nil {
 		if _, err := db.applyPatch(nil, opts.State); err != nil {
