@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -568,12 +567,9 @@ func callTool(ctx context.Context, t Tool, c message.FunctionCall) (res message.
 	return message.FunctionResult{CallID: c.CallID, Result: validText(out)}
 }
 
-func validText(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
-}
+// validText replaces what is not UTF-8 in s; valid text comes back as it
+// is, without a copy.
+func validText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 func callThreadCreated(ctx context.Context, h ThreadCreatedHook, info ThreadInfo, state json.RawMessage) (st json.RawMessage, err error) {
 	defer func() {

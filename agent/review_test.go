@@ -100,7 +100,12 @@ func TestToolResultNotUTF8DoesNotFailTheRun(t *testing.T) {
 	if res.Text() != "done" {
 		t.Fatalf("text %q", res.Text())
 	}
-	checkPaired(t, messages(t, th))
+	msgs := messages(t, th)
+	checkPaired(t, msgs)
+	// The bytes that are not UTF-8 become U+FFFD; the rest is kept.
+	if tr := transcript(msgs); !strings.Contains(tr, "[result b1 \uFFFD\x00binary]") {
+		t.Fatalf("the tool's output was not kept as valid text:\n%q", tr)
+	}
 }
 
 // The same for a result over the thread's message limit: the model should
@@ -121,7 +126,25 @@ func TestToolResultOverMessageLimitDoesNotFailTheRun(t *testing.T) {
 	if res.Text() != "done" {
 		t.Fatalf("text %q", res.Text())
 	}
-	checkPaired(t, messages(t, th))
+	msgs := messages(t, th)
+	checkPaired(t, msgs)
+	if tr := transcript(msgs); !strings.Contains(tr, "[error g1]") {
+		t.Fatalf("the oversized result is not an error for the model:\n%s", tr)
+	}
+	// The model is told why, in the request after the tool round.
+	reqs := client.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	told := false
+	for _, m := range reqs[1].Messages {
+		for _, r := range m.Results() {
+			told = told || (r.CallID == "g1" && r.IsError && strings.Contains(r.Result, "over the thread's limit"))
+		}
+	}
+	if !told {
+		t.Fatalf("the model was not told the result was too large:\n%s", transcript(reqs[1].Messages))
+	}
 }
 
 // A run that is cancelled while its tools run, and whose response also has a

@@ -520,10 +520,12 @@ func (s *chatStream) addCall(tc sdk.ChatCompletionChunkChoiceDeltaToolCall) *age
 	call := &s.calls[slot]
 	delta := &agent.CallDelta{Index: slot, Arguments: utf8Valid(tc.Function.Arguments)}
 	if call.CallID == "" && tc.ID != "" {
-		call.CallID, delta.CallID = utf8Valid(tc.ID), utf8Valid(tc.ID)
+		call.CallID = utf8Valid(tc.ID)
+		delta.CallID = call.CallID
 	}
 	if call.Name == "" && tc.Function.Name != "" {
-		call.Name, delta.Name = utf8Valid(tc.Function.Name), utf8Valid(tc.Function.Name)
+		call.Name = utf8Valid(tc.Function.Name)
+		delta.Name = call.Name
 	}
 	call.Arguments += delta.Arguments
 	return delta
