@@ -30,11 +30,12 @@ func benchLog(b *testing.B, n int, noSync bool) (*Log, []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	unlock, _, err := l.file.f.lock(b.Context())
+	f := l.items.(*fileItems).f
+	unlock, _, err := f.lock(b.Context())
 	if err != nil {
 		b.Fatal(err)
 	}
-	err = l.file.f.write(func(w *bufio.Writer) error { return writeThreads(w, entries, false) })
+	err = f.write(func(w *bufio.Writer) error { return writeThreads(w, entries, false) })
 	unlock()
 	if err != nil {
 		b.Fatal(err)
@@ -88,9 +89,7 @@ func BenchmarkTools(b *testing.B) {
 		l, _ := benchLog(b, benchItems, true)
 		var ls latencies
 		for b.Loop() {
-			l.mu.Lock()
-			l.file.snap = nil
-			l.mu.Unlock()
+			l.items.(*fileItems).cache(nil)
 			ls.time(func() {
 				if _, err := l.List(ctx, ListOptions{}); err != nil {
 					b.Fatal(err)

@@ -601,13 +601,6 @@ var (
 	newline    = []byte("\n")
 )
 
-// encodeThreads returns what writeThreads writes.
-func encodeThreads(entries []*entry, nl bool) []byte {
-	var b bytes.Buffer
-	writeThreads(&b, entries, nl)
-	return b.Bytes()
-}
-
 // written returns the snapshot of the file, version ver, that
 // writeThreads(entries, nl) wrote. Entries whose item is what the file
 // now says are kept; the others are made again with the written JSON as

@@ -63,7 +63,7 @@ func TestFixtureRoundTrip(t *testing.T) {
 	dir := copyFixture(t, "threads.json")
 	l := openLog(t, dir, newClock(), nil)
 	listAll(t, l)
-	if got := readFile(t, l.file.f.path); string(got) != string(data) {
+	if got := readFile(t, l.localFile().f.path); string(got) != string(data) {
 		t.Errorf("reading the file changed it")
 	}
 }
@@ -79,12 +79,12 @@ func TestFixtureResolve(t *testing.T) {
 		}
 	}
 	want := readFile(t, filepath.Join("testdata", "threads.resolved.json"))
-	if got := readFile(t, l.file.f.path); string(got) != string(want) {
+	if got := readFile(t, l.localFile().f.path); string(got) != string(want) {
 		t.Errorf("after resolving:\n%s\nwant what the seed writes:\n%s", got, want)
 	}
 	// A new item goes at the end, in the seed's form, and the rest stays.
 	it := mustCreate(t, l, "A new item")
-	got := string(readFile(t, l.file.f.path))
+	got := string(readFile(t, l.localFile().f.path))
 	tail := "  {\n    \"id\": \"" + it.ID + "\",\n    \"text\": \"A new item\",\n    \"status\": \"open\",\n    \"created_at\": \"2026-03-01T12:00:00.000Z\"\n  }\n]"
 	if !strings.HasPrefix(got, string(want[:len(want)-2])+",\n") || !strings.HasSuffix(got, tail) {
 		t.Errorf("after create:\n%s", got)
@@ -116,7 +116,7 @@ func TestFileReindentsOtherLayouts(t *testing.T) {
 	writeFile(t, dir, `[{"id":"t-00000001","text":"Compact","status":"open","created_at":"2026-02-01T00:00:00.000Z","extra":{"a":[1,2]}}]`)
 	l := openLog(t, dir, newClock(), nil)
 	mustCreate(t, l, "Second")
-	got := string(readFile(t, l.file.f.path))
+	got := string(readFile(t, l.localFile().f.path))
 	want := "[\n  {\n    \"id\": \"t-00000001\",\n    \"text\": \"Compact\",\n    \"status\": \"open\",\n    \"created_at\": \"2026-02-01T00:00:00.000Z\",\n" +
 		"    \"extra\": {\n      \"a\": [\n        1,\n        2\n      ]\n    }\n  },\n"
 	if !strings.HasPrefix(got, want) {
@@ -139,7 +139,7 @@ func TestLegacyFileWrittenOnce(t *testing.T) {
 	if d := diffItems(first, listAll(t, b)); d != "" {
 		t.Errorf("ids changed between readers (-first +second):\n%s", d)
 	}
-	if got := string(readFile(t, a.file.f.path)); strings.Contains(got, `"Plain string item",`+"\n  \"") || !strings.Contains(got, `"text": "Noted"`) || strings.Contains(got, "null") {
+	if got := string(readFile(t, a.localFile().f.path)); strings.Contains(got, `"Plain string item",`+"\n  \"") || !strings.Contains(got, `"text": "Noted"`) || strings.Contains(got, "null") {
 		t.Errorf("file after the first read:\n%s", got)
 	}
 }
@@ -183,33 +183,33 @@ func TestWriteFailureChangesNothing(t *testing.T) {
 	clk := newClock()
 	l := newLog(t, clk)
 	mustCreate(t, l, "Before")
-	before := readFile(t, l.file.f.path)
+	before := readFile(t, l.localFile().f.path)
 	for _, step := range []string{"sync", "rename", "dir sync"} {
 		t.Run(step, func(t *testing.T) {
-			l.file.f.hooks.sync = func(name string) error {
-				isDir := filepath.Clean(name) == filepath.Dir(l.file.f.path)
+			l.localFile().f.hooks.sync = func(name string) error {
+				isDir := filepath.Clean(name) == filepath.Dir(l.localFile().f.path)
 				if step == "sync" && !isDir || step == "dir sync" && isDir {
 					return errors.New("disk on fire")
 				}
 				return nil
 			}
-			l.file.f.hooks.rename = func(from, to string) error {
+			l.localFile().f.hooks.rename = func(from, to string) error {
 				if step == "rename" {
 					return errors.New("disk on fire")
 				}
 				return os.Rename(from, to)
 			}
-			t.Cleanup(func() { l.file.f.hooks.sync, l.file.f.hooks.rename = nil, nil })
+			t.Cleanup(func() { l.localFile().f.hooks.sync, l.localFile().f.hooks.rename = nil, nil })
 			_, err := l.Create(t.Context(), CreateOptions{Text: "During " + step})
 			if err == nil {
 				t.Fatal("the write did not fail")
 			}
 			if step != "dir sync" {
-				if got := readFile(t, l.file.f.path); string(got) != string(before) {
+				if got := readFile(t, l.localFile().f.path); string(got) != string(before) {
 					t.Errorf("the file changed")
 				}
 			}
-			tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(l.file.f.path), ".threads.json.tmp-*"))
+			tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(l.localFile().f.path), ".threads.json.tmp-*"))
 			if len(tmps) != 0 {
 				t.Errorf("temporary files left: %v", tmps)
 			}
@@ -248,7 +248,7 @@ func TestLockTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock, _, err := holder.file.f.lock(t.Context())
+	unlock, _, err := holder.localFile().f.lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,13 +320,13 @@ func TestDuplicateIDsInFile(t *testing.T) {
 	if _, err := l.Resolve(t.Context(), ResolveOptions{TextMatch: "as a note"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(string(readFile(t, l.file.f.path)), `"status": "resolved"`); got != 3 {
+	if got := strings.Count(string(readFile(t, l.localFile().f.path)), `"status": "resolved"`); got != 3 {
 		t.Errorf("%d resolved copies in the file, want all 3", got)
 	}
 	if _, err := l.SessionStart(t.Context(), StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := string(readFile(t, l.file.f.path)); strings.Contains(got, "as a note") {
+	if got := string(readFile(t, l.localFile().f.path)); strings.Contains(got, "as a note") {
 		t.Errorf("session_start kept the later copy:\n%s", got)
 	}
 }

@@ -1,6 +1,7 @@
 package worklog
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -123,8 +124,8 @@ func diffItems(want, got any) string {
 // something did not change it: the file's bytes, or the thread's head.
 func contentOf(tb testing.TB, l *Log) string {
 	tb.Helper()
-	if l.file != nil {
-		return string(readFile(tb, l.file.f.path))
+	if f, ok := l.items.(*fileItems); ok {
+		return string(readFile(tb, f.f.path))
 	}
 	t := l.items.(*threadItems)
 	th, err := t.db.Thread(tb.Context(), t.id)
@@ -152,4 +153,18 @@ func writeFile(tb testing.TB, dir, content string) {
 	if err := os.WriteFile(filepath.Join(dir, ThreadsFile), []byte(content), 0o644); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// localFile returns the store of a Log's items in the local file, nil if
+// they are in a thread.
+func (l *Log) localFile() *fileItems {
+	f, _ := l.items.(*fileItems)
+	return f
+}
+
+// encodeThreads returns what writeThreads writes.
+func encodeThreads(entries []*entry, nl bool) []byte {
+	var b bytes.Buffer
+	writeThreads(&b, entries, nl)
+	return b.Bytes()
 }

@@ -172,25 +172,27 @@ func itemID(s string) bool {
 	return true
 }
 
-// validSessionID reports whether s can name a session: 1 to 128 ASCII
-// letters, digits, '.', '_', ':' or '-' (a UUID, say).
-func validSessionID(s string) bool { return validSessionIDLen(s, maxSessionID) }
+// checkSessionID returns an ErrInvalid error unless s can name a
+// session: 1 to 128 ASCII letters, digits, '.', '_', ':' or '-' (a UUID,
+// say).
+func checkSessionID(s string) error { return checkSessionIDLen(s, maxSessionID) }
+
+// checkSessionIDLen is checkSessionID with max bytes instead of 128 (a
+// store's limit, see checkSession); the message names a Log's limit.
+func checkSessionIDLen(s string, max int) error {
+	ok := s != "" && len(s) <= max
+	for i := 0; ok && i < len(s); i++ {
+		c := s[i]
+		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-'
+	}
+	if !ok {
+		return fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(s, 140), ErrInvalid)
+	}
+	return nil
+}
 
 // maxSessionID is the longest session id.
 const maxSessionID = 128
-
-func validSessionIDLen(s string, max int) bool {
-	if s == "" || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
 
 // newSessionID returns a random (version 4) UUID.
 func newSessionID() string {

@@ -24,14 +24,12 @@ type itemStore interface {
 
 // fileItems keeps the items in the seed's file, dir/threads.json.
 type fileItems struct {
-	f   *lockedFile
-	now func() time.Time // the Log's clock
+	f     *lockedFile
+	clock func() time.Time // the Log's clock (Log.clock)
 
 	mu   sync.Mutex
 	snap *snapshot // the file as last read or written
 }
-
-func (l *fileItems) clock() time.Time { return l.now().UTC().Truncate(time.Millisecond) }
 
 // bufs are buffers to read the file into; the snapshots keep no
 // reference to them.

@@ -1,7 +1,6 @@
 package worklog
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/loomthreads/loom/message"
@@ -62,13 +60,7 @@ func OpenDB(db *thread.DB, opts *Options) (*Log, error) {
 	if o.Sessions == nil {
 		return nil, fmt.Errorf("worklog: OpenDB needs a SessionStore (Options.Sessions): %w", ErrInvalid)
 	}
-	l := &Log{project: o.Project, sessions: o.Sessions, now: o.Now}
-	if l.now == nil {
-		l.now = time.Now
-	}
-	if _, local := l.sessions.(*FileSessions); !local {
-		l.remote = true
-	}
+	l := logOf(o)
 	l.items = &threadItems{db: db, id: ThreadID(db.Tenant(), o.Project), project: o.Project}
 	return l, nil
 }
@@ -442,32 +434,57 @@ func inPlace(old, new []*entry) ([]Item, bool) {
 }
 
 // eventMessages returns the event messages that put and drop items: one,
-// or several when the items' JSON is over budget bytes.
+// or several when the items' JSON is over budget bytes. Each item is
+// encoded once, to measure it and to write it, as the JSON of an event
+// (put, then drop) without HTML escapes, so that the data is as long as
+// the items measured.
 func eventMessages(put []Item, drop []string, budget int) []message.Message {
-	var msgs []message.Message
-	add := func(ev event, summary []string) {
-		// Without HTML escapes ("<" as "\u003c"), so that the data is
-		// as long as the items measured.
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.Encode(ev)
-		b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-		msgs = append(msgs, message.New(EventRole, message.Text{Text: strings.Join(summary, "\n")},
-			message.Data{MediaType: EventMediaType, Data: b}))
-	}
-	ev, size, summary := event{Drop: drop}, 0, summarize(nil, nil, drop)
-	for _, it := range put {
-		n := len(appendItem(nil, it, ""))
-		if size > 0 && size+n > budget {
-			add(ev, summary)
-			ev, size, summary = event{}, 0, nil
+	var (
+		msgs    []message.Message
+		data    []byte // the event being written, nil before its first item
+		size    int    // the bytes of its items
+		summary = summarize(nil, nil, drop)
+	)
+	add := func() {
+		if data == nil {
+			data = append(data, '{')
+		} else {
+			data = append(data, ']')
 		}
-		ev.Put = append(ev.Put, it)
-		size += n
+		if len(drop) > 0 { // in the first event
+			if len(data) > 1 {
+				data = append(data, ',')
+			}
+			data = append(data, `"drop":[`...)
+			for i, id := range drop {
+				if i > 0 {
+					data = append(data, ',')
+				}
+				data = appendString(data, id)
+			}
+			data = append(data, ']')
+			drop = nil
+		}
+		data = append(data, '}')
+		msgs = append(msgs, message.New(EventRole, message.Text{Text: strings.Join(summary, "\n")},
+			message.Data{MediaType: EventMediaType, Data: data}))
+		data, size, summary = nil, 0, nil
+	}
+	for _, it := range put {
+		item := appendItem(nil, it, "")
+		if size > 0 && size+len(item) > budget {
+			add()
+		}
+		if data == nil {
+			data = append(data, `{"put":[`...)
+		} else {
+			data = append(data, ',')
+		}
+		data = append(data, item...)
+		size += len(item)
 		summary = summarize(summary, &it, nil)
 	}
-	add(ev, summary)
+	add()
 	return msgs
 }
 
@@ -485,10 +502,7 @@ func summarize(lines []string, it *Item, drop []string) []string {
 		lines = append(lines, "- "+id)
 	}
 	if it != nil {
-		text := it.Text
-		if r := []rune(text); len(r) > 120 {
-			text = string(r[:120]) + "…"
-		}
+		text := shorten(it.Text, 120)
 		if it.Open() {
 			lines = append(lines, "+ "+it.ID+" "+text)
 		} else {

@@ -1,11 +1,13 @@
 package worklog
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -166,6 +168,78 @@ func TestThreadItemsLargeChangeSplits(t *testing.T) {
 	}
 	if got := listAll(t, dbLog(t, db, clk)); len(got) != 200 {
 		t.Errorf("%d items read back, want 200", len(got))
+	}
+}
+
+// TestEventMessagesEncoding checks that an event's data is the JSON of
+// the event as encoding/json writes it without HTML escapes (put, then
+// drop), each message within the budget unless one item is over it, the
+// drops in the first message only, and the items put in order.
+func TestEventMessagesEncoding(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var items []Item
+	for i := range 7 {
+		items = append(items, Item{ID: fmt.Sprintf("t-%08x", i), Text: fmt.Sprintf("item %d <&> \u2028 \"q\" %s", i, strings.Repeat("é", 40*i)),
+			Status: StatusOpen, CreatedAt: at, SourceSession: "s1"})
+	}
+	items[3].Status, items[3].ResolvedAt, items[3].ResolutionNote = StatusResolved, at, "done"
+	for _, c := range []struct {
+		name   string
+		put    []Item
+		drop   []string
+		budget int
+	}{
+		{"put", items, nil, 1 << 20},
+		{"drop", nil, []string{"t-00000001", "t-00000002"}, 1 << 20},
+		{"both", items[:2], []string{"t-0000000a"}, 1 << 20},
+		{"split", items, []string{"t-0000000a"}, 400},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			msgs := eventMessages(c.put, c.drop, c.budget)
+			var put []Item
+			for i, m := range msgs {
+				var d message.Data
+				for _, part := range m.Contents {
+					if x, ok := part.(message.Data); ok {
+						d = x
+					}
+				}
+				if m.Role != EventRole || d.MediaType != EventMediaType {
+					t.Fatalf("message %d: role %q, data %q", i, m.Role, d.MediaType)
+				}
+				var ev event
+				if err := json.Unmarshal(d.Data, &ev); err != nil {
+					t.Fatalf("message %d: %v: %s", i, err, d.Data)
+				}
+				var want bytes.Buffer
+				enc := json.NewEncoder(&want)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(ev); err != nil {
+					t.Fatal(err)
+				}
+				if got := string(d.Data); got != strings.TrimSuffix(want.String(), "\n") {
+					t.Errorf("message %d data\n%s\nwant\n%s", i, got, want.String())
+				}
+				if i == 0 && !slices.Equal(ev.Drop, c.drop) || i > 0 && ev.Drop != nil {
+					t.Errorf("message %d drops %v, want %v in the first message only", i, ev.Drop, c.drop)
+				}
+				if size := len(d.Data); len(ev.Put) > 1 && size > c.budget+200 {
+					t.Errorf("message %d: %d bytes of data for a budget of %d", i, size, c.budget)
+				}
+				put = append(put, ev.Put...)
+			}
+			if c.name == "split" && len(msgs) < 2 {
+				t.Errorf("%d messages, want the change split", len(msgs))
+			}
+			if len(put) != len(c.put) {
+				t.Fatalf("%d items put, want %d", len(put), len(c.put))
+			}
+			for i := range put {
+				if !put[i].equal(c.put[i]) {
+					t.Errorf("item %d put = %+v, want %+v", i, put[i], c.put[i])
+				}
+			}
+		})
 	}
 }
 

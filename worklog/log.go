@@ -75,8 +75,6 @@ type Log struct {
 	remote bool
 	now    func() time.Time
 	items  itemStore
-	// file is items when they are in the local file, else nil.
-	file *fileItems
 	// shared is set on the Logs of a server (see Logs): many callers
 	// share them, so there is no current session to fall back on.
 	shared bool
@@ -94,22 +92,17 @@ func Open(dir string, opts *Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, project: o.Project, sessions: o.Sessions, now: o.Now}
-	if l.now == nil {
-		l.now = time.Now
+	if o.Sessions == nil {
+		o.Sessions = NewFileSessions(dir, &o)
 	}
-	l.file = &fileItems{f: newLockedFile(dir, ThreadsFile, &o), now: l.now}
-	l.items = l.file
-	if l.sessions == nil {
-		l.sessions = NewFileSessions(dir, &o)
-	} else if _, local := l.sessions.(*FileSessions); !local {
-		l.remote = true
-	}
+	l := logOf(o)
+	l.dir = dir
+	l.items = &fileItems{f: newLockedFile(dir, ThreadsFile, &o), clock: l.clock}
 	return l, nil
 }
 
 // withDefaults returns a copy of the options (nil: the defaults) with
-// the default project filled in, checked.
+// the default project and clock filled in, checked.
 func (opts *Options) withDefaults() (Options, error) {
 	var o Options
 	if opts != nil {
@@ -118,7 +111,18 @@ func (opts *Options) withDefaults() (Options, error) {
 	if o.Project == "" {
 		o.Project = DefaultProject
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return o, checkProject(o.Project)
+}
+
+// logOf returns the Log of options o (withDefaults), without its items:
+// its session calls count as network calls unless o.Sessions is a
+// FileSessions.
+func logOf(o Options) *Log {
+	_, local := o.Sessions.(*FileSessions)
+	return &Log{project: o.Project, sessions: o.Sessions, remote: !local, now: o.Now}
 }
 
 // Dir returns the Log's directory.
@@ -149,10 +153,7 @@ func (l *Log) session(given string) (string, error) {
 		}
 		return l.Session(), nil
 	}
-	if !validSessionID(given) {
-		return "", fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(given, 140), ErrInvalid)
-	}
-	return given, nil
+	return given, checkSessionID(given)
 }
 
 // ListOptions filter List.
@@ -616,8 +617,8 @@ func (l *Log) SessionStart(ctx context.Context, opts StartOptions) (*StartResult
 	id := opts.SessionID
 	if id == "" {
 		id = newSessionID()
-	} else if !validSessionID(id) {
-		return nil, fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(id, 140), ErrInvalid)
+	} else if err := checkSessionID(id); err != nil {
+		return nil, err
 	}
 	now := l.clock()
 	calls := 0
@@ -709,8 +710,10 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 		if id = l.Session(); id == "" {
 			id = newSessionID()
 		}
-	case !validSessionID(id):
-		return nil, fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(id, 140), ErrInvalid)
+	default:
+		if err := checkSessionID(id); err != nil {
+			return nil, err
+		}
 	}
 	now := l.clock()
 	n := normalizer{opts: NormalizeOptions{Session: id}}

@@ -167,8 +167,8 @@ type tenantSessions struct {
 func (t tenantSessions) in(s Session) (Session, error) {
 	// Check the names as the tenant gave them, with a Log's limits: the
 	// store's are longer, for the prefixes.
-	if !validSessionID(s.ID) {
-		return s, fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(s.ID, 140), ErrInvalid)
+	if err := checkSessionID(s.ID); err != nil {
+		return s, err
 	}
 	if err := checkProject(s.Project); err != nil {
 		return s, err

@@ -3,7 +3,6 @@ package worklog
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -41,11 +40,8 @@ func (st *MemorySessions) StartSession(ctx context.Context, s Session) error {
 
 // CloseSession implements SessionStore.
 func (st *MemorySessions) CloseSession(ctx context.Context, s Session) error {
-	if err := checkSession(s); err != nil {
+	if err := checkClose(s); err != nil {
 		return err
-	}
-	if !s.Closed() {
-		return fmt.Errorf("worklog: close of session %s without a close time: %w", s.ID, ErrInvalid)
 	}
 	s.OpenThreads = cloneRaws(s.OpenThreads)
 	st.mu.Lock()

@@ -132,11 +132,7 @@ func SelectSessions(sessions []Session, opts AggregateOptions) []Session {
 			out = append(out, s)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Session) int { return b.ClosedAt.Compare(a.ClosedAt) })
-	if len(out) > opts.MaxSessions {
-		out = out[:opts.MaxSessions]
-	}
-	return out
+	return newestClosed(out, opts.MaxSessions)
 }
 
 // Aggregation is what Aggregate returns.

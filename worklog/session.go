@@ -73,8 +73,8 @@ type ClosedOptions struct {
 // maxStoredSessionID and maxStoredProject bytes): a server's Logs prefix
 // both with the tenant (see Logs).
 func checkSession(s Session) error {
-	if !validSessionIDLen(s.ID, maxStoredSessionID) {
-		return fmt.Errorf("worklog: session id %q: want 1 to 128 letters, digits, '.', '_', ':' or '-': %w", shorten(s.ID, 140), ErrInvalid)
+	if err := checkSessionIDLen(s.ID, maxStoredSessionID); err != nil {
+		return err
 	}
 	if err := checkProjectLen(s.Project, maxStoredProject); err != nil {
 		return err
@@ -83,6 +83,19 @@ func checkSession(s Session) error {
 		if !json.Valid(raw) {
 			return fmt.Errorf("worklog: session %s: open_threads[%d] is not JSON: %w", s.ID, i, ErrInvalid)
 		}
+	}
+	return nil
+}
+
+// checkClose returns an ErrInvalid error for a close record that a store
+// must refuse: a session checkSession refuses, or one without a close
+// time.
+func checkClose(s Session) error {
+	if err := checkSession(s); err != nil {
+		return err
+	}
+	if !s.Closed() {
+		return fmt.Errorf("worklog: close of session %s without a close time: %w", s.ID, ErrInvalid)
 	}
 	return nil
 }
@@ -171,16 +184,11 @@ func (st *FileSessions) update(ctx context.Context, fn func([]Session) []Session
 		slices.SortStableFunc(ss, func(a, b Session) int { return last(b).Compare(last(a)) })
 		ss = ss[:MaxFileSessions]
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(ss); err != nil {
-		return err
-	}
 	return st.f.write(func(w *bufio.Writer) error {
-		_, err := w.Write(buf.Bytes())
-		return err
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ss)
 	})
 }
 
@@ -202,11 +210,8 @@ func (st *FileSessions) StartSession(ctx context.Context, s Session) error {
 
 // CloseSession implements SessionStore.
 func (st *FileSessions) CloseSession(ctx context.Context, s Session) error {
-	if err := checkSession(s); err != nil {
+	if err := checkClose(s); err != nil {
 		return err
-	}
-	if !s.Closed() {
-		return fmt.Errorf("worklog: close of session %s without a close time: %w", s.ID, ErrInvalid)
 	}
 	return st.update(ctx, func(ss []Session) []Session {
 		for i, o := range ss {

@@ -175,6 +175,18 @@ func Run(t *testing.T, open func(t *testing.T) worklog.SessionStore) {
 		if !seen["first"] || !seen["second"] || !seen["third"] {
 			t.Errorf("sessions closed at the same instant: %+v", got)
 		}
+		// Ties are in the order the sessions were first recorded, also
+		// when the limit cuts among them.
+		for _, limit := range []int{10, 2} {
+			got := closed(t, st, worklog.ClosedOptions{Project: "p", Limit: limit})
+			var ids []string
+			for _, s := range got {
+				ids = append(ids, s.ID)
+			}
+			if want := []string{"first", "second", "third"}[:min(limit, 3)]; !reflect.DeepEqual(ids, want) {
+				t.Errorf("ClosedSessions(Limit %d) of sessions closed at the same instant = %v, want %v", limit, ids, want)
+			}
+		}
 	})
 
 	t.Run("ConcurrentCloses", func(t *testing.T) {
