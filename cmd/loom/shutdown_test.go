@@ -27,10 +27,11 @@ func TestShutdownFinishesAcceptedWrites(t *testing.T) {
 	if _, err := db.Create(t.Context(), thread.CreateOptions{ID: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := &signalListener{Listener: inner, accepted: make(chan struct{}, 1)}
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -46,7 +47,14 @@ func TestShutdownFinishesAcceptedWrites(t *testing.T) {
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /v1/threads/w/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		len(body), body[:20])
-	time.Sleep(50 * time.Millisecond) // the server has the headers: the request is accepted
+	// The server took the connection (however loaded the machine), then
+	// has the headers: the request is accepted.
+	select {
+	case <-l.accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not accept the connection")
+	}
+	time.Sleep(50 * time.Millisecond)
 	stop()
 	time.Sleep(50 * time.Millisecond) // the shutdown has begun
 	io.WriteString(conn, body[20:])
@@ -73,4 +81,21 @@ func TestShutdownFinishesAcceptedWrites(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", l.Addr().String(), time.Second); err == nil {
 		t.Fatal("still accepting after shutdown")
 	}
+}
+
+// signalListener tells when it has handed a connection to the server.
+type signalListener struct {
+	net.Listener
+	accepted chan struct{}
+}
+
+func (l *signalListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		select {
+		case l.accepted <- struct{}{}:
+		default:
+		}
+	}
+	return c, err
 }
