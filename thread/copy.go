@@ -197,7 +197,12 @@ var copyChecks = New(nil, nil)
 // checkCopied checks what a copy is about to write, as Create, Append and
 // Checkpoint would have.
 func checkCopied(r *Record, history []HistoryEntry, cps []Checkpoint, commits []*Commit) error {
-	if err := copyChecks.checkRecord(r.ID, r.Kind, r.Title, r.Labels); err != nil {
+	// A copy sees keys: the thread's id in its tenant's namespace.
+	tenant, id := SplitKey(r.ID)
+	if tenant != r.Tenant {
+		return fmt.Errorf("thread key %q of tenant %q: %w", clip(r.ID), clip(r.Tenant), ErrInvalid)
+	}
+	if err := copyChecks.checkRecord(id, r.Kind, r.Title, r.Labels); err != nil {
 		return err
 	}
 	for _, e := range history {

@@ -66,7 +66,8 @@ func (l Limits) withDefaults() Limits {
 // DB is the entry point to threads: a Store with limits, a clock and a
 // tenant. It is safe for concurrent use.
 type DB struct {
-	store   Store
+	raw     Store // the store as opened
+	store   Store // raw, or raw as the tenant sees it (tenantStore)
 	limits  Limits
 	tenant  string
 	retries int
@@ -79,7 +80,8 @@ func New(store Store, opts *Options) *DB {
 	if opts != nil {
 		o = *opts
 	}
-	db := &DB{store: store, limits: o.Limits.withDefaults(), tenant: o.Tenant, retries: o.AppendRetries, now: o.Now}
+	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now}
+	db.scope(o.Tenant)
 	if db.retries == 0 {
 		db.retries = 100
 	}
@@ -89,22 +91,38 @@ func New(store Store, opts *Options) *DB {
 	return db
 }
 
-// Store returns the store under db.
-func (db *DB) Store() Store { return db.store }
+// Store returns the store under db, as opened: its thread ids are keys
+// (see Key), and it holds every tenant's threads.
+func (db *DB) Store() Store { return db.raw }
 
 // Tenant returns the tenant db is scoped to.
 func (db *DB) Tenant() string { return db.tenant }
 
-// WithTenant returns a DB on the same store scoped to tenant.
+// WithTenant returns a DB on the same store scoped to tenant: its own
+// namespace of thread ids (see Key). A tenant follows the id rules; a DB
+// of any other tenant answers every call with ErrInvalid.
 func (db *DB) WithTenant(tenant string) *DB {
 	c := *db
-	c.tenant = tenant
+	c.scope(tenant)
 	return &c
+}
+
+// scope points db at tenant's namespace of thread ids. A tenant that is
+// not a valid id could make keys of another reading: its DB refuses
+// everything with ErrInvalid.
+func (db *DB) scope(tenant string) {
+	db.tenant, db.store = tenant, db.raw
+	switch {
+	case tenant != "" && !ids.Valid(tenant):
+		db.store = badTenant{tenant}
+	case tenant != "":
+		db.store = newTenantStore(db.raw, tenant)
+	}
 }
 
 // Close closes the store if it has a Close method.
 func (db *DB) Close() error {
-	if c, ok := db.store.(io.Closer); ok {
+	if c, ok := db.raw.(io.Closer); ok {
 		return c.Close()
 	}
 	return nil

@@ -61,3 +61,36 @@ func Valid(s string) bool {
 	}
 	return true
 }
+
+// MaxKeyLen is the longest key ValidKey accepts.
+const MaxKeyLen = 2*MaxLen + 1
+
+// Key returns the key under which a store keeps the thread id of tenant:
+// the id itself for the default tenant "", and tenant + "/" + id for any
+// other. Ids and tenants hold no '/', so every key has one reading, and
+// the ids of two tenants can never meet in a store.
+func Key(tenant, id string) string {
+	if tenant == "" {
+		return id
+	}
+	return tenant + "/" + id
+}
+
+// SplitKey is the inverse of Key: the tenant and id of a key.
+func SplitKey(key string) (tenant, id string) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}
+
+// ValidKey reports whether s is a key Key can make from a valid tenant and
+// id: an id (Valid), or two of them joined by one '/'. Stores check thread
+// ids with it; a key is safe wherever an id is, except that the '/' makes a
+// subdirectory when the key names a file.
+func ValidKey(s string) bool {
+	tenant, id := SplitKey(s)
+	return Valid(id) && (tenant == "" && len(s) == len(id) || Valid(tenant))
+}

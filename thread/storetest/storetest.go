@@ -115,6 +115,7 @@ var cases = []suiteCase{
 	{"CopyInAndOut", copyInAndOut},
 	{"BadBatches", badBatches},
 	{"CheckpointAloneKeepsCommits", checkpointAloneKeepsCommits},
+	{"TenantNamespaces", tenantNamespaces},
 }
 
 // recorder is a T that records failures instead of failing, for running a

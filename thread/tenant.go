@@ -1,0 +1,175 @@
+package thread
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/loomthreads/loom/internal/ids"
+)
+
+// Key returns the key under which a store keeps the thread id of tenant:
+// the id itself for the default tenant "", and tenant + "/" + id for any
+// other. Each tenant thus has its own namespace of ids in every store,
+// with nothing a store must know about tenants: a DB scoped to a tenant
+// turns the ids it is given into keys and the keys it reads back into ids,
+// and ids hold no '/', so no id of one tenant can name a key of another.
+// Stores check thread ids with ValidKey. Tools that work on a whole store
+// (Copy, loom copy) see the keys.
+func Key(tenant, id string) string { return ids.Key(tenant, id) }
+
+// SplitKey returns the tenant and id of a key made by Key.
+func SplitKey(key string) (tenant, id string) { return ids.SplitKey(key) }
+
+// ValidKey reports whether s is a key Key makes of a valid tenant and id.
+func ValidKey(s string) bool { return ids.ValidKey(s) }
+
+// tenantStore is a Store as one tenant other than "" sees it: thread ids
+// in, keys to the store; keys from the store, ids out. Commits are shared
+// by every tenant (their ids are random and reach a caller only through
+// the tenant's own threads), so they pass through unchanged.
+type tenantStore struct {
+	Store
+	prefix string // tenant + "/"
+}
+
+func newTenantStore(s Store, tenant string) *tenantStore {
+	return &tenantStore{Store: s, prefix: tenant + "/"}
+}
+
+func (s *tenantStore) key(id string) string { return s.prefix + id }
+
+// id returns the id of key, or "" for a key of another tenant (which a
+// well-behaved store never hands this tenant).
+func (s *tenantStore) id(key string) string {
+	id, ok := strings.CutPrefix(key, s.prefix)
+	if !ok {
+		return ""
+	}
+	return id
+}
+
+func (s *tenantStore) out(r *Record) *Record {
+	r.ID = s.id(r.ID)
+	if r.ForkedFrom.Thread != "" {
+		r.ForkedFrom.Thread = s.id(r.ForkedFrom.Thread)
+	}
+	return r
+}
+
+func (s *tenantStore) CachedCommit(id string) *Commit {
+	if cc, ok := s.Store.(CommitCache); ok {
+		return cc.CachedCommit(id)
+	}
+	return nil
+}
+
+func (s *tenantStore) Thread(ctx context.Context, id string) (*Record, error) {
+	r, err := s.Store.Thread(ctx, s.key(id))
+	if err != nil {
+		return nil, err
+	}
+	return s.out(r), nil
+}
+
+func (s *tenantStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Record, error] {
+	opts.Tenant, opts.AllTenants = strings.TrimSuffix(s.prefix, "/"), false
+	if opts.After != "" {
+		opts.After = s.key(opts.After)
+	}
+	return func(yield func(*Record, error) bool) {
+		for r, err := range s.Store.Threads(ctx, opts) {
+			if err == nil {
+				r = s.out(r)
+			}
+			if !yield(r, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *tenantStore) History(ctx context.Context, thread string, opts HistoryOptions) iter.Seq2[HistoryEntry, error] {
+	return s.Store.History(ctx, s.key(thread), opts)
+}
+
+func (s *tenantStore) Checkpoints(ctx context.Context, thread string) iter.Seq2[Checkpoint, error] {
+	return func(yield func(Checkpoint, error) bool) {
+		for cp, err := range s.Store.Checkpoints(ctx, s.key(thread)) {
+			cp.Thread = thread
+			if !yield(cp, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Apply applies a copy of b whose thread ids are keys; b is not changed.
+func (s *tenantStore) Apply(ctx context.Context, b *Batch) error {
+	k := &Batch{Commits: b.Commits}
+	if len(b.Create) > 0 {
+		k.Create = make([]Creation, len(b.Create))
+		for i, cr := range b.Create {
+			r := *cr.Record
+			r.ID = s.key(r.ID)
+			if r.ForkedFrom.Thread != "" {
+				r.ForkedFrom.Thread = s.key(r.ForkedFrom.Thread)
+			}
+			cr.Record = &r
+			k.Create[i] = cr
+		}
+	}
+	if len(b.Moves) > 0 {
+		k.Moves = make([]Move, len(b.Moves))
+		for i, mv := range b.Moves {
+			mv.Thread = s.key(mv.Thread)
+			k.Moves[i] = mv
+		}
+	}
+	if len(b.DropCheckpoints) > 0 {
+		k.DropCheckpoints = make([]CheckpointKey, len(b.DropCheckpoints))
+		for i, ck := range b.DropCheckpoints {
+			ck.Thread = s.key(ck.Thread)
+			k.DropCheckpoints[i] = ck
+		}
+	}
+	if len(b.Checkpoints) > 0 {
+		k.Checkpoints = make([]Checkpoint, len(b.Checkpoints))
+		for i, cp := range b.Checkpoints {
+			cp.Thread = s.key(cp.Thread)
+			k.Checkpoints[i] = cp
+		}
+	}
+	if len(b.Delete) > 0 {
+		k.Delete = make([]Deletion, len(b.Delete))
+		for i, d := range b.Delete {
+			d.Thread = s.key(d.Thread)
+			k.Delete[i] = d
+		}
+	}
+	return s.Store.Apply(ctx, k)
+}
+
+// badTenant is the store of a DB whose tenant is not a valid id.
+type badTenant struct{ tenant string }
+
+func (b badTenant) err() error {
+	return fmt.Errorf("tenant %q: letters, digits, '_', '-', '.' only: %w", clip(b.tenant), ErrInvalid)
+}
+
+func (b badTenant) Commit(context.Context, string) (*Commit, error) { return nil, b.err() }
+func (b badTenant) Ancestors(context.Context, string, int64) iter.Seq2[*Commit, error] {
+	return func(yield func(*Commit, error) bool) { yield(nil, b.err()) }
+}
+func (b badTenant) Thread(context.Context, string) (*Record, error) { return nil, b.err() }
+func (b badTenant) Threads(context.Context, ListOptions) iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) { yield(nil, b.err()) }
+}
+func (b badTenant) History(context.Context, string, HistoryOptions) iter.Seq2[HistoryEntry, error] {
+	return func(yield func(HistoryEntry, error) bool) { yield(HistoryEntry{}, b.err()) }
+}
+func (b badTenant) Checkpoints(context.Context, string) iter.Seq2[Checkpoint, error] {
+	return func(yield func(Checkpoint, error) bool) { yield(Checkpoint{}, b.err()) }
+}
+func (b badTenant) Apply(context.Context, *Batch) error { return b.err() }
