@@ -1,0 +1,224 @@
+package httpapi
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/sqlite"
+	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/worklog"
+)
+
+// attackLogs returns the work logs of a server on db.
+func attackLogs(db *thread.DB) *worklog.Logs {
+	return worklog.NewLogs(db, worklog.NewMemorySessions(), nil)
+}
+
+// The tenants of the attack: the victim (tenant "a", keyA) and the
+// attacker (tenant "b", keyB).
+const victimProject = "victim"
+
+// victimWorld is what the victim can see of its own data, as bytes: every
+// thread's export with history, its listing, its items and the sessions a
+// new session would carry forward. The attack must leave it as it was.
+func victimWorld(tb testing.TB, h http.Handler) string {
+	tb.Helper()
+	var b strings.Builder
+	var list listResponse
+	must(tb, h, req{method: "GET", path: "/v1/threads", key: keyA}, http.StatusOK, &list)
+	for _, th := range list.Threads {
+		// The work log's own threads change only when the victim writes.
+		fmt.Fprintf(&b, "thread %s v%d %q\n", th.ID, th.Version, th.Title)
+		b.Write(must(tb, h, req{method: "GET", path: "/v1/threads/" + th.ID + "/export?history=true", key: keyA}, http.StatusOK, nil).Body.Bytes())
+		b.Write(must(tb, h, req{method: "GET", path: "/v1/threads/" + th.ID + "/checkpoints", key: keyA}, http.StatusOK, nil).Body.Bytes())
+		b.Write(must(tb, h, req{method: "GET", path: "/v1/threads/" + th.ID + "/history", key: keyA}, http.StatusOK, nil).Body.Bytes())
+	}
+	for _, it := range allItems(tb, h, keyA, victimProject) {
+		fmt.Fprintf(&b, "item %s %s %q\n", it.ID, it.Status, it.Text)
+	}
+	return b.String()
+}
+
+// TestTenantAttack has tenant b try every route on tenant a's ids — the
+// threads a has, a's work log's thread id, a's item and session ids — and
+// checks that nothing of a's is read, changed, blocked or revealed: b's
+// answers for an id a has are the answers for an id nobody has, b can use
+// every one of those ids in its own namespace, and a's world reads back
+// byte for byte. It runs on the memory store and on SQLite.
+func TestTenantAttack(t *testing.T) {
+	for _, backend := range []string{"memory", "sqlite"} {
+		t.Run(backend, func(t *testing.T) {
+			var db *thread.DB
+			switch backend {
+			case "memory":
+				db = thread.New(thread.NewMemoryStore(), nil)
+			case "sqlite":
+				s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "loom.db"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				db = thread.New(s, nil)
+				t.Cleanup(func() { db.Close() })
+			}
+			client := scripted.New(scripted.Text("hello"))
+			client.Repeat = true
+			srv := newServer(t, Options{DB: db, Keys: twoTenants(t), Agent: agent.New(client, nil), Worklog: attackLogs(db)})
+			tenantAttack(t, srv)
+		})
+	}
+}
+
+func tenantAttack(t *testing.T, h http.Handler) {
+	// The victim's world: threads, a fork, a checkpoint, work items and a
+	// closed session.
+	createThread(t, h, keyA, "secret", "the launch date is", "the 9th")
+	must(t, h, req{method: "POST", path: "/v1/threads/secret/checkpoints", key: keyA, body: map[string]any{"name": "cp"}}, http.StatusCreated, nil)
+	must(t, h, req{method: "POST", path: "/v1/threads/secret/fork", key: keyA, body: map[string]any{"id": "secret-fork"}}, http.StatusCreated, nil)
+	q := "?project=" + victimProject
+	item := createItem(t, h, keyA, victimProject, "rotate the victim's keys")
+	must(t, h, req{method: "POST", path: "/v1/sessions" + q, key: keyA, body: map[string]any{"session_id": "s-victim"}}, http.StatusCreated, nil)
+	must(t, h, req{method: "POST", path: "/v1/sessions/s-victim/close" + q, key: keyA, body: map[string]any{"open_threads": []string{"carried by the victim"}}}, http.StatusOK, nil)
+	wl := worklog.ThreadID("a", victimProject)
+	before := victimWorld(t, h)
+	if !strings.Contains(before, "thread "+wl) {
+		t.Fatalf("the victim's work log is not thread %s:\n%s", wl, before)
+	}
+	secrets := []string{"launch date", "the 9th", "rotate the victim", "carried by the victim"}
+
+	// answer is what b learns from a request: its status and error code,
+	// with a's id replaced by a placeholder so that two answers compare.
+	answer := func(rq req, id string) string {
+		t.Helper()
+		rq.key = keyB
+		rq.path = strings.ReplaceAll(rq.path, "{id}", id)
+		w := do(t, h, rq)
+		body := w.Body.String()
+		for _, s := range secrets {
+			if strings.Contains(body, s) {
+				t.Errorf("%s %s revealed %q: %s", rq.method, rq.path, s, body)
+			}
+		}
+		code := ""
+		if w.Code >= 400 {
+			code = errorCode(t, w)
+		}
+		return fmt.Sprintf("%d %s", w.Code, code)
+	}
+	// Every route on a's ids answers as on an id nobody has: 404.
+	reads := []req{
+		{method: "GET", path: "/v1/threads/{id}"},
+		{method: "PATCH", path: "/v1/threads/{id}", body: map[string]any{"title": "pwned"}},
+		{method: "GET", path: "/v1/threads/{id}/messages"},
+		{method: "GET", path: "/v1/threads/{id}/messages?version=1"},
+		{method: "POST", path: "/v1/threads/{id}/messages", body: map[string]any{"messages": []any{textMsg("user", "x")}}},
+		{method: "POST", path: "/v1/threads/{id}/messages", header: map[string]string{"If-Match": `"2"`}, body: map[string]any{"messages": []any{textMsg("user", "x")}}},
+		{method: "POST", path: "/v1/threads/{id}/view", body: map[string]any{}},
+		{method: "POST", path: "/v1/threads/{id}/fork", body: map[string]any{}},
+		{method: "POST", path: "/v1/threads/{id}/copy", body: map[string]any{}},
+		{method: "GET", path: "/v1/threads/{id}/history"},
+		{method: "GET", path: "/v1/threads/{id}/checkpoints"},
+		{method: "POST", path: "/v1/threads/{id}/checkpoints", body: map[string]any{"name": "b"}},
+		{method: "DELETE", path: "/v1/threads/{id}/checkpoints/cp"},
+		{method: "POST", path: "/v1/threads/{id}/rollback", body: map[string]any{"checkpoint": "cp"}},
+		{method: "POST", path: "/v1/threads/{id}/rollback", body: map[string]any{"version": 1}},
+		{method: "POST", path: "/v1/threads/{id}/reset"},
+		{method: "GET", path: "/v1/threads/{id}/export"},
+		{method: "GET", path: "/v1/threads/{id}/export?history=true"},
+		{method: "POST", path: "/v1/threads/{id}/runs", body: map[string]any{"input": "hi"}},
+		{method: "DELETE", path: "/v1/threads/{id}"},
+		{method: "DELETE", path: "/v1/threads/{id}", header: map[string]string{"If-Match": `"1"`}},
+	}
+	for _, id := range []string{"secret", "secret-fork", wl} {
+		for _, rq := range reads {
+			got, want := answer(rq, id), answer(rq, "nobody-has-this")
+			if got != want || !strings.HasPrefix(got, "404") {
+				t.Errorf("b: %s %s on a's id %s answers %q, on an unknown id %q", rq.method, rq.path, id, got, want)
+			}
+		}
+	}
+	// Items and sessions: a's item id, text and session are nowhere for b.
+	for _, rq := range []req{
+		{method: "GET", path: "/v1/items/" + item.ID + q},
+		{method: "POST", path: "/v1/items/resolve" + q, body: map[string]any{"thread_id": item.ID}},
+		{method: "POST", path: "/v1/items/resolve" + q, body: map[string]any{"text_match": "rotate"}},
+		{method: "POST", path: "/v1/items/resolve" + q, body: map[string]any{"thread_id": "#1"}},
+	} {
+		got := answer(rq, "")
+		if !strings.HasPrefix(got, "404") {
+			t.Errorf("b: %s %s answers %q, want 404", rq.method, rq.path, got)
+		}
+	}
+	var list struct {
+		Threads []struct{ ID, Text string } `json:"threads"`
+	}
+	must(t, h, req{method: "GET", path: "/v1/items" + q + "&include_resolved=true", key: keyB}, http.StatusOK, &list)
+	if len(list.Threads) != 0 {
+		t.Errorf("b lists a's items: %+v", list.Threads)
+	}
+	var start struct {
+		Threads []struct{ Text string } `json:"open_threads"`
+	}
+	must(t, h, req{method: "POST", path: "/v1/sessions" + q, key: keyB, body: map[string]any{"session_id": "s-b"}}, http.StatusCreated, &start)
+	if len(start.Threads) != 0 {
+		t.Errorf("b's session start carries a's items: %+v", start.Threads)
+	}
+
+	// b takes every one of a's ids in its own namespace — as any fresh id —
+	// including the id of a's work log (defect 1 of issue 12) and a's
+	// session id.
+	doc := must(t, h, req{method: "GET", path: "/v1/threads/secret/export", key: keyA}, http.StatusOK, nil).Body.Bytes()
+	doc = bytes.ReplaceAll(doc, []byte("the 9th"), []byte("the 1st"))
+	doc = bytes.ReplaceAll(doc, []byte("launch date"), []byte("b's own date"))
+	createThread(t, h, keyB, "b-own", "mine")
+	for _, id := range []string{"secret", "secret-fork", wl, "fresh"} {
+		for i, rq := range []req{
+			{method: "POST", path: "/v1/threads", body: map[string]any{"id": id}},
+			{method: "POST", path: "/v1/threads/b-own/fork", body: map[string]any{"id": id + "-f"}},
+			{method: "POST", path: "/v1/threads/b-own/copy", body: map[string]any{"id": id + "-c"}},
+			{method: "POST", path: "/v1/threads/import?id=" + id + "-i", body: doc},
+		} {
+			if got := answer(rq, id); got != "201 " {
+				t.Errorf("b: request %d with a's id %s answers %q, want 201", i, id, got)
+			}
+		}
+		// And b's thread of that id is b's: a second create conflicts in b's
+		// namespace only.
+		if got := answer(req{method: "POST", path: "/v1/threads", body: map[string]any{"id": id}}, id); got != "409 conflict" {
+			t.Errorf("b: second create of %s answers %q", id, got)
+		}
+	}
+	// b works its own copies of the ids: checkpoints, rollback, delete.
+	must(t, h, req{method: "POST", path: "/v1/threads/secret/messages", key: keyB, body: map[string]any{"messages": []any{textMsg("user", "b's")}}}, http.StatusCreated, nil)
+	must(t, h, req{method: "POST", path: "/v1/threads/secret/checkpoints", key: keyB, body: map[string]any{"name": "cp"}}, http.StatusCreated, nil)
+	must(t, h, req{method: "POST", path: "/v1/threads/secret/rollback", key: keyB, body: map[string]any{"version": 1}}, http.StatusOK, nil)
+	must(t, h, req{method: "DELETE", path: "/v1/threads/secret/checkpoints/cp", key: keyB}, http.StatusNoContent, nil)
+	must(t, h, req{method: "DELETE", path: "/v1/threads/secret-fork", key: keyB}, http.StatusNoContent, nil)
+	must(t, h, req{method: "POST", path: "/v1/threads/secret/runs", key: keyB, body: map[string]any{"input": "hi"}}, http.StatusOK, nil)
+	// b's items and sessions in the project of the same name.
+	createItem(t, h, keyB, victimProject, "b's item")
+	must(t, h, req{method: "POST", path: "/v1/sessions/s-victim/close" + q, key: keyB, body: map[string]any{"open_threads": []string{"b's carried item"}}}, http.StatusOK, nil)
+
+	// a's world is as it was, byte for byte.
+	if after := victimWorld(t, h); after != before {
+		t.Fatalf("the attack changed a's world:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// And a is blocked from nothing: its work log takes items, its session
+	// start carries only its own, its ids still work.
+	createItem(t, h, keyA, victimProject, "after the attack")
+	must(t, h, req{method: "POST", path: "/v1/sessions" + q, key: keyA, body: map[string]any{"session_id": "s-victim-2"}}, http.StatusCreated, &start)
+	var texts []string
+	for _, it := range start.Threads {
+		texts = append(texts, it.Text)
+	}
+	if got := strings.Join(texts, "|"); strings.Contains(got, "b's") || !strings.Contains(got, "carried by the victim") {
+		t.Errorf("a's session start carries %q", got)
+	}
+	must(t, h, req{method: "POST", path: "/v1/threads/secret/fork", key: keyA, body: map[string]any{"id": "fresh"}}, http.StatusCreated, nil)
+	must(t, h, req{method: "POST", path: "/v1/threads", key: keyA, body: map[string]any{"id": "secret-f"}}, http.StatusCreated, nil)
+}
