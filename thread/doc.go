@@ -39,6 +39,16 @@
 // travel restores both. Keys are namespaced by convention: ctx/<provider>
 // for context-provider state, wf/… for workflows, service/… for provider ids.
 //
+// Each tenant has its own namespace of thread ids: a DB scoped to a tenant
+// (Options.Tenant, DB.WithTenant) sees, creates, forks, loads and deletes
+// only its tenant's threads, and two tenants can both have a thread
+// "support". Stores need no code for it: such a DB keeps its threads under
+// the key tenant/id (Key), and no id holds a '/'. Commits are shared by the
+// store's tenants — their ids are random and a caller reaches a commit only
+// through its own threads' heads, history and checkpoints — so a fork
+// costs the same in every tenant and a store needs no per-tenant commit
+// table.
+//
 // Storage is a Store: a small interface that backends implement and
 // thread/storetest checks. Open picks one by URL ("memory://" is built in;
 // sqlite://, postgres://, redis:// and file:// join when their packages are

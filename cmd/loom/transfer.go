@@ -165,7 +165,7 @@ func (c *CopyCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.From, "from", "", "the source store `URL` (default: --store)")
 	fs.StringVar(&c.To, "to", "", "the destination store `URL` (required)")
-	fs.Var(&c.Threads, "thread", "copy only the thread `ID` (repeatable; default: every thread of the tenant)")
+	fs.Var(&c.Threads, "thread", "copy only the thread `ID` of the tenant (with --all-tenants, its key TENANT/ID; repeatable; default: every thread)")
 	fs.BoolVar(&c.AllTenants, "all-tenants", false, "copy every tenant's threads (not only --tenant's)")
 	return fs
 }
@@ -223,7 +223,15 @@ func (c *CopyCommand) Run(ctx context.Context, args []string) error {
 		if c.Tenant != "" {
 			where += fmt.Sprintf(" (tenant %q)", c.Tenant)
 		}
-		from = onlyThreads{Store: from, ids: c.Threads, where: where}
+		keys := c.Threads
+		if !c.AllTenants {
+			// The ids are the tenant's: its keys in the store (thread.Key).
+			keys = make([]string, len(c.Threads))
+			for i, id := range c.Threads {
+				keys[i] = thread.Key(c.Tenant, id)
+			}
+		}
+		from = onlyThreads{Store: from, ids: keys, where: where}
 	}
 	bar := !c.JSON && c.IsTerminal != nil && c.IsTerminal(c.Stdout)
 	start := now()
@@ -294,8 +302,9 @@ func progressBar(done, total, width int) string {
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 
-// onlyThreads is a store whose listing holds only the threads ids, as the
-// filter of the listing allows: what Copy copies with --thread.
+// onlyThreads is a store whose listing holds only the threads ids (keys in
+// the store: tenant/id for a tenant other than ""), as the filter of the
+// listing allows: what Copy copies with --thread.
 type onlyThreads struct {
 	thread.Store
 	ids   []string
