@@ -3,6 +3,7 @@ package thread_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/loomthreads/loom/message"
@@ -120,4 +121,26 @@ func ExampleThread_Save() {
 	// Output:
 	// trip Trip 2 Book a train.
 	// checkpoint: start
+}
+
+func ExampleDB_WithTenant() {
+	ctx := context.Background()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	alice, bob := db.WithTenant("alice"), db.WithTenant("bob")
+	// Each tenant has its own namespace of ids: both can have "support".
+	a, _ := alice.Create(ctx, thread.CreateOptions{ID: "support", Messages: []message.Message{message.User("alice's question")}})
+	_, err := bob.Create(ctx, thread.CreateOptions{ID: "support"})
+	fmt.Println("bob creates support:", err)
+	_, err = bob.Thread(ctx, "nobody")
+	fmt.Println("bob reads an id alice lacks too:", errors.Is(err, thread.ErrNotFound))
+	msgs, _ := a.Messages(ctx, thread.ReadOptions{})
+	fmt.Println("alice's support:", msgs[0].Text())
+	// The store keeps alice's thread under her key.
+	r, _ := db.Store().Thread(ctx, thread.Key("alice", "support"))
+	fmt.Println("stored as", r.ID, "of tenant", r.Tenant)
+	// Output:
+	// bob creates support: <nil>
+	// bob reads an id alice lacks too: true
+	// alice's support: alice's question
+	// stored as alice/support of tenant alice
 }

@@ -22,6 +22,11 @@ import (
 //   - return ErrNotFound, ErrConflict and ErrInvalid (wrapped) as documented,
 //     and copies that the caller may change.
 //
+// The thread ids a store sees are keys (see Key): an id, or tenant/id for a
+// tenant other than the default; a store checks them with ValidKey and
+// needs to know nothing else of tenants but Record.Tenant, which filters
+// listings.
+//
 // thread/storetest checks all of this; every store runs it.
 type Store interface {
 	// Commit returns the commit with the given id, or ErrNotFound.
