@@ -108,7 +108,7 @@ func (tx *tx) thread(id string) (*txThread, error) {
 		return t, nil
 	}
 	t := &txThread{}
-	if tx.s.storable(id) {
+	if tx.s.storableKey(id) {
 		f, err := tx.s.readThread(id)
 		switch {
 		case errors.Is(err, thread.ErrNotFound):
@@ -303,7 +303,7 @@ func (tx *tx) build(b *thread.Batch) error {
 	}
 	for _, cr := range b.Create {
 		rec := cr.Record
-		if rec == nil || !ids.Valid(rec.ID) {
+		if rec == nil || !tx.s.storableKey(rec.ID) {
 			var id string
 			if rec != nil {
 				id = rec.ID
@@ -595,6 +595,18 @@ func hasUpper(id string) bool {
 // and lower case where the file system ignores case.
 func (s *Store) storable(id string) bool {
 	return ids.Valid(id) && !(s.foldCase && hasUpper(id))
+}
+
+// maxKeyName is the longest file name a thread key may have here, so that
+// its file (".json") and temporary files stay within the 255 bytes of a
+// name on every common file system.
+const maxKeyName = 200
+
+// storableKey reports whether a thread key (thread.Key: an id, or
+// tenant/id) can name files of this store: ids.ValidKey, at most
+// maxKeyName bytes, and lower case where the file system ignores case.
+func (s *Store) storableKey(key string) bool {
+	return ids.ValidKey(key) && len(key) <= maxKeyName && !(s.foldCase && hasUpper(key))
 }
 
 // finishRetries are the pauses between the tries of finish.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loomthreads/loom/message"
@@ -198,8 +199,14 @@ func (c checkpointFile) checkpoint(th string) thread.Checkpoint {
 // names; os.Root would stop them leaving the directory anyway.
 func commitPath(id string) string { return "commits/" + id + ".json" }
 func refsPath(id string) string   { return "refs/" + id }
-func threadPath(id string) string { return "threads/" + id + ".json" }
-func chunkDir(th string) string   { return "history/" + th }
+func threadPath(id string) string { return "threads/" + nameOfKey(id) + ".json" }
+func chunkDir(th string) string   { return "history/" + nameOfKey(th) }
+
+// nameOfKey is the file name of a thread key: a tenant's key "tenant/id"
+// is "tenant~id" (no id holds a '~'), so every thread file stays in
+// threads/ and a listing reads one directory. keyOfName undoes it.
+func nameOfKey(key string) string  { return strings.Replace(key, "/", "~", 1) }
+func keyOfName(name string) string { return strings.Replace(name, "~", "/", 1) }
 func chunkPath(th string, n int64) string {
 	return chunkDir(th) + "/" + strconv.FormatInt(n, 10) + ".json"
 }

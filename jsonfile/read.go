@@ -78,7 +78,7 @@ func (s *Store) readCommit(id string) (*thread.Commit, error) {
 }
 
 func (s *Store) readThread(id string) (*threadFile, error) {
-	if !s.storable(id) {
+	if !s.storableKey(id) {
 		return nil, notFound("thread", id)
 	}
 	b, err := s.root.ReadFile(threadPath(id))
@@ -184,7 +184,7 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	return f.record(), nil
 }
 
-// threadIDs returns the ids of the stored threads, sorted.
+// threadIDs returns the keys of the stored threads, sorted.
 func (s *Store) threadIDs() ([]string, error) {
 	d, err := s.root.Open("threads")
 	if err != nil {
@@ -197,8 +197,10 @@ func (s *Store) threadIDs() ([]string, error) {
 	}
 	out := names[:0]
 	for _, n := range names {
-		if id, ok := strings.CutSuffix(n, ".json"); ok && s.storable(id) {
-			out = append(out, id)
+		if name, ok := strings.CutSuffix(n, ".json"); ok {
+			if key := keyOfName(name); s.storableKey(key) {
+				out = append(out, key)
+			}
 		}
 	}
 	slices.Sort(out)

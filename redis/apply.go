@@ -67,7 +67,7 @@ func validate(b *thread.Batch) error {
 		if r == nil || r.ID == "" {
 			return fmt.Errorf("create: no thread id: %w", thread.ErrInvalid)
 		}
-		if !ids.Valid(r.ID) {
+		if !ids.ValidKey(r.ID) {
 			return fmt.Errorf("create: thread id %q: %w", clip(r.ID), thread.ErrInvalid)
 		}
 		if err := cr.Validate(); err != nil {
@@ -89,7 +89,7 @@ func validate(b *thread.Batch) error {
 		}
 	}
 	for _, m := range b.Moves {
-		if err := ref("thread", m.Thread); err != nil || m.Thread == "" {
+		if !ids.ValidKey(m.Thread) {
 			return fmt.Errorf("move: thread %q: %w", clip(m.Thread), thread.ErrNotFound)
 		}
 		if err := ref("head", m.Head); err != nil {
@@ -100,12 +100,12 @@ func validate(b *thread.Batch) error {
 		}
 	}
 	for _, k := range b.DropCheckpoints {
-		if !ids.Valid(k.Thread) {
+		if !ids.ValidKey(k.Thread) {
 			return fmt.Errorf("drop checkpoint: thread %q: %w", clip(k.Thread), thread.ErrNotFound)
 		}
 	}
 	for _, cp := range b.Checkpoints {
-		if !ids.Valid(cp.Thread) {
+		if !ids.ValidKey(cp.Thread) {
 			return fmt.Errorf("checkpoint: thread %q: %w", clip(cp.Thread), thread.ErrNotFound)
 		}
 		if !ids.Valid(cp.Commit) {
@@ -113,7 +113,7 @@ func validate(b *thread.Batch) error {
 		}
 	}
 	for _, d := range b.Delete {
-		if !ids.Valid(d.Thread) {
+		if !ids.ValidKey(d.Thread) {
 			return fmt.Errorf("delete: thread %q: %w", clip(d.Thread), thread.ErrNotFound)
 		}
 	}
@@ -171,7 +171,7 @@ func (s *Store) resolve(ctx context.Context, b *thread.Batch, fresh bool) (*plan
 		for _, e := range cr.History {
 			want("c", e.Commit)
 		}
-		if ff := cr.Record.ForkedFrom.Thread; ids.Valid(ff) {
+		if ff := cr.Record.ForkedFrom.Thread; ids.ValidKey(ff) {
 			want("t", ff)
 		}
 	}

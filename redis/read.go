@@ -102,7 +102,7 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 // record reads a thread's record and its family; expired threads are
 // returned too (exp says when).
 func (s *Store) record(ctx context.Context, id string) (r *thread.Record, fam string, exp int64, err error) {
-	if !ids.Valid(id) {
+	if !ids.ValidKey(id) {
 		return nil, "", 0, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}
 	for fresh := false; ; fresh = true {
@@ -304,7 +304,7 @@ func (s *Store) records(ctx context.Context, idList []string) ([]*thread.Record,
 func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
 	return func(yield func(thread.HistoryEntry, error) bool) {
 		notFound := fmt.Errorf("thread %q: %w", clip(th), thread.ErrNotFound)
-		if !ids.Valid(th) {
+		if !ids.ValidKey(th) {
 			yield(thread.HistoryEntry{}, notFound)
 			return
 		}
@@ -366,7 +366,7 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
 		notFound := fmt.Errorf("thread %q: %w", clip(th), thread.ErrNotFound)
-		if !ids.Valid(th) {
+		if !ids.ValidKey(th) {
 			yield(thread.Checkpoint{}, notFound)
 			return
 		}
