@@ -763,9 +763,10 @@ func TestCopyToFileStoreWithPlainProgressAndResume(t *testing.T) {
 		t.Errorf("second copy printed:\n%s", r.stdout)
 	}
 
-	// --all-tenants takes the other tenant's thread too; --json is lines.
+	// --all-tenants takes the other tenant's thread too, under its key in
+	// the store (tenant/id, which sorts first here); --json is lines.
 	events := lines[copyLineJSON](t, loom(t, "copy", "--from", from, "--to", to, "--all-tenants", "--json").ok(t))
-	if len(events) != 4 || events[2].Thread != "th_other" || events[2].Status != "copied" || events[3].Event != "summary" ||
+	if len(events) != 4 || events[0].Thread != "acme/th_other" || events[0].Status != "copied" || events[3].Event != "summary" ||
 		events[3].Copied != 1 || events[3].Skipped != 2 || events[3].Total != 3 {
 		t.Errorf("copy --all-tenants --json = %+v", events)
 	}
