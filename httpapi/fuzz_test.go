@@ -268,7 +268,7 @@ func FuzzItems(f *testing.F) {
 		f.Add(seed, 3)
 	}
 	db := thread.New(thread.NewMemoryStore(), nil)
-	s := newServer(f, Options{DB: db, MaxBodyBytes: 64 << 10, Worklog: worklog.NewLogs(db, worklog.NewMemorySessions(), nil)})
+	s := newServer(f, Options{DB: db, MaxBodyBytes: 64 << 10, Worklog: worklog.NewLogs(db, nil)})
 	paths := []string{"/v1/items", "/v1/items/resolve", "/v1/sessions", "/v1/sessions/s1/close"}
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, body string, route int) {

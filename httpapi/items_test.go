@@ -36,37 +36,28 @@ type itemEnv struct {
 	sessions worklog.SessionStore
 }
 
-// newItemEnv returns a server whose Options.Worklog keeps its items in a
-// thread DB of backend and its sessions in a store of the same backend.
+// newItemEnv returns a server whose Options.Worklog keeps its items and
+// its session records in a thread DB of backend; sessions reads the
+// default tenant's records as the server keeps them.
 func newItemEnv(tb testing.TB, backend string, opts Options) itemEnv {
 	tb.Helper()
-	var (
-		db  *thread.DB
-		ss  worklog.SessionStore
-		err error
-	)
+	var db *thread.DB
 	switch backend {
 	case "memory":
 		db = thread.New(thread.NewMemoryStore(), nil)
-		ss = worklog.NewMemorySessions()
 	case "sqlite":
 		path := filepath.Join(tb.TempDir(), "loom.db")
+		var err error
 		if db, err = thread.Open(tb.Context(), "sqlite://"+path, nil); err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { db.Close() })
-		if ss, err = worklog.OpenSessions(tb.Context(), "sqlite://"+path); err != nil {
-			tb.Fatal(err)
-		}
-		if c, ok := ss.(io.Closer); ok {
-			tb.Cleanup(func() { c.Close() })
-		}
 	default:
 		tb.Fatalf("no backend %q", backend)
 	}
 	opts.DB = db
-	opts.Worklog = worklog.NewLogs(db, ss, nil)
-	return itemEnv{srv: newServer(tb, opts), db: db, sessions: ss}
+	opts.Worklog = worklog.NewLogs(db, nil)
+	return itemEnv{srv: newServer(tb, opts), db: db, sessions: worklog.NewThreadSessions(db)}
 }
 
 // eachBackend runs test on a fresh itemEnv of every backend.
@@ -328,8 +319,8 @@ func mustJSON(tb testing.TB, v any) []byte {
 }
 
 // TestItemsCarriedAcrossServers closes a session on one server and starts
-// the next on another that shares only the session store: the items travel
-// in the close record.
+// the next on another server of the same store, with nothing cached: the
+// items travel in the close record, which is in the store's threads.
 func TestItemsCarriedAcrossServers(t *testing.T) {
 	eachBackend(t, Options{}, func(t *testing.T, env itemEnv) {
 		var start worklog.StartResult
@@ -338,8 +329,8 @@ func TestItemsCarriedAcrossServers(t *testing.T) {
 		must(t, env.srv, req{method: "POST", path: "/v1/sessions/" + start.SessionID + "/close?project=web",
 			body: map[string]any{"open_threads": []any{"Left open"}}}, http.StatusOK, nil)
 
-		db := thread.New(thread.NewMemoryStore(), nil)
-		other := newServer(t, Options{DB: db, Worklog: worklog.NewLogs(db, env.sessions, nil)})
+		db := thread.New(env.db.Store(), nil)
+		other := newServer(t, Options{DB: db, Worklog: worklog.NewLogs(db, nil)})
 		var next worklog.StartResult
 		must(t, other, req{method: "POST", path: "/v1/sessions?project=web"}, http.StatusCreated, &next)
 		if next.SessionsAggregated != 1 || !slices.Equal(slices.Sorted(slices.Values(itemTexts(next.OpenThreads))), []string{"Left open", "Made before the close"}) {

@@ -17,7 +17,7 @@ import (
 
 // attackLogs returns the work logs of a server on db.
 func attackLogs(db *thread.DB) *worklog.Logs {
-	return worklog.NewLogs(db, worklog.NewMemorySessions(), nil)
+	return worklog.NewLogs(db, nil)
 }
 
 // The tenants of the attack: the victim (tenant "a", keyA) and the

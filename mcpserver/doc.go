@@ -16,6 +16,10 @@
 //	thread_rollback    Thread.Rollback or Restore: id, checkpoint or version
 //	thread_history     Thread.History: id, limit, before
 //
+// The work items of package worklog are tools here too (list_threads,
+// create_thread, resolve_thread, session_start, session_close): see
+// AddWorklogTools, AddWorklogToolsFrom and NewWorklog.
+//
 // Messages are written as {"role": "user", "text": "…"} or in loom's wire
 // format (docs/wire-format.md), and returned in the wire format. A result
 // carries its data as structured content, and as text: a short summary for

@@ -25,7 +25,7 @@ func TestWorklogTwoServers(t *testing.T) {
 	var logs [2]*worklog.Log
 	for i := range dbs {
 		dbs[i] = thread.New(open(t, dsn, nil), nil)
-		l, err := worklog.OpenDB(dbs[i], &worklog.Options{Project: project, Sessions: openSessionsT(t, dsn)})
+		l, err := worklog.OpenDB(dbs[i], &worklog.Options{Project: project})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestWorklogTwoServers(t *testing.T) {
 
 	// Another tenant, same project, same database.
 	other := dbs[0].WithTenant("acme")
-	ol, err := worklog.OpenDB(other, &worklog.Options{Project: project, Sessions: worklog.TenantSessions(openSessionsT(t, dsn), "acme")})
+	ol, err := worklog.OpenDB(other, &worklog.Options{Project: project})
 	if err != nil {
 		t.Fatal(err)
 	}

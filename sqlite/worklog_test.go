@@ -25,11 +25,10 @@ import (
 // resolve_thread with 10,000 items.
 const worklogItems = 10_000
 
-// worklogFile is a work log kept in a SQLite file: the items in a thread
-// of a Store, the sessions in the sessions table of the same file.
+// worklogFile is a work log kept in a SQLite file: the items and the
+// session records in threads of a Store.
 type worklogFile struct {
-	db       *thread.DB
-	sessions *Sessions
+	db *thread.DB
 }
 
 // openWorklogFile opens the database at path for work logs, with the
@@ -43,18 +42,13 @@ func openWorklogFile(tb testing.TB, path string, opts *Options) *worklogFile {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { s.Close() })
-	ses, err := OpenSessions(ctx, path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ses.Close() })
-	return &worklogFile{db: thread.New(s, nil), sessions: ses}
+	return &worklogFile{db: thread.New(s, nil)}
 }
 
 // log returns a new Log of the default project, with nothing cached.
 func (f *worklogFile) log(tb testing.TB) *worklog.Log {
 	tb.Helper()
-	l, err := worklog.OpenDB(f.db, &worklog.Options{Sessions: f.sessions})
+	l, err := worklog.OpenDB(f.db, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

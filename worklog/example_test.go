@@ -67,7 +67,7 @@ func ExampleNormalize() {
 func ExampleLogs() {
 	ctx := context.Background()
 	db, _ := thread.Open(ctx, "memory://", nil)
-	logs := worklog.NewLogs(db, worklog.NewMemorySessions(), nil)
+	logs := worklog.NewLogs(db, nil)
 
 	acme, _ := logs.Log("acme", "website")
 	created, _ := acme.Create(ctx, worklog.CreateOptions{Text: "Renew the TLS certificate"})

@@ -49,16 +49,16 @@ const maxConflicts = 50
 // thread. The thread, made at the first change, is labelled LabelProject
 // and its id is ThreadID(db.Tenant(), project).
 //
-// opts.Sessions is required: a Log kept in a database keeps its session
-// records in one too (OpenSessions). opts.LockTimeout and opts.NoSync do
-// not apply; Dir returns "".
+// opts.Sessions nil means the session records are kept in db too
+// (NewThreadSessions): items and sessions in one store, any store.
+// opts.LockTimeout and opts.NoSync do not apply; Dir returns "".
 func OpenDB(db *thread.DB, opts *Options) (*Log, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	if o.Sessions == nil {
-		return nil, fmt.Errorf("worklog: OpenDB needs a SessionStore (Options.Sessions): %w", ErrInvalid)
+		o.Sessions = NewThreadSessions(db)
 	}
 	l := logOf(o)
 	l.items = &threadItems{db: db, id: ThreadID(db.Tenant(), o.Project), project: o.Project}
@@ -66,8 +66,10 @@ func OpenDB(db *thread.DB, opts *Options) (*Log, error) {
 }
 
 // ThreadID returns the id of the thread that keeps the items of a tenant's
-// project: "wl_" and 32 hex digits of a hash of both, since thread ids are
-// one namespace across tenants and project names are free text.
+// project: "wl_" and 32 hex digits of a hash of both (project names are
+// free text). The thread lives in the tenant's own namespace of ids, so no
+// other tenant can take or see it; the tenant stays in the hash because
+// work logs written before tenants had namespaces are found under it.
 func ThreadID(tenant, project string) string {
 	h := sha256.Sum256([]byte(tenant + "\x00" + project))
 	return "wl_" + hex.EncodeToString(h[:16])

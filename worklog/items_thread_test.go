@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/loomthreads/loom/internal/sessionrec"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -42,17 +43,30 @@ func TestLogOnThreads(t *testing.T) {
 // dbLog opens a Log on db's thread for the default project, on clk.
 func dbLog(t *testing.T, db *thread.DB, clk *clock) *Log {
 	t.Helper()
-	l, err := OpenDB(db, &Options{Now: clk.Now, Sessions: NewMemorySessions()})
+	l, err := OpenDB(db, &Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
-func TestOpenDBNeedsSessions(t *testing.T) {
-	db := thread.New(thread.NewMemoryStore(), nil)
-	if _, err := OpenDB(db, nil); !errors.Is(err, ErrInvalid) {
-		t.Errorf("OpenDB without sessions: %v, want ErrInvalid", err)
+// OpenDB without a SessionStore keeps the session records in the DB, in
+// the thread ThreadSessions reads.
+func TestOpenDBKeepsSessionsInTheDB(t *testing.T) {
+	db := thread.New(thread.NewMemoryStore(), &thread.Options{Tenant: "acme"})
+	l, err := OpenDB(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.SessionClose(t.Context(), CloseOptions{SessionID: "s1", OpenThreads: []json.RawMessage{json.RawMessage(`"carried"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewThreadSessions(db).ClosedSessions(t.Context(), ClosedOptions{Project: DefaultProject})
+	if err != nil || len(got) != 1 || got[0].ID != "s1" {
+		t.Fatalf("the DB's sessions: %+v, %v", got, err)
+	}
+	if _, err := db.Thread(t.Context(), sessionrec.ThreadID(DefaultProject)); err != nil {
+		t.Errorf("the sessions' thread: %v", err)
 	}
 	if _, err := OpenDB(db, &Options{Project: "a\x00b", Sessions: NewMemorySessions()}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad project: %v, want ErrInvalid", err)
@@ -261,7 +275,7 @@ func TestThreadItemsRefuseOtherThreads(t *testing.T) {
 func TestLogsKeepTenantsApart(t *testing.T) {
 	clk := newClock()
 	db := thread.New(thread.NewMemoryStore(), nil)
-	ls := NewLogs(db, NewMemorySessions(), &LogsOptions{Now: clk.Now, MaxLogs: 2})
+	ls := NewLogs(db, &LogsOptions{Now: clk.Now, MaxLogs: 2})
 	get := func(tenant, project string) *Log {
 		l, err := ls.Log(tenant, project)
 		if err != nil {
@@ -313,7 +327,7 @@ func TestLogsKeepTenantsApart(t *testing.T) {
 // id closes a new session, never the one another caller started.
 func TestSharedLogHasNoCurrentSession(t *testing.T) {
 	clk := newClock()
-	ls := NewLogs(thread.New(thread.NewMemoryStore(), nil), NewMemorySessions(), &LogsOptions{Now: clk.Now})
+	ls := NewLogs(thread.New(thread.NewMemoryStore(), nil), &LogsOptions{Now: clk.Now})
 	l, err := ls.Log("", "")
 	if err != nil {
 		t.Fatal(err)

@@ -2,14 +2,9 @@ package worklog
 
 import (
 	"container/list"
-	"context"
-	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	loomids "github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -18,21 +13,19 @@ import (
 const DefaultMaxLogs = 1024
 
 // Logs hands out the Logs of a server: one per tenant and project, their
-// items in threads of a thread.DB (OpenDB) and their session records in
-// one SessionStore that all tenants share, each tenant's sessions and
-// projects apart (their ids and project names are stored prefixed with
-// the tenant). It keeps the Logs it made, the most recently used
-// MaxLogs of them, so that their items stay cached. It is safe for
-// concurrent use.
+// items and their session records in threads of a thread.DB (OpenDB,
+// ThreadSessions), each tenant's in its own namespace of thread ids, so
+// that nothing one tenant does reaches, reveals or blocks another's work
+// log. It keeps the Logs it made, the most recently used MaxLogs of them,
+// so that their items stay cached. It is safe for concurrent use.
 //
 // The Logs are shared by every caller of a tenant and project, so they
 // have no current session: Create and Resolve record a session only when
 // their options name one.
 type Logs struct {
-	db       *thread.DB
-	sessions SessionStore
-	opts     Options
-	max      int
+	db   *thread.DB
+	opts Options
+	max  int
 
 	mu   sync.Mutex
 	lru  *list.List // of *logEntry, most recently used first
@@ -55,9 +48,9 @@ type LogsOptions struct {
 }
 
 // NewLogs returns the Logs of db (whose tenant does not matter: each Log
-// is scoped to its own) and sessions. opts may be nil.
-func NewLogs(db *thread.DB, sessions SessionStore, opts *LogsOptions) *Logs {
-	ls := &Logs{db: db, sessions: sessions, max: DefaultMaxLogs, lru: list.New(), logs: make(map[logKey]*list.Element)}
+// is scoped to its own). opts may be nil.
+func NewLogs(db *thread.DB, opts *LogsOptions) *Logs {
+	ls := &Logs{db: db, max: DefaultMaxLogs, lru: list.New(), logs: make(map[logKey]*list.Element)}
 	if opts != nil {
 		if opts.MaxLogs > 0 {
 			ls.max = opts.MaxLogs
@@ -85,7 +78,8 @@ func (ls *Logs) Log(tenant, project string) (*Log, error) {
 	}
 	o := ls.opts
 	o.Project = project
-	o.Sessions = TenantSessions(ls.sessions, tenant)
+	// Each Log its own: its cache is of its project, and goes with it.
+	o.Sessions = NewThreadSessions(ls.db.WithTenant(tenant))
 	l, err := OpenDB(ls.db.WithTenant(tenant), &o)
 	if err != nil {
 		return nil, err
@@ -98,120 +92,4 @@ func (ls *Logs) Log(tenant, project string) (*Log, error) {
 		delete(ls.logs, old.Value.(*logEntry).key)
 	}
 	return l, nil
-}
-
-// TenantSessions returns st as one tenant sees it: the ids and projects
-// of its sessions are stored as "tenant:id" and "tenant/project", so that
-// tenants sharing a store never see or replace one another's sessions.
-// Tenants follow the thread id rules (no ':' or '/'), so the prefixes are
-// unambiguous. The tenant "" keeps its sessions as they are, but refuses
-// session ids that start with a tenant's name and ':' (another tenant's
-// form) and never sees a session stored as another tenant's.
-func TenantSessions(st SessionStore, tenant string) SessionStore {
-	if tenant == "" {
-		return defaultSessions{st}
-	}
-	return tenantSessions{st, tenant}
-}
-
-// otherTenant returns the tenant whose form ("tenant:id") a session id of
-// the tenant "" has, if any.
-func otherTenant(id string) (string, bool) {
-	i := strings.IndexByte(id, ':')
-	if i <= 0 || !loomids.Valid(id[:i]) {
-		return "", false
-	}
-	return id[:i], true
-}
-
-// defaultSessions is a store as the tenant "" sees it.
-type defaultSessions struct{ st SessionStore }
-
-func (d defaultSessions) check(s Session) error {
-	if t, ok := otherTenant(s.ID); ok {
-		return fmt.Errorf("worklog: session id %q: %q is the form of the sessions of tenant %q: %w", shorten(s.ID, 140), t+":…", t, ErrInvalid)
-	}
-	return nil
-}
-
-func (d defaultSessions) StartSession(ctx context.Context, s Session) error {
-	if err := d.check(s); err != nil {
-		return err
-	}
-	return d.st.StartSession(ctx, s)
-}
-
-func (d defaultSessions) CloseSession(ctx context.Context, s Session) error {
-	if err := d.check(s); err != nil {
-		return err
-	}
-	return d.st.CloseSession(ctx, s)
-}
-
-func (d defaultSessions) ClosedSessions(ctx context.Context, opts ClosedOptions) ([]Session, error) {
-	ss, err := d.st.ClosedSessions(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(ss, func(s Session) bool {
-		t, ok := otherTenant(s.ID)
-		return ok && strings.HasPrefix(s.Project, t+"/") // another tenant's
-	}), nil
-}
-
-type tenantSessions struct {
-	st     SessionStore
-	tenant string
-}
-
-func (t tenantSessions) in(s Session) (Session, error) {
-	// Check the names as the tenant gave them, with a Log's limits: the
-	// store's are longer, for the prefixes.
-	if err := checkSessionID(s.ID); err != nil {
-		return s, err
-	}
-	if err := checkProject(s.Project); err != nil {
-		return s, err
-	}
-	s.ID = t.tenant + ":" + s.ID
-	s.Project = t.tenant + "/" + s.Project
-	return s, nil
-}
-
-func (t tenantSessions) StartSession(ctx context.Context, s Session) error {
-	s, err := t.in(s)
-	if err != nil {
-		return err
-	}
-	return t.st.StartSession(ctx, s)
-}
-
-func (t tenantSessions) CloseSession(ctx context.Context, s Session) error {
-	s, err := t.in(s)
-	if err != nil {
-		return err
-	}
-	return t.st.CloseSession(ctx, s)
-}
-
-func (t tenantSessions) ClosedSessions(ctx context.Context, opts ClosedOptions) ([]Session, error) {
-	if err := checkProject(opts.Project); err != nil {
-		return nil, err
-	}
-	opts.Project = t.tenant + "/" + opts.Project
-	ss, err := t.st.ClosedSessions(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	out := ss[:0]
-	for _, s := range ss {
-		id, ok := strings.CutPrefix(s.ID, t.tenant+":")
-		p, ok2 := strings.CutPrefix(s.Project, t.tenant+"/")
-		if !ok || !ok2 {
-			continue // not the tenant's: never returned
-		}
-		s.ID, s.Project = id, p
-		out = append(out, s)
-	}
-	return out, nil
 }

@@ -2,69 +2,49 @@ package worklog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
-	"slices"
-	"sync"
+
+	"github.com/loomthreads/loom/thread"
 )
 
-// OpenSessionsFunc opens a SessionStore from its URL. Backends register one
-// per scheme with RegisterSessions.
-type OpenSessionsFunc func(ctx context.Context, u *url.URL) (SessionStore, error)
-
-var (
-	sessionsMu       sync.RWMutex
-	sessionsRegistry = map[string]OpenSessionsFunc{
-		"file":   openFileSessions,
-		"memory": openMemorySessions,
-	}
-)
-
-// RegisterSessions makes a SessionStore backend available to OpenSessions
-// under a URL scheme, as thread.Register does for thread stores. It is
-// meant to be called from a backend package's init; registering a scheme
-// twice panics.
-func RegisterSessions(scheme string, open func(ctx context.Context, u *url.URL) (SessionStore, error)) {
-	sessionsMu.Lock()
-	defer sessionsMu.Unlock()
-	if _, dup := sessionsRegistry[scheme]; dup {
-		panic("worklog: RegisterSessions called twice for scheme " + scheme)
-	}
-	sessionsRegistry[scheme] = open
-}
-
-// SessionSchemes returns the URL schemes OpenSessions knows, sorted.
-func SessionSchemes() []string {
-	sessionsMu.RLock()
-	defer sessionsMu.RUnlock()
-	out := make([]string, 0, len(sessionsRegistry))
-	for s := range sessionsRegistry {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// OpenSessions opens the SessionStore that rawURL names: file://DIR is the
-// FileSessions of DIR, memory:// a new MemorySessions; sqlite://PATH,
-// postgres://… and redis://… are the sessions of packages sqlite, postgres
-// and redis, whose package must be imported (for its init) for its scheme
-// to be known. A bad URL or an unknown
-// scheme is an ErrInvalid error.
+// OpenSessions opens the SessionStore that rawURL names: file://DIR is
+// the FileSessions of DIR (the seed's sessions.json), memory:// a new
+// MemorySessions, and any other URL a thread store (thread.Open; its
+// package must be imported for its scheme to be known) whose threads keep
+// the records of the default tenant (a ThreadSessions, closed with the
+// store by its Close). A bad URL is an ErrInvalid error.
 func OpenSessions(ctx context.Context, rawURL string) (SessionStore, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("worklog: sessions url: %v: %w", err, ErrInvalid)
 	}
-	sessionsMu.RLock()
-	open := sessionsRegistry[u.Scheme]
-	sessionsMu.RUnlock()
-	if open == nil {
-		return nil, fmt.Errorf("worklog: sessions url %q: no session store for scheme %q (known: %v; is its package imported?): %w",
-			u.Redacted(), u.Scheme, SessionSchemes(), ErrInvalid)
+	switch u.Scheme {
+	case "file":
+		return openFileSessions(ctx, u)
+	case "memory":
+		return openMemorySessions(ctx, u)
 	}
-	return open(ctx, u)
+	db, err := thread.Open(ctx, rawURL, nil)
+	if err != nil {
+		// A URL no store takes is the caller's mistake, like a bad one.
+		if errors.Is(err, thread.ErrInvalid) || errors.Is(err, thread.ErrUnsupported) {
+			err = invalidError{err}
+		}
+		return nil, fmt.Errorf("worklog: sessions url (file://DIR, memory:// or a thread store's): %w", err)
+	}
+	st := NewThreadSessions(db)
+	st.closer = db
+	return st, nil
 }
+
+// invalidError makes a thread.ErrInvalid error (a bad store URL) match
+// ErrInvalid as well, as the callers of OpenSessions expect.
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string   { return e.err.Error() }
+func (e invalidError) Unwrap() []error { return []error{e.err, ErrInvalid} }
 
 // openFileSessions opens file://DIR (or file:DIR, a relative directory).
 func openFileSessions(_ context.Context, u *url.URL) (SessionStore, error) {
@@ -81,12 +61,6 @@ func openFileSessions(_ context.Context, u *url.URL) (SessionStore, error) {
 	}
 	return NewFileSessions(dir, nil), nil
 }
-
-// CheckSession returns an ErrInvalid error for a session that a
-// SessionStore must refuse: a malformed id, a bad project name or an
-// open_threads value that is not JSON. Stores outside this package use it
-// to keep the contract of FileSessions.
-func CheckSession(s Session) error { return checkSession(s) }
 
 // openMemorySessions opens "memory://": a new, empty MemorySessions.
 func openMemorySessions(_ context.Context, u *url.URL) (SessionStore, error) {

@@ -1,10 +1,13 @@
 package worklog_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
 	"github.com/loomthreads/loom/worklog/sessiontest"
 )
@@ -37,9 +40,39 @@ func TestMemorySessions(t *testing.T) {
 	sessiontest.Run(t, func(t *testing.T) worklog.SessionStore { return worklog.NewMemorySessions() })
 }
 
-// A tenant's view of a store keeps the contract too.
-func TestTenantSessions(t *testing.T) {
+func TestThreadSessions(t *testing.T) {
 	sessiontest.Run(t, func(t *testing.T) worklog.SessionStore {
-		return worklog.TenantSessions(worklog.NewMemorySessions(), "acme")
+		return worklog.NewThreadSessions(thread.New(thread.NewMemoryStore(), nil))
 	})
+}
+
+// A tenant's sessions keep the contract too, in its own namespace.
+func TestThreadSessionsOfATenant(t *testing.T) {
+	sessiontest.Run(t, func(t *testing.T) worklog.SessionStore {
+		return worklog.NewThreadSessions(thread.New(thread.NewMemoryStore(), &thread.Options{Tenant: "acme"}))
+	})
+}
+
+// A close whose open threads are more than a message holds is split across
+// the messages of one commit and reads back whole.
+func TestThreadSessionsBigClose(t *testing.T) {
+	st := worklog.NewThreadSessions(thread.New(thread.NewMemoryStore(), nil))
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var open []json.RawMessage
+	for i := range 1000 {
+		open = append(open, json.RawMessage(fmt.Sprintf(`"item %d %s"`, i, strings.Repeat("x", 2900))))
+	}
+	if err := st.CloseSession(t.Context(), worklog.Session{ID: "big", Project: "p", StartedAt: at, ClosedAt: at, OpenThreads: open}); err != nil {
+		t.Fatal(err)
+	}
+	for _, fresh := range []bool{false, true} {
+		s := st
+		if fresh { // no cache: the records are folded from the thread
+			s = worklog.NewThreadSessions(thread.New(st.DB().Store(), nil))
+		}
+		got, err := s.ClosedSessions(t.Context(), worklog.ClosedOptions{Project: "p"})
+		if err != nil || len(got) != 1 || len(got[0].OpenThreads) != 1000 || string(got[0].OpenThreads[999]) != string(open[999]) {
+			t.Fatalf("fresh %v: %d sessions, %v", fresh, len(got), err)
+		}
+	}
 }

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
+	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
 )
 
@@ -31,7 +33,7 @@ type worklogDir struct {
 
 func (w *worklogDir) add(fs *flag.FlagSet) {
 	fs.StringVar(&w.Dir, "dir", worklog.DefaultDir, "the `DIR` of threads.json and sessions.json")
-	fs.StringVar(&w.Sessions, "sessions", "", "where closed sessions are kept, to carry items across machines: sqlite://PATH, postgres://…, redis://…, file://DIR (default: sessions.json in --dir; with --in-store, as loom serve keeps them)")
+	fs.StringVar(&w.Sessions, "sessions", "", "where the session records of --dir are kept, to carry items across machines: any store URL (sqlite://PATH, postgres://…, redis://…), or file://DIR for a sessions.json (default: sessions.json in --dir; with --in-store they are the store's)")
 	fs.BoolVar(&w.InStore, "in-store", false, "the items of --store (and --tenant), as loom serve keeps them, rather than of --dir")
 	fs.StringVar(&w.Project, "project", "", "the `P`roject whose items to use (default: "+worklog.DefaultProject+")")
 }
@@ -41,19 +43,11 @@ func (w *worklogDir) add(fs *flag.FlagSet) {
 // closeLog closes what it opened.
 func (w *worklogDir) openLog(ctx context.Context, store, tenant string) (*worklog.Log, error) {
 	opts := &worklog.Options{Project: w.Project}
-	sessions := w.Sessions
-	if w.InStore && sessions == "" {
-		u, volatile, err := sessionsURL(store)
-		if err != nil {
-			return nil, err
-		}
-		if volatile {
-			return nil, fmt.Errorf("the session records of store %s would be lost when the command ends: give --sessions sqlite://PATH, postgres://… or redis://…", redact(store))
-		}
-		sessions = u
+	if w.InStore && w.Sessions != "" {
+		return nil, errorOf(thread.ErrInvalid, "--in-store keeps the session records in the store, as loom serve does: --sessions does not apply")
 	}
-	if sessions != "" {
-		ss, err := worklog.OpenSessions(ctx, sessions)
+	if w.Sessions != "" {
+		ss, err := worklog.OpenSessions(ctx, w.Sessions)
 		if err != nil {
 			return nil, err
 		}
@@ -70,8 +64,11 @@ func (w *worklogDir) openLog(ctx context.Context, store, tenant string) (*worklo
 		return nil, err
 	}
 	w.closers = append(w.closers, db.Close)
-	// The Logs of serve prefix the sessions of a tenant; so must this one.
-	opts.Sessions = worklog.TenantSessions(opts.Sessions, tenant)
+	if err := importFileSessions(ctx, store, db, slog.New(slog.DiscardHandler)); err != nil {
+		return nil, err
+	}
+	// Items and session records in the store's threads of the tenant, as
+	// loom serve keeps them.
 	return worklog.OpenDB(db, opts)
 }
 

@@ -10,12 +10,11 @@ import (
 
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/mcpserver"
-	"github.com/loomthreads/loom/worklog/worklogmcp"
 )
 
 // MCPCommand serves the thread tools over MCP on stdin and stdout, for an
 // agent that starts loom as its MCP server; with --worklog it serves only
-// the work-item tools (package worklogmcp) on the items of --dir instead.
+// the work-item tools (mcpserver.NewWorklog) on the items of --dir instead.
 // Logs go to stderr: stdout is the protocol's.
 type MCPCommand struct {
 	base
@@ -60,7 +59,7 @@ func (c *MCPCommand) serveWorklog(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	s := worklogmcp.New(wl, log, moduleVersion())
+	s := mcpserver.NewWorklog(wl, log, moduleVersion())
 	ss, err := s.Connect(ctx, c.transport(), nil)
 	if err != nil {
 		return err

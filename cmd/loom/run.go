@@ -251,13 +251,15 @@ var commands = []spec{
 			"(at most --shutdown-timeout). Runs (POST /v1/threads/ID/runs) need --provider.\n\n" +
 			"It also keeps each tenant's work items (/v1/items, /v1/sessions, and the tools\n" +
 			"list_threads, create_thread, resolve_thread, session_start, session_close on /mcp,\n" +
-			"each taking a project) in the store, and their session records in --sessions: by\n" +
-			"default the store's own database (sqlite, postgres), DIR/worklog for file://DIR,\n" +
-			"memory for memory:// and redis:// (lost at a restart: give --sessions then).",
+			"each taking a project), and their session records, in the store's own threads, for\n" +
+			"every store (sqlite, postgres, redis, file://DIR; memory:// keeps them until it\n" +
+			"stops), each tenant's in its own namespace of thread ids. Session records that an\n" +
+			"older loom kept beside the threads (a sessions table, Redis keys, DIR/worklog)\n" +
+			"are carried into threads when the store is opened.",
 		Examples: []string{
 			"loom serve",
 			"loom serve --store postgres://localhost/loom --addr :8080 --keys ./keys",
-			"loom serve --store redis://localhost:6379/0 --sessions postgres://localhost/loom --keys ./keys",
+			"loom serve --store redis://localhost:6379/0 --keys ./keys",
 			"OPENAI_API_KEY=… loom serve --provider openai --model gpt-4o-mini",
 		},
 		New: func(b base) Command { return &ServeCommand{base: b} }},

@@ -33,9 +33,6 @@ type serveConfig struct {
 	provider, model string
 	maxBody         int64
 	shutdown        time.Duration
-	// sessions is where the work items' session records are kept
-	// (--sessions); "" derives it from the store (sessionsURL).
-	sessions string
 }
 
 // isLoopback reports whether addr's host only ever listens on loopback.
@@ -203,7 +200,6 @@ func (c *ServeCommand) Flags() *flag.FlagSet {
 	fs.StringVar(&c.cfg.model, "model", "", "model for runs (the provider's default when empty)")
 	fs.Int64Var(&c.cfg.maxBody, "max-body", 8<<20, "largest request body, in bytes")
 	fs.DurationVar(&c.cfg.shutdown, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
-	fs.StringVar(&c.cfg.sessions, "sessions", "", "the `URL` where the work items' session records are kept: sqlite://PATH, postgres://…, redis://…, file://DIR or memory:// (default: the store's database for sqlite, postgres and redis, DIR/worklog for file://DIR, else memory)")
 	return fs
 }
 
@@ -234,14 +230,12 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", c.cfg.addr)
 	}
 	log := slog.New(slog.NewJSONHandler(c.Stderr, nil))
-	sessions, closeSessions, err := openSessions(ctx, c.cfg.sessions, c.Store, log)
-	if err != nil {
+	if err := importFileSessions(ctx, c.Store, db, log); err != nil {
 		return err
 	}
-	defer closeSessions()
 	l, err := listen(c.cfg.addr)
 	if err != nil {
 		return err
 	}
-	return serveOn(ctx, l, db, worklog.NewLogs(db, sessions, nil), keys, c.cfg, moduleVersion(), log, c.Stderr)
+	return serveOn(ctx, l, db, worklog.NewLogs(db, nil), keys, c.cfg, moduleVersion(), log, c.Stderr)
 }

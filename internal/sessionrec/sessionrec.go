@@ -7,6 +7,7 @@
 package sessionrec
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -45,38 +46,78 @@ type Record struct {
 	OpenThreads []json.RawMessage `json:"open_threads,omitzero"`
 }
 
-// Message returns the message that records r as it is now. Its text line
-// is for people reading the thread.
-func Message(r Record) (message.Message, error) {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return message.Message{}, err
+// Messages returns the messages of one commit that record r as it is now,
+// each of at most about maxBytes of data: the first holds the record with
+// as many of its open threads as fit, each next one more of them, marked
+// as the continuation of the record (Decode's more). An open thread larger
+// than maxBytes is a message of its own.
+func Messages(r Record, maxBytes int) ([]message.Message, error) {
+	var out []message.Message
+	rest := r.OpenThreads
+	for first := true; first || len(rest) > 0; first = false {
+		part := r
+		n, size := 0, 256+len(r.ID)+len(r.Project)
+		for n < len(rest) && (n == 0 || size+len(rest[n])+1 <= maxBytes) {
+			size += len(rest[n]) + 1
+			n++
+		}
+		part.OpenThreads, rest = rest[:n], rest[n:]
+		data, err := encode(part, !first)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, newMessage(r, data))
 	}
+	return out, nil
+}
+
+// wire is a record as a message holds it: More marks a continuation, whose
+// open threads join those of the record before it.
+type wire struct {
+	Record
+	More bool `json:"more,omitzero"`
+}
+
+// encode marshals without escaping '<', '>' and '&' for HTML, so that a
+// record's size is what was measured.
+func encode(r Record, more bool) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(wire{r, more}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func newMessage(r Record, data []byte) message.Message {
 	line := "session " + r.ID + " started"
 	if !r.ClosedAt.IsZero() {
 		line = "session " + r.ID + " closed"
 	}
-	return message.New(Role, message.Text{Text: line}, message.Data{MediaType: MediaType, Data: data}), nil
+	return message.New(Role, message.Text{Text: line}, message.Data{MediaType: MediaType, Data: data})
 }
 
-// Decode returns the record that m holds, or false when m holds none (a
-// message of another kind, or one whose data does not decode).
-func Decode(m message.Message) (Record, bool) {
+// Decode returns the record that m holds, and whether it continues the
+// record of the message before it (its open threads are more of that
+// record's), or false when m holds none (a message of another kind, or
+// one whose data does not decode).
+func Decode(m message.Message) (r Record, more, ok bool) {
 	if m.Role != Role {
-		return Record{}, false
+		return Record{}, false, false
 	}
 	for _, c := range m.Contents {
-		d, ok := c.(message.Data)
-		if !ok || d.MediaType != MediaType {
+		d, isData := c.(message.Data)
+		if !isData || d.MediaType != MediaType {
 			continue
 		}
-		var r Record
-		if err := json.Unmarshal(d.Data, &r); err != nil || r.ID == "" {
-			return Record{}, false
+		var w wire
+		if err := json.Unmarshal(d.Data, &w); err != nil || w.ID == "" {
+			return Record{}, false, false
 		}
-		return r, true
+		return w.Record, w.More, true
 	}
-	return Record{}, false
+	return Record{}, false, false
 }
 
 // SplitLegacy undoes the prefixes under which a shared session table kept

@@ -1,4 +1,4 @@
-package worklogmcp_test
+package mcpserver_test
 
 import (
 	"context"
@@ -6,24 +6,24 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomthreads/loom/mcpserver"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
-	"github.com/loomthreads/loom/worklog/worklogmcp"
 )
 
 // The server mode: each call's Log comes from a worklog.Logs, by the
 // project the call names (and, on a real server, the caller's tenant).
-func ExampleAddToolsFrom() {
+func ExampleAddWorklogToolsFrom() {
 	ctx := context.Background()
 	db, _ := thread.Open(ctx, "memory://", nil)
 	defer db.Close()
-	logs := worklog.NewLogs(db, worklog.NewMemorySessions(), nil)
+	logs := worklog.NewLogs(db, nil)
 	src := func(ctx context.Context, project string) (*worklog.Log, error) {
 		return logs.Log("acme", project) // a server takes the tenant from ctx
 	}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "example", Version: "0"}, nil)
-	worklogmcp.AddToolsFrom(s, src, nil)
+	mcpserver.AddWorklogToolsFrom(s, src, nil)
 	ct, st := mcp.NewInMemoryTransports()
 	ss, _ := s.Connect(ctx, st, nil)
 	defer ss.Close()

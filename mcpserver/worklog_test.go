@@ -1,4 +1,4 @@
-package worklogmcp_test
+package mcpserver
 
 import (
 	"bytes"
@@ -15,11 +15,10 @@ import (
 
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
-	"github.com/loomthreads/loom/worklog/worklogmcp"
 )
 
 // connect serves s over in-memory transports and returns a client session.
-func connect(tb testing.TB, s *mcp.Server) *mcp.ClientSession {
+func wlConnect(tb testing.TB, s *mcp.Server) *mcp.ClientSession {
 	tb.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := s.Connect(context.Background(), st, nil)
@@ -36,19 +35,19 @@ func connect(tb testing.TB, s *mcp.Server) *mcp.ClientSession {
 }
 
 // newServer returns an empty server for AddTools or AddToolsFrom.
-func newServer() *mcp.Server {
+func wlNewServer() *mcp.Server {
 	return mcp.NewServer(&mcp.Implementation{Name: "test", Version: "0"}, nil)
 }
 
 // call calls a tool that must succeed and decodes its structured content.
-func call[Out any](tb testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) Out {
+func wlCall[Out any](tb testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) Out {
 	tb.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		tb.Fatalf("%s: %v", tool, err)
 	}
 	if res.IsError {
-		tb.Fatalf("%s %v: tool error %s", tool, args, text(res))
+		tb.Fatalf("%s %v: tool error %s", tool, args, wlText(res))
 	}
 	b, err := json.Marshal(res.StructuredContent)
 	if err != nil {
@@ -62,7 +61,7 @@ func call[Out any](tb testing.TB, cs *mcp.ClientSession, tool string, args map[s
 }
 
 // callErr calls a tool that must fail and returns the error's text.
-func callErr(tb testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) string {
+func wlCallErr(tb testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) string {
 	tb.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
@@ -71,10 +70,10 @@ func callErr(tb testing.TB, cs *mcp.ClientSession, tool string, args map[string]
 	if !res.IsError {
 		tb.Fatalf("%s %v: succeeded, want a tool error", tool, args)
 	}
-	return text(res)
+	return wlText(res)
 }
 
-func text(res *mcp.CallToolResult) string {
+func wlText(res *mcp.CallToolResult) string {
 	if len(res.Content) == 0 {
 		return ""
 	}
@@ -84,7 +83,7 @@ func text(res *mcp.CallToolResult) string {
 	return ""
 }
 
-func texts(items []worklog.Item) []string {
+func wlTexts(items []worklog.Item) []string {
 	var out []string
 	for _, it := range items {
 		out = append(out, it.Text)
@@ -101,9 +100,9 @@ func TestLocalProjectAndSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newServer()
-	worklogmcp.AddTools(s, log, nil)
-	cs := connect(t, s)
+	s := wlNewServer()
+	AddWorklogTools(s, log, nil)
+	cs := wlConnect(t, s)
 
 	for _, tc := range []struct {
 		tool string
@@ -115,7 +114,7 @@ func TestLocalProjectAndSession(t *testing.T) {
 		{"session_close", map[string]any{"project": "other"}},
 		{"create_thread", map[string]any{"text": "x", "session_id": "not a session id"}},
 	} {
-		if msg := callErr(t, cs, tc.tool, tc.args); !strings.HasPrefix(msg, "invalid: ") {
+		if msg := wlCallErr(t, cs, tc.tool, tc.args); !strings.HasPrefix(msg, "invalid: ") {
 			t.Errorf("%s %v: %q, want invalid", tc.tool, tc.args, msg)
 		}
 	}
@@ -123,25 +122,25 @@ func TestLocalProjectAndSession(t *testing.T) {
 		t.Fatalf("refused calls changed the log: %+v", got.Threads)
 	}
 
-	st := call[worklog.StartResult](t, cs, "session_start", map[string]any{"project": "loom"})
-	a := call[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "Release notes", "project": "loom"})
-	b := call[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "Flaky test", "session_id": "s-named"})
+	st := wlCall[worklog.StartResult](t, cs, "session_start", map[string]any{"project": "loom"})
+	a := wlCall[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "Release notes", "project": "loom"})
+	b := wlCall[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "Flaky test", "session_id": "s-named"})
 	if a.Thread.SourceSession != st.SessionID || b.Thread.SourceSession != "s-named" {
 		t.Fatalf("source sessions %q and %q, want %q and s-named", a.Thread.SourceSession, b.Thread.SourceSession, st.SessionID)
 	}
-	r := call[worklog.ResolveResult](t, cs, "resolve_thread", map[string]any{"thread_id": b.Thread.ID, "session_id": "s-other"})
+	r := wlCall[worklog.ResolveResult](t, cs, "resolve_thread", map[string]any{"thread_id": b.Thread.ID, "session_id": "s-other"})
 	if r.ResolvedThread.ResolvedBySession != "s-other" {
 		t.Fatalf("resolved by %q, want s-other", r.ResolvedThread.ResolvedBySession)
 	}
 	// list_threads' project still lists another project's sessions here.
-	if l := call[worklog.ListResult](t, cs, "list_threads", map[string]any{"project": "other"}); len(l.Threads) != 0 {
+	if l := wlCall[worklog.ListResult](t, cs, "list_threads", map[string]any{"project": "other"}); len(l.Threads) != 0 {
 		t.Fatalf("another project's items: %+v", l.Threads)
 	}
-	if l := call[worklog.ListResult](t, cs, "list_threads", nil); !slices.Equal(texts(l.Threads), []string{"Release notes"}) {
+	if l := wlCall[worklog.ListResult](t, cs, "list_threads", nil); !slices.Equal(wlTexts(l.Threads), []string{"Release notes"}) {
 		t.Fatalf("list_threads: %+v", l.Threads)
 	}
 	// session_close without an id closes the current session.
-	if c := call[worklog.CloseResult](t, cs, "session_close", nil); c.SessionID != st.SessionID {
+	if c := wlCall[worklog.CloseResult](t, cs, "session_close", nil); c.SessionID != st.SessionID {
 		t.Fatalf("session_close closed %q, want %q", c.SessionID, st.SessionID)
 	}
 }
@@ -150,7 +149,7 @@ func TestLocalProjectAndSession(t *testing.T) {
 // the context.
 type tenantKey struct{}
 
-func logsSource(ls *worklog.Logs) worklogmcp.Source {
+func wlLogsSource(ls *worklog.Logs) WorklogSource {
 	return func(ctx context.Context, project string) (*worklog.Log, error) {
 		tenant, _ := ctx.Value(tenantKey{}).(string)
 		return ls.Log(tenant, project)
@@ -159,55 +158,55 @@ func logsSource(ls *worklog.Logs) worklogmcp.Source {
 
 // fixedTenant makes a Source see one tenant whatever the context, as a
 // server's authentication would.
-func fixedTenant(src worklogmcp.Source, tenant string) worklogmcp.Source {
+func wlFixedTenant(src WorklogSource, tenant string) WorklogSource {
 	return func(ctx context.Context, project string) (*worklog.Log, error) {
 		return src(context.WithValue(ctx, tenantKey{}, tenant), project)
 	}
 }
 
-func newLogs(tb testing.TB) *worklog.Logs {
+func wlNewLogs(tb testing.TB) *worklog.Logs {
 	tb.Helper()
 	db, err := thread.Open(context.Background(), "memory://", nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	return worklog.NewLogs(db, worklog.NewMemorySessions(), nil)
+	return worklog.NewLogs(db, nil)
 }
 
 func TestServerMode(t *testing.T) {
-	logs := newLogs(t)
-	src := logsSource(logs)
-	s := newServer()
-	worklogmcp.AddToolsFrom(s, fixedTenant(src, "acme"), nil)
-	cs := connect(t, s)
+	logs := wlNewLogs(t)
+	src := wlLogsSource(logs)
+	s := wlNewServer()
+	AddWorklogToolsFrom(s, wlFixedTenant(src, "acme"), nil)
+	cs := wlConnect(t, s)
 
-	st := call[worklog.StartResult](t, cs, "session_start", map[string]any{"project": "loom"})
+	st := wlCall[worklog.StartResult](t, cs, "session_start", map[string]any{"project": "loom"})
 	if st.Project != "loom" || st.SessionID == "" || len(st.OpenThreads) != 0 {
 		t.Fatalf("session_start: %+v", st)
 	}
-	a := call[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "Release notes", "project": "loom", "session_id": st.SessionID})
-	b := call[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "Flaky test", "project": "loom"})
+	a := wlCall[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "Release notes", "project": "loom", "session_id": st.SessionID})
+	b := wlCall[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "Flaky test", "project": "loom"})
 	// A shared Log has no current session: only a named one is recorded.
 	if a.Thread.SourceSession != st.SessionID || b.Thread.SourceSession != "" {
 		t.Fatalf("source sessions %q and %q, want %q and none", a.Thread.SourceSession, b.Thread.SourceSession, st.SessionID)
 	}
-	call[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "In the default project"})
+	wlCall[worklog.CreateResult](t, cs, "create_thread", map[string]any{"text": "In the default project"})
 
-	r := call[worklog.ResolveResult](t, cs, "resolve_thread", map[string]any{"text_match": "flaky", "project": "loom", "session_id": st.SessionID, "resolution_note": "fixed"})
+	r := wlCall[worklog.ResolveResult](t, cs, "resolve_thread", map[string]any{"text_match": "flaky", "project": "loom", "session_id": st.SessionID, "resolution_note": "fixed"})
 	if r.ResolvedThread.ID != b.Thread.ID || r.ResolvedThread.ResolvedBySession != st.SessionID {
 		t.Fatalf("resolve_thread: %+v", r.ResolvedThread)
 	}
 	// The item is the project's: not found in the default project.
-	if msg := callErr(t, cs, "resolve_thread", map[string]any{"thread_id": a.Thread.ID}); !strings.HasPrefix(msg, "not_found: ") {
+	if msg := wlCallErr(t, cs, "resolve_thread", map[string]any{"thread_id": a.Thread.ID}); !strings.HasPrefix(msg, "not_found: ") {
 		t.Fatalf("resolve in the default project: %q", msg)
 	}
 
 	// list_threads' project selects the Log.
-	if l := call[worklog.ListResult](t, cs, "list_threads", map[string]any{"project": "loom"}); !slices.Equal(texts(l.Threads), []string{"Release notes"}) || l.TotalResolved != 1 {
+	if l := wlCall[worklog.ListResult](t, cs, "list_threads", map[string]any{"project": "loom"}); !slices.Equal(wlTexts(l.Threads), []string{"Release notes"}) || l.TotalResolved != 1 {
 		t.Fatalf("list_threads loom: %+v", l)
 	}
-	if l := call[worklog.ListResult](t, cs, "list_threads", nil); !slices.Equal(texts(l.Threads), []string{"In the default project"}) {
+	if l := wlCall[worklog.ListResult](t, cs, "list_threads", nil); !slices.Equal(wlTexts(l.Threads), []string{"In the default project"}) {
 		t.Fatalf("list_threads: %+v", l)
 	}
 	// They are the Log's items, as the HTTP API would list them.
@@ -215,33 +214,33 @@ func TestServerMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err := log.List(t.Context(), worklog.ListOptions{IncludeResolved: true}); err != nil || !slices.Equal(texts(l.Threads), []string{"Flaky test", "Release notes"}) {
+	if l, err := log.List(t.Context(), worklog.ListOptions{IncludeResolved: true}); err != nil || !slices.Equal(wlTexts(l.Threads), []string{"Flaky test", "Release notes"}) {
 		t.Fatalf("the Log lists %+v, %v", l, err)
 	}
 
-	if msg := callErr(t, cs, "session_close", map[string]any{"project": "loom"}); !strings.HasPrefix(msg, "invalid: session_id is required") {
+	if msg := wlCallErr(t, cs, "session_close", map[string]any{"project": "loom"}); !strings.HasPrefix(msg, "invalid: session_id is required") {
 		t.Fatalf("session_close without an id: %q", msg)
 	}
-	c := call[worklog.CloseResult](t, cs, "session_close", map[string]any{"project": "loom", "session_id": st.SessionID, "open_threads": []any{"Write the guide"}})
-	if c.SessionID != st.SessionID || !slices.Equal(texts(c.OpenThreads), []string{"Release notes", "Write the guide"}) {
+	c := wlCall[worklog.CloseResult](t, cs, "session_close", map[string]any{"project": "loom", "session_id": st.SessionID, "open_threads": []any{"Write the guide"}})
+	if c.SessionID != st.SessionID || !slices.Equal(wlTexts(c.OpenThreads), []string{"Release notes", "Write the guide"}) {
 		t.Fatalf("session_close: %+v", c)
 	}
-	next := call[worklog.StartResult](t, cs, "session_start", map[string]any{"project": "loom"})
-	if next.SessionsAggregated != 1 || !slices.Equal(texts(next.OpenThreads), []string{"Release notes", "Write the guide"}) {
+	next := wlCall[worklog.StartResult](t, cs, "session_start", map[string]any{"project": "loom"})
+	if next.SessionsAggregated != 1 || !slices.Equal(wlTexts(next.OpenThreads), []string{"Release notes", "Write the guide"}) {
 		t.Fatalf("next session_start: %+v", next)
 	}
 
 	// Another tenant, through the same Logs, sees none of it.
-	s2 := newServer()
-	worklogmcp.AddToolsFrom(s2, fixedTenant(src, "other"), nil)
-	other := connect(t, s2)
-	if l := call[worklog.ListResult](t, other, "list_threads", map[string]any{"project": "loom", "include_resolved": true}); len(l.Threads) != 0 {
+	s2 := wlNewServer()
+	AddWorklogToolsFrom(s2, wlFixedTenant(src, "other"), nil)
+	other := wlConnect(t, s2)
+	if l := wlCall[worklog.ListResult](t, other, "list_threads", map[string]any{"project": "loom", "include_resolved": true}); len(l.Threads) != 0 {
 		t.Fatalf("another tenant lists %+v", l.Threads)
 	}
-	if st := call[worklog.StartResult](t, other, "session_start", map[string]any{"project": "loom"}); st.SessionsAggregated != 0 || len(st.OpenThreads) != 0 {
+	if st := wlCall[worklog.StartResult](t, other, "session_start", map[string]any{"project": "loom"}); st.SessionsAggregated != 0 || len(st.OpenThreads) != 0 {
 		t.Fatalf("another tenant's session_start: %+v", st)
 	}
-	if msg := callErr(t, other, "resolve_thread", map[string]any{"thread_id": a.Thread.ID, "project": "loom"}); !strings.HasPrefix(msg, "not_found: ") {
+	if msg := wlCallErr(t, other, "resolve_thread", map[string]any{"thread_id": a.Thread.ID, "project": "loom"}); !strings.HasPrefix(msg, "not_found: ") {
 		t.Fatalf("another tenant resolves: %q", msg)
 	}
 }
@@ -250,11 +249,11 @@ func TestServerMode(t *testing.T) {
 // bad project is invalid, anything else internal (logged, not sent), and
 // no Log at all is internal too.
 func TestServerSourceErrors(t *testing.T) {
-	logs := newLogs(t)
+	logs := wlNewLogs(t)
 	var logged bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logged, nil))
-	s := newServer()
-	worklogmcp.AddToolsFrom(s, func(ctx context.Context, project string) (*worklog.Log, error) {
+	s := wlNewServer()
+	AddWorklogToolsFrom(s, func(ctx context.Context, project string) (*worklog.Log, error) {
 		switch project {
 		case "down":
 			return nil, errors.New("secret detail")
@@ -263,7 +262,7 @@ func TestServerSourceErrors(t *testing.T) {
 		}
 		return logs.Log("", project)
 	}, logger)
-	cs := connect(t, s)
+	cs := wlConnect(t, s)
 	for tool, args := range map[string]map[string]any{
 		"list_threads":   {},
 		"create_thread":  {"text": "x"},
@@ -273,7 +272,7 @@ func TestServerSourceErrors(t *testing.T) {
 	} {
 		for project, want := range map[string]string{"bad\x01name": "invalid: ", "down": "internal: ", "nil": "internal: "} {
 			args["project"] = project
-			if msg := callErr(t, cs, tool, args); !strings.HasPrefix(msg, want) || strings.Contains(msg, "secret") {
+			if msg := wlCallErr(t, cs, tool, args); !strings.HasPrefix(msg, want) || strings.Contains(msg, "secret") {
 				t.Errorf("%s in project %q: %q, want %q", tool, project, msg, want)
 			}
 		}
