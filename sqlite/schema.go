@@ -28,10 +28,11 @@ type migration func(ctx context.Context, tx *sql.Tx) error
 // kept in PRAGMA user_version. Append, never edit.
 var migrations = []migration{
 	execAll(schemaV1...),
+	execAll(schemaV2...),
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // schemaV1 is the first schema.
 //

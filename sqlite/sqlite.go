@@ -136,6 +136,10 @@ func open(ctx context.Context, path string, opts *Options, migs []migration) (*S
 		s.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
+	if err := s.carrySessions(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
 	return s, nil
 }
 
