@@ -30,15 +30,22 @@
 //
 // # Layout
 //
-//	DIR/loom.json                 {"format": "loom.jsonfile", "schema": 2}
+//	DIR/loom.json                 {"format": "loom.jsonfile", "schema": 3}
 //	DIR/.lock                     flock(2)ed by every writer
 //	DIR/intent.json               the last batch's write-ahead intent (empty when done)
 //	DIR/commits/<id>.json         one immutable commit: parent, depth, op, time,
 //	                              state, metadata, messages in the wire format
 //	DIR/refs/<id>                 the commit's reference count, in decimal
-//	DIR/threads/<id>.json         a thread: record, checkpoints (in name order)
+//	DIR/threads/<name>.json       a thread: record, checkpoints (in name order)
 //	                              and its newest history entries
-//	DIR/history/<id>/<n>.json     sealed history: versions 64n+1 to 64n+64
+//	DIR/history/<name>/<n>.json   sealed history: versions 64n+1 to 64n+64
+//
+// A thread's name is its key (thread.Key): its id for the default tenant,
+// and tenant~id for another tenant's (the key tenant/id with its '/' made
+// a '~', which no id holds), so every thread file stays in one directory.
+// A key is at most 200 bytes here, to keep every name within the file
+// systems' 255. Schema 3 moved the threads of other tenants, which schema
+// 2 kept under their bare ids, to their keys.
 //
 // A thread file holds at most 63 history entries; each 64th move seals them
 // into a history chunk that never changes again, so a move rewrites a small

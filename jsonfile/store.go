@@ -30,7 +30,7 @@ func init() {
 
 // SchemaVersion is the version of the directory layout this package writes.
 // Open migrates older directories to it and refuses newer ones.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // DefaultLockTimeout is how long a write, an Open, or a read that finds an
 // unfinished batch waits for the store's lock when Options.LockTimeout is
@@ -345,6 +345,10 @@ var migrations = []func(s *Store) error{
 		}
 		return s.syncDir("commits")
 	},
+	// Schema 3 gives each tenant its own namespace of thread ids: a thread
+	// of a tenant other than the default is kept under its key tenant/id,
+	// in threads/tenant~id.json with its history in history/tenant~id.
+	2: migrateTenantKeys,
 }
 
 // readMeta reads loom.json and refuses a directory that is not a store's or

@@ -124,6 +124,24 @@ func Check(tb testing.TB, s thread.Store, opts Options) {
 		tb.Errorf("secret-fork: %q", got)
 	}
 	wantVersions(tb, get(tb, bob, "bobs"), [][]string{{"b1"}})
+	carol := db.WithTenant("carol")
+	long := get(tb, carol, "long")
+	if long.Version() != 71 {
+		tb.Errorf("carol's long: version %d, want 71", long.Version())
+	}
+	if got := texts(tb, long, 5); !slices.Equal(got, []string{"l0", "l1", "l2", "l3"}) {
+		tb.Errorf("carol's long at version 5: %q", got)
+	}
+	n := 0
+	for _, err := range long.History(ctx, thread.HistoryOptions{}) {
+		if err != nil {
+			tb.Fatal(err)
+		}
+		n++
+	}
+	if n != 71 {
+		tb.Errorf("carol's long: %d history entries, want 71", n)
+	}
 
 	// Each tenant lists its own, by id; the store keeps them by key.
 	wl := func(tenant, project string) string { return worklog.ThreadID(tenant, project) }
@@ -131,6 +149,7 @@ func Check(tb testing.TB, s thread.Store, opts Options) {
 		db:    {"empty", "rich", "rich-fork", wl("", worklog.DefaultProject)},
 		alice: {"secret", "secret-fork", wl("alice", "victim")},
 		bob:   {"bobs"},
+		carol: {"long"},
 	}
 	if opts.Sessions {
 		wantLists[db] = append(wantLists[db], "wls_") // the sessions' thread, checked below
