@@ -22,7 +22,12 @@
 // Open creates the schema (tables named loom_*, in the connection's
 // search_path) or migrates it, under an advisory lock so that processes
 // starting together take turns; a database written by a newer loom is
-// refused with ErrNewerSchema.
+// refused with ErrNewerSchema. Schema 2 keeps the threads of a tenant other
+// than the default under their key, tenant/id (thread.Key), which gives
+// each tenant its own namespace of ids; Open then carries the rows of
+// loom_sessions, the table an older loom kept for the work log's session
+// records, into threads (where package worklog keeps them now) and drops
+// it. The package keeps threads and nothing else.
 //
 // Commits are keyed by a BIGINT identity with the public id a unique text
 // column, so reading the last k messages is one recursive query over

@@ -80,6 +80,10 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if s.retries == 0 {
 		s.retries = 8
 	}
+	if err := s.carrySessions(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open %s: %w", redact(cfg), err)
+	}
 	return s, nil
 }
 

@@ -80,5 +80,10 @@
 // The schema version is kept in the database (PRAGMA user_version) and the
 // migrations to the current one run in one transaction on Open. A database
 // written by a newer version of this package is refused with
-// ErrNewerSchema rather than misread.
+// ErrNewerSchema rather than misread. Schema 2 keeps the threads of a
+// tenant other than the default under their key, tenant/id (thread.Key),
+// which gives each tenant its own namespace of ids; Open then carries the
+// rows of the sessions table, which an older loom kept beside the threads
+// for the work log's session records, into threads (where package worklog
+// keeps them now) and drops it. The package keeps threads and nothing else.
 package sqlite

@@ -2,7 +2,6 @@
 -- PostgreSQL database dump
 --
 
-\restrict J5ICg4UbnVjMC6jlGdZn81ueUnpJdklm5TntBKkfmJVa2UIgyeFsdzUc7xXFqnc
 
 -- Dumped from database version 15.18 (Debian 15.18-0+deb12u1)
 -- Dumped by pg_dump version 15.18 (Debian 15.18-0+deb12u1)
@@ -574,5 +573,4 @@ CREATE INDEX loom_threads_tenant ON public.loom_threads USING btree (tenant, id)
 -- PostgreSQL database dump complete
 --
 
-\unrestrict J5ICg4UbnVjMC6jlGdZn81ueUnpJdklm5TntBKkfmJVa2UIgyeFsdzUc7xXFqnc
 
