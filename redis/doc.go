@@ -50,7 +50,12 @@
 // order for ZRANGEBYLEX paging (a tenant that is not a valid id of at most
 // 64 bytes is listed under P:l:~<hex of its sha256>); P:x orders the TTL
 // deadlines. P:schema holds the schema version; Open migrates older data and
-// refuses data of a newer version. Every id that becomes part of a key has
+// refuses data of a newer version. A thread of a tenant other than the
+// default is kept under its key, tenant/id (thread.Key), which gives each
+// tenant its own namespace of ids; schema 2 moved such threads from their
+// bare ids, and Open carries the session records an older loom kept here
+// for the work log (P:s:…) into threads, where package worklog keeps them
+// now. The package keeps threads and nothing else. Every id that becomes part of a key has
 // passed ids.Valid, so no id can leave the prefix or inject a hash tag.
 //
 // # Apply

@@ -26,12 +26,14 @@ func init() {
 
 // SchemaVersion is the version of the key layout this package writes. Open
 // migrates older data up to it and refuses data written by a newer one.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
-// migrations[v-1] brings data at schema version v-1 up to v. Version 1 is
-// the first layout: there is nothing to convert.
+// migrations[v] brings data at schema version v up to v+1. Version 1 is
+// the first layout: there is nothing to convert. Version 2 keeps the
+// threads of a tenant other than the default under their keys.
 var migrations = []func(ctx context.Context, s *Store) error{
 	func(context.Context, *Store) error { return nil },
+	migrateTenantKeys,
 }
 
 // Options configure a Store. A nil *Options, and every zero field, means
@@ -131,6 +133,10 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		s.closeConn()
 		return nil, err
+	}
+	if err := s.carrySessions(ctx); err != nil {
+		s.closeConn()
+		return nil, fmt.Errorf("redis store %q: %w", s.prefix, err)
 	}
 	if s.ttl > 0 && o.SweepInterval >= 0 {
 		every := o.SweepInterval

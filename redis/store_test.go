@@ -9,6 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/internal/proctest"
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
@@ -194,12 +195,18 @@ func TestKeysStayInside(t *testing.T) {
 				t.Errorf("batch %d with %q: %v", i, id, err)
 			}
 		}
-		// A tenant is free text: it is encoded, never a key part as is.
+		// A tenant follows the id rules: a DB of any other refuses
+		// everything, so such a tenant never reaches a key.
 		if id == "" {
 			continue
 		}
 		tdb := db.WithTenant(id)
-		if _, err := tdb.Create(ctx, thread.CreateOptions{}); err != nil {
+		if _, err := tdb.Create(ctx, thread.CreateOptions{}); !ids.Valid(id) {
+			if !errors.Is(err, thread.ErrInvalid) {
+				t.Errorf("create for tenant %q: %v, want ErrInvalid", id, err)
+			}
+			continue
+		} else if err != nil {
 			t.Errorf("create for tenant %q: %v", id, err)
 		}
 		n := 0
