@@ -1,9 +1,11 @@
 package thread_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/loomthreads/loom/message"
@@ -106,5 +108,72 @@ func TestForkDeleteRace(t *testing.T) {
 		if err != nil || len(msgs) == 0 || msgs[0].Text() != "root" {
 			t.Fatalf("thread %s after the race: %d messages, %v", th.ID(), len(msgs), err)
 		}
+	}
+}
+
+// countingAppender is a memory store that counts the appends that went
+// through AppendAt, the path a pure append takes after losing a race.
+type countingAppender struct {
+	*thread.MemoryStore
+	n atomic.Int64
+}
+
+func (c *countingAppender) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
+	c.n.Add(1)
+	return c.MemoryStore.AppendAt(ctx, id, build)
+}
+
+// Writers racing on one thread of a tenant: the losers append under the
+// store's lock (Appender), through the tenant's namespace, and nothing is
+// lost or out of order.
+func TestRacingAppendsTakeTurnsThroughAppender(t *testing.T) {
+	st := &countingAppender{MemoryStore: thread.NewMemoryStore()}
+	db := thread.New(st, &thread.Options{Tenant: "acme"})
+	th, err := db.Create(t.Context(), thread.CreateOptions{ID: "hot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 16, 20
+	// Every handle reads version 1 before anyone appends: every writer but
+	// the first to append loses its first race.
+	handles := make([]*thread.Thread, writers)
+	for w := range handles {
+		if handles[w], err = db.Thread(t.Context(), "hot"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for w, h := range handles {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := h.Append(t.Context(), message.User(fmt.Sprintf("%d-%d", w, i))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := th.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := th.Messages(t.Context(), thread.ReadOptions{})
+	if err != nil || len(msgs) != writers*each || th.Version() != writers*each+1 {
+		t.Fatalf("%d messages, version %d, %v", len(msgs), th.Version(), err)
+	}
+	last := map[string]int{}
+	for _, m := range msgs {
+		var w, i int
+		fmt.Sscanf(m.Text(), "%d-%d", &w, &i)
+		if prev, ok := last[fmt.Sprint(w)]; ok && i != prev+1 {
+			t.Fatalf("writer %d's appends out of order: %d after %d", w, i, prev)
+		}
+		last[fmt.Sprint(w)] = i
+	}
+	if n := st.n.Load(); n < writers-1 {
+		t.Errorf("%d appends went through AppendAt, want at least %d", n, writers-1)
+	}
+	if _, err := st.Thread(t.Context(), thread.Key("acme", "hot")); err != nil {
+		t.Errorf("the store's key: %v", err)
 	}
 }

@@ -291,6 +291,36 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.apply(b)
+}
+
+// AppendAt implements Appender: build runs under the store's lock, on the
+// thread's current record and head.
+func (s *MemoryStore) AppendAt(ctx context.Context, id string, build func(r *Record, head *Commit) (*Batch, error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.threads[id]
+	if t == nil {
+		return fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	}
+	var head *Commit
+	if mc := s.commits[t.rec.Head]; mc != nil {
+		head = &Commit{ID: mc.c.ID, Depth: mc.c.Depth, StateFrom: mc.c.StateFrom}
+	}
+	b, err := build(t.rec.Clone(), head)
+	if err != nil {
+		return err
+	}
+	return s.apply(b)
+}
+
+var _ Appender = (*MemoryStore)(nil)
+
+// apply applies b; the lock is held.
+func (s *MemoryStore) apply(b *Batch) error {
 	if err := s.check(b); err != nil {
 		return err
 	}

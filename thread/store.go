@@ -62,6 +62,24 @@ type CommitCache interface {
 	CachedCommit(id string) *Commit
 }
 
+// Appender is an optional upgrade of a Store for threads that many writers
+// append to at once. AppendAt holds the thread's lock — waiting its turn
+// in the store's queue — while it reads the thread's record and head
+// commit (only ID, Depth and StateFrom are set; head is nil for an empty
+// thread), calls build with them, and applies the batch build returns, so
+// that racing appends take turns in order instead of losing their
+// compare-and-swap and trying again. build may run more than once (a
+// store that retries its transaction calls it again) and must not touch
+// the store; its error is returned as it is, with nothing applied. An
+// unknown thread is ErrNotFound.
+//
+// Thread.Commit uses it for a pure append that lost a race. Without it,
+// such an append is rebased onto the new head and tried again, after a
+// jittered backoff, which on a hot thread lets late writers win first.
+type Appender interface {
+	AppendAt(ctx context.Context, thread string, build func(r *Record, head *Commit) (*Batch, error)) error
+}
+
 // Batch is a set of changes that a store applies atomically, in the order of
 // its fields: commits, creations, moves, dropped checkpoints, new
 // checkpoints, deletions. Every

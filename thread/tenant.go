@@ -107,6 +107,24 @@ func (s *tenantStore) Checkpoints(ctx context.Context, thread string) iter.Seq2[
 
 // Apply applies a copy of b whose thread ids are keys; b is not changed.
 func (s *tenantStore) Apply(ctx context.Context, b *Batch) error {
+	return s.Store.Apply(ctx, s.keyed(b))
+}
+
+// AppendAt forwards to the store's AppendAt, with keys in and ids out; a
+// store without one is never asked (appender reports it).
+func (s *tenantStore) AppendAt(ctx context.Context, thread string, build func(r *Record, head *Commit) (*Batch, error)) error {
+	return s.Store.(Appender).AppendAt(ctx, s.key(thread), func(r *Record, head *Commit) (*Batch, error) {
+		c := *r
+		b, err := build(s.out(&c), head)
+		if err != nil {
+			return nil, err
+		}
+		return s.keyed(b), nil
+	})
+}
+
+// keyed returns a copy of b whose thread ids are keys.
+func (s *tenantStore) keyed(b *Batch) *Batch {
 	k := &Batch{Commits: b.Commits}
 	if len(b.Create) > 0 {
 		k.Create = make([]Creation, len(b.Create))
@@ -148,7 +166,20 @@ func (s *tenantStore) Apply(ctx context.Context, b *Batch) error {
 			k.Delete[i] = d
 		}
 	}
-	return s.Store.Apply(ctx, k)
+	return k
+}
+
+// appender returns the Appender of a DB's store, if the store under it has
+// one.
+func appender(st Store) (Appender, bool) {
+	switch s := st.(type) {
+	case *tenantStore:
+		_, ok := s.Store.(Appender)
+		return s, ok
+	case Appender:
+		return s, true
+	}
+	return nil, false
 }
 
 // badTenant is the store of a DB whose tenant is not a valid id.

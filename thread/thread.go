@@ -162,6 +162,11 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (*Commit, error
 		if err == nil || !pure || !errors.Is(err, ErrConflict) || t.db.retries < 0 || attempt >= t.db.retries {
 			return c, err
 		}
+		// A hot thread: where the store can, wait for the thread's lock in
+		// its queue and append onto whatever head is there then.
+		if ap, ok := appender(t.db.store); ok {
+			return t.appendLocked(ctx, ap, opts)
+		}
 		if attempt > 0 {
 			backoff(ctx, attempt)
 		}
@@ -172,6 +177,30 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (*Commit, error
 			return nil, err
 		}
 	}
+}
+
+// appendLocked makes a pure append's commit on the head the store holds under
+// the thread's lock (Appender).
+func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
+	var (
+		c   *Commit
+		rec *Record
+		mv  Move
+	)
+	err := ap.AppendAt(ctx, t.ID(), func(r *Record, head *Commit) (*Batch, error) {
+		now := t.db.clock()
+		cc, err := t.db.newCommit(head, nil, opts.Messages, nil, opts.Op, opts.Metadata, now)
+		if err != nil {
+			return nil, err
+		}
+		c, rec, mv = cc, r, Move{Thread: r.ID, From: r.Version, Head: cc.ID, Op: opts.Op, Time: now}
+		return &Batch{Commits: []*Commit{cc}, Moves: []Move{mv}}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
+	}
+	t.advance(moved(rec, mv), c.header())
+	return c, nil
 }
 
 // backoff sleeps a jittered, growing pause so that racing writers spread out.
