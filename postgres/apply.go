@@ -163,19 +163,9 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	defer func() {
-		// A failed transaction is rolled back here; a connection that
-		// cannot be cleaned up is closed, and the pool drops it.
-		if conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
-				conn.Close(rctx)
-			}
-		}
-	}()
+	defer rollback(ctx, conn)
 
-	snap, err := s.lock(ctx, conn, b)
+	snap, err := s.lock(ctx, conn, b, true)
 	if err != nil {
 		return err
 	}
@@ -188,8 +178,21 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 	return w.run(context.WithoutCancel(ctx), conn)
 }
 
-// lock is the first round trip: BEGIN, the locks and the reads.
-func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch) (*snapshot, error) {
+// rollback rolls back a failed transaction on conn; a connection that
+// cannot be cleaned up is closed, and the pool drops it.
+func rollback(ctx context.Context, conn *pgx.Conn) {
+	if conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			conn.Close(rctx)
+		}
+	}
+}
+
+// lock is the first round trip: BEGIN (unless begin is false: the
+// transaction is open), the locks and the reads.
+func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin bool) (*snapshot, error) {
 	var threadIDs, commitIDs, cpThreads, cpNames []string
 	addThread := func(id string) {
 		if validKey(id) {
@@ -260,7 +263,9 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch) (*sna
 	commitIDs = slices.Compact(commitIDs)
 
 	var q pgx.Batch
-	q.Queue("BEGIN")
+	if begin {
+		q.Queue("BEGIN")
+	}
 	if len(threadIDs) > 0 {
 		q.Queue(`SELECT o_id, o_seq, o_version, o_stale FROM loom_lock_threads($1, $2, $3)`, threadIDs, wantIDs, wantVersions)
 	}
@@ -288,8 +293,10 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch) (*sna
 	snap := &snapshot{threads: map[string]threadRow{}, commits: map[string]int64{}, cps: map[thread.CheckpointKey]int64{}}
 	br := conn.SendBatch(ctx, &q)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, err
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
 	}
 	if len(threadIDs) > 0 {
 		var (

@@ -180,14 +180,15 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 const recordCols = `t.id, t.tenant, t.kind, t.title, t.labels, coalesce(h.id, ''), t.version, t.created_at, t.updated_at,
 	t.forked_thread, t.forked_commit, t.forked_message`
 
-func scanRecord(row pgx.Row) (*thread.Record, error) {
+// scanRecord scans a row of recordCols, then of extra columns into extra.
+func scanRecord(row pgx.Row, extra ...any) (*thread.Record, error) {
 	var (
 		r      thread.Record
 		kind   string
 		labels []byte
 	)
-	err := row.Scan(&r.ID, &r.Tenant, &kind, &r.Title, &labels, &r.Head, &r.Version, &r.CreatedAt, &r.UpdatedAt,
-		&r.ForkedFrom.Thread, &r.ForkedFrom.Commit, &r.ForkedFrom.Message)
+	err := row.Scan(append([]any{&r.ID, &r.Tenant, &kind, &r.Title, &labels, &r.Head, &r.Version, &r.CreatedAt, &r.UpdatedAt,
+		&r.ForkedFrom.Thread, &r.ForkedFrom.Commit, &r.ForkedFrom.Message}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

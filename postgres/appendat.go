@@ -1,0 +1,109 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/loomthreads/loom/thread"
+)
+
+var _ thread.Appender = (*Store)(nil)
+
+// AppendAt implements thread.Appender, which package thread uses for an
+// append that lost a race on a hot thread. Its transaction first takes the
+// thread's row lock (FOR UPDATE), waiting in PostgreSQL's queue for the
+// row, so writers racing on one thread take turns in the order they came
+// instead of failing their version check and trying again; then it reads
+// the record and head, has build make the batch on them, and applies it as
+// Apply does, in the same transaction. The caller waits its turn; nobody
+// starves.
+func (s *Store) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
+	if !validKey(id) {
+		return fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
+	}
+	for attempt := 0; ; attempt++ {
+		err := s.appendAt(ctx, id, build)
+		if err == nil || !retryable(err) || s.retries < 0 || attempt >= s.retries {
+			return mapError("append", err)
+		}
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(attempt+1) * int64(2*time.Millisecond))))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// appendAt runs AppendAt's transaction once: three round trips, the first
+// of which waits for the row.
+func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer pc.Release()
+	conn := pc.Conn()
+	defer rollback(ctx, conn)
+
+	// The lock, then the read: a read in the locking statement would
+	// join the head commit of the snapshot it started with, not the one
+	// the writer before it moved to (PostgreSQL rechecks only the locked
+	// row). Read committed: the second statement sees what that writer
+	// committed.
+	var q pgx.Batch
+	q.Queue("BEGIN")
+	q.Queue(`SELECT 1 FROM loom_threads WHERE id = $1 FOR UPDATE`, id)
+	q.Queue(`SELECT `+recordCols+`, coalesce(h.depth, 0), coalesce(h.state_from, '')
+		FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
+		WHERE t.id = $1`, id)
+	br := conn.SendBatch(ctx, &q)
+	var (
+		depth     int64
+		stateFrom string
+		one       int
+		r         *thread.Record
+	)
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&one)
+	}
+	if err == nil {
+		r, err = scanRecord(br.QueryRow(), &depth, &stateFrom)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	var head *thread.Commit
+	if r.Head != "" {
+		head = &thread.Commit{ID: r.Head, Depth: depth, StateFrom: stateFrom}
+	}
+	b, err := build(r, head)
+	if err != nil {
+		return err
+	}
+	if err := validate(b); err != nil {
+		return err
+	}
+	snap, err := s.lock(ctx, conn, b, false)
+	if err != nil {
+		return err
+	}
+	w, err := check(b, snap)
+	if err != nil {
+		return err
+	}
+	return w.run(context.WithoutCancel(ctx), conn)
+}
