@@ -41,8 +41,9 @@ func (s *Store) AppendAt(ctx context.Context, id string, build func(r *thread.Re
 	}
 }
 
-// appendAt runs AppendAt's transaction once: three round trips, the first
-// of which waits for the row.
+// appendAt runs AppendAt's transaction once: two round trips (three for a
+// batch of another shape than loom_append's), the first of which waits for
+// the row.
 func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -95,6 +96,27 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 		return err
 	}
 	if err := validate(b); err != nil {
+		return err
+	}
+	if fastAppend(b) {
+		// One more round trip: loom_append and COMMIT.
+		var q pgx.Batch
+		if err := queueAppend(&q, b); err != nil {
+			return err
+		}
+		q.Queue("COMMIT")
+		br := conn.SendBatch(context.WithoutCancel(ctx), &q)
+		var res string
+		err := br.QueryRow().Scan(&res)
+		if err == nil {
+			_, err = br.Exec()
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = appendResult(b, res)
+		}
 		return err
 	}
 	snap, err := s.lock(ctx, conn, b, false)

@@ -46,8 +46,12 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) == 0 {
 		return nil
 	}
+	apply := s.apply
+	if fastAppend(b) {
+		apply = s.applyAppend
+	}
 	for attempt := 0; ; attempt++ {
-		err := s.apply(ctx, b)
+		err := apply(ctx, b)
 		if err == nil || !retryable(err) || s.retries < 0 || attempt >= s.retries {
 			return mapError("apply", err)
 		}

@@ -15,13 +15,17 @@ func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) thread.Store { return open(b, testserver.Postgres(b), nil) }, nil)
 }
 
-// BenchmarkConcurrentAppend is storetest's concurrent scenario with a pool
-// of 16 connections (Bench's uses the default pool).
+// BenchmarkConcurrentAppend is storetest's concurrent scenario (64
+// writers, synchronous_commit on) with pools of 16 and 64 connections
+// (Bench's uses the default pool): on 64 threads, and on one hot thread,
+// where the writers that lose a race queue for its row (AppendAt).
 func BenchmarkConcurrentAppend(b *testing.B) {
-	for _, threads := range []int{64, 1} {
-		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			storetest.BenchConcurrent(b, open(b, testserver.Postgres(b), &Options{MaxConns: 16}), 64, threads)
-		})
+	for _, conns := range []int32{16, 64} {
+		for _, threads := range []int{64, 1} {
+			b.Run(fmt.Sprintf("conns=%d/threads=%d", conns, threads), func(b *testing.B) {
+				storetest.BenchConcurrent(b, open(b, testserver.Postgres(b), &Options{MaxConns: conns}), 64, threads)
+			})
+		}
 	}
 }
 

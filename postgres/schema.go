@@ -19,7 +19,7 @@ type migration struct {
 // migrations are applied in order, each once, in the transaction of Open
 // that holds the schema lock. A released migration is never edited: a
 // change is a new migration at the end.
-var migrations = []migration{{1, schemaV1}, {2, schemaV2}}
+var migrations = []migration{{1, schemaV1}, {2, schemaV2}, {3, schemaV3}}
 
 // schemaV1 is the first schema.
 //
