@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/migratetest"
 	"github.com/loomthreads/loom/internal/sessionrec"
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/thread"
@@ -113,4 +114,31 @@ func TestServedSessionsLiveInTheStore(t *testing.T) {
 			t.Errorf("%s's sessions: %+v, %v; want %d", tenant, got, err, want)
 		}
 	}
+}
+
+// TestServeOpensReleaseFileStore: a file:// store written by the release
+// before this one (jsonfile/testdata), with the session records serve kept
+// in DIR/worklog/sessions.json then, is whole when serve opens it: every
+// thread, version, checkpoint, work item, and the session records carried
+// into the store's threads.
+func TestServeOpensReleaseFileStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	if err := os.CopyFS(dir, os.DirFS("../../jsonfile/testdata/release-26c53b2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"commits", "refs", "threads", "history"} { // git keeps no empty directory
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := "file://" + dir
+	db, err := thread.Open(t.Context(), store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := importFileSessions(t.Context(), store, db, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	migratetest.Check(t, db.Store(), migratetest.Options{Sessions: true})
 }
