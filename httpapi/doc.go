@@ -14,9 +14,11 @@
 //
 // Every request is scoped to a tenant: with Options.Keys, the tenant of the
 // request's API key ("Authorization: Bearer KEY" or "X-API-Key"); without
-// keys, the tenant "" (serve such a server on loopback only). A request sees,
-// forks, copies, exports and runs only its tenant's threads: another
-// tenant's thread is not found.
+// keys, the tenant "" (serve such a server on loopback only). Each tenant has
+// its own namespace of thread ids (thread.Key): a request sees, forks,
+// copies, exports and runs only its tenant's threads, another tenant's
+// thread is not found, and an id another tenant uses is free — nothing a
+// request sends can reveal, take or block another tenant's id.
 //
 // Messages are in loom's wire format (docs/wire-format.md); an export is the
 // portable document (docs/portable-document.md). Errors have one shape,

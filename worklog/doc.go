@@ -42,14 +42,17 @@
 // tried again, never lost), and a reader folds only the messages appended
 // since it last read. The work log is a thread like any other: its
 // history, checkpoints and time travel apply. A server hands out such Logs
-// per tenant and project through Logs, with each tenant's session records
-// kept apart in one store (TenantSessions).
+// per tenant and project through Logs, each tenant's in its own namespace
+// of thread ids.
 //
-// Session records go to a SessionStore: by default a FileSessions,
-// dir/sessions.json (the seed keeps them only in its database), or a
-// remote store — a sessions table with an open_threads JSON column in
-// PostgreSQL or SQLite, or records in Redis — which carries items between
-// machines.
+// Session records go to a SessionStore: for Open, by default a
+// FileSessions, dir/sessions.json (the seed keeps them only in its
+// database); for OpenDB and Logs, by default the DB's own threads
+// (ThreadSessions: one thread per project, one appended commit per change
+// of a session), which carries items between machines and containers
+// through any store — SQLite, PostgreSQL, Redis, files — with no code of
+// the store's. The seed's "sessions table with an open_threads column" is
+// that thread: the stores keep threads and nothing else.
 // worklog/sessiontest is the contract every store passes.
 //
 // # Sessions

@@ -34,10 +34,10 @@ type Session struct {
 // Closed reports whether the session has a close record.
 func (s Session) Closed() bool { return !s.ClosedAt.IsZero() }
 
-// SessionStore keeps session records: the local file (FileSessions) or a
-// sessions table with an open_threads JSON column in PostgreSQL or SQLite
-// (or their records in Redis), which is how items travel between machines and containers. It is safe
-// for concurrent use.
+// SessionStore keeps session records: the local file (FileSessions),
+// memory (MemorySessions), or the threads of any thread store
+// (ThreadSessions), which is how items travel between machines and
+// containers. It is safe for concurrent use.
 //
 // A Log that is given no SessionStore uses a FileSessions in its
 // directory. worklog/sessiontest checks that a store keeps this contract.
@@ -70,8 +70,9 @@ type ClosedOptions struct {
 // must refuse.
 //
 // A store takes longer ids and project names than a Log does (up to
-// maxStoredSessionID and maxStoredProject bytes): a server's Logs prefix
-// both with the tenant (see Logs).
+// maxStoredSessionID and maxStoredProject bytes): the records that a
+// shared session table once kept prefixed with their tenant's name read
+// back wherever they were carried.
 func checkSession(s Session) error {
 	if err := checkSessionIDLen(s.ID, maxStoredSessionID); err != nil {
 		return err

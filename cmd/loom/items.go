@@ -20,8 +20,8 @@ import (
 // it for /v1/items and the tools of /mcp.
 type worklogDir struct {
 	Dir string
-	// Sessions is where closed sessions are kept (--sessions); "" means
-	// sessions.json in Dir, or what serve derives from the store.
+	// Sessions is where the session records of Dir are kept (--sessions):
+	// "" means sessions.json in Dir. With InStore they are the store's.
 	Sessions string
 	// InStore keeps the items in the store's work log (--in-store).
 	InStore bool

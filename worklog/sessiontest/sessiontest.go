@@ -1,6 +1,6 @@
 // Package sessiontest is the contract of worklog.SessionStore: one suite
-// that every store runs, so that the local file and the PostgreSQL and
-// SQLite sessions tables behave alike.
+// that every store runs, so that the local file, memory and the session
+// records kept in threads (of any thread store) behave alike.
 //
 //	func TestSessionStore(t *testing.T) {
 //		sessiontest.Run(t, func(t *testing.T) worklog.SessionStore { return openStore(t) })
