@@ -34,7 +34,8 @@
 // context, else the DB's own. Over HTTP the command wraps Handler in the
 // same auth middleware as the HTTP API, and since Handler serves each
 // request as a session of its own, with the request's context, a tool call
-// sees exactly the tenant of its request's API key; a tenant never sees
+// sees exactly the tenant of its request's API key, in that tenant's own
+// namespace of thread ids; a tenant never sees
 // another's threads.
 //
 // The smallest use:
