@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,19 +24,7 @@ func (s *Store) AppendAt(ctx context.Context, id string, build func(r *thread.Re
 	if !validKey(id) {
 		return fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}
-	for attempt := 0; ; attempt++ {
-		err := s.appendAt(ctx, id, build)
-		if err == nil || !retryable(err) || s.retries < 0 || attempt >= s.retries {
-			return mapError("append", err)
-		}
-		t := time.NewTimer(time.Duration(rand.Int64N(int64(attempt+1) * int64(2*time.Millisecond))))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	return s.retry(ctx, "append", func() error { return s.appendAt(ctx, id, build) })
 }
 
 // appendAt runs AppendAt's transaction once: two round trips (three for a

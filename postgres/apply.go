@@ -50,10 +50,16 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if fastAppend(b) {
 		apply = s.applyAppend
 	}
+	return s.retry(ctx, "apply", func() error { return apply(ctx, b) })
+}
+
+// retry runs a transaction until it is not aborted for a deadlock or a
+// serialization failure, at most Options.Retries more times.
+func (s *Store) retry(ctx context.Context, what string, tx func() error) error {
 	for attempt := 0; ; attempt++ {
-		err := apply(ctx, b)
+		err := tx()
 		if err == nil || !retryable(err) || s.retries < 0 || attempt >= s.retries {
-			return mapError("apply", err)
+			return mapError(what, err)
 		}
 		// Back off a little, at random, so that the transactions that
 		// deadlocked do not meet again.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomthreads/loom/internal/sessionrec"
 	"github.com/loomthreads/loom/thread"
@@ -38,6 +39,9 @@ func (s *Store) carrySessions(ctx context.Context) error {
 		return nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, project, started_at, closed_at, open_threads::text FROM loom_sessions ORDER BY seq`)
+	if undefinedTable(err) {
+		return nil // another server carried it and dropped it meanwhile
+	}
 	if err != nil {
 		return fmt.Errorf("read loom_sessions: %w", err)
 	}
@@ -64,7 +68,9 @@ func (s *Store) carrySessions(ctx context.Context) error {
 		legacy = append(legacy, l)
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := rows.Err(); undefinedTable(err) {
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("read loom_sessions: %w", err)
 	}
 	b, err := sessionrec.LegacyBatch(legacy, time.Now())
@@ -80,4 +86,11 @@ func (s *Store) carrySessions(ctx context.Context) error {
 		return fmt.Errorf("drop loom_sessions: %w", err)
 	}
 	return nil
+}
+
+// undefinedTable reports whether err is PostgreSQL's "relation does not
+// exist".
+func undefinedTable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01"
 }

@@ -29,15 +29,22 @@ var schemaV2 = []string{
 // finds the threads made (ErrConflict) and drops it. Processes opening
 // the file at once do the same.
 func (s *Store) carrySessions(ctx context.Context) error {
-	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'sessions'`).Scan(&n); err != nil {
-		return fmt.Errorf("look for a sessions table: %w", err)
+	exists := func() (bool, error) {
+		var n int
+		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'sessions'`).Scan(&n); err != nil {
+			return false, fmt.Errorf("look for a sessions table: %w", err)
+		}
+		return n > 0, nil
 	}
-	if n == 0 {
-		return nil
+	if ok, err := exists(); !ok || err != nil {
+		return err
 	}
 	rows, err := legacySessions(ctx, s.r)
 	if err != nil {
+		// Another process carried the table and dropped it meanwhile.
+		if ok, xerr := exists(); xerr == nil && !ok {
+			return nil
+		}
 		return err
 	}
 	b, err := sessionrec.LegacyBatch(rows, time.Now())
