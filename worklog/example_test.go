@@ -2,6 +2,7 @@ package worklog_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -86,4 +87,24 @@ func ExampleLogs() {
 	// globex sees 0 items
 	// worklog + t-… Renew the TLS certificate
 	// worklog ✓ t-… Renew the TLS certificate — renewed
+}
+
+// Session records kept in a thread store: what one machine closes, the
+// next session on another — any process on the same store — carries.
+func ExampleNewThreadSessions() {
+	ctx := context.Background()
+	db, _ := thread.Open(ctx, "memory://", &thread.Options{Tenant: "acme"})
+	defer db.Close()
+	here, _ := worklog.OpenDB(db, &worklog.Options{Project: "site"}) // sessions: NewThreadSessions(db)
+	here.SessionClose(ctx, worklog.CloseOptions{SessionID: "s-1", OpenThreads: []json.RawMessage{json.RawMessage(`"Renew the certificate"`)}})
+
+	there, _ := worklog.OpenDB(db, &worklog.Options{Project: "site"})
+	res, _ := there.SessionStart(ctx, worklog.StartOptions{})
+	fmt.Println(res.SessionsAggregated, res.OpenThreads[0].Text)
+
+	closed, _ := worklog.NewThreadSessions(db).ClosedSessions(ctx, worklog.ClosedOptions{Project: "site"})
+	fmt.Println(closed[0].ID)
+	// Output:
+	// 1 Renew the certificate
+	// s-1
 }
