@@ -24,6 +24,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEncoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./message
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./thread
 	$(GO) test -run '^$$' -fuzz '^FuzzValid$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/ids
+	$(GO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/ids
 	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./tokens
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateThread$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzPatchThread$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
