@@ -58,6 +58,31 @@ func (s *tenantStore) out(r *Record) *Record {
 	return r
 }
 
+// unkey makes err name the tenant's threads by their ids, as the tenant
+// knows them, rather than by the keys the store reported: "b/x" is "x".
+// errors.Is and As see err as it is.
+func (s *tenantStore) unkey(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unkeyedError{err: err, prefix: s.prefix}
+}
+
+type unkeyedError struct {
+	err    error
+	prefix string
+}
+
+func (e *unkeyedError) Error() string {
+	msg := e.err.Error()
+	// Keys stand quoted or after a space; ids hold no '/', so nothing else
+	// of the message reads as a key of this tenant.
+	msg = strings.ReplaceAll(msg, `"`+e.prefix, `"`)
+	return strings.ReplaceAll(msg, " "+e.prefix, " ")
+}
+
+func (e *unkeyedError) Unwrap() error { return e.err }
+
 func (s *tenantStore) CachedCommit(id string) *Commit {
 	if cc, ok := s.Store.(CommitCache); ok {
 		return cc.CachedCommit(id)
@@ -68,7 +93,7 @@ func (s *tenantStore) CachedCommit(id string) *Commit {
 func (s *tenantStore) Thread(ctx context.Context, id string) (*Record, error) {
 	r, err := s.Store.Thread(ctx, s.key(id))
 	if err != nil {
-		return nil, err
+		return nil, s.unkey(err)
 	}
 	return s.out(r), nil
 }
@@ -83,7 +108,7 @@ func (s *tenantStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*
 			if err == nil {
 				r = s.out(r)
 			}
-			if !yield(r, err) || err != nil {
+			if !yield(r, s.unkey(err)) || err != nil {
 				return
 			}
 		}
@@ -91,14 +116,20 @@ func (s *tenantStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*
 }
 
 func (s *tenantStore) History(ctx context.Context, thread string, opts HistoryOptions) iter.Seq2[HistoryEntry, error] {
-	return s.Store.History(ctx, s.key(thread), opts)
+	return func(yield func(HistoryEntry, error) bool) {
+		for e, err := range s.Store.History(ctx, s.key(thread), opts) {
+			if !yield(e, s.unkey(err)) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 func (s *tenantStore) Checkpoints(ctx context.Context, thread string) iter.Seq2[Checkpoint, error] {
 	return func(yield func(Checkpoint, error) bool) {
 		for cp, err := range s.Store.Checkpoints(ctx, s.key(thread)) {
 			cp.Thread = thread
-			if !yield(cp, err) || err != nil {
+			if !yield(cp, s.unkey(err)) || err != nil {
 				return
 			}
 		}
@@ -107,20 +138,20 @@ func (s *tenantStore) Checkpoints(ctx context.Context, thread string) iter.Seq2[
 
 // Apply applies a copy of b whose thread ids are keys; b is not changed.
 func (s *tenantStore) Apply(ctx context.Context, b *Batch) error {
-	return s.Store.Apply(ctx, s.keyed(b))
+	return s.unkey(s.Store.Apply(ctx, s.keyed(b)))
 }
 
 // AppendAt forwards to the store's AppendAt, with keys in and ids out; a
 // store without one is never asked (appender reports it).
 func (s *tenantStore) AppendAt(ctx context.Context, thread string, build func(r *Record, head *Commit) (*Batch, error)) error {
-	return s.Store.(Appender).AppendAt(ctx, s.key(thread), func(r *Record, head *Commit) (*Batch, error) {
+	return s.unkey(s.Store.(Appender).AppendAt(ctx, s.key(thread), func(r *Record, head *Commit) (*Batch, error) {
 		c := *r
 		b, err := build(s.out(&c), head)
 		if err != nil {
 			return nil, err
 		}
 		return s.keyed(b), nil
-	})
+	}))
 }
 
 // keyed returns a copy of b whose thread ids are keys.

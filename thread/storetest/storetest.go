@@ -116,6 +116,7 @@ var cases = []suiteCase{
 	{"BadBatches", badBatches},
 	{"CheckpointAloneKeepsCommits", checkpointAloneKeepsCommits},
 	{"TenantNamespaces", tenantNamespaces},
+	{"TenantErrorsNameIDs", tenantErrorsNameIDs},
 }
 
 // recorder is a T that records failures instead of failing, for running a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -149,4 +150,38 @@ func tenantNamespaces(t T, s thread.Store, _ *Options) {
 			t.Fatalf("bob gets %q: %v, want ErrInvalid", id, err)
 		}
 	}
+}
+
+// tenantErrorsNameIDs checks that a tenant's errors name its threads by
+// their ids, never by the keys the store keeps them under.
+func tenantErrorsNameIDs(t T, s thread.Store, _ *Options) {
+	ctx := t.Context()
+	db := thread.New(s, nil).WithTenant("acme")
+	_, err := db.Thread(ctx, "nope")
+	wantErr(t, err, thread.ErrNotFound, "get nope")
+	th, err := db.Create(ctx, thread.CreateOptions{ID: "x", Messages: []message.Message{message.User("hi")}})
+	check(t, err, "create x")
+	_, err = db.Create(ctx, thread.CreateOptions{ID: "x"})
+	wantErr(t, err, thread.ErrConflict, "create x again")
+	_, cperr := th.Checkpoint(ctx, "cp")
+	check(t, cperr, "checkpoint")
+	_, cerr := th.Checkpoint(ctx, "cp")
+	wantErr(t, cerr, thread.ErrConflict, "checkpoint cp again")
+	for _, e := range []error{err, cerr} {
+		if e != nil && strings.Contains(e.Error(), "acme/") {
+			t.Errorf("the error %q names a key", e)
+		}
+	}
+	for _, e := range []error{mustErr(db.Thread(ctx, "nope")), mustErr(db.Create(ctx, thread.CreateOptions{ID: "x"}))} {
+		if strings.Contains(e.Error(), "acme/") {
+			t.Errorf("the error %q names a key", e)
+		}
+	}
+}
+
+func mustErr[V any](_ V, err error) error {
+	if err == nil {
+		return errors.New("no error")
+	}
+	return err
 }
