@@ -180,6 +180,41 @@ func BenchmarkWorklog(b *testing.B) {
 		}
 		ls.report(b)
 	})
+	// The session tools, with the session records in a thread of the
+	// same file (worklog.ThreadSessions): a close appends one record, a
+	// start reads the project's records (cached by the thread's head) and
+	// merges what the last 5 closed sessions carry.
+	b.Run("session_close", func(b *testing.B) {
+		_, l, _ := setup(b, nil)
+		var ls latencies
+		for i := 0; b.Loop(); i++ {
+			carried := []json.RawMessage{json.RawMessage(fmt.Sprintf(`"left open by session %d"`, i))}
+			ls.time(func() {
+				if _, err := l.SessionClose(ctx, worklog.CloseOptions{SessionID: fmt.Sprint("s-", i), OpenThreads: carried}); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+		ls.report(b)
+	})
+	b.Run("session_start", func(b *testing.B) {
+		_, l, _ := setup(b, nil)
+		for i := range 20 {
+			if _, err := l.SessionClose(ctx, worklog.CloseOptions{SessionID: fmt.Sprint("old-", i)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var ls latencies
+		for i := 0; b.Loop(); i++ {
+			ls.time(func() {
+				res, err := l.SessionStart(ctx, worklog.StartOptions{SessionID: fmt.Sprint("new-", i)})
+				if err != nil || res.SessionsAggregated == 0 {
+					b.Fatal(res, err)
+				}
+			})
+		}
+		ls.report(b)
+	})
 	b.Run("resolve_thread/text", func(b *testing.B) {
 		_, l, _ := setup(b, nil)
 		var ls latencies

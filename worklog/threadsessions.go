@@ -45,6 +45,10 @@ func NewThreadSessions(db *thread.DB) *ThreadSessions {
 	return &ThreadSessions{db: db, byP: make(map[string]*sessionSnap)}
 }
 
+// SessionsThreadID returns the id of the thread that keeps the session
+// records of a project in a ThreadSessions' DB.
+func SessionsThreadID(project string) string { return sessionrec.ThreadID(project) }
+
 // DB returns the DB that keeps st's records.
 func (st *ThreadSessions) DB() *thread.DB { return st.db }
 
@@ -57,49 +61,67 @@ func (st *ThreadSessions) Close() error {
 	return st.closer.Close()
 }
 
-// sessionSnap is the records of a project as of one head of its thread.
+// sessionSnap is the records of a project as of one head of its thread,
+// without their open threads: those are read from the thread's tail for
+// the sessions ClosedSessions returns (the newest, near the head), so that
+// what a process keeps is small whatever the sessions carried.
 type sessionSnap struct {
-	recs []sessionrec.Record // in order of first appearance
-	at   map[string]int
-	head string // "" when there is no thread
-	n    int64  // the messages folded
-	last string // the id of the last of them
+	recs    []sessionMeta // in order of first appearance
+	at      map[string]int
+	head    string // "" when there is no thread
+	version int64  // the thread's version at head
+	n       int64  // the messages folded
+	last    string // the id of the last of them
+}
+
+// sessionMeta is a session's newest record, without its open threads, and
+// where its messages are: pos, the thread's message index of the first,
+// and msgs of them.
+type sessionMeta struct {
+	rec  sessionrec.Record
+	pos  int64
+	msgs int
 }
 
 func (s *sessionSnap) clone() *sessionSnap {
-	c := &sessionSnap{recs: make([]sessionrec.Record, len(s.recs), len(s.recs)+1), at: make(map[string]int, len(s.at)+1),
-		head: s.head, n: s.n, last: s.last}
+	c := *s
+	c.recs = make([]sessionMeta, len(s.recs), len(s.recs)+1)
 	copy(c.recs, s.recs)
+	c.at = make(map[string]int, len(s.at)+1)
 	for k, v := range s.at {
 		c.at[k] = v
 	}
-	return c
+	return &c
 }
 
-// put upserts r, keeping the position of the session's first record.
-func (s *sessionSnap) put(r sessionrec.Record) {
+// put upserts the record of messages [pos, pos+msgs), keeping the
+// position of the session's first record in the order.
+func (s *sessionSnap) put(r sessionrec.Record, pos int64, msgs int) {
+	r.OpenThreads = nil
+	m := sessionMeta{rec: r, pos: pos, msgs: msgs}
 	if i, ok := s.at[r.ID]; ok {
-		s.recs[i] = r
+		s.recs[i] = m
 		return
 	}
 	s.at[r.ID] = len(s.recs)
-	s.recs = append(s.recs, r)
+	s.recs = append(s.recs, m)
 }
 
-// fold folds the records msgs hold into s. A message that holds no
-// record (appended by hand, say) is skipped, so it never makes the
-// sessions unreadable.
-func (s *sessionSnap) fold(msgs []message.Message, project string) {
-	for _, m := range msgs {
+// fold folds the records msgs hold, the thread's messages from index base
+// on, into s. A message that holds no record (appended by hand, say) is
+// skipped, so it never makes the sessions unreadable.
+func (s *sessionSnap) fold(msgs []message.Message, base int64, project string) {
+	for k, m := range msgs {
 		r, more, ok := sessionrec.Decode(m)
 		if !ok || r.Project != project {
 			continue
 		}
-		if i, seen := s.at[r.ID]; more && seen {
-			s.recs[i].OpenThreads = append(s.recs[i].OpenThreads, r.OpenThreads...)
+		pos := base + int64(k)
+		if i, seen := s.at[r.ID]; more && seen && s.recs[i].pos+int64(s.recs[i].msgs) == pos {
+			s.recs[i].msgs++
 			continue
 		}
-		s.put(r)
+		s.put(r, pos, 1)
 	}
 }
 
@@ -128,14 +150,17 @@ func (st *ThreadSessions) read(ctx context.Context, project string) (*sessionSna
 	if err != nil {
 		return nil, nil, fmt.Errorf("worklog: sessions of %s: %w", project, err)
 	}
-	var msgs []message.Message
+	var (
+		msgs []message.Message
+		base int64
+	)
 	if c != nil && c.n > 0 && n > c.n {
 		msgs, err = th.Messages(ctx, thread.ReadOptions{Last: int(n - c.n + 1)})
 		if err != nil {
 			return nil, nil, fmt.Errorf("worklog: sessions of %s: %w", project, err)
 		}
 		if len(msgs) > 0 && msgs[0].ID == c.last {
-			msgs = msgs[1:]
+			msgs, base = msgs[1:], c.n
 		} else {
 			c = nil // rolled back or rewritten: read it all
 		}
@@ -149,8 +174,8 @@ func (st *ThreadSessions) read(ctx context.Context, project string) (*sessionSna
 		}
 	}
 	s := c.clone()
-	s.fold(msgs, project)
-	s.head, s.n = head, n
+	s.fold(msgs, base, project)
+	s.head, s.n, s.version = head, n, th.Version()
 	if len(msgs) > 0 {
 		s.last = msgs[len(msgs)-1].ID
 	}
@@ -170,9 +195,9 @@ func (st *ThreadSessions) change(ctx context.Context, project, sid string, fn fu
 		if err != nil {
 			return err
 		}
-		var old *sessionrec.Record
+		var old *sessionrec.Record // without its open threads
 		if i, ok := s.at[sid]; ok {
-			old = &s.recs[i]
+			old = &s.recs[i].rec
 		}
 		rec, write := fn(old)
 		if !write {
@@ -206,8 +231,8 @@ func (st *ThreadSessions) change(ctx context.Context, project, sid string, fn fu
 			return fmt.Errorf("worklog: session %s: %w", sid, err)
 		}
 		ns := s.clone()
-		ns.put(rec)
-		ns.head, ns.n, ns.last = c.ID, c.Depth, msgs[len(msgs)-1].ID
+		ns.put(rec, c.Depth-int64(len(msgs)), len(msgs))
+		ns.head, ns.n, ns.last, ns.version = c.ID, c.Depth, msgs[len(msgs)-1].ID, th.Version()
 		st.mu.Lock()
 		st.byP[project] = ns
 		st.mu.Unlock()
@@ -242,22 +267,50 @@ func (st *ThreadSessions) CloseSession(ctx context.Context, s Session) error {
 	})
 }
 
-// ClosedSessions implements SessionStore.
+// ClosedSessions implements SessionStore. It reads the open threads of
+// the sessions it returns from the thread's tail, back to the oldest of
+// them: the cost of what they carry and of the records after them.
 func (st *ThreadSessions) ClosedSessions(ctx context.Context, opts ClosedOptions) ([]Session, error) {
 	if err := checkProjectLen(opts.Project, maxStoredProject); err != nil {
 		return nil, err
 	}
-	s, _, err := st.read(ctx, opts.Project)
+	s, th, err := st.read(ctx, opts.Project)
 	if err != nil {
 		return nil, err
 	}
 	var out []Session
-	for _, r := range s.recs {
+	for _, m := range s.recs {
+		r := m.rec
 		if !r.ClosedAt.IsZero() && !r.ClosedAt.Before(opts.Since) {
-			out = append(out, Session{ID: r.ID, Project: r.Project, StartedAt: r.StartedAt, ClosedAt: r.ClosedAt, OpenThreads: cloneRaws(r.OpenThreads)})
+			out = append(out, Session{ID: r.ID, Project: r.Project, StartedAt: r.StartedAt, ClosedAt: r.ClosedAt})
 		}
 	}
-	return newestClosed(out, opts.Limit), nil
+	out = newestClosed(out, opts.Limit)
+	if len(out) == 0 {
+		return out, nil
+	}
+	metas := make([]sessionMeta, len(out))
+	from := s.n
+	for k := range out {
+		metas[k] = s.recs[s.at[out[k].ID]]
+		from = min(from, metas[k].pos)
+	}
+	tail, err := th.Messages(ctx, thread.ReadOptions{Version: s.version, Last: int(s.n - from)})
+	if err != nil {
+		return nil, fmt.Errorf("worklog: sessions of %s: %w", opts.Project, err)
+	}
+	for k, m := range metas {
+		lo := m.pos - (s.n - int64(len(tail)))
+		if lo < 0 || lo+int64(m.msgs) > int64(len(tail)) {
+			return nil, fmt.Errorf("worklog: sessions of %s: the records moved while they were read: %w", opts.Project, thread.ErrConflict)
+		}
+		for _, msg := range tail[lo : lo+int64(m.msgs)] {
+			if r, _, ok := sessionrec.Decode(msg); ok && r.ID == m.rec.ID {
+				out[k].OpenThreads = append(out[k].OpenThreads, r.OpenThreads...)
+			}
+		}
+	}
+	return out, nil
 }
 
 // ImportedSuffix is added to the name of a sessions file that
