@@ -49,14 +49,33 @@
 // and sorted sets P:a (every thread) and P:l:=<tenant> list ids in lexical
 // order for ZRANGEBYLEX paging (a tenant that is not a valid id of at most
 // 64 bytes is listed under P:l:~<hex of its sha256>); P:x orders the TTL
-// deadlines. P:schema holds the schema version; Open migrates older data and
-// refuses data of a newer version. A thread of a tenant other than the
-// default is kept under its key, tenant/id (thread.Key), which gives each
-// tenant its own namespace of ids; schema 2 moved such threads from their
-// bare ids, and Open carries the session records an older loom kept here
-// for the work log (P:s:…) into threads, where package worklog keeps them
-// now. The package keeps threads and nothing else. Every id that becomes part of a key has
-// passed ids.Valid, so no id can leave the prefix or inject a hash tag.
+// deadlines. P:schema holds the schema version.
+//
+// # Tenants and migration
+//
+// A thread of a tenant other than the default is kept under its key,
+// tenant/id (thread.Key), which gives each tenant its own namespace of ids:
+// the key is the thread's id everywhere above, and a family started by such
+// a thread is named after its key. Every commit id that becomes part of a
+// key has passed ids.Valid, and every thread id or key ids.ValidKey, so
+// none can leave the prefix or make a hash tag of its own ('/' is an
+// ordinary byte to Redis).
+//
+// Open migrates data of an older schema under a lock (P:migrating, set with
+// NX and an expiry, renewed while the migration runs, and checked before
+// each step so that a migrator that stalled past the expiry stops), and
+// writes the new version only when it is done: a migration cut short is
+// finished by the next Open, and each step is safe to repeat. Schema 2
+// moved each tenant's threads from their bare ids to their keys (record,
+// history and checkpoints renamed together by a script in their family's
+// slot, then their listings, deadlines and index keys; a moved thread keeps
+// its family, named after its old id, which a thread of the default tenant
+// made later with that id merely shares), and carried the
+// session records that an older loom kept here for package worklog
+// (P:s:…) into threads in the format of internal/sessionrec (one thread
+// per tenant and project) before deleting those keys. The package keeps
+// threads and nothing else: package worklog keeps its session records in
+// threads of any store.
 //
 // # Apply
 //

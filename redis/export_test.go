@@ -8,3 +8,11 @@ func SetClock(s *Store, now func() time.Time) { s.now = now }
 // SetHook sets a function that apply calls at "script" (before its script
 // runs) and "cleanup" (after the script applied the batch).
 func SetHook(s *Store, hook func(stage string)) { s.hook = hook }
+
+// SetMigrationLockTTL sets how long the migration lock lasts without a
+// renewal, until the returned function restores it. Not for parallel tests.
+func SetMigrationLockTTL(d time.Duration) (restore func()) {
+	old := migrationLockTTL
+	migrationLockTTL = d
+	return func() { migrationLockTTL = old }
+}

@@ -4,9 +4,10 @@ import goredis "github.com/redis/go-redis/v9"
 
 // The Lua scripts. Each runs atomically on the server. The apply and
 // ancestors scripts build their keys from the prefix and the families the
-// client resolved (every id in them passed ids.Valid); KEYS[1] is a key of
-// the batch's family, so a cluster client routes the script to the node
-// that holds the family's slot, where all the keys it touches live.
+// client resolved (every commit id in them passed ids.Valid, every thread
+// id or key ids.ValidKey); KEYS[1] is a key of the batch's family, so a
+// cluster client routes the script to the node that holds the family's
+// slot, where all the keys it touches live.
 
 // luaCommon is shared by the scripts that walk commits.
 const luaCommon = `

@@ -28,14 +28,6 @@ func init() {
 // migrates older data up to it and refuses data written by a newer one.
 const SchemaVersion = 2
 
-// migrations[v] brings data at schema version v up to v+1. Version 1 is
-// the first layout: there is nothing to convert. Version 2 keeps the
-// threads of a tenant other than the default under their keys.
-var migrations = []func(ctx context.Context, s *Store) error{
-	func(context.Context, *Store) error { return nil },
-	migrateTenantKeys,
-}
-
 // Options configure a Store. A nil *Options, and every zero field, means
 // the defaults; query parameters of the URL fill the fields left zero.
 type Options struct {
@@ -134,10 +126,6 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 		s.closeConn()
 		return nil, err
 	}
-	if err := s.carrySessions(ctx); err != nil {
-		s.closeConn()
-		return nil, fmt.Errorf("redis store %q: %w", s.prefix, err)
-	}
 	if s.ttl > 0 && o.SweepInterval >= 0 {
 		every := o.SweepInterval
 		if every == 0 {
@@ -195,39 +183,6 @@ func parseURL(rawURL string, o *Options) (conn string, cluster bool, err error) 
 	return u.String(), cluster, nil
 }
 
-// migrate reads the schema version, brings older data up to SchemaVersion
-// and refuses data written by a newer version.
-func (s *Store) migrate(ctx context.Context) error {
-	key := s.schemaKey()
-	for {
-		v, err := s.rdb.Get(ctx, key).Int()
-		switch {
-		case errors.Is(err, goredis.Nil):
-			v = 0
-		case err != nil:
-			return fmt.Errorf("redis store: read schema version: %w", err)
-		}
-		if v > SchemaVersion {
-			return fmt.Errorf("redis store %q: schema version %d was written by a newer loom (this one reads up to %d); upgrade loom: %w",
-				s.prefix, v, SchemaVersion, thread.ErrUnsupported)
-		}
-		if v < 0 {
-			return fmt.Errorf("redis store %q: schema version %d: %w", s.prefix, v, thread.ErrInvalid)
-		}
-		if v == SchemaVersion {
-			return nil
-		}
-		if err := migrations[v](ctx, s); err != nil {
-			return fmt.Errorf("redis store %q: migrate to schema version %d: %w", s.prefix, v+1, err)
-		}
-		// Compare and set: of two processes migrating at once, one moves
-		// the version and the other reads it again.
-		if err := migrateScript.Run(ctx, s.rdb, []string{key}, v, v+1).Err(); err != nil && !errors.Is(err, goredis.Nil) {
-			return fmt.Errorf("redis store %q: set schema version %d: %w", s.prefix, v+1, err)
-		}
-	}
-}
-
 // Close stops the sweeper and closes the connection (unless it came in
 // Options.Client).
 func (s *Store) Close() error {
@@ -255,9 +210,13 @@ func (s *Store) Prefix() string { return s.prefix }
 
 // --- keys ---
 //
-// Every id that reaches a key has passed ids.Valid (letters, digits, '_',
-// '-', '.'), so no key part can hold a brace, a colon or a separator;
-// tenants, which are free text, are hex-encoded unless they pass too.
+// Every commit id that reaches a key has passed ids.Valid (letters,
+// digits, '_', '-', '.') and every thread id ids.ValidKey (such ids, or
+// tenant/id), so no key part can hold a brace, a colon or a separator:
+// none can leave the prefix or make a hash tag of its own. A family is
+// named after a thread id or key, so its hash tag {F} is the first in
+// every key of the family. Tenants of the listings are hex-encoded unless
+// they pass ids.Valid too.
 
 func (s *Store) schemaKey() string              { return s.prefix + ":schema" }
 func (s *Store) threadIndexKey(t string) string { return s.prefix + ":t:" + t }
