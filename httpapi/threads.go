@@ -156,8 +156,8 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 		opts.Labels[k] = v
 	}
 	if k := thread.Kind(q.Get("kind")); k != "" {
-		if k != thread.KindUndetermined && k != thread.KindLocal && k != thread.KindService {
-			return invalidf("query parameter kind=%q: undetermined, local or service", clip(string(k)))
+		if k != thread.KindUndetermined && k != thread.KindLocal && k != thread.KindService && k != thread.KindWorkflow {
+			return invalidf("query parameter kind=%q: undetermined, local, service or workflow", clip(string(k)))
 		}
 		opts.Kind = k
 	}

@@ -189,7 +189,7 @@ var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonsc
 	},
 	reflect.TypeFor[thread.Kind](): {
 		Type: "string",
-		Enum: []any{string(thread.KindUndetermined), string(thread.KindLocal), string(thread.KindService)},
+		Enum: []any{string(thread.KindUndetermined), string(thread.KindLocal), string(thread.KindService), string(thread.KindWorkflow)},
 	},
 	reflect.TypeFor[thread.Op](): {Type: "string"},
 }}

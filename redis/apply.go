@@ -250,7 +250,7 @@ func (s *Store) resolve(ctx context.Context, b *thread.Batch, fresh bool) (*plan
 				for _, e := range cr.History {
 					cands = append(cands, p.commits[e.Commit])
 				}
-				cands = append(cands, p.threads[cr.Record.ForkedFrom.Thread])
+				cands = append(cands, threadFam(cr.Record.ForkedFrom.Thread))
 				for _, f := range cands {
 					if f != "" {
 						p.created[i], changed = f, true

@@ -367,3 +367,10 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// TestClusterGroups runs the suite's group case on a store in cluster
+// mode, which refuses a batch that spans thread families: a workflow's
+// groups stay within its family.
+func TestClusterGroups(t *testing.T) {
+	storetest.Groups(t, open(t, testserver.Redis(t)+"?prefix=cg", &redis.Options{Cluster: true}))
+}

@@ -143,13 +143,40 @@ type CreateOptions struct {
 	Messages []message.Message
 	// State, when given, is the thread's initial state.
 	State map[string]json.RawMessage
+	// Parent, when not "", links the new thread to another thread of the
+	// same tenant, as a workflow's sub-threads are linked to their
+	// workflow: the new thread's ForkedFrom names the parent with no commit
+	// (it shares none of its messages), and a store that keeps a fork
+	// family together (Redis Cluster keeps one in a hash slot) keeps the two
+	// together, so that one Group can change both.
+	Parent string
 }
 
 // NewThreadID returns a fresh thread id.
 func NewThreadID() string { return ids.New("th_") }
 
-// Create makes a new thread. An existing id is ErrConflict.
+// Create makes a new thread. An existing id is ErrConflict; a Parent that
+// does not exist is ErrNotFound.
 func (db *DB) Create(ctx context.Context, opts CreateOptions) (*Thread, error) {
+	if opts.Parent != "" {
+		if _, err := db.record(ctx, opts.Parent); err != nil {
+			return nil, fmt.Errorf("create: parent: %w", err)
+		}
+	}
+	b := &Batch{}
+	r, head, err := db.createInto(opts, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+		return nil, fmt.Errorf("create %s: %w", r.ID, err)
+	}
+	return db.handle(r, head), nil
+}
+
+// createInto adds to b what creates the thread opts describe, and returns
+// its record and head.
+func (db *DB) createInto(opts CreateOptions, b *Batch) (*Record, *Commit, error) {
 	now := db.clock()
 	if opts.ID == "" {
 		opts.ID = ids.NewAt("th_", now)
@@ -158,25 +185,24 @@ func (db *DB) Create(ctx context.Context, opts CreateOptions) (*Thread, error) {
 		opts.Kind = KindUndetermined
 	}
 	if err := db.checkRecord(opts.ID, opts.Kind, opts.Title, opts.Labels); err != nil {
-		return nil, fmt.Errorf("create: %w", err)
+		return nil, nil, fmt.Errorf("create: %w", err)
+	}
+	if opts.Parent != "" && (!ids.Valid(opts.Parent) || opts.Parent == opts.ID) {
+		return nil, nil, fmt.Errorf("create %s: parent %q: %w", opts.ID, clip(opts.Parent), ErrInvalid)
 	}
 	r := &Record{ID: opts.ID, Tenant: db.tenant, Kind: opts.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
-		Version: 1, CreatedAt: now, UpdatedAt: now}
-	b := &Batch{}
+		Version: 1, CreatedAt: now, UpdatedAt: now, ForkedFrom: ForkPoint{Thread: opts.Parent}}
 	var head *Commit
 	if len(opts.Messages) > 0 || opts.State != nil {
 		c, err := db.newCommit(nil, nil, opts.Messages, opts.State, OpAppend, nil, now)
 		if err != nil {
-			return nil, fmt.Errorf("create %s: %w", opts.ID, err)
+			return nil, nil, fmt.Errorf("create %s: %w", opts.ID, err)
 		}
 		head, r.Head = c, c.ID
-		b.Commits = []*Commit{c}
+		b.Commits = append(b.Commits, c)
 	}
-	b.Create = []Creation{{Record: r, Op: OpCreate}}
-	if err := db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
-		return nil, fmt.Errorf("create %s: %w", opts.ID, err)
-	}
-	return db.handle(r, head), nil
+	b.Create = append(b.Create, Creation{Record: r, Op: OpCreate})
+	return r, head, nil
 }
 
 // Thread returns a handle on the thread id at its current version.

@@ -669,6 +669,20 @@ func (t *Thread) Copy(ctx context.Context, opts ForkOptions) (*Thread, error) {
 }
 
 func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, error) {
+	b := &Batch{}
+	r, head, err := t.forkInto(ctx, opts, op, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, t.ID(), err)
+	}
+	return t.db.handle(r, head), nil
+}
+
+// forkInto adds to b what makes a fork (or copy) of t, and returns the new
+// thread's record and head.
+func (t *Thread) forkInto(ctx context.Context, opts ForkOptions, op Op, b *Batch) (*Record, *Commit, error) {
 	src := t.snapshot()
 	now := t.db.clock()
 	if opts.ID == "" {
@@ -681,34 +695,26 @@ func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, er
 		opts.Labels = src.Labels
 	}
 	if err := t.db.checkRecord(opts.ID, src.Kind, opts.Title, opts.Labels); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
 	}
 	if opts.At != "" && !ids.Valid(opts.At) {
-		return nil, fmt.Errorf("%s %s: message id %q: %w", op, src.ID, clip(opts.At), ErrInvalid)
+		return nil, nil, fmt.Errorf("%s %s: message id %q: %w", op, src.ID, clip(opts.At), ErrInvalid)
 	}
 	head, err := t.commitAt(ctx, opts.Version)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
 	}
-	// One allocation for the record and the batch that creates it.
-	one := &struct {
-		r  Record
-		b  Batch
-		cr [1]Creation
-	}{}
-	b := &one.b
 	if opts.At != "" {
 		if head, err = t.splitAt(ctx, head, opts.At, now, b); err != nil {
-			return nil, fmt.Errorf("%s %s at %s: %w", op, src.ID, opts.At, err)
+			return nil, nil, fmt.Errorf("%s %s at %s: %w", op, src.ID, opts.At, err)
 		}
 	}
 	if head != nil {
 		if err := t.refuseLinearAt(ctx, src, head); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
+			return nil, nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
 		}
 	}
-	r := &one.r
-	*r = Record{ID: opts.ID, Tenant: t.db.tenant, Kind: src.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
+	r := &Record{ID: opts.ID, Tenant: t.db.tenant, Kind: src.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
 		Version: 1, CreatedAt: now, UpdatedAt: now}
 	if head != nil {
 		r.Head = head.ID
@@ -716,12 +722,8 @@ func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, er
 	if op == OpFork {
 		r.ForkedFrom = ForkPoint{Thread: src.ID, Commit: r.Head, Message: opts.At}
 	}
-	one.cr[0] = Creation{Record: r, Op: op}
-	b.Create = one.cr[:]
-	if err := t.db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
-	}
-	return t.db.handle(r, head), nil
+	b.Create = append(b.Create, Creation{Record: r, Op: op})
+	return r, head, nil
 }
 
 // splitAt finds the message id on the way back from head and returns the

@@ -22,10 +22,14 @@ const (
 	// KindService is a thread whose conversation a chat provider keeps under
 	// its own id; loom keeps the id, state and a mirror of the messages.
 	KindService Kind = "service"
+	// KindWorkflow is a workflow's own thread (package workflow): its
+	// messages record the steps taken, its state the execution state and
+	// sub-threads. Agents run on the sub-threads, not on it.
+	KindWorkflow Kind = "workflow"
 )
 
 func (k Kind) valid() bool {
-	return k == KindUndetermined || k == KindLocal || k == KindService
+	return k == KindUndetermined || k == KindLocal || k == KindService || k == KindWorkflow
 }
 
 // Op names what made a commit or moved a head.
@@ -119,7 +123,9 @@ func cloneState(s map[string]json.RawMessage) map[string]json.RawMessage {
 	return out
 }
 
-// ForkPoint says where a thread was forked from.
+// ForkPoint says where a thread was forked from: the thread, and the
+// commit and message the fork shares up to. A thread made with
+// CreateOptions.Parent has a ForkPoint that names only the parent.
 type ForkPoint struct {
 	Thread  string `json:"thread"`
 	Commit  string `json:"commit,omitzero"`

@@ -53,11 +53,11 @@ func (k *kindFlag) String() string { return string(*k) }
 
 func (k *kindFlag) Set(s string) error {
 	switch thread.Kind(s) {
-	case thread.KindUndetermined, thread.KindLocal, thread.KindService:
+	case thread.KindUndetermined, thread.KindLocal, thread.KindService, thread.KindWorkflow:
 		*k = kindFlag(s)
 		return nil
 	}
-	return errors.New("a kind is undetermined, local or service")
+	return errors.New("a kind is undetermined, local, service or workflow")
 }
 
 // strategiesFlag collects repeated --strategy flags, parsed when set.

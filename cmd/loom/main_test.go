@@ -485,7 +485,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"threads", "list", st, "--bogus"}, "unknown flag --bogus"},
 		{[]string{"threads", "list", st, "extra"}, `unexpected argument "extra"`},
 		{[]string{"threads", "list", st, "--label", "novalue"}, `loom: invalid --label "novalue": a label is key=value`},
-		{[]string{"threads", "list", st, "--kind", "remote"}, `loom: invalid --kind "remote": a kind is undetermined, local or service`},
+		{[]string{"threads", "list", st, "--kind", "remote"}, `loom: invalid --kind "remote": a kind is undetermined, local, service or workflow`},
 		{[]string{"threads", "list", st, "--limit", "many"}, `loom: invalid --limit "many": parse error`},
 		{[]string{"threads", "show", st}, "missing the thread ID"},
 		{[]string{"threads", "show", st, th.ID, "--last", "-1"}, "must not be negative"},

@@ -28,7 +28,7 @@ type ThreadsListCommand struct {
 func (c *ThreadsListCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.Var(&c.Labels, "label", "only threads with this `k=v` label (repeatable; all must match)")
-	fs.Var(&c.Kind, "kind", "only threads of kind `K`: undetermined, local or service")
+	fs.Var(&c.Kind, "kind", "only threads of kind `K`: undetermined, local, service or workflow")
 	fs.IntVar(&c.Limit, "limit", 0, "list at most `N` threads (0: all)")
 	return fs
 }

@@ -117,6 +117,7 @@ var cases = []suiteCase{
 	{"CheckpointAloneKeepsCommits", checkpointAloneKeepsCommits},
 	{"TenantNamespaces", tenantNamespaces},
 	{"TenantErrorsNameIDs", tenantErrorsNameIDs},
+	{"Groups", groups},
 }
 
 // recorder is a T that records failures instead of failing, for running a

@@ -1,0 +1,265 @@
+package thread
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Group gathers changes to several threads of one DB — commits, restores,
+// rollbacks, checkpoints, creations, forks and deletions — and applies them
+// as one Batch: all of them or none. A workflow checkpoints, restores and
+// forks itself and its sub-threads with one.
+//
+// Each change to an existing thread is checked against the version of the
+// handle it was given (a compare-and-swap, as Thread's own writes are), so
+// Apply returns ErrConflict and changes nothing when any of the threads
+// has moved since. A thread takes at most one head move in a group (a
+// commit, a restore or a rollback), plus any checkpoints, which name its
+// head as the group leaves it. A change that cannot be built (bad input, a
+// version that does not exist) is returned by the call that adds it, and
+// again by Apply, which then writes nothing.
+//
+// A Group is not safe for concurrent use, and is applied once.
+type Group struct {
+	db      *DB
+	b       Batch
+	touched map[string]*groupEntry
+	created map[string]bool
+	err     error
+	applied bool
+}
+
+// groupEntry is an existing thread as the group leaves it.
+type groupEntry struct {
+	t     *Thread
+	rec   *Record // after the group's move, or as the handle had it
+	head  *Commit // header of rec.Head, when known
+	moved bool
+}
+
+// Group returns an empty group of changes on db.
+func (db *DB) Group() *Group {
+	return &Group{db: db, touched: map[string]*groupEntry{}, created: map[string]bool{}}
+}
+
+// fail records the first error of the group and returns err.
+func (g *Group) fail(err error) error {
+	if g.err == nil {
+		g.err = err
+	}
+	return err
+}
+
+// entry returns what the group knows of t, checking that t is of the
+// group's DB.
+func (g *Group) entry(ctx context.Context, t *Thread) (*groupEntry, error) {
+	if t.db != g.db {
+		return nil, fmt.Errorf("group: thread %s is of another DB: %w", t.ID(), ErrInvalid)
+	}
+	if e, ok := g.touched[t.ID()]; ok {
+		return e, nil
+	}
+	r, h, err := t.headCommit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e := &groupEntry{t: t, rec: r, head: h}
+	g.touched[t.ID()] = e
+	return e, nil
+}
+
+// move adds a head move of t to head (nil: the empty root).
+func (g *Group) move(ctx context.Context, t *Thread, op Op, head *Commit, what string) error {
+	e, err := g.entry(ctx, t)
+	if err != nil {
+		return g.fail(fmt.Errorf("%s %s: %w", what, t.ID(), err))
+	}
+	if e.moved {
+		return g.fail(fmt.Errorf("%s %s: the group moves it already: %w", what, t.ID(), ErrInvalid))
+	}
+	mv := Move{Thread: e.rec.ID, From: e.rec.Version, Op: op, Time: g.db.clock()}
+	if head != nil {
+		mv.Head = head.ID
+	}
+	g.b.Moves = append(g.b.Moves, mv)
+	e.rec, e.head, e.moved = moved(e.rec, mv), nil, true
+	if head != nil {
+		e.head = head.header()
+	}
+	return nil
+}
+
+// Commit adds a commit on t at its handle's version (or opts.IfVersion)
+// and returns it as it will be once the group is applied. Unlike
+// Thread.Commit it never retries: the group fails if t has moved.
+// Changing the kind is not done in a group (ErrInvalid).
+func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Commit, error) {
+	if opts.Op == "" {
+		opts.Op = OpAppend
+		if len(opts.Messages) == 0 {
+			opts.Op = OpState
+		}
+	}
+	if len(opts.Messages) == 0 && opts.State == nil || opts.Kind != "" {
+		return nil, g.fail(fmt.Errorf("commit to %s in a group: no messages and no state, or a kind: %w", t.ID(), ErrInvalid))
+	}
+	e, err := g.entry(ctx, t)
+	if err != nil {
+		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
+	}
+	if opts.IfVersion != 0 && opts.IfVersion != e.rec.Version {
+		return nil, g.fail(fmt.Errorf("commit to %s: at version %d, not %d: %w", t.ID(), e.rec.Version, opts.IfVersion, ErrConflict))
+	}
+	var st map[string]json.RawMessage
+	if opts.State != nil {
+		if st, err = t.stateAt(ctx, e.head); err != nil {
+			return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
+		}
+	}
+	c, err := g.db.newCommit(e.head, st, opts.Messages, opts.State, opts.Op, opts.Metadata, g.db.clock())
+	if err != nil {
+		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
+	}
+	if err := g.move(ctx, t, opts.Op, c, "commit to"); err != nil {
+		return nil, err
+	}
+	g.b.Commits = append(g.b.Commits, c)
+	return c, nil
+}
+
+// Restore adds a move of t's head to where it was at version v, as
+// Thread.Restore does.
+func (g *Group) Restore(ctx context.Context, t *Thread, v int64) error {
+	e, err := t.entry(ctx, v)
+	if err != nil {
+		return g.fail(fmt.Errorf("restore %s: %w", t.ID(), err))
+	}
+	return g.moveTo(ctx, t, OpRestore, e.Commit, "restore")
+}
+
+// Rollback adds a move of t's head to its checkpoint name, as
+// Thread.Rollback does.
+func (g *Group) Rollback(ctx context.Context, t *Thread, name string) error {
+	cp, err := t.checkpoint(ctx, name)
+	if err != nil {
+		return g.fail(fmt.Errorf("rollback %s: %w", t.ID(), err))
+	}
+	return g.moveTo(ctx, t, OpRollback, cp.Commit, "rollback")
+}
+
+func (g *Group) moveTo(ctx context.Context, t *Thread, op Op, id, what string) error {
+	var head *Commit
+	if id != "" {
+		c, err := g.db.store.Commit(ctx, id)
+		if err != nil {
+			return g.fail(fmt.Errorf("%s %s: %w", what, t.ID(), err))
+		}
+		if err := t.refuseLinearAt(ctx, t.snapshot(), c); err != nil {
+			return g.fail(fmt.Errorf("%s %s: %w", what, t.ID(), err))
+		}
+		head = c
+	}
+	return g.move(ctx, t, op, head, what)
+}
+
+// Checkpoint adds a checkpoint name on t at its head as the group leaves
+// it (after the group's commit on t, if any). An empty head is ErrInvalid;
+// a name taken is ErrConflict at Apply.
+func (g *Group) Checkpoint(ctx context.Context, t *Thread, name string) error {
+	if err := checkCheckpointName(name); err != nil {
+		return g.fail(fmt.Errorf("checkpoint %s: %w", t.ID(), err))
+	}
+	e, err := g.entry(ctx, t)
+	if err != nil {
+		return g.fail(fmt.Errorf("checkpoint %s of %s: %w", name, t.ID(), err))
+	}
+	if e.rec.Head == "" {
+		return g.fail(fmt.Errorf("checkpoint %s of empty thread %s: %w", name, t.ID(), ErrInvalid))
+	}
+	g.b.Checkpoints = append(g.b.Checkpoints, Checkpoint{Thread: e.rec.ID, Name: name, Commit: e.rec.Head, Version: e.rec.Version, CreatedAt: g.db.clock()})
+	return nil
+}
+
+// Create adds the creation of a thread, as DB.Create makes it, and returns
+// its handle, valid once the group is applied. Its Parent may be a thread
+// the group creates.
+func (g *Group) Create(ctx context.Context, opts CreateOptions) (*Thread, error) {
+	if p := opts.Parent; p != "" && !g.created[p] {
+		if _, ok := g.touched[p]; !ok {
+			if _, err := g.db.record(ctx, p); err != nil {
+				return nil, g.fail(fmt.Errorf("create: parent: %w", err))
+			}
+		}
+	}
+	r, head, err := g.db.createInto(opts, &g.b)
+	if err != nil {
+		return nil, g.fail(err)
+	}
+	return g.made(r, head)
+}
+
+// Fork adds a fork of t, as Thread.Fork makes it, and returns the new
+// thread's handle, valid once the group is applied.
+func (g *Group) Fork(ctx context.Context, t *Thread, opts ForkOptions) (*Thread, error) {
+	if t.db != g.db {
+		return nil, g.fail(fmt.Errorf("group: thread %s is of another DB: %w", t.ID(), ErrInvalid))
+	}
+	r, head, err := t.forkInto(ctx, opts, OpFork, &g.b)
+	if err != nil {
+		return nil, g.fail(err)
+	}
+	return g.made(r, head)
+}
+
+func (g *Group) made(r *Record, head *Commit) (*Thread, error) {
+	if g.created[r.ID] || g.touched[r.ID] != nil {
+		return nil, g.fail(fmt.Errorf("create %s: the group has it already: %w", r.ID, ErrConflict))
+	}
+	g.created[r.ID] = true
+	return g.db.handle(r, head), nil
+}
+
+// Delete adds the deletion of t, at its handle's version.
+func (g *Group) Delete(ctx context.Context, t *Thread) error {
+	e, err := g.entry(ctx, t)
+	if err != nil {
+		return g.fail(fmt.Errorf("delete %s: %w", t.ID(), err))
+	}
+	if e.moved {
+		return g.fail(fmt.Errorf("delete %s: the group moves it: %w", t.ID(), ErrInvalid))
+	}
+	e.moved = true
+	g.b.Delete = append(g.b.Delete, Deletion{Thread: e.rec.ID, Version: e.rec.Version})
+	return nil
+}
+
+// Apply applies the group's changes in one atomic store operation and
+// moves the handles it was given to their new versions. The first error of
+// building the group is returned instead, with nothing written.
+func (g *Group) Apply(ctx context.Context) error {
+	if g.applied {
+		return fmt.Errorf("group: applied already: %w", ErrInvalid)
+	}
+	if g.err != nil {
+		return g.err
+	}
+	g.applied = true
+	b := &g.b
+	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.Checkpoints)+len(b.Delete) == 0 {
+		return nil
+	}
+	if err := g.db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return fmt.Errorf("group of %d threads: a thread moved, or an id or name is taken: %w", len(g.touched)+len(g.created), err)
+		}
+		return fmt.Errorf("group of %d threads: %w", len(g.touched)+len(g.created), err)
+	}
+	for _, e := range g.touched {
+		if e.moved {
+			e.t.advance(e.rec, e.head)
+		}
+	}
+	return nil
+}
