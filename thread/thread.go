@@ -650,6 +650,11 @@ type ForkOptions struct {
 	Title string
 	// Labels, when not nil, replace the source's labels.
 	Labels map[string]string
+	// State, when not nil, patches the fork's state (a nil value removes
+	// its key): the fork's head is then one new commit on the fork point
+	// (op fork) that holds the patched state, and ForkedFrom still names
+	// the fork point. Copy ignores it.
+	State map[string]json.RawMessage
 }
 
 // Fork makes a new thread that shares this one's messages up to and
@@ -664,7 +669,7 @@ func (t *Thread) Fork(ctx context.Context, opts ForkOptions) (*Thread, error) {
 // an independent thread (not marked as a fork). Title "" keeps the source's,
 // nil Labels keep the source's. Like Fork, it copies nothing.
 func (t *Thread) Copy(ctx context.Context, opts ForkOptions) (*Thread, error) {
-	opts.At = ""
+	opts.At, opts.State = "", nil
 	return t.fork(ctx, opts, OpCopy)
 }
 
@@ -714,13 +719,29 @@ func (t *Thread) forkInto(ctx context.Context, opts ForkOptions, op Op, b *Batch
 			return nil, nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
 		}
 	}
+	point := head
+	if opts.State != nil && op == OpFork {
+		st, err := t.stateAt(ctx, head)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
+		}
+		c, err := t.db.newCommit(head, st, nil, opts.State, OpFork, nil, now)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
+		}
+		b.Commits = append(b.Commits, c)
+		head = c
+	}
 	r := &Record{ID: opts.ID, Tenant: t.db.tenant, Kind: src.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
 		Version: 1, CreatedAt: now, UpdatedAt: now}
 	if head != nil {
 		r.Head = head.ID
 	}
 	if op == OpFork {
-		r.ForkedFrom = ForkPoint{Thread: src.ID, Commit: r.Head, Message: opts.At}
+		r.ForkedFrom = ForkPoint{Thread: src.ID, Message: opts.At}
+		if point != nil {
+			r.ForkedFrom.Commit = point.ID
+		}
 	}
 	b.Create = append(b.Create, Creation{Record: r, Op: op})
 	return r, head, nil

@@ -143,7 +143,7 @@ func groups(t T, s thread.Store, _ *Options) {
 			check(t, sub.Refresh(ctx), "refresh")
 		}
 		g = db.Group()
-		w2, err := g.Fork(ctx, w, thread.ForkOptions{ID: "wf2", Version: 2})
+		w2, err := g.Fork(ctx, w, thread.ForkOptions{ID: "wf2", Version: 2, State: map[string]json.RawMessage{"wf/forked": json.RawMessage(`true`)}})
 		check(t, err, "group: fork parent")
 		var subs2 []*thread.Thread
 		for _, sub := range subs {
@@ -154,8 +154,13 @@ func groups(t T, s thread.Store, _ *Options) {
 		check(t, g.Apply(ctx), "apply the fork")
 		st, err = w2.State(ctx, 0)
 		check(t, err, "forked state")
-		if string(st["wf/n"]) != "1" || w2.Record().ForkedFrom.Thread != "wf" {
-			t.Fatalf("forked parent: state %s, from %+v", st["wf/n"], w2.Record().ForkedFrom)
+		var at2 string
+		for e, err := range w.History(ctx, thread.HistoryOptions{Before: 3, Limit: 1}) {
+			check(t, err, "history")
+			at2 = e.Commit
+		}
+		if from := w2.Record().ForkedFrom; string(st["wf/n"]) != "1" || string(st["wf/forked"]) != "true" || from.Thread != "wf" || from.Commit != at2 || w2.Record().Head == at2 {
+			t.Fatalf("forked parent with a state patch: state %v, from %+v, head %s, fork point %s", st, from, w2.Record().Head, at2)
 		}
 		_, err = subs2[0].Append(ctx, message.User("only in the fork"))
 		check(t, err, "append to a forked child")
