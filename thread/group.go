@@ -139,6 +139,11 @@ func (g *Group) Restore(ctx context.Context, t *Thread, v int64) error {
 	return g.moveTo(ctx, t, OpRestore, e.Commit, "restore")
 }
 
+// Reset adds a move of t's head to the empty root, as Thread.Reset does.
+func (g *Group) Reset(ctx context.Context, t *Thread) error {
+	return g.move(ctx, t, OpReset, nil, "reset")
+}
+
 // Rollback adds a move of t's head to its checkpoint name, as
 // Thread.Rollback does.
 func (g *Group) Rollback(ctx context.Context, t *Thread, name string) error {

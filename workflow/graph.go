@@ -1,0 +1,191 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/loomthreads/loom/thread"
+)
+
+// StepFunc is the work of a step. It returns the step's output, which the
+// runner keeps as JSON (nil for none); an error fails the step, and with it
+// the workflow, until the next Run runs it again. A step that called
+// Step.Ask and got ErrWaiting returns that error as it is.
+//
+// A step may run more than once: when its runner was killed after it
+// started and before its end was committed, the next Run runs it again
+// (its sub-threads first moved back to where they were when it started).
+// Work outside loom that must happen once is the step's to make
+// idempotent, as in any durable workflow engine.
+type StepFunc func(ctx context.Context, s *Step) (any, error)
+
+// Graph declares a workflow's steps and what may follow each. It is a
+// directed acyclic graph, run in rounds: the steps of a round run
+// concurrently (fan-out), and the successors they choose, each once, make
+// the next round, so that a step that several steps of a round choose waits
+// for all of them (fan-in). A step chooses among its declared successors
+// with Step.Goto (a conditional next); by default it chooses them all.
+//
+// Build it with NewGraph and Add; Run checks it first. A Graph is not
+// changed by running it and may run many workflows at once.
+type Graph struct {
+	steps map[string]*node
+	order []string
+	start []string
+	err   error
+}
+
+type node struct {
+	name string
+	fn   StepFunc
+	next []string
+}
+
+// NewGraph returns an empty graph.
+func NewGraph() *Graph { return &Graph{steps: map[string]*node{}} }
+
+// Add declares the step name, its work, and the steps that may follow it.
+// Errors (a name taken or invalid, a nil func) are reported by Check.
+func (g *Graph) Add(name string, fn StepFunc, next ...string) *Graph {
+	switch {
+	case !validKey(name):
+		g.fail(fmt.Errorf("step name %q: letters, digits, '_' and '-', at most %d bytes: %w", clip(name), maxKeyLen, thread.ErrInvalid))
+	case g.steps[name] != nil:
+		g.fail(fmt.Errorf("step %q declared twice: %w", name, thread.ErrInvalid))
+	case fn == nil:
+		g.fail(fmt.Errorf("step %q has no func: %w", name, thread.ErrInvalid))
+	default:
+		g.steps[name] = &node{name: name, fn: fn, next: slices.Clone(next)}
+		g.order = append(g.order, name)
+	}
+	return g
+}
+
+// Start names the steps of the first round. Without it, the first round
+// is every step that no step names as a successor.
+func (g *Graph) Start(names ...string) *Graph {
+	g.start = slices.Clone(names)
+	return g
+}
+
+func (g *Graph) fail(err error) {
+	if g.err == nil {
+		g.err = err
+	}
+}
+
+// Check reports what is wrong with the declaration: a bad or duplicate
+// step, a successor or start step that is not declared, a cycle, or no
+// step to start with. Each is thread.ErrInvalid.
+func (g *Graph) Check() error {
+	if g.err != nil {
+		return g.err
+	}
+	if len(g.steps) == 0 {
+		return fmt.Errorf("graph has no steps: %w", thread.ErrInvalid)
+	}
+	for _, name := range g.order {
+		for _, n := range g.steps[name].next {
+			if g.steps[n] == nil {
+				return fmt.Errorf("step %q: successor %q is not a step: %w", name, clip(n), thread.ErrInvalid)
+			}
+		}
+	}
+	for _, n := range g.start {
+		if g.steps[n] == nil {
+			return fmt.Errorf("start step %q is not a step: %w", clip(n), thread.ErrInvalid)
+		}
+	}
+	if cyc := g.cycle(); cyc != nil {
+		return fmt.Errorf("steps form a cycle: %s: %w", strings.Join(cyc, " → "), thread.ErrInvalid)
+	}
+	if len(g.starts()) == 0 {
+		return fmt.Errorf("graph has no step to start with: %w", thread.ErrInvalid)
+	}
+	return nil
+}
+
+// starts returns the first round's steps.
+func (g *Graph) starts() []string {
+	if len(g.start) > 0 {
+		return dedupe(g.start)
+	}
+	named := map[string]bool{}
+	for _, n := range g.steps {
+		for _, s := range n.next {
+			named[s] = true
+		}
+	}
+	var out []string
+	for _, name := range g.order {
+		if !named[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// cycle returns a cycle of the graph, first step repeated last, or nil.
+func (g *Graph) cycle() []string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var path []string
+	var visit func(string) []string
+	visit = func(n string) []string {
+		color[n] = grey
+		path = append(path, n)
+		for _, s := range g.steps[n].next {
+			switch color[s] {
+			case grey:
+				i := slices.Index(path, s)
+				return append(slices.Clone(path[i:]), s)
+			case white:
+				if c := visit(s); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		color[n] = black
+		return nil
+	}
+	for _, n := range g.order {
+		if color[n] == white {
+			if c := visit(n); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// check reports whether the execution state can run on g: every step it
+// names is declared.
+func (g *Graph) checkState(ex *execState) error {
+	var errs []error
+	for _, list := range [][]string{ex.Current, ex.Next} {
+		for _, n := range list {
+			if g.steps[n] == nil {
+				errs = append(errs, fmt.Errorf("the workflow's execution names step %q, which the graph does not declare: %w", clip(n), thread.ErrInvalid))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func dedupe(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

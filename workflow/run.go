@@ -1,0 +1,751 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread"
+)
+
+// RunOptions tune Run. A nil *RunOptions means the defaults.
+type RunOptions struct {
+	// Wait makes Run wait while another runner holds the workflow, and
+	// then go on from where that one left it, instead of returning
+	// ErrBusy.
+	Wait bool
+	// LeaseTTL is how long the runner's lease on the workflow lasts
+	// without being renewed; 0 means 30 seconds. The runner renews it with
+	// each commit, and every LeaseTTL/3 while a step runs long. Another
+	// process may take the workflow over once the lease has run out, or at
+	// once, on the same host, when the runner's process is gone.
+	LeaseTTL time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// StepError is the error of Run when a step failed: the workflow is then
+// StatusFailed, and the next Run runs the failed steps again.
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return fmt.Sprintf("step %s: %v", e.Step, e.Err) }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run runs the workflow on the steps g declares, from where it stands,
+// until it is done, waits for input, or a step fails, and returns its
+// execution state then.
+//
+// Each step is recorded as it starts and as it ends, each record one commit
+// of the workflow thread with what the step changed in the execution state
+// (its output, the successors it chose, the sub-threads it used). A
+// workflow whose runner was killed at any moment therefore resumes, at the
+// next Run, from its last committed step: steps that ended are not run
+// again; a step that had started and not ended runs again, after the
+// sub-threads it had used are moved back to where they were before it used
+// them, so that its second attempt starts from what its first one saw.
+//
+// One runner runs a workflow at a time: Run takes a lease on it (see
+// RunOptions), and another Run meanwhile returns ErrBusy or, with Wait,
+// waits its turn. A runner that finds the workflow moved under it (a
+// Restore, or a runner that took over an expired lease) stops with
+// thread.ErrConflict, and never records a step's end twice.
+//
+// A workflow waiting for input returns with StatusWaiting and no error;
+// Provide gives the input, and the next Run (in any process) goes on. A
+// failed step returns a *StepError. A done workflow returns at once.
+func (w *Workflow) Run(ctx context.Context, g *Graph, opts *RunOptions) (*Execution, error) {
+	if err := g.Check(); err != nil {
+		return nil, fmt.Errorf("run workflow %s: %w", w.ID(), err)
+	}
+	r := &runner{w: w, g: g, id: ids.New("run_"), ttl: 30 * time.Second, now: time.Now}
+	if opts != nil {
+		if opts.LeaseTTL > 0 {
+			r.ttl = opts.LeaseTTL
+		}
+		if opts.Now != nil {
+			r.now = opts.Now
+		}
+	}
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		run, err := r.claim(ctx)
+		if err == nil && !run {
+			return w.Execution(ctx, 0)
+		}
+		if err == nil {
+			break
+		}
+		if opts == nil || !opts.Wait || !errors.Is(err, thread.ErrConflict) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("run workflow %s: waiting for the other runner: %w", w.ID(), ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	err := r.run(ctx)
+	ex, xerr := w.Execution(context.WithoutCancel(ctx), 0)
+	if err != nil {
+		return ex, err
+	}
+	return ex, xerr
+}
+
+// runner is one Run of a workflow.
+type runner struct {
+	w   *Workflow
+	g   *Graph
+	id  string
+	ttl time.Duration
+	now func() time.Time
+
+	// Guarded by w.mu.
+	outputs    map[string]StepRun // the newest ended attempt of each step
+	lastCommit time.Time
+	fatal      error // the workflow moved under the runner
+}
+
+func (r *runner) lease() *Lease {
+	return &Lease{ID: r.id, Host: hostname, PID: os.Getpid(), Until: r.now().Add(r.ttl).UTC()}
+}
+
+// claim takes the workflow for this runner, if there is anything to run:
+// it reads the workflow, refuses a live lease of another runner, and in
+// one commit takes the lease, starts a pending workflow, clears a failure
+// and moves the sub-threads that unfinished steps had used back to where
+// they were before them.
+func (r *runner) claim(ctx context.Context) (bool, error) {
+	w := r.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.refresh(ctx); err != nil {
+		return false, fmt.Errorf("run workflow %s: %w", w.ID(), err)
+	}
+	ex := w.ex
+	if ex.Status == StatusDone {
+		return false, nil
+	}
+	if err := w.refuseBusy(ctx, false); err != nil {
+		return false, fmt.Errorf("run workflow %s: %w", w.ID(), err)
+	}
+	if err := r.g.checkState(ex); err != nil {
+		return false, fmt.Errorf("run workflow %s: %w", w.ID(), err)
+	}
+	if len(r.runnable(ex)) == 0 && ex.Status == StatusWaiting {
+		return false, nil
+	}
+	msgs, err := w.th.Messages(ctx, thread.ReadOptions{})
+	if err != nil {
+		return false, fmt.Errorf("run workflow %s: %w", w.ID(), err)
+	}
+	r.outputs = map[string]StepRun{}
+	for _, s := range stepRuns(msgs) {
+		if s.Status == StatusDone {
+			r.outputs[s.Name] = s
+		}
+	}
+	err = w.commit(ctx, "claim", nil, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
+		ex.Runner = r.lease()
+		switch ex.Status {
+		case StatusPending:
+			ex.Round, ex.Current = 1, r.g.starts()
+		case StatusFailed:
+			ex.Error, ex.Failed = "", nil
+		}
+		ex.Status = StatusRunning
+		if len(r.runnable(ex)) == 0 && len(ex.Waiting) > 0 {
+			ex.Status = StatusWaiting
+		}
+		// The steps that will run again start from what they saw.
+		for _, step := range r.runnable(ex) {
+			for _, key := range slices.Sorted(maps.Keys(ex.Uses[step])) {
+				if err := r.moveBack(ctx, g, subs, key, ex.Uses[step][key]); err != nil {
+					return err
+				}
+			}
+			delete(ex.Uses, step)
+		}
+		return r.advance(ex)
+	})
+	if err != nil {
+		return false, err
+	}
+	r.lastCommit = r.now()
+	w.running = r.id
+	return true, nil
+}
+
+// moveBack adds to g the move of sub-thread key back to version v, if it
+// has moved since.
+func (r *runner) moveBack(ctx context.Context, g *thread.Group, subs map[string]subHead, key string, v int64) error {
+	if _, ok := subs[key]; !ok {
+		return nil // deleted since
+	}
+	sub, err := r.w.db.Thread(ctx, subID(r.w.ID(), key))
+	if err != nil {
+		return fmt.Errorf("sub-thread %s: %w", key, err)
+	}
+	if sub.Version() == v {
+		return nil
+	}
+	var head string
+	for e, err := range sub.History(ctx, thread.HistoryOptions{Before: v + 1, Limit: 1}) {
+		if err != nil {
+			return fmt.Errorf("sub-thread %s: %w", key, err)
+		}
+		head = e.Commit
+	}
+	if err := g.Restore(ctx, sub, v); err != nil {
+		return err
+	}
+	subs[key] = subHead{Version: sub.Version() + 1, Head: head}
+	return nil
+}
+
+// runnable returns the steps of the current round that are to run: not
+// ended, and not waiting for an input not given yet.
+func (r *runner) runnable(ex *execState) []string {
+	var out []string
+	for _, s := range ex.Current {
+		if slices.Contains(ex.Done, s) || slices.ContainsFunc(ex.Waiting, func(wt Waiting) bool { return wt.Step == s }) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// advance ends the round when all its steps ended: the successors they
+// chose make the next round, and a round with none ends the workflow,
+// which lets its lease go.
+func (r *runner) advance(ex *execState) error {
+	for ex.Status == StatusRunning && len(ex.Current) > 0 && len(ex.Done) == len(ex.Current) {
+		ex.Round++
+		ex.Current, ex.Done, ex.Next, ex.Attempts = ex.Next, nil, nil, nil
+	}
+	if ex.Status == StatusRunning && len(ex.Current) == 0 {
+		ex.Status, ex.Runner, ex.Uses, ex.Inputs = StatusDone, nil, nil, nil
+	}
+	return nil
+}
+
+// run runs rounds until the workflow is done, waits, fails, or moves under
+// the runner; it lets the lease go when it stops.
+func (r *runner) run(ctx context.Context) error {
+	w := r.w
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { r.renew(ctx, cancel, stop) })
+	defer func() {
+		close(stop)
+		bg.Wait()
+	}()
+	for {
+		w.mu.Lock()
+		ex := w.ex
+		todo := r.runnable(ex)
+		status := ex.Status
+		w.mu.Unlock()
+		if status != StatusRunning || len(todo) == 0 {
+			return r.release(ctx)
+		}
+		var steps sync.WaitGroup
+		for _, name := range todo {
+			steps.Go(func() {
+				if err := r.step(ctx, name); err != nil {
+					cancel(err)
+				}
+			})
+		}
+		steps.Wait()
+		if err := context.Cause(ctx); err != nil {
+			if r.fatal == nil {
+				// Cancelled by the caller: the steps cut short run again
+				// next time; the lease goes now.
+				err = errors.Join(err, r.release(ctx))
+			}
+			return err
+		}
+	}
+}
+
+// release ends the run: it lets the lease go (unless the workflow ended,
+// which let it go already) and returns the error the status calls for.
+func (r *runner) release(ctx context.Context) error {
+	w := r.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running == r.id {
+		w.running = ""
+	}
+	if r.fatal != nil {
+		return r.fatal
+	}
+	if w.ex.Runner != nil && w.ex.Runner.ID == r.id {
+		if err := w.commit(context.WithoutCancel(ctx), "release", nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
+			ex.Runner = nil
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if w.ex.Status == StatusFailed {
+		name := ""
+		if len(w.ex.Failed) > 0 {
+			name = w.ex.Failed[0]
+		}
+		return &StepError{Step: name, Err: errors.New(w.ex.Error)}
+	}
+	return nil
+}
+
+// renew renews the lease while steps run long, and cancels the run if the
+// workflow moved under it.
+func (r *runner) renew(ctx context.Context, cancel context.CancelCauseFunc, stop chan struct{}) {
+	t := time.NewTicker(r.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w := r.w
+		w.mu.Lock()
+		var err error
+		if w.ex.Runner != nil && w.ex.Runner.ID == r.id && r.now().Sub(r.lastCommit) >= r.ttl/3 {
+			err = r.commit(ctx, "renew", nil, nil)
+		}
+		w.mu.Unlock()
+		if err != nil {
+			cancel(err)
+			return
+		}
+	}
+}
+
+// commit is w.commit for the runner: it renews the lease, and holds the
+// error that ends the run when the workflow moved. Callers hold w.mu.
+func (r *runner) commit(ctx context.Context, what string, recs []StepRun, change func(g *thread.Group, ex *execState, subs map[string]subHead) error) error {
+	if r.fatal != nil {
+		return r.fatal
+	}
+	err := r.w.commit(context.WithoutCancel(ctx), what, recs, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
+		if ex.Runner == nil || ex.Runner.ID != r.id {
+			return fmt.Errorf("the runner lost its lease: %w", thread.ErrConflict)
+		}
+		ex.Runner = r.lease()
+		if change != nil {
+			return change(g, ex, subs)
+		}
+		return nil
+	})
+	if errors.Is(err, thread.ErrConflict) {
+		r.fatal = fmt.Errorf("workflow %s moved under its runner (restored, or taken over): %w", r.w.ID(), err)
+		return r.fatal
+	}
+	if err == nil {
+		r.lastCommit = r.now()
+	}
+	return err
+}
+
+// step runs one attempt of a step: its start committed, its work, its end
+// committed. The error returned is one that ends the run (the workflow
+// moved, a store failed); a step's own failure is recorded, not returned.
+func (r *runner) step(ctx context.Context, name string) error {
+	w := r.w
+	s := &Step{r: r, name: name, next: r.g.steps[name].next}
+	w.mu.Lock()
+	ex := w.ex
+	s.round = ex.Round
+	s.attempt = ex.Attempts[name] + 1
+	s.input = r.inputOf(ex, name)
+	s.answer = ex.Inputs[name]
+	rec := StepRun{ID: stepID(s.round, name, s.attempt), Name: name, Round: s.round, Attempt: s.attempt,
+		Status: StatusRunning, Start: r.now().UTC(), Input: s.input}
+	err := r.commit(ctx, "start "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
+		if ex.Attempts == nil {
+			ex.Attempts = map[string]int{}
+		}
+		ex.Attempts[name] = s.attempt
+		return nil
+	})
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+
+	out, ferr := r.call(ctx, s)
+
+	// What the step's sub-threads are now, read before taking the lock.
+	heads := map[string]subHead{}
+	var herr error
+	for key, th := range s.usedThreads() {
+		if err := th.Refresh(context.WithoutCancel(ctx)); err != nil {
+			herr = errors.Join(herr, err)
+			continue
+		}
+		rc := th.Record()
+		heads[key] = subHead{Version: rc.Version, Head: rc.Head}
+	}
+	if herr != nil && ferr == nil {
+		ferr = herr
+	}
+	rec.End = r.now().UTC()
+	rec.SubThreads = slices.Sorted(maps.Keys(heads))
+	rec.Answer = s.answer
+	if ferr == nil && s.gotoErr != nil {
+		ferr = s.gotoErr
+	}
+	switch {
+	case ferr == nil:
+		rec.Status = StatusDone
+		if rec.Output, ferr = marshalOutput(out); ferr != nil {
+			rec.Status, rec.Error = StatusFailed, ferr.Error()
+		}
+		rec.Next = s.chosen()
+	case errors.Is(ferr, ErrWaiting) && s.waiting:
+		rec.Status = StatusWaiting
+	default:
+		rec.Status, rec.Error = StatusFailed, ferr.Error()
+	}
+	if ctx.Err() != nil && rec.Status != StatusDone {
+		// The run ends (the workflow moved, or the caller cancelled): the
+		// step did not fail, it was cut short, and runs again next time.
+		return context.Cause(ctx)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return r.commit(ctx, "end "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, subs map[string]subHead) error {
+		switch rec.Status {
+		case StatusDone:
+			ex.Done = append(ex.Done, name)
+			for _, n := range rec.Next {
+				if !slices.Contains(ex.Next, n) {
+					ex.Next = append(ex.Next, n)
+				}
+			}
+			delete(ex.Uses, name)
+			delete(ex.Inputs, name)
+			if len(ex.Inputs) == 0 {
+				ex.Inputs = nil
+			}
+			if len(ex.Uses) == 0 {
+				ex.Uses = nil
+			}
+			maps.Copy(subs, heads)
+			r.outputs[name] = rec
+		case StatusWaiting:
+			ex.Waiting = append(ex.Waiting, Waiting{Step: name, Prompt: s.prompt, Since: rec.End})
+			if ex.Status == StatusRunning {
+				ex.Status = StatusWaiting
+			}
+		case StatusFailed:
+			ex.Failed = append(ex.Failed, name)
+			if ex.Error == "" {
+				ex.Error = fmt.Sprintf("step %s: %s", name, rec.Error)
+			}
+			ex.Status = StatusFailed
+		}
+		if ex.Status == StatusWaiting && len(r.runnable(ex)) > 0 {
+			// Other steps of the round still run: the workflow waits only
+			// once they have ended.
+			ex.Status = StatusRunning
+		}
+		return r.advance(ex)
+	})
+}
+
+// call runs the step's func, turning a panic into the step's failure.
+func (r *runner) call(ctx context.Context, s *Step) (out any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return r.g.steps[s.name].fn(ctx, s)
+}
+
+func marshalOutput(out any) (json.RawMessage, error) {
+	switch v := out.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if !json.Valid(v) {
+			return nil, fmt.Errorf("output is not valid JSON: %w", thread.ErrInvalid)
+		}
+		return v, nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("output: %v: %w", err, thread.ErrInvalid)
+	}
+	return b, nil
+}
+
+// inputOf returns the input of a step of the current round: the
+// workflow's input in the first round, and after it an object of the
+// outputs of the previous round's steps that chose it, by name.
+func (r *runner) inputOf(ex *execState, name string) json.RawMessage {
+	if ex.Round <= 1 {
+		return ex.Input
+	}
+	in := map[string]json.RawMessage{}
+	for pred, rec := range r.outputs {
+		if rec.Round == ex.Round-1 && slices.Contains(rec.Next, name) {
+			in[pred] = rec.Output
+			if in[pred] == nil {
+				in[pred] = json.RawMessage("null")
+			}
+		}
+	}
+	b, _ := json.Marshal(in)
+	return b
+}
+
+// Step is what a step's func gets: its input, the outputs of the steps
+// before it, the workflow's sub-threads, a way to choose its successors,
+// and a way to ask for input and wait for it.
+type Step struct {
+	r       *runner
+	name    string
+	round   int
+	attempt int
+	input   json.RawMessage
+	next    []string
+
+	mu      sync.Mutex
+	used    map[string]*thread.Thread
+	goto_   []string
+	gotoSet bool
+	gotoErr error
+	answer  json.RawMessage
+	waiting bool
+	prompt  json.RawMessage
+}
+
+// Name returns the step's name.
+func (s *Step) Name() string { return s.name }
+
+// Round returns the round the step runs in, from 1.
+func (s *Step) Round() int { return s.round }
+
+// Attempt returns the attempt, from 1: more when an earlier attempt was
+// interrupted, failed, or waited for input.
+func (s *Step) Attempt() int { return s.attempt }
+
+// Workflow returns the workflow the step runs in.
+func (s *Step) Workflow() *Workflow { return s.r.w }
+
+// Input returns the step's input as JSON: the workflow's input for a step
+// of the first round, and an object of the outputs of the steps that chose
+// it, by name, for a later one.
+func (s *Step) Input() json.RawMessage { return s.input }
+
+// DecodeInput decodes the step's input into v.
+func (s *Step) DecodeInput(v any) error {
+	if len(s.input) == 0 {
+		return nil
+	}
+	return json.Unmarshal(s.input, v)
+}
+
+// Output returns the output of the newest ended attempt of the step name,
+// and whether there is one.
+func (s *Step) Output(name string) (json.RawMessage, bool) {
+	w := s.r.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec, ok := s.r.outputs[name]
+	return rec.Output, ok
+}
+
+// SubThread returns a handle on the sub-thread key, made (and recorded in
+// the workflow) if the workflow has none. The workflow records, before the
+// step first uses a sub-thread, the version it is at: if the step runs
+// again, the sub-thread is moved back there first.
+func (s *Step) SubThread(ctx context.Context, key string) (*thread.Thread, error) {
+	s.mu.Lock()
+	th := s.used[key]
+	s.mu.Unlock()
+	if th != nil {
+		return th, nil
+	}
+	r, w := s.r, s.r.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.fatal != nil {
+		return nil, r.fatal
+	}
+	if _, ok := w.subs[key]; !ok {
+		var err error
+		th, err = w.createSub(ctx, key, SubThreadOptions{}, func(ex *execState) {
+			ex.Runner = r.lease()
+			use(ex, s.name, key, 1)
+		})
+		if err != nil {
+			return nil, err
+		}
+		// A sub-thread taken up again starts past version 1, empty.
+		if th.Version() != 1 {
+			if err := r.commit(ctx, "use "+key, nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
+				use(ex, s.name, key, th.Version())
+				return nil
+			}); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		var err error
+		if th, err = w.db.Thread(ctx, subID(w.ID(), key)); err != nil {
+			return nil, fmt.Errorf("workflow %s: sub-thread %q: %w", w.ID(), key, err)
+		}
+		if err := r.commit(ctx, "use "+key, nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
+			if _, ok := ex.Uses[s.name][key]; !ok {
+				use(ex, s.name, key, th.Version())
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	if s.used == nil {
+		s.used = map[string]*thread.Thread{}
+	}
+	s.used[key] = th
+	s.mu.Unlock()
+	return th, nil
+}
+
+func use(ex *execState, step, key string, v int64) {
+	if ex.Uses == nil {
+		ex.Uses = map[string]map[string]int64{}
+	}
+	if ex.Uses[step] == nil {
+		ex.Uses[step] = map[string]int64{}
+	}
+	ex.Uses[step][key] = v
+}
+
+func (s *Step) usedThreads() map[string]*thread.Thread {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.used)
+}
+
+// Goto chooses the successors that run after the step, among those it was
+// declared with (a conditional next); none ends this branch. Without it, a
+// step is followed by all its declared successors. A name that was not
+// declared fails the step.
+func (s *Step) Goto(names ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range names {
+		if !slices.Contains(s.next, n) {
+			s.gotoErr = fmt.Errorf("goto %q: not one of its successors %v: %w", clip(n), s.next, thread.ErrInvalid)
+			return s.gotoErr
+		}
+	}
+	s.goto_, s.gotoSet = dedupe(names), true
+	return nil
+}
+
+func (s *Step) chosen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gotoSet {
+		return slices.Clone(s.goto_)
+	}
+	return slices.Clone(s.next)
+}
+
+// Ask returns the input given to the step (Provide), or, when none was
+// given yet, ErrWaiting, which the step returns: the workflow then waits,
+// durably, with prompt (encoded as JSON) as what it asks. When the input is
+// given, the step runs again from its start, and this time Ask returns it;
+// what the step wrote to its sub-threads before asking is undone first.
+func (s *Step) Ask(prompt any) (json.RawMessage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answer != nil {
+		return s.answer, nil
+	}
+	p, err := json.Marshal(prompt)
+	if err != nil {
+		return nil, fmt.Errorf("step %s: prompt: %v: %w", s.name, err, thread.ErrInvalid)
+	}
+	s.waiting, s.prompt = true, p
+	return nil, ErrWaiting
+}
+
+// Provide gives input to the step waiting for it, as JSON: the next Run
+// runs the step again, and its Ask returns the input. A step that is not
+// waiting is ErrNotWaiting, and a workflow that a runner holds ErrBusy;
+// neither changes anything.
+func (w *Workflow) Provide(ctx context.Context, step string, input any) error {
+	b, err := json.Marshal(input)
+	if err != nil {
+		return fmt.Errorf("workflow %s: input for %s: %v: %w", w.ID(), clip(step), err, thread.ErrInvalid)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.refresh(ctx); err != nil {
+		return err
+	}
+	if err := w.refuseBusy(ctx, false); err != nil {
+		return fmt.Errorf("workflow %s: input for %s: %w", w.ID(), clip(step), err)
+	}
+	if !slices.ContainsFunc(w.ex.Waiting, func(wt Waiting) bool { return wt.Step == step }) {
+		return fmt.Errorf("workflow %s: input for %q: %w", w.ID(), clip(step), ErrNotWaiting)
+	}
+	return w.commit(ctx, "input for "+step, nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
+		ex.Waiting = slices.DeleteFunc(ex.Waiting, func(wt Waiting) bool { return wt.Step == step })
+		if len(ex.Waiting) == 0 {
+			ex.Waiting = nil
+		}
+		if ex.Inputs == nil {
+			ex.Inputs = map[string]json.RawMessage{}
+		}
+		ex.Inputs[step] = b
+		if ex.Status == StatusWaiting {
+			ex.Status = StatusRunning
+		}
+		return nil
+	})
+}
+
+// refuseBusy returns ErrBusy when a runner holds a live lease on the
+// workflow at the handle's version — with own, unless it is the runner
+// running on this handle. A lease is not live once the workflow was
+// restored or rolled back past it. Callers hold mu.
+func (w *Workflow) refuseBusy(ctx context.Context, own bool) error {
+	l := w.ex.Runner
+	if !l.live(time.Now()) || own && l.ID == w.running {
+		return nil
+	}
+	for e, err := range w.th.History(ctx, thread.HistoryOptions{Limit: 1}) {
+		if err != nil {
+			return err
+		}
+		if e.Op == thread.OpRestore || e.Op == thread.OpRollback {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w (runner %s on %s, pid %d, until %s)", ErrBusy, l.ID, l.Host, l.PID, l.Until.Format(time.RFC3339))
+}

@@ -1,0 +1,287 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+// The state keys of a workflow thread.
+const (
+	keyExec = "wf/exec" // the execution state
+	keySubs = "wf/subs" // the sub-threads, with their recorded versions
+)
+
+// Status is where a workflow, or one of its steps, stands.
+type Status string
+
+// The statuses.
+const (
+	// StatusPending is a workflow that has not run yet.
+	StatusPending Status = "pending"
+	// StatusRunning is a workflow with steps to run, or a step that
+	// started and has not ended. A running step of a workflow whose runner
+	// is gone was interrupted: the next Run runs it again.
+	StatusRunning Status = "running"
+	// StatusWaiting is a workflow, or a step, waiting for input (Provide).
+	StatusWaiting Status = "waiting"
+	// StatusDone is a workflow that has run all its steps, or a step that
+	// ended.
+	StatusDone Status = "done"
+	// StatusFailed is a workflow whose step failed, or that step. The next
+	// Run runs the failed steps again.
+	StatusFailed Status = "failed"
+	// StatusInterrupted is a step attempt that started and never ended: its
+	// runner was killed or lost the workflow. A later attempt replaced it.
+	StatusInterrupted Status = "interrupted"
+)
+
+// execState is the execution state as the workflow thread's state keeps it
+// (wf/exec): small, and flat in the number of steps taken, which are
+// messages of the workflow thread.
+type execState struct {
+	Status Status          `json:"status"`
+	Input  json.RawMessage `json:"input,omitzero"`
+	// Round counts the rounds of steps; the steps of one round run
+	// concurrently, and their successors form the next.
+	Round   int      `json:"round,omitzero"`
+	Current []string `json:"current,omitzero"`
+	Done    []string `json:"done,omitzero"` // steps of Current that ended
+	Next    []string `json:"next,omitzero"` // successors chosen so far
+	// Attempts counts the attempts of Current's steps.
+	Attempts map[string]int `json:"attempts,omitzero"`
+	// Uses records, for each step of Current that has not ended, the
+	// version each sub-thread it used had before it first used it: a step
+	// run again starts from those versions.
+	Uses    map[string]map[string]int64 `json:"uses,omitzero"`
+	Waiting []Waiting                   `json:"waiting,omitzero"`
+	// Inputs are the inputs given to waiting steps, until they end.
+	Inputs map[string]json.RawMessage `json:"inputs,omitzero"`
+	Failed []string                   `json:"failed,omitzero"`
+	Error  string                     `json:"error,omitzero"`
+	Runner *Lease                     `json:"runner,omitzero"`
+}
+
+// Waiting is a step waiting for input, with what it asked.
+type Waiting struct {
+	Step   string          `json:"step"`
+	Prompt json.RawMessage `json:"prompt,omitzero"`
+	Since  time.Time       `json:"since"`
+}
+
+// Lease says which runner runs a workflow, until when. A runner renews it
+// with every commit; a lease past Until, or of a process that is gone from
+// this host, is free to take.
+type Lease struct {
+	ID    string    `json:"id"`
+	Host  string    `json:"host,omitzero"`
+	PID   int       `json:"pid,omitzero"`
+	Until time.Time `json:"until"`
+}
+
+// subHead is a sub-thread as the workflow last recorded it.
+type subHead struct {
+	Version int64  `json:"version"`
+	Head    string `json:"head,omitzero"`
+}
+
+// StepRun is one attempt of a step, as the workflow thread records it.
+type StepRun struct {
+	// ID names the attempt: round, step and attempt, as "2/write#1".
+	ID      string          `json:"id"`
+	Name    string          `json:"name"`
+	Round   int             `json:"round"`
+	Attempt int             `json:"attempt"`
+	Status  Status          `json:"status"`
+	Start   time.Time       `json:"start"`
+	End     time.Time       `json:"end,omitzero"`
+	Input   json.RawMessage `json:"input,omitzero"`
+	Output  json.RawMessage `json:"output,omitzero"`
+	Error   string          `json:"error,omitzero"`
+	// Next are the successors the step chose.
+	Next []string `json:"next,omitzero"`
+	// SubThreads are the keys of the sub-threads it used.
+	SubThreads []string `json:"sub_threads,omitzero"`
+	// Answer is the input given to it (Provide) that its Ask returned.
+	Answer json.RawMessage `json:"answer,omitzero"`
+}
+
+func stepID(round int, name string, attempt int) string {
+	return fmt.Sprintf("%d/%s#%d", round, name, attempt)
+}
+
+// The message that records a step attempt: the record as JSON in its
+// metadata, and a line for people.
+const (
+	stepRole = message.Role("workflow")
+	metaStep = "loom.workflow.step"
+)
+
+func stepMessage(r StepRun) (message.Message, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return message.Message{}, err
+	}
+	line := fmt.Sprintf("%s %s", r.ID, r.Status)
+	switch {
+	case r.Error != "":
+		line += ": " + r.Error
+	case r.Status == StatusDone && len(r.Next) > 0:
+		line += " → " + strings.Join(r.Next, ", ")
+	}
+	m := message.New(stepRole, message.Text{Text: line})
+	m.AuthorName = r.Name
+	m.Metadata = map[string]any{metaStep: string(b)}
+	return m, nil
+}
+
+// stepRuns folds the step records of msgs into one entry per attempt, in
+// the order the attempts started; an attempt that never ended but was
+// followed by another of the same step is marked interrupted.
+func stepRuns(msgs []message.Message) []StepRun {
+	var out []StepRun
+	at := map[string]int{}
+	for _, m := range msgs {
+		raw, ok := m.Metadata[metaStep].(string)
+		if !ok || m.Role != stepRole {
+			continue
+		}
+		var r StepRun
+		if json.Unmarshal([]byte(raw), &r) != nil || r.ID == "" {
+			continue
+		}
+		if i, ok := at[r.ID]; ok {
+			out[i] = r
+			continue
+		}
+		at[r.ID] = len(out)
+		out = append(out, r)
+	}
+	for i, r := range out {
+		if r.Status != StatusRunning {
+			continue
+		}
+		if _, later := at[stepID(r.Round, r.Name, r.Attempt+1)]; later {
+			out[i].Status = StatusInterrupted
+		}
+	}
+	return out
+}
+
+// Execution is a workflow's execution state as of one version of its
+// thread: where it stands, the steps it took, and its sub-threads as it
+// recorded them.
+type Execution struct {
+	// Workflow is the workflow's id; Version the version of its thread
+	// this is read at.
+	Workflow string `json:"workflow"`
+	Version  int64  `json:"version"`
+	Status   Status `json:"status"`
+	// Input is the workflow's input, given to its first steps.
+	Input json.RawMessage `json:"input,omitzero"`
+	// Round numbers the round in progress (the steps of a round run
+	// concurrently); Current are its steps, Completed those of them that
+	// ended, and Next the successors they chose, which make the next round.
+	Round     int      `json:"round"`
+	Current   []string `json:"current"`
+	Completed []string `json:"completed"`
+	Next      []string `json:"next"`
+	// Waiting are the steps waiting for input.
+	Waiting []Waiting `json:"waiting,omitzero"`
+	// Error is the error of the step that failed.
+	Error string `json:"error,omitzero"`
+	// Runner holds the lease of the runner that runs it, if any.
+	Runner *Lease `json:"runner,omitzero"`
+	// Steps are every step attempt taken, in the order they started.
+	Steps []StepRun `json:"steps"`
+	// SubThreads are the sub-threads, by key.
+	SubThreads []SubThread `json:"sub_threads"`
+}
+
+// SubThread is a sub-thread of a workflow as the workflow recorded it.
+type SubThread struct {
+	Key string `json:"key"`
+	// Thread is the sub-thread's id: the workflow's id, '.', the key.
+	Thread string `json:"thread"`
+	// Version and Head are the sub-thread's version and head commit when
+	// the workflow last recorded them (at each step's end, a checkpoint, a
+	// restore).
+	Version int64  `json:"version"`
+	Head    string `json:"head,omitzero"`
+}
+
+// decodeState reads the workflow's keys of a thread state.
+func decodeState(id string, st map[string]json.RawMessage) (*execState, map[string]subHead, error) {
+	raw, ok := st[keyExec]
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: %w", id, ErrNotWorkflow)
+	}
+	var ex execState
+	if err := json.Unmarshal(raw, &ex); err != nil {
+		return nil, nil, fmt.Errorf("workflow %s: execution state: %v: %w", id, err, thread.ErrInvalid)
+	}
+	subs := map[string]subHead{}
+	if raw, ok := st[keySubs]; ok {
+		if err := json.Unmarshal(raw, &subs); err != nil {
+			return nil, nil, fmt.Errorf("workflow %s: sub-threads: %v: %w", id, err, thread.ErrInvalid)
+		}
+	}
+	for k := range subs {
+		if !validKey(k) {
+			return nil, nil, fmt.Errorf("workflow %s: sub-thread key %q: %w", id, clip(k), thread.ErrInvalid)
+		}
+	}
+	return &ex, subs, nil
+}
+
+// encodeState is the state patch that writes ex and subs.
+func encodeState(ex *execState, subs map[string]subHead) (map[string]json.RawMessage, error) {
+	e, err := json.Marshal(ex)
+	if err != nil {
+		return nil, err
+	}
+	s, err := json.Marshal(subs)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]json.RawMessage{keyExec: e, keySubs: s}, nil
+}
+
+// execution builds the Execution of workflow id at a version.
+func execution(id string, version int64, ex *execState, subs map[string]subHead, msgs []message.Message) *Execution {
+	e := &Execution{Workflow: id, Version: version, Status: ex.Status, Input: ex.Input, Round: ex.Round,
+		Current: nonNil(ex.Current), Completed: nonNil(ex.Done), Next: nonNil(ex.Next), Waiting: ex.Waiting,
+		Error: ex.Error, Runner: ex.Runner, Steps: stepRuns(msgs), SubThreads: subList(id, subs)}
+	if e.Steps == nil {
+		e.Steps = []StepRun{}
+	}
+	return e
+}
+
+func subList(id string, subs map[string]subHead) []SubThread {
+	out := make([]SubThread, 0, len(subs))
+	for k, h := range subs {
+		out = append(out, SubThread{Key: k, Thread: subID(id, k), Version: h.Version, Head: h.Head})
+	}
+	slices.SortFunc(out, func(a, b SubThread) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -1,0 +1,340 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+// Point names a past state of a workflow: a checkpoint by name, or a
+// version of the workflow's thread. The zero Point is the handle's
+// version.
+type Point struct {
+	Checkpoint string `json:"checkpoint,omitzero"`
+	Version    int64  `json:"version,omitzero"`
+}
+
+func (p Point) String() string {
+	if p.Checkpoint != "" {
+		return "checkpoint " + p.Checkpoint
+	}
+	return fmt.Sprintf("version %d", p.Version)
+}
+
+// resolve returns the version of the workflow's thread p names. Callers
+// hold mu.
+func (w *Workflow) resolve(ctx context.Context, p Point) (int64, error) {
+	switch {
+	case p.Checkpoint != "" && p.Version != 0:
+		return 0, fmt.Errorf("workflow %s: a checkpoint or a version, not both: %w", w.ID(), thread.ErrInvalid)
+	case p.Checkpoint != "":
+		for cp, err := range w.th.Checkpoints(ctx) {
+			if err != nil {
+				return 0, fmt.Errorf("workflow %s: %w", w.ID(), err)
+			}
+			if cp.Name == p.Checkpoint {
+				return cp.Version, nil
+			}
+		}
+		return 0, fmt.Errorf("workflow %s: checkpoint %q: %w", w.ID(), clip(p.Checkpoint), thread.ErrNotFound)
+	case p.Version < 0 || p.Version > w.th.Version():
+		return 0, fmt.Errorf("workflow %s: version %d: %w", w.ID(), p.Version, thread.ErrNotFound)
+	case p.Version == 0:
+		return w.th.Version(), nil
+	}
+	return p.Version, nil
+}
+
+// stateAt returns the execution state and sub-threads at version v.
+func (w *Workflow) stateAt(ctx context.Context, v int64) (*execState, map[string]subHead, error) {
+	st, err := w.th.State(ctx, v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("workflow %s: %w", w.ID(), err)
+	}
+	return decodeState(w.ID(), st)
+}
+
+// Checkpoint records the workflow as it is — its execution state and the
+// head of every sub-thread — under name, in one atomic store operation: one
+// commit of the workflow thread, and a checkpoint of that name on it and on
+// each sub-thread that has messages (so that a sub-thread alone can be
+// rolled back to it too). A name taken on any of them is
+// thread.ErrConflict; a runner of another handle running the workflow is
+// ErrBusy. Neither changes anything.
+func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoint, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.refresh(ctx); err != nil {
+		return thread.Checkpoint{}, err
+	}
+	if err := w.refuseBusy(ctx, true); err != nil {
+		return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+	}
+	err := w.commit(ctx, "checkpoint "+name, nil, func(g *thread.Group, _ *execState, subs map[string]subHead) error {
+		for _, key := range slices.Sorted(maps.Keys(subs)) {
+			sub, err := w.db.Thread(ctx, subID(w.ID(), key))
+			if err != nil {
+				return fmt.Errorf("sub-thread %s: %w", key, err)
+			}
+			r := sub.Record()
+			subs[key] = subHead{Version: r.Version, Head: r.Head}
+			if r.Head != "" {
+				if err := g.Checkpoint(ctx, sub, name); err != nil {
+					return err
+				}
+			}
+		}
+		return g.Checkpoint(ctx, w.th, name)
+	})
+	if err != nil {
+		return thread.Checkpoint{}, err
+	}
+	r := w.th.Record()
+	return thread.Checkpoint{Thread: w.ID(), Name: name, Commit: r.Head, Version: r.Version, CreatedAt: r.UpdatedAt}, nil
+}
+
+// Checkpoints yields the workflow's checkpoints, in name order.
+func (w *Workflow) Checkpoints(ctx context.Context) iter.Seq2[thread.Checkpoint, error] {
+	return w.th.Checkpoints(ctx)
+}
+
+// History yields the versions of the workflow's thread, newest first:
+// each step's start and end, each checkpoint, restore and input, with its
+// op and time. Execution and At read the workflow at any of them.
+func (w *Workflow) History(ctx context.Context, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
+	return w.th.History(ctx, opts)
+}
+
+// Restore moves the workflow back to p — its thread to that version or
+// checkpoint, and every sub-thread to the head the workflow recorded for
+// it there — in one atomic store operation. Sub-threads made after p are
+// emptied (their history keeps what they held). Like every move in loom it
+// rewrites nothing: the history records the restore, and a later Restore
+// can go forward again. The next Run goes on from p: steps that had not
+// ended there run again.
+//
+// A workflow that a runner holds is ErrBusy; a p that does not exist, or
+// whose sub-thread was deleted since, is thread.ErrNotFound; and a p of
+// another workflow cannot be named (checkpoints and versions are the
+// workflow's own). None of them changes anything.
+func (w *Workflow) Restore(ctx context.Context, p Point) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.refresh(ctx); err != nil {
+		return err
+	}
+	if err := w.refuseBusy(ctx, false); err != nil {
+		return fmt.Errorf("restore workflow %s: %w", w.ID(), err)
+	}
+	v, err := w.resolve(ctx, p)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	_, subsAt, err := w.stateAt(ctx, v)
+	if err != nil {
+		return err
+	}
+	g := w.db.Group()
+	if p.Checkpoint != "" {
+		err = g.Rollback(ctx, w.th, p.Checkpoint)
+	} else {
+		err = g.Restore(ctx, w.th, v)
+	}
+	if err != nil {
+		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+	}
+	for _, key := range slices.Sorted(maps.Keys(subsAt)) {
+		sub, err := w.recordedSub(ctx, key, subsAt[key])
+		if err != nil {
+			return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+		}
+		if sub.Version() != subsAt[key].Version {
+			if err := g.Restore(ctx, sub, subsAt[key].Version); err != nil {
+				return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+			}
+		}
+	}
+	for key := range w.subs {
+		if _, ok := subsAt[key]; ok {
+			continue
+		}
+		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
+		if err != nil {
+			return fmt.Errorf("restore workflow %s to %s: sub-thread %s: %w", w.ID(), p, key, err)
+		}
+		if sub.Record().Head != "" {
+			if err := g.Reset(ctx, sub); err != nil {
+				return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+			}
+		}
+	}
+	if err := g.Apply(ctx); err != nil {
+		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+	}
+	return w.load(ctx)
+}
+
+// recordedSub opens the sub-thread key and checks that its version h is
+// the one the workflow recorded: the same head. A sub-thread deleted since
+// (or deleted and made anew) is thread.ErrNotFound.
+func (w *Workflow) recordedSub(ctx context.Context, key string, h subHead) (*thread.Thread, error) {
+	sub, err := w.db.Thread(ctx, subID(w.ID(), key))
+	if err != nil {
+		return nil, fmt.Errorf("sub-thread %s was deleted since: %w", key, err)
+	}
+	for e, err := range sub.History(ctx, thread.HistoryOptions{Before: h.Version + 1, Limit: 1}) {
+		if err != nil {
+			return nil, fmt.Errorf("sub-thread %s: %w", key, err)
+		}
+		if e.Version == h.Version && e.Commit == h.Head {
+			return sub, nil
+		}
+	}
+	return nil, fmt.Errorf("sub-thread %s was deleted and made anew since: version %d is not the one recorded: %w", key, h.Version, thread.ErrNotFound)
+}
+
+// ForkOptions describe a workflow made by Fork.
+type ForkOptions struct {
+	// ID names the new workflow; "" means a fresh id.
+	ID string
+	// Title names it; "" keeps the source's.
+	Title string
+	// Labels, when not nil, replace the source's labels.
+	Labels map[string]string
+}
+
+// Fork makes a new workflow from p: its thread a fork of this one's at p,
+// and each of its sub-threads a fork of the sub-thread as the workflow
+// recorded it there, all in one atomic store operation that copies no
+// message (O(number of sub-threads)). The fork has its own execution,
+// which Run takes on from p, and it and its source evolve independently.
+// A sub-thread that a step had used without ending is forked from where it
+// was before the step used it, since the step runs again in the fork.
+func (w *Workflow) Fork(ctx context.Context, p Point, opts ForkOptions) (*Workflow, error) {
+	if opts.ID == "" {
+		opts.ID = ids.New("wf_")
+	}
+	if !ids.Valid(opts.ID) || len(opts.ID) > maxIDLen {
+		return nil, fmt.Errorf("fork workflow %s: id %q: letters, digits, '_', '-', '.', at most %d bytes: %w", w.ID(), clip(opts.ID), maxIDLen, thread.ErrInvalid)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.refresh(ctx); err != nil {
+		return nil, err
+	}
+	v, err := w.resolve(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("fork: %w", err)
+	}
+	ex, subsAt, err := w.stateAt(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	// Where each sub-thread is forked from.
+	from := map[string]int64{}
+	for key, h := range subsAt {
+		from[key] = h.Version
+	}
+	for _, uses := range ex.Uses {
+		for key, before := range uses {
+			if _, ok := from[key]; ok {
+				from[key] = min(from[key], before)
+			}
+		}
+	}
+	ex = cloneExec(ex)
+	ex.Runner = nil
+	for step, uses := range ex.Uses {
+		for key := range uses {
+			ex.Uses[step][key] = 1
+		}
+	}
+	g := w.db.Group()
+	subs := map[string]subHead{}
+	title := w.Title()
+	if opts.Title != "" {
+		title = opts.Title
+	}
+	for _, key := range slices.Sorted(maps.Keys(from)) {
+		src, err := w.recordedSub(ctx, key, subsAt[key])
+		if err != nil {
+			return nil, fmt.Errorf("fork workflow %s at %s: %w", w.ID(), p, err)
+		}
+		so := subOptions(opts.ID, key, title)
+		f, err := g.Fork(ctx, src, thread.ForkOptions{ID: so.ID, Version: from[key], Title: so.Title, Labels: so.Labels})
+		if err != nil {
+			return nil, fmt.Errorf("fork workflow %s at %s: %w", w.ID(), p, err)
+		}
+		subs[key] = subHead{Version: 1, Head: f.Record().Head}
+	}
+	st, err := encodeState(ex, subs)
+	if err != nil {
+		return nil, err
+	}
+	th, err := g.Fork(ctx, w.th, thread.ForkOptions{ID: opts.ID, Version: v, Title: opts.Title, Labels: opts.Labels, State: st})
+	if err != nil {
+		return nil, fmt.Errorf("fork workflow %s at %s: %w", w.ID(), p, err)
+	}
+	if err := g.Apply(ctx); err != nil {
+		return nil, fmt.Errorf("fork workflow %s at %s: %w", w.ID(), p, err)
+	}
+	return &Workflow{db: w.db, th: th, ex: ex, subs: subs}, nil
+}
+
+// Snapshot is a whole workflow at one point: its execution state and the
+// messages of each sub-thread as the workflow recorded it there.
+type Snapshot struct {
+	*Execution
+	// Messages are each sub-thread's messages, by key.
+	Messages map[string][]message.Message `json:"messages"`
+	// At is when the workflow's thread reached that version.
+	At time.Time `json:"at"`
+}
+
+// AtOptions select what At reads of each sub-thread.
+type AtOptions struct {
+	// Last reads only each sub-thread's newest Last messages; 0 means all.
+	Last int
+}
+
+// At returns the whole workflow at p: the execution state there and each
+// sub-thread's messages as the workflow recorded it (time travel for the
+// whole workflow). A sub-thread deleted since is thread.ErrNotFound.
+func (w *Workflow) At(ctx context.Context, p Point, opts AtOptions) (*Snapshot, error) {
+	w.mu.Lock()
+	v, err := w.resolve(ctx, p)
+	w.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	ex, err := w.Execution(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Execution: ex, Messages: map[string][]message.Message{}}
+	for e, err := range w.th.History(ctx, thread.HistoryOptions{Before: v + 1, Limit: 1}) {
+		if err != nil {
+			return nil, err
+		}
+		s.At = e.Time
+	}
+	for _, st := range ex.SubThreads {
+		sub, err := w.recordedSub(ctx, st.Key, subHead{Version: st.Version, Head: st.Head})
+		if err != nil {
+			return nil, fmt.Errorf("workflow %s at %s: %w", w.ID(), p, err)
+		}
+		msgs, err := sub.Messages(ctx, thread.ReadOptions{Version: st.Version, Last: opts.Last})
+		if err != nil {
+			return nil, fmt.Errorf("workflow %s at %s: sub-thread %s: %w", w.ID(), p, st.Key, err)
+		}
+		s.Messages[st.Key] = msgs
+	}
+	return s, nil
+}
