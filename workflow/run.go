@@ -314,7 +314,7 @@ func (r *runner) release(ctx context.Context) error {
 // renew renews the lease while steps run long, and cancels the run if the
 // workflow moved under it.
 func (r *runner) renew(ctx context.Context, cancel context.CancelCauseFunc, stop chan struct{}) {
-	t := time.NewTicker(r.ttl / 3)
+	t := time.NewTicker(max(r.ttl/3, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {

@@ -77,7 +77,7 @@ func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoi
 	if err := w.refuseBusy(ctx, true); err != nil {
 		return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
 	}
-	err := w.commit(ctx, "checkpoint "+name, nil, func(g *thread.Group, _ *execState, subs map[string]subHead) error {
+	err := w.commitThen(ctx, "checkpoint "+name, nil, func(g *thread.Group, _ *execState, subs map[string]subHead) error {
 		for _, key := range slices.Sorted(maps.Keys(subs)) {
 			sub, err := w.db.Thread(ctx, subID(w.ID(), key))
 			if err != nil {
@@ -91,8 +91,8 @@ func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoi
 				}
 			}
 		}
-		return g.Checkpoint(ctx, w.th, name)
-	})
+		return nil
+	}, func(g *thread.Group) error { return g.Checkpoint(ctx, w.th, name) })
 	if err != nil {
 		return thread.Checkpoint{}, err
 	}

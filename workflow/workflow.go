@@ -389,6 +389,12 @@ func (w *Workflow) DeleteSubThread(ctx context.Context, key string) error {
 // change works on copies; w keeps them only when the group is applied.
 // Callers hold mu.
 func (w *Workflow) commit(ctx context.Context, what string, recs []StepRun, change func(g *thread.Group, ex *execState, subs map[string]subHead) error) error {
+	return w.commitThen(ctx, what, recs, change, nil)
+}
+
+// commitThen is commit, with then adding to the group after the commit (a
+// checkpoint of the workflow thread names the commit).
+func (w *Workflow) commitThen(ctx context.Context, what string, recs []StepRun, change func(g *thread.Group, ex *execState, subs map[string]subHead) error, then func(g *thread.Group) error) error {
 	ex, subs := cloneExec(w.ex), maps.Clone(w.subs)
 	g := w.db.Group()
 	if change != nil {
@@ -406,6 +412,11 @@ func (w *Workflow) commit(ctx context.Context, what string, recs []StepRun, chan
 	}
 	if _, err := g.Commit(ctx, w.th, thread.CommitOptions{Messages: ms, State: st, Metadata: map[string]string{"workflow": what}}); err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
+	}
+	if then != nil {
+		if err := then(g); err != nil {
+			return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
+		}
 	}
 	if err := g.Apply(ctx); err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)

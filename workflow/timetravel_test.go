@@ -1,0 +1,351 @@
+package workflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/workflow"
+)
+
+// reviewGraph drafts on sub-thread "writer", asks a person to approve, and
+// publishes on main.
+func reviewGraph(drafts *atomic.Int32) *workflow.Graph {
+	return workflow.NewGraph().
+		Add("draft", func(ctx context.Context, s *workflow.Step) (any, error) {
+			drafts.Add(1)
+			return appendStep("writer", "draft")(ctx, s)
+		}, "review").
+		Add("review", func(ctx context.Context, s *workflow.Step) (any, error) {
+			th, err := s.SubThread(ctx, "writer")
+			if err != nil {
+				return nil, err
+			}
+			// Written before asking: undone while the step waits, and
+			// written again when it runs with the answer.
+			if _, err := th.Append(ctx, message.Assistant("asking for review")); err != nil {
+				return nil, err
+			}
+			answer, err := s.Ask(map[string]string{"question": "publish the draft?"})
+			if err != nil {
+				return nil, err
+			}
+			var ok bool
+			if err := json.Unmarshal(answer, &ok); err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, s.Goto()
+			}
+			return "approved", nil
+		}, "publish").
+		Add("publish", appendStep("main", "published"))
+}
+
+func TestHumanInTheLoop(t *testing.T) {
+	ctx := t.Context()
+	db := memDB(t)
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "post"}))
+	var drafts atomic.Int32
+	g := reviewGraph(&drafts)
+	ex := must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	if ex.Status != workflow.StatusWaiting || len(ex.Waiting) != 1 || ex.Waiting[0].Step != "review" || string(ex.Waiting[0].Prompt) != `{"question":"publish the draft?"}` || ex.Runner != nil {
+		t.Fatalf("waiting: %+v", ex)
+	}
+	// Run again before the input: nothing to do, nothing written.
+	v := w.Version()
+	if ex := must[*workflow.Execution](t)(w.Run(ctx, g, nil)); ex.Status != workflow.StatusWaiting || ex.Version != v {
+		t.Fatalf("run while waiting: %s at %d, was %d", ex.Status, ex.Version, v)
+	}
+	// Input for a step that is not waiting changes nothing.
+	for _, step := range []string{"draft", "publish", "nobody"} {
+		if err := w.Provide(ctx, step, true); !errors.Is(err, workflow.ErrNotWaiting) || !errors.Is(err, thread.ErrConflict) {
+			t.Fatalf("input for %s: %v", step, err)
+		}
+	}
+	if err := w.Provide(ctx, "review", func() {}); !errors.Is(err, thread.ErrInvalid) {
+		t.Fatalf("input that is not JSON: %v", err)
+	}
+	if w.Refresh(ctx); w.Version() != v {
+		t.Fatal("refused input moved the workflow")
+	}
+	// Another handle (another process would do the same) gives the input.
+	other := must[*workflow.Workflow](t)(workflow.Open(ctx, db, "post"))
+	if err := other.Provide(ctx, "review", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Provide(ctx, "review", true); !errors.Is(err, workflow.ErrNotWaiting) {
+		t.Fatalf("input given twice: %v", err)
+	}
+	ex = must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	if ex.Status != workflow.StatusDone || drafts.Load() != 1 {
+		t.Fatalf("after the input: %s, %d drafts", ex.Status, drafts.Load())
+	}
+	if got := subTexts(t, w, "writer"); !slices.Equal(got, []string{"draft", "asking for review"}) {
+		t.Fatalf("writer: %q", got)
+	}
+	if got := subTexts(t, w, "main"); !slices.Equal(got, []string{"published"}) {
+		t.Fatalf("main: %q", got)
+	}
+	last := ex.Steps[len(ex.Steps)-2]
+	if last.Name != "review" || string(last.Answer) != "true" || last.Attempt != 2 {
+		t.Fatalf("the review's second attempt: %+v", last)
+	}
+}
+
+func TestCheckpointRestoreFork(t *testing.T) {
+	ctx := t.Context()
+	db := memDB(t)
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "post"}))
+	var drafts atomic.Int32
+	g := reviewGraph(&drafts)
+	must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	cp := must[thread.Checkpoint](t)(w.Checkpoint(ctx, "before-review"))
+	if _, err := w.Checkpoint(ctx, "before-review"); !errors.Is(err, thread.ErrConflict) {
+		t.Fatalf("a checkpoint name taken: %v", err)
+	}
+	atCP := must[*workflow.Snapshot](t)(w.At(ctx, workflow.Point{Checkpoint: "before-review"}, workflow.AtOptions{}))
+	// The checkpoint holds each sub-thread as it is, the waiting step's
+	// writes included (a run from it undoes them before the step's next
+	// attempt).
+	if atCP.Status != workflow.StatusWaiting || !slices.Equal(texts(atCP.Messages["writer"]), []string{"draft", "asking for review"}) || atCP.Version != cp.Version {
+		t.Fatalf("at the checkpoint: %+v %q", atCP.Execution, texts(atCP.Messages["writer"]))
+	}
+	// Each sub-thread has the checkpoint too.
+	writer := must[*thread.Thread](t)(w.SubThread(ctx, "writer"))
+	if err := writer.Rollback(ctx, "before-review"); err != nil {
+		t.Fatalf("the sub-thread's own checkpoint: %v", err)
+	}
+
+	must[any](t)(nil, w.Provide(ctx, "review", true))
+	must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	if _, err := w.SubThread(ctx, "extra"); !errors.Is(err, thread.ErrNotFound) {
+		t.Fatal(err)
+	}
+	extra := must[*thread.Thread](t)(w.CreateSubThread(ctx, "extra", workflow.SubThreadOptions{}))
+	must[*thread.Commit](t)(extra.Append(ctx, message.User("made after the checkpoint")))
+	done := must[*workflow.Execution](t)(w.Execution(ctx, 0))
+
+	// A fork at the checkpoint, taken on with another answer.
+	f := must[*workflow.Workflow](t)(w.Fork(ctx, workflow.Point{Checkpoint: "before-review"}, workflow.ForkOptions{ID: "post-rejected"}))
+	if keys := f.SubThreadKeys(); !slices.Equal(keys, []string{"main", "writer"}) {
+		t.Fatalf("fork's sub-threads: %v", keys)
+	}
+	fw := must[*thread.Thread](t)(f.SubThread(ctx, "writer"))
+	if fw.ID() != "post-rejected.writer" || fw.Record().ForkedFrom.Thread != "post.writer" {
+		t.Fatalf("fork's writer: %+v", fw.Record())
+	}
+	must[any](t)(nil, f.Provide(ctx, "review", false))
+	fex := must[*workflow.Execution](t)(f.Run(ctx, g, nil))
+	if fex.Status != workflow.StatusDone || slices.Contains(ended(fex), "4/publish") {
+		t.Fatalf("the fork: %+v", ended(fex))
+	}
+	if got := subTexts(t, f, "main"); len(got) != 0 {
+		t.Fatalf("the fork published: %q", got)
+	}
+	if got := subTexts(t, w, "main"); !slices.Equal(got, []string{"published"}) {
+		t.Fatalf("the source after the fork ran: %q", got)
+	}
+	if ex := must[*workflow.Execution](t)(w.Execution(ctx, 0)); ex.Version != done.Version {
+		t.Fatal("the fork's run moved the source")
+	}
+
+	// Restore the source to the checkpoint: every sub-thread goes back, and
+	// the one made after it is emptied.
+	must[any](t)(nil, w.Restore(ctx, workflow.Point{Checkpoint: "before-review"}))
+	ex := must[*workflow.Execution](t)(w.Execution(ctx, 0))
+	if ex.Status != workflow.StatusWaiting || !slices.Equal(ex.Current, []string{"review"}) {
+		t.Fatalf("restored: %+v", ex)
+	}
+	for key, want := range map[string][]string{"main": {}, "writer": {"draft", "asking for review"}, "extra": {}} {
+		th := must[*thread.Thread](t)(db.Thread(ctx, "post."+key))
+		if got := texts(must[[]message.Message](t)(th.Messages(ctx, thread.ReadOptions{}))); !slices.Equal(got, want) {
+			t.Fatalf("%s after restore: %q, want %q", key, got, want)
+		}
+	}
+	// The fork is untouched by the restore.
+	if got := subTexts(t, f, "writer"); !slices.Equal(got, []string{"draft", "asking for review"}) {
+		t.Fatalf("fork's writer after the source's restore: %q", got)
+	}
+	// And forward again to where it was done, by version.
+	must[any](t)(nil, w.Restore(ctx, workflow.Point{Version: done.Version}))
+	if got := subTexts(t, w, "main"); !slices.Equal(got, []string{"published"}) {
+		t.Fatalf("main restored forward: %q", got)
+	}
+	if ex := must[*workflow.Execution](t)(w.Execution(ctx, 0)); ex.Status != workflow.StatusDone {
+		t.Fatalf("restored forward: %s", ex.Status)
+	}
+	// Time travel reads every version.
+	var versions []int64
+	for e, err := range w.History(ctx, thread.HistoryOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, e.Version)
+	}
+	for _, v := range versions {
+		s, err := w.At(ctx, workflow.Point{Version: v}, workflow.AtOptions{Last: 10})
+		if err != nil {
+			t.Fatalf("at version %d: %v", v, err)
+		}
+		if s.Version != v || len(s.Messages) != len(s.SubThreads) {
+			t.Fatalf("at version %d: %+v", v, s.Execution)
+		}
+	}
+
+	// Restores that cannot be: a checkpoint or version that does not
+	// exist, another workflow's checkpoint name, a deleted sub-thread.
+	v := w.Version()
+	for _, p := range []workflow.Point{{Checkpoint: "nope"}, {Version: 999}, {Checkpoint: "x", Version: 1}} {
+		if err := w.Restore(ctx, p); !errors.Is(err, thread.ErrNotFound) && !errors.Is(err, thread.ErrInvalid) {
+			t.Fatalf("restore to %v: %v", p, err)
+		}
+	}
+	must[thread.Checkpoint](t)(f.Checkpoint(ctx, "only-in-the-fork"))
+	if err := w.Restore(ctx, workflow.Point{Checkpoint: "only-in-the-fork"}); !errors.Is(err, thread.ErrNotFound) {
+		t.Fatalf("restore to another workflow's checkpoint: %v", err)
+	}
+	must[any](t)(nil, w.DeleteSubThread(ctx, "extra"))
+	v = w.Version()
+	if err := w.Restore(ctx, workflow.Point{Version: v - 1}); !errors.Is(err, thread.ErrNotFound) {
+		t.Fatalf("restore to a point with a deleted sub-thread: %v", err)
+	}
+	if w.Refresh(ctx); w.Version() != v {
+		t.Fatal("refused restores moved the workflow")
+	}
+}
+
+// Two runners on one workflow: one runs it, the other is refused (or, with
+// Wait, waits), and no step ends twice.
+func TestTwoRunners(t *testing.T) {
+	ctx := t.Context()
+	db := memDB(t)
+	must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "wf"}))
+	var runs sync.Map
+	release := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	count := func(name string) workflow.StepFunc {
+		return func(ctx context.Context, s *workflow.Step) (any, error) {
+			n, _ := runs.LoadOrStore(name, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+			if name == "a" {
+				entered <- struct{}{}
+				<-release
+			}
+			return name, nil
+		}
+	}
+	g := workflow.NewGraph().Add("a", count("a"), "b").Add("b", count("b"))
+	first := must[*workflow.Workflow](t)(workflow.Open(ctx, db, "wf"))
+	second := must[*workflow.Workflow](t)(workflow.Open(ctx, db, "wf"))
+	errs := make(chan error, 1)
+	go func() { _, err := first.Run(ctx, g, nil); errs <- err }()
+	<-entered
+	if _, err := second.Run(ctx, g, nil); !errors.Is(err, workflow.ErrBusy) || !errors.Is(err, thread.ErrConflict) {
+		t.Fatalf("a second runner: %v", err)
+	}
+	if err := second.Restore(ctx, workflow.Point{Version: 1}); !errors.Is(err, workflow.ErrBusy) {
+		t.Fatalf("restore under a runner: %v", err)
+	}
+	waited := make(chan *workflow.Execution, 1)
+	go func() {
+		ex, err := second.Run(ctx, g, &workflow.RunOptions{Wait: true})
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- ex
+	}()
+	close(release)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if ex := <-waited; ex == nil || ex.Status != workflow.StatusDone {
+		t.Fatalf("the waiting runner: %+v", ex)
+	}
+	for _, name := range []string{"a", "b"} {
+		if n, _ := runs.Load(name); n.(*atomic.Int32).Load() != 1 {
+			t.Fatalf("%s ran %d times", name, n.(*atomic.Int32).Load())
+		}
+	}
+}
+
+// A runner whose workflow is restored under it (its lease had run out)
+// stops with ErrConflict, without recording the step it was in.
+func TestRunnerStopsWhenTheWorkflowMoves(t *testing.T) {
+	ctx := t.Context()
+	db := memDB(t)
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "wf"}))
+	in, out := make(chan struct{}), make(chan struct{})
+	g := workflow.NewGraph().Add("a", func(ctx context.Context, s *workflow.Step) (any, error) {
+		close(in)
+		<-out
+		return "a", nil
+	})
+	errs := make(chan error, 1)
+	// A lease that has run out as soon as it is taken.
+	go func() {
+		_, err := w.Run(ctx, g, &workflow.RunOptions{LeaseTTL: 1, Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+		errs <- err
+	}()
+	<-in
+	other := must[*workflow.Workflow](t)(workflow.Open(ctx, db, "wf"))
+	must[any](t)(nil, other.Restore(ctx, workflow.Point{Version: 1}))
+	close(out)
+	if err := <-errs; !errors.Is(err, thread.ErrConflict) {
+		t.Fatalf("the runner under a restore: %v", err)
+	}
+	ex := must[*workflow.Execution](t)(other.Execution(ctx, 0))
+	if ex.Status != workflow.StatusPending || len(ex.Steps) != 0 {
+		t.Fatalf("after the restore: %+v", ex)
+	}
+}
+
+// Agents run at once on their own sub-threads of one workflow, and never
+// conflict: each sub-thread holds exactly its agent's conversation.
+func TestConcurrentAgentsOnSubThreads(t *testing.T) {
+	ctx := t.Context()
+	db := memDB(t)
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "team"}))
+	const n = 8
+	g := workflow.NewGraph()
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("agent%d", i)
+		names = append(names, name)
+		a := agent.New(scripted.New(scripted.Text(name+" answers")), nil)
+		g.Add(name, func(ctx context.Context, s *workflow.Step) (any, error) {
+			th, err := s.SubThread(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			res, err := a.Run(ctx, th, message.User("question for "+name))
+			if err != nil {
+				return nil, err
+			}
+			return res.Text(), nil
+		})
+	}
+	g.Add("start", func(context.Context, *workflow.Step) (any, error) { return nil, nil }, names...)
+	ex, err := w.Run(ctx, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Status != workflow.StatusDone || len(ended(ex)) != n+1 {
+		t.Fatalf("%s, ended %v", ex.Status, ended(ex))
+	}
+	for _, name := range names {
+		if got := subTexts(t, w, name); !slices.Equal(got, []string{"question for " + name, name + " answers"}) {
+			t.Fatalf("%s: %q", name, got)
+		}
+	}
+}
