@@ -35,7 +35,7 @@ type Group struct {
 type groupEntry struct {
 	t     *Thread
 	rec   *Record // after the group's move, or as the handle had it
-	head  *Commit // header of rec.Head, when known
+	head  *Commit // header of rec.Head, when known (a Commit loads it)
 	moved bool
 }
 
@@ -61,17 +61,17 @@ func (g *Group) entry(ctx context.Context, t *Thread) (*groupEntry, error) {
 	if e, ok := g.touched[t.ID()]; ok {
 		return e, nil
 	}
-	r, h, err := t.headCommit(ctx)
-	if err != nil {
-		return nil, err
-	}
-	e := &groupEntry{t: t, rec: r, head: h}
+	// Only a commit needs the head commit: a checkpoint, a move or a
+	// deletion costs the same whatever the thread holds.
+	t.mu.RLock()
+	e := &groupEntry{t: t, rec: t.rec, head: t.head}
+	t.mu.RUnlock()
 	g.touched[t.ID()] = e
 	return e, nil
 }
 
-// move adds a head move of t to head (nil: the empty root).
-func (g *Group) move(ctx context.Context, t *Thread, op Op, head *Commit, what string) error {
+// move adds a head move of t to the commit head ("": the empty root).
+func (g *Group) move(ctx context.Context, t *Thread, op Op, head string, what string) error {
 	e, err := g.entry(ctx, t)
 	if err != nil {
 		return g.fail(fmt.Errorf("%s %s: %w", what, t.ID(), err))
@@ -79,15 +79,9 @@ func (g *Group) move(ctx context.Context, t *Thread, op Op, head *Commit, what s
 	if e.moved {
 		return g.fail(fmt.Errorf("%s %s: the group moves it already: %w", what, t.ID(), ErrInvalid))
 	}
-	mv := Move{Thread: e.rec.ID, From: e.rec.Version, Op: op, Time: g.db.clock()}
-	if head != nil {
-		mv.Head = head.ID
-	}
+	mv := Move{Thread: e.rec.ID, From: e.rec.Version, Head: head, Op: op, Time: g.db.clock()}
 	g.b.Moves = append(g.b.Moves, mv)
 	e.rec, e.head, e.moved = moved(e.rec, mv), nil, true
-	if head != nil {
-		e.head = head.header()
-	}
 	return nil
 }
 
@@ -112,6 +106,19 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 	if opts.IfVersion != 0 && opts.IfVersion != e.rec.Version {
 		return nil, g.fail(fmt.Errorf("commit to %s: at version %d, not %d: %w", t.ID(), e.rec.Version, opts.IfVersion, ErrConflict))
 	}
+	if e.head == nil && e.rec.Head != "" && !e.moved {
+		r, h, err := t.headCommit(ctx)
+		if err != nil {
+			return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
+		}
+		if r == e.rec {
+			e.head = h
+		}
+	}
+	if e.head == nil && e.rec.Head != "" {
+		// The group moved the head, or the handle moved meanwhile.
+		return nil, g.fail(fmt.Errorf("commit to %s: the head is not known here: %w", t.ID(), ErrInvalid))
+	}
 	var st map[string]json.RawMessage
 	if opts.State != nil {
 		if st, err = t.stateAt(ctx, e.head); err != nil {
@@ -122,9 +129,10 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 	if err != nil {
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
-	if err := g.move(ctx, t, opts.Op, c, "commit to"); err != nil {
+	if err := g.move(ctx, t, opts.Op, c.ID, "commit to"); err != nil {
 		return nil, err
 	}
+	g.touched[t.ID()].head = c.header()
 	g.b.Commits = append(g.b.Commits, c)
 	return c, nil
 }
@@ -132,7 +140,18 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 // Restore adds a move of t's head to where it was at version v, as
 // Thread.Restore does.
 func (g *Group) Restore(ctx context.Context, t *Thread, v int64) error {
+	return g.RestoreChecked(ctx, t, v, nil)
+}
+
+// RestoreChecked is Restore that first checks the history entry of version
+// v with check, and fails with check's error, changing nothing: a caller
+// that recorded a thread's version and head (a workflow, its sub-threads')
+// finds out that the thread was deleted and made anew since.
+func (g *Group) RestoreChecked(ctx context.Context, t *Thread, v int64, check func(HistoryEntry) error) error {
 	e, err := t.entry(ctx, v)
+	if err == nil && check != nil {
+		err = check(e)
+	}
 	if err != nil {
 		return g.fail(fmt.Errorf("restore %s: %w", t.ID(), err))
 	}
@@ -141,7 +160,7 @@ func (g *Group) Restore(ctx context.Context, t *Thread, v int64) error {
 
 // Reset adds a move of t's head to the empty root, as Thread.Reset does.
 func (g *Group) Reset(ctx context.Context, t *Thread) error {
-	return g.move(ctx, t, OpReset, nil, "reset")
+	return g.move(ctx, t, OpReset, "", "reset")
 }
 
 // Rollback adds a move of t's head to its checkpoint name, as
@@ -155,18 +174,12 @@ func (g *Group) Rollback(ctx context.Context, t *Thread, name string) error {
 }
 
 func (g *Group) moveTo(ctx context.Context, t *Thread, op Op, id, what string) error {
-	var head *Commit
-	if id != "" {
-		c, err := g.db.store.Commit(ctx, id)
-		if err != nil {
-			return g.fail(fmt.Errorf("%s %s: %w", what, t.ID(), err))
-		}
-		if err := t.refuseLinearAt(ctx, t.snapshot(), c); err != nil {
-			return g.fail(fmt.Errorf("%s %s: %w", what, t.ID(), err))
-		}
-		head = c
+	// The commit is read only where a service thread may refuse it: a move
+	// costs the same whatever the commit holds.
+	if err := t.refuseLinear(ctx, t.snapshot(), id); err != nil {
+		return g.fail(fmt.Errorf("%s %s: %w", what, t.ID(), err))
 	}
-	return g.move(ctx, t, op, head, what)
+	return g.move(ctx, t, op, id, what)
 }
 
 // Checkpoint adds a checkpoint name on t at its head as the group leaves

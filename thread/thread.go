@@ -382,6 +382,20 @@ func (t *Thread) commitAt(ctx context.Context, version int64) (*Commit, error) {
 	return t.db.store.Commit(ctx, e.Commit)
 }
 
+// headIDAt returns the id of the head commit at version (0: the
+// handle's), "" for an empty head, reading no commit.
+func (t *Thread) headIDAt(ctx context.Context, version int64) (string, error) {
+	r := t.snapshot()
+	if version == 0 || version == r.Version {
+		return r.Head, nil
+	}
+	e, err := t.entry(ctx, version)
+	if err != nil {
+		return "", err
+	}
+	return e.Commit, nil
+}
+
 // entry returns the history entry of version v.
 func (t *Thread) entry(ctx context.Context, v int64) (HistoryEntry, error) {
 	if v < 1 {
@@ -704,6 +718,22 @@ func (t *Thread) forkInto(ctx context.Context, opts ForkOptions, op Op, b *Batch
 	}
 	if opts.At != "" && !ids.Valid(opts.At) {
 		return nil, nil, fmt.Errorf("%s %s: message id %q: %w", op, src.ID, clip(opts.At), ErrInvalid)
+	}
+	var head *Commit
+	if opts.At == "" && (opts.State == nil || op != OpFork) && src.Kind != KindService {
+		// Only the commit's id is needed: a fork costs the same whatever
+		// the commit holds.
+		id, err := t.headIDAt(ctx, opts.Version)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", op, src.ID, err)
+		}
+		r := &Record{ID: opts.ID, Tenant: t.db.tenant, Kind: src.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
+			Version: 1, CreatedAt: now, UpdatedAt: now, Head: id}
+		if op == OpFork {
+			r.ForkedFrom = ForkPoint{Thread: src.ID, Commit: id}
+		}
+		b.Create = append(b.Create, Creation{Record: r, Op: op})
+		return r, nil, nil
 	}
 	head, err := t.commitAt(ctx, opts.Version)
 	if err != nil {

@@ -252,6 +252,15 @@ func encodeState(ex *execState, subs map[string]subHead) (map[string]json.RawMes
 	return map[string]json.RawMessage{keyExec: e, keySubs: s}, nil
 }
 
+// encodeExec is the state patch that writes ex, and subs as JSON already.
+func encodeExec(ex *execState, subs json.RawMessage) (map[string]json.RawMessage, error) {
+	e, err := json.Marshal(ex)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]json.RawMessage{keyExec: e, keySubs: subs}, nil
+}
+
 // execution builds the Execution of workflow id at a version.
 func execution(id string, version int64, ex *execState, subs map[string]subHead, msgs []message.Message) *Execution {
 	e := &Execution{Workflow: id, Version: version, Status: ex.Status, Input: ex.Input, Round: ex.Round,

@@ -151,14 +151,16 @@ func (w *Workflow) Restore(ctx context.Context, p Point) error {
 		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
 	}
 	for _, key := range slices.Sorted(maps.Keys(subsAt)) {
-		sub, err := w.recordedSub(ctx, key, subsAt[key])
+		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
 		if err != nil {
-			return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+			return fmt.Errorf("restore workflow %s to %s: sub-thread %s was deleted since: %w", w.ID(), p, key, err)
 		}
-		if sub.Version() != subsAt[key].Version {
-			if err := g.Restore(ctx, sub, subsAt[key].Version); err != nil {
-				return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
-			}
+		h := subsAt[key]
+		if sub.Version() == h.Version {
+			continue
+		}
+		if err := g.RestoreChecked(ctx, sub, h.Version, func(e thread.HistoryEntry) error { return recorded(key, h, e) }); err != nil {
+			return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
 		}
 	}
 	for key := range w.subs {
@@ -193,11 +195,21 @@ func (w *Workflow) recordedSub(ctx context.Context, key string, h subHead) (*thr
 		if err != nil {
 			return nil, fmt.Errorf("sub-thread %s: %w", key, err)
 		}
-		if e.Version == h.Version && e.Commit == h.Head {
-			return sub, nil
+		if err := recorded(key, h, e); err != nil {
+			return nil, err
 		}
+		return sub, nil
 	}
-	return nil, fmt.Errorf("sub-thread %s was deleted and made anew since: version %d is not the one recorded: %w", key, h.Version, thread.ErrNotFound)
+	return nil, recorded(key, h, thread.HistoryEntry{})
+}
+
+// recorded checks that the history entry e is the version h of sub-thread
+// key as the workflow recorded it.
+func recorded(key string, h subHead, e thread.HistoryEntry) error {
+	if e.Version == h.Version && e.Commit == h.Head {
+		return nil
+	}
+	return fmt.Errorf("sub-thread %s was deleted and made anew since: version %d is not the one recorded: %w", key, h.Version, thread.ErrNotFound)
 }
 
 // ForkOptions describe a workflow made by Fork.

@@ -63,6 +63,8 @@ type Workflow struct {
 	// running is the lease id of the runner running on this handle, if
 	// any: this handle's own checkpoints do not wait for it.
 	running string
+	// subsJSON is subs as the last commit wrote it, nil when unknown.
+	subsJSON json.RawMessage
 }
 
 // CreateOptions describe a new workflow.
@@ -173,7 +175,7 @@ func (w *Workflow) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.ex, w.subs = ex, subs
+	w.ex, w.subs, w.subsJSON = ex, subs, nil
 	return nil
 }
 
@@ -402,7 +404,15 @@ func (w *Workflow) commitThen(ctx context.Context, what string, recs []StepRun, 
 			return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
 		}
 	}
-	st, err := encodeState(ex, subs)
+	var st map[string]json.RawMessage
+	var err error
+	if w.subsJSON != nil && maps.Equal(subs, w.subs) {
+		// Most commits (a step's start, most ends) leave the sub-threads
+		// as they were: their JSON is kept from the last.
+		st, err = encodeExec(ex, w.subsJSON)
+	} else {
+		st, err = encodeState(ex, subs)
+	}
 	if err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
 	}
@@ -421,7 +431,7 @@ func (w *Workflow) commitThen(ctx context.Context, what string, recs []StepRun, 
 	if err := g.Apply(ctx); err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
 	}
-	w.ex, w.subs = ex, subs
+	w.ex, w.subs, w.subsJSON = ex, subs, st[keySubs]
 	return nil
 }
 

@@ -1,0 +1,179 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/workflow"
+)
+
+func sqliteDB(b *testing.B) *thread.DB {
+	b.Helper()
+	db, err := thread.Open(b.Context(), "sqlite://"+filepath.Join(b.TempDir(), "wf.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	return db
+}
+
+// tenSubs makes a workflow with 10 sub-threads of msgs messages each, two
+// to a commit.
+func tenSubs(b *testing.B, db *thread.DB, msgs int) *workflow.Workflow {
+	b.Helper()
+	ctx := b.Context()
+	keys := make([]string, 9)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("agent%d", i)
+	}
+	w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: "wf", SubThreads: keys})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, key := range w.SubThreadKeys() {
+		sub, err := w.SubThread(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// A conversation: a question and an answer a commit.
+		for i := 0; i < msgs; i += 2 {
+			if _, err := sub.Append(ctx, message.User(fmt.Sprintf("%s asks %d", key, i)), message.Assistant(fmt.Sprintf("%s answers %d", key, i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return w
+}
+
+// BenchmarkCheckpoint is a checkpoint of a workflow with 10 sub-threads:
+// one commit and 11 checkpoints in one transaction.
+func BenchmarkCheckpoint(b *testing.B) {
+	for _, msgs := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("subs=10/msgs=%d", msgs), func(b *testing.B) {
+			w := tenSubs(b, sqliteDB(b), msgs)
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := w.Checkpoint(b.Context(), fmt.Sprintf("cp%d", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRestore moves a workflow with 10 sub-threads back and forth
+// between two checkpoints: 11 head moves in one transaction.
+func BenchmarkRestore(b *testing.B) {
+	for _, msgs := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("subs=10/msgs=%d", msgs), func(b *testing.B) {
+			ctx := b.Context()
+			w := tenSubs(b, sqliteDB(b), msgs)
+			if _, err := w.Checkpoint(ctx, "one"); err != nil {
+				b.Fatal(err)
+			}
+			for _, key := range w.SubThreadKeys() {
+				sub, _ := w.SubThread(ctx, key)
+				if _, err := sub.Append(ctx, message.User("more")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := w.Checkpoint(ctx, "two"); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			for b.Loop() {
+				i++
+				if err := w.Restore(ctx, workflow.Point{Checkpoint: []string{"one", "two"}[i%2]}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFork forks a workflow with 10 sub-threads at a checkpoint: 11
+// threads and one commit in one transaction, no message copied.
+func BenchmarkFork(b *testing.B) {
+	for _, msgs := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("subs=10/msgs=%d", msgs), func(b *testing.B) {
+			ctx := b.Context()
+			w := tenSubs(b, sqliteDB(b), msgs)
+			if _, err := w.Checkpoint(ctx, "cp"); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := w.Fork(ctx, workflow.Point{Checkpoint: "cp"}, workflow.ForkOptions{ID: fmt.Sprintf("f%d", i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStep is the runner's own cost per step: a sequence of 100 steps
+// that do nothing, each recorded as it starts and as it ends. With a
+// sub-thread, each step also appends one message to a sub-thread (whose
+// length does not matter) and records its head. On the memory store, the
+// runner's own work without a disk.
+func BenchmarkStep(b *testing.B) {
+	const steps = 100
+	for _, c := range []struct {
+		store string
+		use   bool
+	}{{"sqlite", false}, {"sqlite", true}, {"memory", false}} {
+		use := c.use
+		name := c.store + "/nothing"
+		if use {
+			name = c.store + "/append-to-a-sub-thread"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := b.Context()
+			db := sqliteDB(b)
+			if c.store == "memory" {
+				db = thread.New(thread.NewMemoryStore(), nil)
+			}
+			g := workflow.NewGraph()
+			for i := range steps {
+				var next []string
+				if i+1 < steps {
+					next = []string{fmt.Sprintf("s%d", i+1)}
+				}
+				g.Add(fmt.Sprintf("s%d", i), func(ctx context.Context, s *workflow.Step) (any, error) {
+					if !use {
+						return nil, nil
+					}
+					th, err := s.SubThread(ctx, workflow.MainKey)
+					if err != nil {
+						return nil, err
+					}
+					_, err = th.Append(ctx, message.Assistant("step"))
+					return nil, err
+				}, next...)
+			}
+			n := 0
+			var runs int
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: fmt.Sprintf("wf%d", n)})
+				n++
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, err := w.Run(ctx, g, nil); err != nil {
+					b.Fatal(err)
+				}
+				runs++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(runs*steps), "ns/step")
+		})
+	}
+}
