@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/loomthreads/loom/workflow"
 )
 
 func loadOpenAPI(t *testing.T) map[string]any {
@@ -122,32 +124,41 @@ func resolve(t *testing.T, doc, v map[string]any) map[string]any {
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	schemas := loadOpenAPI(t)["components"].(map[string]any)["schemas"].(map[string]any)
 	for name, v := range map[string]any{
-		"CreateThreadRequest": createRequest{},
-		"PatchThreadRequest":  patchRequest{},
-		"AppendRequest":       appendRequest{},
-		"ViewRequest":         viewRequest{},
-		"ForkRequest":         forkRequest{},
-		"CopyRequest":         copyRequest{},
-		"CheckpointRequest":   checkpointRequest{},
-		"RollbackRequest":     rollbackRequest{},
-		"RunRequest":          runRequest{},
-		"Approval":            approvalRequest{},
-		"Thread":              threadJSON{},
-		"ThreadList":          listResponse{},
-		"MessageList":         messagesResponse{},
-		"Commit":              commitResponse{},
-		"View":                viewResponse{},
-		"HistoryEntry":        historyEntryJSON{},
-		"HistoryPage":         historyResponse{},
-		"Checkpoint":          checkpointJSON{},
-		"CheckpointList":      checkpointsResponse{},
-		"RunResult":           runResponse{},
-		"Update":              updateJSON{},
-		"CallDelta":           callDeltaJSON{},
-		"Step":                stepJSON{},
-		"Health":              healthResponse{},
-		"ErrorDetail":         errorJSON{},
-		"Error":               errorBody{},
+		"CreateThreadRequest":  createRequest{},
+		"PatchThreadRequest":   patchRequest{},
+		"AppendRequest":        appendRequest{},
+		"ViewRequest":          viewRequest{},
+		"ForkRequest":          forkRequest{},
+		"CopyRequest":          copyRequest{},
+		"CheckpointRequest":    checkpointRequest{},
+		"RollbackRequest":      rollbackRequest{},
+		"RunRequest":           runRequest{},
+		"Approval":             approvalRequest{},
+		"Thread":               threadJSON{},
+		"ThreadList":           listResponse{},
+		"MessageList":          messagesResponse{},
+		"Commit":               commitResponse{},
+		"View":                 viewResponse{},
+		"HistoryEntry":         historyEntryJSON{},
+		"HistoryPage":          historyResponse{},
+		"Checkpoint":           checkpointJSON{},
+		"CheckpointList":       checkpointsResponse{},
+		"RunResult":            runResponse{},
+		"Update":               updateJSON{},
+		"CallDelta":            callDeltaJSON{},
+		"Step":                 stepJSON{},
+		"Health":               healthResponse{},
+		"ErrorDetail":          errorJSON{},
+		"Workflow":             workflowJSON{},
+		"WorkflowList":         workflowsResponse{},
+		"WorkflowForkRequest":  workflowForkRequest{},
+		"WorkflowInputRequest": workflowInputRequest{},
+		"Execution":            workflow.Execution{},
+		"StepRun":              workflow.StepRun{},
+		"WorkflowSubThread":    workflow.SubThread{},
+		"Lease":                workflow.Lease{},
+		"Waiting":              workflow.Waiting{},
+		"Error":                errorBody{},
 	} {
 		s, ok := schemas[name].(map[string]any)
 		if !ok {

@@ -242,12 +242,12 @@ func TestEveryRouteHappyPath(t *testing.T) {
 	}
 	must(t, s, req{method: "GET", path: "/metrics"}, http.StatusOK, nil)
 
-	// Every route answered a 2xx, runs and work items aside (TestRun… and
-	// TestItems cover them).
+	// Every route answered a 2xx, runs, work items and workflows aside
+	// (TestRun…, TestItems and TestWorkflowRoutes cover them).
 	var out strings.Builder
 	s.Metrics().WriteTo(&out)
 	for _, rt := range routes {
-		if rt.pattern == "POST /v1/threads/{id}/runs" || isWorkItemRoute(rt.pattern) {
+		if rt.pattern == "POST /v1/threads/{id}/runs" || isWorkItemRoute(rt.pattern) || isWorkflowRoute(rt.pattern) {
 			continue
 		}
 		method, _, _ := strings.Cut(rt.pattern, " ")

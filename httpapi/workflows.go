@@ -1,0 +1,327 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/workflow"
+)
+
+// The workflow routes: /v1/workflows/… reads a tenant's workflows (package
+// workflow) and moves them through time; their steps run in the Go program
+// that declares them, and their sub-threads are threads of /v1/threads.
+
+type workflowJSON struct {
+	ID         string            `json:"id"`
+	Title      string            `json:"title"`
+	Labels     map[string]string `json:"labels"`
+	Version    int64             `json:"version"`
+	Status     workflow.Status   `json:"status"`
+	Round      int               `json:"round"`
+	SubThreads []string          `json:"sub_threads"`
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+}
+
+func workflowOf(w *workflow.Workflow, ex *workflow.Execution) workflowJSON {
+	r := w.Thread().Record()
+	labels := r.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return workflowJSON{ID: r.ID, Title: r.Title, Labels: labels, Version: r.Version, Status: ex.Status, Round: ex.Round,
+		SubThreads: w.SubThreadKeys(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+type workflowsResponse struct {
+	Workflows  []workflowJSON `json:"workflows"`
+	NextCursor string         `json:"next_cursor,omitzero"`
+}
+
+type pointRequest struct {
+	Checkpoint string `json:"checkpoint"`
+	Version    int64  `json:"version"`
+}
+
+func (p pointRequest) point(what string) (workflow.Point, error) {
+	if (p.Checkpoint == "") == (p.Version == 0) || p.Version < 0 {
+		return workflow.Point{}, invalidf("%s: either checkpoint (a name) or version (at least 1)", what)
+	}
+	return workflow.Point{Checkpoint: p.Checkpoint, Version: p.Version}, nil
+}
+
+type workflowForkRequest struct {
+	Checkpoint string            `json:"checkpoint"`
+	Version    int64             `json:"version"`
+	ID         string            `json:"id"`
+	Title      string            `json:"title"`
+	Labels     map[string]string `json:"labels"`
+}
+
+type workflowInputRequest struct {
+	Step  string          `json:"step"`
+	Input json.RawMessage `json:"input"`
+}
+
+// workflow opens the workflow of the path's {id}.
+func (s *Server) workflow(r *http.Request) (*workflow.Workflow, error) {
+	id := r.PathValue("id")
+	if !ids.Valid(id) {
+		return nil, invalidf("workflow id %q: 1 to %d letters, digits, '_', '-' or '.', not starting with '.' or '-'", clip(id), ids.MaxLen)
+	}
+	s.metrics.StoreOp("workflow")
+	return workflow.Open(r.Context(), s.tenantDB(r), id)
+}
+
+func workflowLocation(id string) string { return "/v1/workflows/" + url.PathEscape(id) }
+
+// listWorkflows: GET /v1/workflows?limit=&cursor=
+func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := limitParam(q)
+	if err != nil {
+		return err
+	}
+	opts := thread.ListOptions{Limit: limit + 1}
+	if c := q.Get("cursor"); c != "" {
+		after, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || !ids.Valid(string(after)) {
+			return invalidf("query parameter cursor=%q: not a cursor this server gave", clip(c))
+		}
+		opts.After = string(after)
+	}
+	resp := workflowsResponse{Workflows: []workflowJSON{}}
+	s.metrics.StoreOp("list_workflows")
+	for wf, err := range workflow.List(r.Context(), s.tenantDB(r), opts) {
+		if err != nil {
+			return err
+		}
+		if len(resp.Workflows) == limit {
+			resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(resp.Workflows[limit-1].ID))
+			break
+		}
+		ex, err := wf.Execution(r.Context(), 0)
+		if err != nil {
+			return err
+		}
+		resp.Workflows = append(resp.Workflows, workflowOf(wf, ex))
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// getWorkflow: GET /v1/workflows/{id}?version= — the execution state
+// (steps, current and next, sub-threads) at a version, the newest by
+// default.
+func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) error {
+	v, err := intParam(r.URL.Query(), "version", 0)
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return invalidf("query parameter version=%d: at least 1", v)
+	}
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	ex, err := wf.Execution(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		workflowJSON
+		Execution *workflow.Execution `json:"execution"`
+	}{workflowOf(wf, ex), ex})
+	return nil
+}
+
+// deleteWorkflow: DELETE /v1/workflows/{id}
+func (s *Server) deleteWorkflow(w http.ResponseWriter, r *http.Request) error {
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	if err := wf.Delete(write(r)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// workflowHistory: GET /v1/workflows/{id}/history?before=&limit=
+func (s *Server) workflowHistory(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := limitParam(q)
+	if err != nil {
+		return err
+	}
+	before, err := intParam(q, "before", 0)
+	if err != nil {
+		return err
+	}
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	resp := historyResponse{Entries: []historyEntryJSON{}}
+	for e, err := range wf.History(r.Context(), thread.HistoryOptions{Before: before, Limit: limit}) {
+		if err != nil {
+			return err
+		}
+		resp.Entries = append(resp.Entries, historyEntryJSON{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: e.Time})
+	}
+	if n := len(resp.Entries); n == limit && resp.Entries[n-1].Version > 1 {
+		resp.NextBefore = resp.Entries[n-1].Version
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// workflowCheckpoints: GET /v1/workflows/{id}/checkpoints
+func (s *Server) workflowCheckpoints(w http.ResponseWriter, r *http.Request) error {
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	resp := checkpointsResponse{Checkpoints: []checkpointJSON{}}
+	for cp, err := range wf.Checkpoints(r.Context()) {
+		if err != nil {
+			return err
+		}
+		resp.Checkpoints = append(resp.Checkpoints, checkpointOf(cp))
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// checkpointWorkflow: POST /v1/workflows/{id}/checkpoints {name}
+func (s *Server) checkpointWorkflow(w http.ResponseWriter, r *http.Request) error {
+	var req checkpointRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	cp, err := wf.Checkpoint(write(r), req.Name)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", workflowLocation(wf.ID())+"/checkpoints")
+	writeJSON(w, http.StatusCreated, checkpointOf(cp))
+	return nil
+}
+
+// restoreWorkflow: POST /v1/workflows/{id}/restore {checkpoint} or {version}
+func (s *Server) restoreWorkflow(w http.ResponseWriter, r *http.Request) error {
+	var req pointRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	p, err := req.point("restore")
+	if err != nil {
+		return err
+	}
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	if err := wf.Restore(write(r), p); err != nil {
+		return err
+	}
+	return s.answerWorkflow(w, r, http.StatusOK, wf)
+}
+
+// forkWorkflow: POST /v1/workflows/{id}/fork {checkpoint|version, id, title, labels}
+func (s *Server) forkWorkflow(w http.ResponseWriter, r *http.Request) error {
+	var req workflowForkRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	p, err := pointRequest{Checkpoint: req.Checkpoint, Version: req.Version}.point("fork")
+	if err != nil {
+		return err
+	}
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	f, err := wf.Fork(write(r), p, workflow.ForkOptions{ID: req.ID, Title: req.Title, Labels: req.Labels})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", workflowLocation(f.ID()))
+	return s.answerWorkflow(w, r, http.StatusCreated, f)
+}
+
+// workflowInput: POST /v1/workflows/{id}/input {step, input} — the input a
+// waiting step asked for; the program that runs the workflow goes on.
+func (s *Server) workflowInput(w http.ResponseWriter, r *http.Request) error {
+	var req workflowInputRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	if req.Step == "" || len(req.Input) == 0 {
+		return invalidf("input: step (a name) and input (any JSON value)")
+	}
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	if err := wf.Provide(write(r), req.Step, req.Input); err != nil {
+		return err
+	}
+	return s.answerWorkflow(w, r, http.StatusOK, wf)
+}
+
+// workflowAt: GET /v1/workflows/{id}/at?checkpoint=|version=&last= — the
+// whole workflow at a point: its execution state and each sub-thread's
+// messages as it recorded them.
+func (s *Server) workflowAt(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	v, err := intParam(q, "version", 0)
+	if err != nil {
+		return err
+	}
+	last, err := intParam(q, "last", 0)
+	if err != nil {
+		return err
+	}
+	if last < 0 || last > maxLimit {
+		return invalidf("query parameter last=%d: 0 (all) to %d", last, maxLimit)
+	}
+	p, err := pointRequest{Checkpoint: q.Get("checkpoint"), Version: v}.point("at")
+	if err != nil {
+		return err
+	}
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	snap, err := wf.At(r.Context(), p, workflow.AtOptions{Last: int(last)})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, snap)
+	return nil
+}
+
+// answerWorkflow answers with the workflow and its execution state now.
+func (s *Server) answerWorkflow(w http.ResponseWriter, r *http.Request, status int, wf *workflow.Workflow) error {
+	ex, err := wf.Execution(r.Context(), 0)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, struct {
+		workflowJSON
+		Execution *workflow.Execution `json:"execution"`
+	}{workflowOf(wf, ex), ex})
+	return nil
+}
