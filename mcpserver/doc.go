@@ -16,6 +16,15 @@
 //	thread_rollback    Thread.Rollback or Restore: id, checkpoint or version
 //	thread_history     Thread.History: id, limit, before
 //
+// and so do the tools of package workflow's workflows, whose steps run in
+// the programs that declare them:
+//
+//	workflow_list        List: limit, cursor
+//	workflow_get         Execution, Checkpoints, At: id, version, messages (each sub-thread's newest N)
+//	workflow_history     Workflow.History: id, limit, before
+//	workflow_checkpoint  Workflow.Checkpoint: id, name
+//	workflow_restore     Workflow.Restore: id, checkpoint or version
+//
 // The work items of package worklog are tools here too (list_threads,
 // create_thread, resolve_thread, session_start, session_close): see
 // AddWorklogTools, AddWorklogToolsFrom and NewWorklog.

@@ -191,15 +191,20 @@ func TestToolListHasThreadToolsWithInputSchemas(t *testing.T) {
 			t.Fatal(err)
 		}
 		required := map[string][]string{
-			"thread_list":       nil,
-			"thread_get":        {"id"},
-			"thread_create":     nil,
-			"thread_append":     {"id", "messages"},
-			"thread_view":       {"id"},
-			"thread_fork":       {"id"},
-			"thread_checkpoint": {"id", "name"},
-			"thread_rollback":   {"id"},
-			"thread_history":    {"id"},
+			"thread_list":         nil,
+			"thread_get":          {"id"},
+			"thread_create":       nil,
+			"thread_append":       {"id", "messages"},
+			"thread_view":         {"id"},
+			"thread_fork":         {"id"},
+			"thread_checkpoint":   {"id", "name"},
+			"thread_rollback":     {"id"},
+			"thread_history":      {"id"},
+			"workflow_list":       nil,
+			"workflow_get":        {"id"},
+			"workflow_history":    {"id"},
+			"workflow_checkpoint": {"id", "name"},
+			"workflow_restore":    {"id"},
 		}
 		var names []string
 		for _, tool := range res.Tools {
@@ -218,7 +223,7 @@ func TestToolListHasThreadToolsWithInputSchemas(t *testing.T) {
 			props, _ := schema["properties"].(map[string]any)
 			for _, name := range want {
 				p, _ := props[name].(map[string]any)
-				if p["description"] == nil && tool.Name != "thread_list" {
+				if p["description"] == nil && tool.Name != "thread_list" && tool.Name != "workflow_list" {
 					t.Errorf("%s: property %s has no description", tool.Name, name)
 				}
 			}
@@ -237,7 +242,8 @@ func TestToolListHasThreadToolsWithInputSchemas(t *testing.T) {
 			}
 		}
 		want := []string{"thread_append", "thread_checkpoint", "thread_create", "thread_fork", "thread_get",
-			"thread_history", "thread_list", "thread_rollback", "thread_view"}
+			"thread_history", "thread_list", "thread_rollback", "thread_view",
+			"workflow_checkpoint", "workflow_get", "workflow_history", "workflow_list", "workflow_restore"}
 		slices.Sort(names)
 		if !slices.Equal(names, want) {
 			t.Errorf("tools %v, want %v", names, want)

@@ -104,6 +104,7 @@ func register(s *mcp.Server, db *thread.DB, logger *slog.Logger) {
 		Description: "A thread's history, newest first: every head move with its version, commit, operation and time. Page with before.",
 		Annotations: read,
 	}, logger, t.history)
+	registerWorkflows(s, t, logger)
 }
 
 // pageLimit checks a page size: 0 means defaultLimit, more than maxLimit

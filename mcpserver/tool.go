@@ -17,6 +17,7 @@ import (
 	"github.com/loomthreads/loom/internal/apierr"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/workflow"
 )
 
 // AddTool adds to s a tool whose input is In and whose output is Out, both
@@ -192,4 +193,11 @@ var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonsc
 		Enum: []any{string(thread.KindUndetermined), string(thread.KindLocal), string(thread.KindService), string(thread.KindWorkflow)},
 	},
 	reflect.TypeFor[thread.Op](): {Type: "string"},
+	// Any JSON value: a workflow's inputs, outputs and prompts.
+	reflect.TypeFor[json.RawMessage](): {},
+	reflect.TypeFor[workflow.Status](): {
+		Type: "string",
+		Enum: []any{string(workflow.StatusPending), string(workflow.StatusRunning), string(workflow.StatusWaiting),
+			string(workflow.StatusDone), string(workflow.StatusFailed), string(workflow.StatusInterrupted)},
+	},
 }}

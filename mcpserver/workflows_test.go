@@ -1,0 +1,100 @@
+package mcpserver
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/workflow"
+)
+
+func TestWorkflowTools(t *testing.T) {
+	ctx := t.Context()
+	db := newDB(t)
+	srv := httpServer(t, db, nil)
+	alpha, beta := connectHTTP(t, srv, keyAlpha), connectHTTP(t, srv, keyBeta)
+
+	w, err := workflow.Create(ctx, db.WithTenant("alpha"), workflow.CreateOptions{ID: "post", Title: "a post"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := workflow.NewGraph().
+		Add("draft", func(ctx context.Context, s *workflow.Step) (any, error) {
+			th, err := s.SubThread(ctx, "writer")
+			if err != nil {
+				return nil, err
+			}
+			_, err = th.Append(ctx, message.Assistant("a draft"))
+			return map[string]int{"words": 2}, err
+		}, "review").
+		Add("review", func(ctx context.Context, s *workflow.Step) (any, error) {
+			_, err := s.Ask(map[string]string{"question": "publish?"})
+			return nil, err
+		})
+	if _, err := w.Run(ctx, g, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	list := ok[workflowListOut](t, alpha, "workflow_list", map[string]any{})
+	if len(list.Workflows) != 1 || list.Workflows[0].ID != "post" || list.Workflows[0].Status != workflow.StatusWaiting {
+		t.Fatalf("list: %+v", list)
+	}
+	if list := ok[workflowListOut](t, beta, "workflow_list", map[string]any{}); len(list.Workflows) != 0 {
+		t.Fatalf("beta lists %+v", list)
+	}
+	if msg := fails(t, beta, "workflow_get", map[string]any{"id": "post"}); !strings.HasPrefix(msg, "not_found") {
+		t.Fatalf("beta gets alpha's workflow: %s", msg)
+	}
+
+	cp := ok[workflowCheckpointOut](t, alpha, "workflow_checkpoint", map[string]any{"id": "post", "name": "drafted"})
+	if cp.Checkpoint.Name != "drafted" {
+		t.Fatalf("checkpoint %+v", cp)
+	}
+	if msg := fails(t, alpha, "workflow_checkpoint", map[string]any{"id": "post", "name": "drafted"}); !strings.HasPrefix(msg, "conflict") {
+		t.Fatalf("a checkpoint twice: %s", msg)
+	}
+	res := call(t, alpha, "workflow_get", map[string]any{"id": "post", "messages": 10})
+	if res.IsError || !strings.Contains(text(res), "waiting for input: step review asks {\"question\":\"publish?\"}") {
+		t.Fatalf("get: %s", text(res))
+	}
+	got := ok[workflowGetOut](t, alpha, "workflow_get", map[string]any{"id": "post", "messages": 10})
+	if got.Execution.Status != workflow.StatusWaiting || len(got.Execution.Steps) != 2 || string(got.Execution.Steps[0].Output) != `{"words":2}` ||
+		len(got.Messages["writer"]) != 1 || len(got.Checkpoints) != 1 {
+		t.Fatalf("get: %+v", got)
+	}
+
+	// Move on, then back to the checkpoint.
+	if err := w.Provide(ctx, "review", true); err != nil {
+		t.Fatal(err)
+	}
+	if ex, err := w.Run(ctx, g, nil); err != nil || ex.Status != workflow.StatusDone {
+		t.Fatalf("run: %v", err)
+	}
+	hist := ok[historyOut](t, alpha, "workflow_history", map[string]any{"id": "post", "limit": 2})
+	if len(hist.Entries) != 2 || hist.NextBefore == 0 {
+		t.Fatalf("history %+v", hist)
+	}
+	old := ok[workflowGetOut](t, alpha, "workflow_get", map[string]any{"id": "post", "version": cp.Checkpoint.Version})
+	if old.Execution.Status != workflow.StatusWaiting || old.Workflow.Status != workflow.StatusDone {
+		t.Fatalf("get at the checkpoint's version: %s, now %s", old.Execution.Status, old.Workflow.Status)
+	}
+	for _, bad := range []map[string]any{{"id": "post"}, {"id": "post", "checkpoint": "drafted", "version": 1}, {"id": "post", "version": -1}} {
+		if msg := fails(t, alpha, "workflow_restore", bad); !strings.HasPrefix(msg, "invalid") {
+			t.Fatalf("restore %v: %s", bad, msg)
+		}
+	}
+	if msg := fails(t, alpha, "workflow_restore", map[string]any{"id": "post", "checkpoint": "nope"}); !strings.HasPrefix(msg, "not_found") {
+		t.Fatalf("restore to nothing: %s", msg)
+	}
+	if msg := fails(t, beta, "workflow_restore", map[string]any{"id": "post", "checkpoint": "drafted"}); !strings.HasPrefix(msg, "not_found") {
+		t.Fatalf("beta restores alpha's workflow: %s", msg)
+	}
+	back := ok[workflowRestoreOut](t, alpha, "workflow_restore", map[string]any{"id": "post", "checkpoint": "drafted"})
+	if back.Workflow.Status != workflow.StatusWaiting {
+		t.Fatalf("restored: %+v", back)
+	}
+	if err := w.Refresh(ctx); err != nil || w.Status() != workflow.StatusWaiting {
+		t.Fatalf("the workflow after the restore: %s, %v", w.Status(), err)
+	}
+}
