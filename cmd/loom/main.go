@@ -25,6 +25,12 @@
 //	loom threads reset ID
 //	loom threads view ID [--model M] [--budget N] [--max-messages N] [--strategy S]...
 //	loom threads delete ID [--yes]
+//	loom workflows list [--limit N]
+//	loom workflows show ID [--version V | --checkpoint NAME] [--last N]
+//	loom workflows history ID [--limit N]
+//	loom workflows checkpoint ID (NAME | --list)
+//	loom workflows restore ID (NAME | --version V)
+//	loom workflows fork ID (NAME | --version V) [--id NEW] [--title T]
 //	loom export ID [--history] [-o FILE]
 //	loom import [FILE|-] [--id NEW]
 //	loom copy --from URL --to URL [--thread ID]... [--all-tenants]

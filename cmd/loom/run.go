@@ -52,9 +52,10 @@ type spec struct {
 
 // groups are the names that hold subcommands.
 var groups = map[string]string{
-	"threads": "read and change the threads of a store",
-	"items":   "list, create and resolve the work items an agent carries across sessions (--dir, default .gitmem)",
-	"session": "start and close the working sessions that carry the work items of --dir",
+	"threads":   "read and change the threads of a store",
+	"workflows": "read workflows, and checkpoint, restore and fork them whole, sub-threads and all",
+	"items":     "list, create and resolve the work items an agent carries across sessions (--dir, default .gitmem)",
+	"session":   "start and close the working sessions that carry the work items of --dir",
 }
 
 // commands is the command table: dispatch, help and completion read it.
@@ -159,6 +160,53 @@ var commands = []spec{
 			"loom threads delete th_01jq… --yes",
 		},
 		New: func(b base) Command { return &ThreadsDeleteCommand{base: b} }},
+	{Name: "workflows list", Synopsis: "[--limit N]",
+		Summary: "list workflows (id, title, status, round, version, updated, sub-threads)",
+		Help:    "Lists the tenant's workflows (threads of kind workflow, package workflow) in id order.\nWith --json, one JSON object per line.",
+		Examples: []string{
+			"loom workflows list",
+			"loom workflows list --json | jq -r 'select(.status == \"waiting\") | .id'",
+		},
+		New: func(b base) Command { return &WorkflowsListCommand{base: b} }},
+	{Name: "workflows show", Synopsis: "ID [--version V | --checkpoint NAME] [--last N]",
+		Summary: "show a workflow's execution state: its steps, current and next, sub-threads",
+		Help: "Shows every step attempt (interrupted ones too), the round in progress, the steps\n" +
+			"waiting for input and the sub-threads, now or at a version or checkpoint (time\n" +
+			"travel); --last N adds each sub-thread's newest N messages as the workflow\n" +
+			"recorded it there. With --json, the whole state as one document.",
+		Examples: []string{
+			"loom workflows show wf_01jq…",
+			"loom workflows show wf_01jq… --checkpoint researched --last 5",
+			"loom workflows show wf_01jq… --version 7 --json",
+		},
+		New: func(b base) Command { return &WorkflowsShowCommand{base: b} }},
+	{Name: "workflows history", Synopsis: "ID [--limit N]",
+		Summary: "list a workflow's versions: each step's start and end, checkpoints, restores",
+		Examples: []string{
+			"loom workflows history wf_01jq… --limit 10",
+		},
+		New: func(b base) Command { return &WorkflowsHistoryCommand{base: b} }},
+	{Name: "workflows checkpoint", Synopsis: "ID (NAME | --list)",
+		Summary: "checkpoint a whole workflow (its state and every sub-thread), or list its checkpoints",
+		Examples: []string{
+			"loom workflows checkpoint wf_01jq… researched",
+			"loom workflows checkpoint wf_01jq… --list",
+		},
+		New: func(b base) Command { return &WorkflowsCheckpointCommand{base: b} }},
+	{Name: "workflows restore", Synopsis: "ID (NAME | --version V)",
+		Summary: "move a workflow and every sub-thread back to a checkpoint or version, at once",
+		Help:    "A new version: nothing is lost, and a later restore can go forward again. Refused\nwhile a program runs the workflow.",
+		Examples: []string{
+			"loom workflows restore wf_01jq… researched",
+			"loom workflows restore wf_01jq… --version 7",
+		},
+		New: func(b base) Command { return &WorkflowsRestoreCommand{base: b} }},
+	{Name: "workflows fork", Synopsis: "ID (NAME | --version V) [--id NEW] [--title T]",
+		Summary: "fork a whole workflow at a checkpoint or version: every sub-thread forked, nothing copied",
+		Examples: []string{
+			"loom workflows fork wf_01jq… researched --id wf_what_if",
+		},
+		New: func(b base) Command { return &WorkflowsForkCommand{base: b} }},
 	{Name: "items list", Synopsis: "[--status open|resolved] [--all] [--dir DIR]",
 		Summary: "list work items (id, status, created, text)",
 		Help: "Lists the open work items of --dir (default .gitmem, as loom mcp --worklog uses),\n" +
