@@ -1,0 +1,56 @@
+// Package workflow keeps workflows as loom threads: a workflow thread (kind
+// workflow) whose messages record every step taken and whose state holds
+// the execution state and the list of its sub-threads, and sub-threads —
+// a default "main", and one per agent or key — each a full loom thread
+// (appendable, forkable, viewable, run by agent.Run), linked to its
+// workflow (thread id "<workflow>.<key>", CreateOptions.Parent) and kept
+// in its fork family.
+//
+// A Graph declares the steps as Go functions with the steps that may follow
+// each: a sequence, a fan-out (the steps of one round run concurrently,
+// agents on their own sub-threads), a fan-in (a step chosen by several
+// steps of a round runs once, after all of them, with all their outputs),
+// and conditional next (Step.Goto). Workflow.Run runs it:
+//
+//	w, _ := workflow.Create(ctx, db, workflow.CreateOptions{ID: "trip"})
+//	g := workflow.NewGraph().
+//		Add("plan", plan, "hotels", "food").
+//		Add("hotels", research("hotels"), "write").
+//		Add("food", research("food"), "write").
+//		Add("write", write)
+//	ex, err := w.Run(ctx, g, nil)
+//
+// Every step is recorded as it starts and as it ends, each record one
+// commit of the workflow thread with what the step changed. A workflow
+// killed at any moment resumes at the next Run from its last committed
+// step: steps that ended are not run again, and a step that had started
+// but not ended runs again — as in LangGraph, a step is the unit of
+// retry, and work a step does outside loom should be idempotent. Unlike
+// there, the sub-threads the interrupted attempt had written to are moved
+// back first, so the second attempt starts from what the first one saw.
+// One runner runs a workflow at a time (a lease in its state): another Run
+// gets ErrBusy, or waits with RunOptions.Wait, and a runner that finds the
+// workflow moved under it stops with thread.ErrConflict.
+//
+// A step can ask for input (Step.Ask) and the workflow waits, durably:
+// Provide gives the input, from any process, and the next Run goes on.
+//
+// Time travel is for the whole workflow. The execution state is versioned
+// with the workflow thread, so Execution reads it at any version;
+// Checkpoint records the execution state and the head of every sub-thread
+// in one commit; Restore moves the workflow and every sub-thread back to a
+// checkpoint or version in one atomic store operation; Fork makes a new
+// workflow whose sub-threads are forks of each sub-thread, in one atomic
+// operation that copies no message; At reads the execution state and every
+// sub-thread's messages at any point. These move several threads at once
+// through thread.Group, which every store runs as one batch.
+//
+// What each operation costs (n sub-threads):
+//
+//	a step of Run           two commits of the workflow thread (start, end)
+//	Checkpoint              n record reads + one batch: a commit, n+1 checkpoints
+//	Restore, Fork           n record and history reads + one batch of n+1 moves (creations)
+//	Execution, At           the workflow thread's messages (one per step record) + the sub-threads read
+//
+// none of which grows with the sub-threads' length.
+package workflow
