@@ -33,6 +33,7 @@ type StepFunc func(ctx context.Context, s *Step) (any, error)
 // changed by running it and may run many workflows at once.
 type Graph struct {
 	steps map[string]*node
+	preds map[string][]string // the steps that name each as a successor
 	order []string
 	start []string
 	err   error
@@ -45,7 +46,7 @@ type node struct {
 }
 
 // NewGraph returns an empty graph.
-func NewGraph() *Graph { return &Graph{steps: map[string]*node{}} }
+func NewGraph() *Graph { return &Graph{steps: map[string]*node{}, preds: map[string][]string{}} }
 
 // Add declares the step name, its work, and the steps that may follow it.
 // Errors (a name taken or invalid, a nil func) are reported by Check.
@@ -60,6 +61,9 @@ func (g *Graph) Add(name string, fn StepFunc, next ...string) *Graph {
 	default:
 		g.steps[name] = &node{name: name, fn: fn, next: slices.Clone(next)}
 		g.order = append(g.order, name)
+		for _, n := range dedupe(next) {
+			g.preds[n] = append(g.preds[n], name)
+		}
 	}
 	return g
 }

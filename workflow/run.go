@@ -506,8 +506,9 @@ func (r *runner) inputOf(ex *execState, name string) json.RawMessage {
 		return ex.Input
 	}
 	in := map[string]json.RawMessage{}
-	for pred, rec := range r.outputs {
-		if rec.Round == ex.Round-1 && slices.Contains(rec.Next, name) {
+	for _, pred := range r.g.preds[name] {
+		rec, ok := r.outputs[pred]
+		if ok && rec.Round == ex.Round-1 && slices.Contains(rec.Next, name) {
 			in[pred] = rec.Output
 			if in[pred] == nil {
 				in[pred] = json.RawMessage("null")
