@@ -29,6 +29,7 @@
 //	Save, Load                O(n): the portable document (docs/portable-document.md)
 //	Delete                    O(history entries + checkpoints + commits freed)
 //	Copy (store to store)     O(commits the destination lacks); ids and sharing kept
+//	Group                     the sum of its changes, applied as one atomic batch
 //
 // Heads move only by compare-and-swap on the version. Two writers never both
 // succeed from one version: the loser gets ErrConflict and nothing is lost.

@@ -144,3 +144,39 @@ func ExampleDB_WithTenant() {
 	// alice's support: alice's question
 	// stored as alice/support of tenant alice
 }
+
+// A Group changes several threads in one atomic batch: here a checkpoint
+// of two threads at once, and later a rollback of both, which succeeds for
+// both or for neither.
+func ExampleDB_Group() {
+	ctx := context.Background()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	research, _ := db.Create(ctx, thread.CreateOptions{ID: "research"})
+	writing, _ := db.Create(ctx, thread.CreateOptions{ID: "writing", Parent: "research"})
+	research.Append(ctx, message.User("find sources"))
+	writing.Append(ctx, message.Assistant("draft 1"))
+
+	g := db.Group()
+	g.Checkpoint(ctx, research, "v1")
+	g.Checkpoint(ctx, writing, "v1")
+	if err := g.Apply(ctx); err != nil {
+		fmt.Println(err)
+	}
+
+	research.Append(ctx, message.User("more sources"))
+	writing.Append(ctx, message.Assistant("draft 2"))
+
+	g = db.Group()
+	g.Rollback(ctx, research, "v1")
+	g.Rollback(ctx, writing, "v1")
+	if err := g.Apply(ctx); err != nil {
+		fmt.Println(err)
+	}
+	for _, th := range []*thread.Thread{research, writing} {
+		n, _ := th.Len(ctx)
+		fmt.Printf("%s: %d message, parent %q\n", th.ID(), n, th.Record().ForkedFrom.Thread)
+	}
+	// Output:
+	// research: 1 message, parent ""
+	// writing: 1 message, parent "research"
+}

@@ -231,9 +231,9 @@ func decodeState(id string, st map[string]json.RawMessage) (*execState, map[stri
 			return nil, nil, fmt.Errorf("workflow %s: sub-threads: %v: %w", id, err, thread.ErrInvalid)
 		}
 	}
-	for k := range subs {
-		if !validKey(k) {
-			return nil, nil, fmt.Errorf("workflow %s: sub-thread key %q: %w", id, clip(k), thread.ErrInvalid)
+	for k, h := range subs {
+		if !validKey(k) || h.Version < 1 {
+			return nil, nil, fmt.Errorf("workflow %s: sub-thread %q at version %d: %w", id, clip(k), h.Version, thread.ErrInvalid)
 		}
 	}
 	return &ex, subs, nil

@@ -200,7 +200,7 @@ func (w *Workflow) recordedSub(ctx context.Context, key string, h subHead) (*thr
 		}
 		return sub, nil
 	}
-	return nil, recorded(key, h, thread.HistoryEntry{})
+	return nil, fmt.Errorf("sub-thread %s has no version %d: %w", key, h.Version, thread.ErrNotFound)
 }
 
 // recorded checks that the history entry e is the version h of sub-thread
