@@ -301,3 +301,47 @@ func TestHumanInputInAnotherProcess(t *testing.T) {
 		t.Fatalf("main: %q", got)
 	}
 }
+
+// Three processes resume one workflow at once: they take turns (Wait),
+// every one of them ends well, and no step ends twice.
+func TestConcurrentProcessesResume(t *testing.T) {
+	ctx := t.Context()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "wf.db")
+	db, err := thread.Open(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ref := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "reference"}))
+	if _, err := ref.Run(ctx, tripGraph(), nil); err != nil {
+		t.Fatal(err)
+	}
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "shared"}))
+	spec := childSpec{URL: url, Workflow: "shared", Graph: "trip"}
+	var dones []chan error
+	var outs []*strings.Builder
+	for range 3 {
+		_, done, out := child(t, spec)
+		dones, outs = append(dones, done), append(outs, out)
+	}
+	for i, done := range dones {
+		if err := <-done; err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	if got, want := outcome(t, w), outcome(t, ref); got != want {
+		t.Fatalf("after three processes:\n%s\nwant:\n%s", got, want)
+	}
+	ex := must[*workflow.Execution](t)(w.Execution(ctx, 0))
+	ends := map[string]int{}
+	for _, s := range ex.Steps {
+		if s.Status == workflow.StatusDone {
+			ends[s.Name]++
+		}
+	}
+	for name, n := range ends {
+		if n != 1 {
+			t.Fatalf("step %s ended %d times", name, n)
+		}
+	}
+}
