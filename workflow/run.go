@@ -111,6 +111,10 @@ type runner struct {
 
 	// Guarded by w.mu.
 	outputs    map[string]StepRun // the newest ended attempt of each step
+	// ended are the ended attempts of the previous and current rounds, by
+	// round and name: a step's input is made of the previous round's, which
+	// a step of the current round ending meanwhile must not hide.
+	ended map[int]map[string]StepRun
 	lastCommit time.Time
 	fatal      error // the workflow moved under the runner
 }
@@ -148,10 +152,10 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("run workflow %s: %w", w.ID(), err)
 	}
-	r.outputs = map[string]StepRun{}
+	r.outputs, r.ended = map[string]StepRun{}, map[int]map[string]StepRun{}
 	for _, s := range stepRuns(msgs) {
 		if s.Status == StatusDone {
-			r.outputs[s.Name] = s
+			r.keep(s, ex.Round)
 		}
 	}
 	err = w.commit(ctx, "claim", nil, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
@@ -183,6 +187,25 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 	r.lastCommit = r.now()
 	w.running = r.id
 	return true, nil
+}
+
+// keep keeps an ended step attempt, as of the round in progress: its
+// output for Step.Output, and for the inputs of the next round. Callers
+// hold w.mu.
+func (r *runner) keep(s StepRun, round int) {
+	r.outputs[s.Name] = s
+	if s.Round < round-1 {
+		return
+	}
+	if r.ended[s.Round] == nil {
+		r.ended[s.Round] = map[string]StepRun{}
+		for k := range r.ended {
+			if k < s.Round-1 {
+				delete(r.ended, k)
+			}
+		}
+	}
+	r.ended[s.Round][s.Name] = s
 }
 
 // moveBack adds to g the move of sub-thread key back to version v, if it
@@ -449,7 +472,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 				ex.Uses = nil
 			}
 			maps.Copy(subs, heads)
-			r.outputs[name] = rec
+			r.keep(rec, ex.Round)
 		case StatusWaiting:
 			ex.Waiting = append(ex.Waiting, Waiting{Step: name, Prompt: s.prompt, Since: rec.End})
 			if ex.Status == StatusRunning {
@@ -507,8 +530,8 @@ func (r *runner) inputOf(ex *execState, name string) json.RawMessage {
 	}
 	in := map[string]json.RawMessage{}
 	for _, pred := range r.g.preds[name] {
-		rec, ok := r.outputs[pred]
-		if ok && rec.Round == ex.Round-1 && slices.Contains(rec.Next, name) {
+		rec, ok := r.ended[ex.Round-1][pred]
+		if ok && slices.Contains(rec.Next, name) {
 			in[pred] = rec.Output
 			if in[pred] == nil {
 				in[pred] = json.RawMessage("null")
