@@ -110,11 +110,11 @@ type runner struct {
 	now func() time.Time
 
 	// Guarded by w.mu.
-	outputs    map[string]StepRun // the newest ended attempt of each step
+	outputs map[string]StepRun // the newest ended attempt of each step
 	// ended are the ended attempts of the previous and current rounds, by
 	// round and name: a step's input is made of the previous round's, which
 	// a step of the current round ending meanwhile must not hide.
-	ended map[int]map[string]StepRun
+	ended      map[int]map[string]StepRun
 	lastCommit time.Time
 	fatal      error // the workflow moved under the runner
 }
