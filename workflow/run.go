@@ -475,9 +475,6 @@ func (r *runner) step(ctx context.Context, name string) error {
 			r.keep(rec, ex.Round)
 		case StatusWaiting:
 			ex.Waiting = append(ex.Waiting, Waiting{Step: name, Prompt: s.prompt, Since: rec.End})
-			if ex.Status == StatusRunning {
-				ex.Status = StatusWaiting
-			}
 		case StatusFailed:
 			ex.Failed = append(ex.Failed, name)
 			if ex.Error == "" {
@@ -485,10 +482,13 @@ func (r *runner) step(ctx context.Context, name string) error {
 			}
 			ex.Status = StatusFailed
 		}
-		if ex.Status == StatusWaiting && len(r.runnable(ex)) > 0 {
-			// Other steps of the round still run: the workflow waits only
-			// once they have ended.
+		if ex.Status != StatusFailed {
+			// The workflow waits once the steps of the round that do not
+			// wait have ended.
 			ex.Status = StatusRunning
+			if len(r.runnable(ex)) == 0 && len(ex.Waiting) > 0 {
+				ex.Status = StatusWaiting
+			}
 		}
 		return r.advance(ex)
 	})

@@ -349,3 +349,40 @@ func TestConcurrentAgentsOnSubThreads(t *testing.T) {
 		}
 	}
 }
+
+// A step of a round waits while another of the round runs on: the
+// workflow waits once that one has ended, and goes on when the input is
+// given.
+func TestWaitingBesideARunningStep(t *testing.T) {
+	ctx := t.Context()
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, memDB(t), workflow.CreateOptions{}))
+	asked := make(chan struct{})
+	g := workflow.NewGraph().
+		Add("start", func(context.Context, *workflow.Step) (any, error) { return nil, nil }, "ask", "slow").
+		Add("ask", func(ctx context.Context, s *workflow.Step) (any, error) {
+			answer, err := s.Ask("ok?")
+			if err != nil {
+				close(asked)
+				return nil, err
+			}
+			return answer, nil
+		}, "end").
+		Add("slow", func(ctx context.Context, s *workflow.Step) (any, error) {
+			<-asked // ends after ask has asked
+			return "slow", nil
+		}, "end").
+		Add("end", func(ctx context.Context, s *workflow.Step) (any, error) { return s.Input(), nil })
+	ex := must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	if ex.Status != workflow.StatusWaiting || !slices.Equal(ex.Completed, []string{"slow"}) || ex.Runner != nil {
+		t.Fatalf("after the round: %+v", ex)
+	}
+	must[any](t)(nil, w.Provide(ctx, "ask", "yes"))
+	ex = must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	if ex.Status != workflow.StatusDone {
+		t.Fatalf("after the input: %+v", ex)
+	}
+	last := ex.Steps[len(ex.Steps)-1]
+	if last.Name != "end" || string(last.Output) != `{"ask":"yes","slow":"slow"}` {
+		t.Fatalf("end: %+v", last)
+	}
+}
