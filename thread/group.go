@@ -12,14 +12,17 @@ import (
 // as one Batch: all of them or none. A workflow checkpoints, restores and
 // forks itself and its sub-threads with one.
 //
-// Each change to an existing thread is checked against the version of the
-// handle it was given (a compare-and-swap, as Thread's own writes are), so
-// Apply returns ErrConflict and changes nothing when any of the threads
-// has moved since. A thread takes at most one head move in a group (a
-// commit, a restore or a rollback), plus any checkpoints, which name its
-// head as the group leaves it. A change that cannot be built (bad input, a
-// version that does not exist) is returned by the call that adds it, and
-// again by Apply, which then writes nothing.
+// Each head move and deletion is checked against the version of the handle
+// it was given (a compare-and-swap, as Thread's own writes are), so Apply
+// returns ErrConflict and changes nothing when any of those threads has
+// moved since; a checkpoint names the head as the group leaves it, from
+// the handle's version. A thread takes at most one head move in a group —
+// a commit, a restore or a rollback, or a restore or rollback followed by
+// one commit on the commit it moves to (which is then the move's head, in
+// one history entry) — plus any checkpoints. A thread is in a group
+// through one handle. A change that cannot be built (bad input, a version
+// that does not exist) is returned by the call that adds it, and again by
+// Apply, which then writes nothing.
 //
 // A Group is not safe for concurrent use, and is applied once.
 type Group struct {
@@ -33,10 +36,16 @@ type Group struct {
 
 // groupEntry is an existing thread as the group leaves it.
 type groupEntry struct {
-	t     *Thread
-	rec   *Record // after the group's move, or as the handle had it
-	head  *Commit // header of rec.Head, when known (a Commit loads it)
-	moved bool
+	t    *Thread
+	rec  *Record // after the group's move, or as the handle had it
+	head *Commit // header of rec.Head, when known (a Commit loads it)
+	// move is the index of the thread's move in the batch, -1 for none;
+	// committed says a commit made it, deleted that it is deleted.
+	move               int
+	committed, deleted bool
+	// cps are the indexes of the thread's checkpoints in the batch, which
+	// follow its head.
+	cps []int
 }
 
 // Group returns an empty group of changes on db.
@@ -59,36 +68,56 @@ func (g *Group) entry(ctx context.Context, t *Thread) (*groupEntry, error) {
 		return nil, fmt.Errorf("group: thread %s is of another DB: %w", t.ID(), ErrInvalid)
 	}
 	if e, ok := g.touched[t.ID()]; ok {
+		if e.t != t {
+			return nil, fmt.Errorf("group: thread %s is in the group through another handle: %w", t.ID(), ErrInvalid)
+		}
 		return e, nil
 	}
 	// Only a commit needs the head commit: a checkpoint, a move or a
 	// deletion costs the same whatever the thread holds.
 	t.mu.RLock()
-	e := &groupEntry{t: t, rec: t.rec, head: t.head}
+	e := &groupEntry{t: t, rec: t.rec, head: t.head, move: -1}
 	t.mu.RUnlock()
 	g.touched[t.ID()] = e
 	return e, nil
 }
 
-// move adds a head move of t to the commit head ("": the empty root).
-func (g *Group) move(ctx context.Context, t *Thread, op Op, head string, what string) error {
+// move adds a head move of t to the commit head ("": the empty root),
+// whose header is h when known.
+func (g *Group) move(ctx context.Context, t *Thread, op Op, head string, h *Commit, what string) error {
 	e, err := g.entry(ctx, t)
 	if err != nil {
 		return g.fail(fmt.Errorf("%s %s: %w", what, t.ID(), err))
 	}
-	if e.moved {
+	if e.move >= 0 || e.deleted {
 		return g.fail(fmt.Errorf("%s %s: the group moves it already: %w", what, t.ID(), ErrInvalid))
 	}
 	mv := Move{Thread: e.rec.ID, From: e.rec.Version, Head: head, Op: op, Time: g.db.clock()}
+	e.move = len(g.b.Moves)
 	g.b.Moves = append(g.b.Moves, mv)
-	e.rec, e.head, e.moved = moved(e.rec, mv), nil, true
+	e.rec = moved(e.rec, mv)
+	g.headIs(e, h)
 	return nil
+}
+
+// headIs records that e's head (e.rec.Head) has the header h (nil:
+// unknown), and moves e's checkpoints there.
+func (g *Group) headIs(e *groupEntry, h *Commit) {
+	e.head = nil
+	if h != nil {
+		e.head = h.header()
+	}
+	for _, i := range e.cps {
+		g.b.Checkpoints[i].Commit, g.b.Checkpoints[i].Version = e.rec.Head, e.rec.Version
+	}
 }
 
 // Commit adds a commit on t at its handle's version (or opts.IfVersion)
 // and returns it as it will be once the group is applied. Unlike
-// Thread.Commit it never retries: the group fails if t has moved.
-// Changing the kind is not done in a group (ErrInvalid).
+// Thread.Commit it never retries: the group fails if t has moved. After a
+// Restore or Rollback of t in the group, the commit is made on the commit
+// they move to, and becomes the head of that same move. Changing the kind
+// is not done in a group (ErrInvalid).
 func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Commit, error) {
 	if opts.Op == "" {
 		opts.Op = OpAppend
@@ -103,21 +132,29 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 	if err != nil {
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
-	if opts.IfVersion != 0 && opts.IfVersion != e.rec.Version {
+	switch {
+	case e.committed || e.deleted || e.move >= 0 && g.b.Moves[e.move].Op != OpRestore && g.b.Moves[e.move].Op != OpRollback:
+		return nil, g.fail(fmt.Errorf("commit to %s: the group moves it already: %w", t.ID(), ErrInvalid))
+	case opts.IfVersion != 0 && opts.IfVersion != e.rec.Version && e.move < 0:
 		return nil, g.fail(fmt.Errorf("commit to %s: at version %d, not %d: %w", t.ID(), e.rec.Version, opts.IfVersion, ErrConflict))
 	}
-	if e.head == nil && e.rec.Head != "" && !e.moved {
-		r, h, err := t.headCommit(ctx)
-		if err != nil {
-			return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
-		}
-		if r == e.rec {
+	if e.head == nil && e.rec.Head != "" {
+		if e.move >= 0 {
+			c, err := g.db.store.Commit(ctx, e.rec.Head)
+			if err != nil {
+				return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
+			}
+			e.head = c.header()
+		} else {
+			r, h, err := t.headCommit(ctx)
+			if err != nil {
+				return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
+			}
+			if r != e.rec {
+				return nil, g.fail(fmt.Errorf("commit to %s: the handle moved while the group was built: %w", t.ID(), ErrConflict))
+			}
 			e.head = h
 		}
-	}
-	if e.head == nil && e.rec.Head != "" {
-		// The group moved the head, or the handle moved meanwhile.
-		return nil, g.fail(fmt.Errorf("commit to %s: the head is not known here: %w", t.ID(), ErrInvalid))
 	}
 	var st map[string]json.RawMessage
 	if opts.State != nil {
@@ -129,11 +166,18 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 	if err != nil {
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
-	if err := g.move(ctx, t, opts.Op, c.ID, "commit to"); err != nil {
+	g.b.Commits = append(g.b.Commits, c)
+	e.committed = true
+	if e.move >= 0 {
+		// The restore's or rollback's move goes to the commit instead.
+		g.b.Moves[e.move].Head = c.ID
+		e.rec.Head = c.ID
+		g.headIs(e, c)
+		return c, nil
+	}
+	if err := g.move(ctx, t, opts.Op, c.ID, c, "commit to"); err != nil {
 		return nil, err
 	}
-	g.touched[t.ID()].head = c.header()
-	g.b.Commits = append(g.b.Commits, c)
 	return c, nil
 }
 
@@ -160,7 +204,7 @@ func (g *Group) RestoreChecked(ctx context.Context, t *Thread, v int64, check fu
 
 // Reset adds a move of t's head to the empty root, as Thread.Reset does.
 func (g *Group) Reset(ctx context.Context, t *Thread) error {
-	return g.move(ctx, t, OpReset, "", "reset")
+	return g.move(ctx, t, OpReset, "", nil, "reset")
 }
 
 // Rollback adds a move of t's head to its checkpoint name, as
@@ -179,7 +223,7 @@ func (g *Group) moveTo(ctx context.Context, t *Thread, op Op, id, what string) e
 	if err := t.refuseLinear(ctx, t.snapshot(), id); err != nil {
 		return g.fail(fmt.Errorf("%s %s: %w", what, t.ID(), err))
 	}
-	return g.move(ctx, t, op, id, what)
+	return g.move(ctx, t, op, id, nil, what)
 }
 
 // Checkpoint adds a checkpoint name on t at its head as the group leaves
@@ -196,6 +240,10 @@ func (g *Group) Checkpoint(ctx context.Context, t *Thread, name string) error {
 	if e.rec.Head == "" {
 		return g.fail(fmt.Errorf("checkpoint %s of empty thread %s: %w", name, t.ID(), ErrInvalid))
 	}
+	if e.deleted {
+		return g.fail(fmt.Errorf("checkpoint %s of %s: the group deletes it: %w", name, t.ID(), ErrInvalid))
+	}
+	e.cps = append(e.cps, len(g.b.Checkpoints))
 	g.b.Checkpoints = append(g.b.Checkpoints, Checkpoint{Thread: e.rec.ID, Name: name, Commit: e.rec.Head, Version: e.rec.Version, CreatedAt: g.db.clock()})
 	return nil
 }
@@ -245,10 +293,10 @@ func (g *Group) Delete(ctx context.Context, t *Thread) error {
 	if err != nil {
 		return g.fail(fmt.Errorf("delete %s: %w", t.ID(), err))
 	}
-	if e.moved {
-		return g.fail(fmt.Errorf("delete %s: the group moves it: %w", t.ID(), ErrInvalid))
+	if e.move >= 0 || e.deleted || len(e.cps) > 0 {
+		return g.fail(fmt.Errorf("delete %s: the group changes it: %w", t.ID(), ErrInvalid))
 	}
-	e.moved = true
+	e.deleted = true
 	g.b.Delete = append(g.b.Delete, Deletion{Thread: e.rec.ID, Version: e.rec.Version})
 	return nil
 }
@@ -275,7 +323,7 @@ func (g *Group) Apply(ctx context.Context) error {
 		return fmt.Errorf("group of %d threads: %w", len(g.touched)+len(g.created), err)
 	}
 	for _, e := range g.touched {
-		if e.moved {
+		if e.move >= 0 {
 			e.t.advance(e.rec, e.head)
 		}
 	}

@@ -171,6 +171,61 @@ func groups(t T, s thread.Store, _ *Options) {
 			t.Fatalf("forked b at version 2: %v", got)
 		}
 
+		// A checkpoint added before the group's commit names the commit;
+		// a rollback and a commit on where it goes are one move; a thread
+		// is in a group through one handle.
+		g = db.Group()
+		check(t, g.Checkpoint(ctx, w2, "named-first"), "group: checkpoint before the commit")
+		c, err := g.Commit(ctx, w2, thread.CommitOptions{State: map[string]json.RawMessage{"wf/n": json.RawMessage(`6`)}})
+		check(t, err, "group: commit after a checkpoint")
+		check(t, g.Apply(ctx), "apply")
+		other, err := db.Thread(ctx, "wf2")
+		check(t, err, "open wf2")
+		g2 := db.Group()
+		check(t, g2.Checkpoint(ctx, w2, "x"), "group: checkpoint")
+		wantErr(t, g2.Checkpoint(ctx, other, "y"), thread.ErrInvalid, "a second handle of a thread in the group")
+		for cp, err := range w2.Checkpoints(ctx) {
+			check(t, err, "checkpoints")
+			if cp.Name == "named-first" && (cp.Commit != c.ID || cp.Version != w2.Version()) {
+				t.Fatalf("a checkpoint added before the commit names %s at %d, want %s at %d", cp.Commit, cp.Version, c.ID, w2.Version())
+			}
+		}
+		before = w2.Version()
+		g = db.Group()
+		check(t, g.Rollback(ctx, w2, "named-first"), "group: rollback")
+		c2, err := g.Commit(ctx, w2, thread.CommitOptions{State: map[string]json.RawMessage{"wf/n": json.RawMessage(`7`)}})
+		check(t, err, "group: commit after the rollback")
+		check(t, g.Apply(ctx), "apply the rollback and its commit")
+		g2 = db.Group()
+		_, err = g2.Commit(ctx, w2, thread.CommitOptions{State: map[string]json.RawMessage{}})
+		check(t, err, "group: commit")
+		_, err = g2.Commit(ctx, w2, thread.CommitOptions{State: map[string]json.RawMessage{}})
+		wantErr(t, err, thread.ErrInvalid, "a second commit")
+		if w2.Version() != before+1 || c2.Parent != c.ID || w2.Record().Head != c2.ID {
+			t.Fatalf("rollback and commit: version %d (was %d), parent %s (want %s)", w2.Version(), before, c2.Parent, c.ID)
+		}
+		for e, err := range w2.History(ctx, thread.HistoryOptions{Limit: 1}) {
+			check(t, err, "history")
+			if e.Op != thread.OpRollback || e.Commit != c2.ID {
+				t.Fatalf("the move of a rollback and a commit: %+v", e)
+			}
+		}
+		st, err = w2.State(ctx, 0)
+		check(t, err, "state")
+		if string(st["wf/n"]) != "7" {
+			t.Fatalf("state after the rollback's commit: %s", st["wf/n"])
+		}
+		// A handle that moves while the group is built.
+		g = db.Group()
+		check(t, g.Checkpoint(ctx, w2, "while"), "group: checkpoint")
+		_, err = w2.SetState(ctx, map[string]json.RawMessage{"wf/n": json.RawMessage(`8`)})
+		check(t, err, "move the handle")
+		_, err = g.Commit(ctx, w2, thread.CommitOptions{State: map[string]json.RawMessage{"wf/n": json.RawMessage(`9`)}})
+		if err == nil {
+			err = g.Apply(ctx)
+		}
+		wantErr(t, err, thread.ErrConflict, "a commit through a handle that moved")
+
 		// A group deletes several threads at once.
 		g = db.Group()
 		for _, th := range subs2 {
