@@ -26,6 +26,8 @@ func FuzzState(f *testing.F) {
 		{`{"status":"running","runner":{"id":"r","until":"2999-01-01T00:00:00Z","pid":1}}`, `{}`},
 		{`[]`, `7`},
 		{`{"status":"running","round":1,"current":["zzz"]}`, `{"main":null}`},
+		{`{"status":"done"}`, `null`},
+		{`null`, `{}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -79,5 +81,8 @@ func FuzzState(f *testing.F) {
 			}
 		}
 		w.Provide(ctx, "a", 1)
+		w.CreateSubThread(ctx, "new", workflow.SubThreadOptions{})
+		w.DeleteSubThread(ctx, "a")
+		w.Delete(ctx)
 	})
 }

@@ -27,7 +27,9 @@ type RunOptions struct {
 	// process may take the workflow over once the lease has run out, or at
 	// once, on the same host, when the runner's process is gone.
 	LeaseTTL time.Duration
-	// Now is the clock; nil means time.Now.
+	// Now is the clock of the runner's records and lease deadlines; nil
+	// means time.Now. Whether a lease has run out is always judged by the
+	// wall clock.
 	Now func() time.Time
 }
 
@@ -58,7 +60,14 @@ func (e *StepError) Unwrap() error { return e.Err }
 // RunOptions), and another Run meanwhile returns ErrBusy or, with Wait,
 // waits its turn. A runner that finds the workflow moved under it (a
 // Restore, or a runner that took over an expired lease) stops with
-// thread.ErrConflict, and never records a step's end twice.
+// thread.ErrConflict, and never records a step's end twice. The lease
+// fences the workflow thread, not the sub-threads: a runner that stalled
+// past its lease may still append to a sub-thread until its next commit
+// to the workflow fails; the next runner then moves that sub-thread back
+// only if the step it belonged to runs again. A lease is also judged by
+// host name and process id, so processes on hosts that share a name (such
+// as containers with separate process namespaces) should not run one
+// workflow at once.
 //
 // A workflow waiting for input returns with StatusWaiting and no error;
 // Provide gives the input, and the next Run (in any process) goes on. A
@@ -171,13 +180,14 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 			ex.Status = StatusWaiting
 		}
 		// The steps that will run again start from what they saw.
+		back := restartPoints(ex, subs, r.runnable(ex))
 		for _, step := range r.runnable(ex) {
-			for _, key := range slices.Sorted(maps.Keys(ex.Uses[step])) {
-				if err := r.moveBack(ctx, g, subs, key, ex.Uses[step][key]); err != nil {
-					return err
-				}
-			}
 			delete(ex.Uses, step)
+		}
+		for _, key := range slices.Sorted(maps.Keys(back)) {
+			if err := r.moveBack(ctx, g, subs, key, back[key]); err != nil {
+				return err
+			}
 		}
 		return r.advance(ex)
 	})
@@ -208,25 +218,58 @@ func (r *runner) keep(s StepRun, round int) {
 	r.ended[s.Round][s.Name] = s
 }
 
-// moveBack adds to g the move of sub-thread key back to version v, if it
-// has moved since.
-func (r *runner) moveBack(ctx context.Context, g *thread.Group, subs map[string]subHead, key string, v int64) error {
-	if _, ok := subs[key]; !ok {
-		return nil // deleted since
+// restartPoints returns, for each sub-thread that the steps (to run again)
+// had used, the version to move it back to before they do: where it was
+// before the first of them used it, but never before what a step that
+// ended recorded of it (a step of the same round that shared it, or an
+// earlier one), so that what ended stays. What an interrupted step wrote
+// to a sub-thread it shared before the other step ended stays too: steps
+// that run at once are best given sub-threads of their own.
+func restartPoints(ex *execState, subs map[string]subHead, steps []string) map[string]int64 {
+	back := map[string]int64{}
+	for _, step := range steps {
+		for key, before := range ex.Uses[step] {
+			if v, ok := back[key]; !ok || before < v {
+				back[key] = before
+			}
+		}
 	}
+	for key, v := range back {
+		if h, ok := subs[key]; !ok {
+			delete(back, key) // deleted since
+		} else {
+			back[key] = max(v, h.Version)
+		}
+	}
+	return back
+}
+
+// moveBack adds to g the move of sub-thread key back to its version v,
+// unless it is at v's head.
+func (r *runner) moveBack(ctx context.Context, g *thread.Group, subs map[string]subHead, key string, v int64) error {
 	sub, err := r.w.db.Thread(ctx, subID(r.w.ID(), key))
 	if err != nil {
 		return fmt.Errorf("sub-thread %s: %w", key, err)
 	}
 	if sub.Version() == v {
+		subs[key] = subHead{Version: v, Head: sub.Record().Head}
 		return nil
 	}
 	var head string
+	found := false
 	for e, err := range sub.History(ctx, thread.HistoryOptions{Before: v + 1, Limit: 1}) {
 		if err != nil {
 			return fmt.Errorf("sub-thread %s: %w", key, err)
 		}
-		head = e.Commit
+		head, found = e.Commit, e.Version == v
+	}
+	switch {
+	case !found:
+		return fmt.Errorf("sub-thread %s has no version %d: %w", key, v, thread.ErrNotFound)
+	case head == sub.Record().Head:
+		// At that head already: no move.
+		subs[key] = subHead{Version: sub.Version(), Head: head}
+		return nil
 	}
 	if err := g.Restore(ctx, sub, v); err != nil {
 		return err
@@ -294,7 +337,10 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		steps.Wait()
 		if err := context.Cause(ctx); err != nil {
-			if r.fatal == nil {
+			w.mu.Lock()
+			fatal := r.fatal
+			w.mu.Unlock()
+			if fatal == nil {
 				// Cancelled by the caller: the steps cut short run again
 				// next time; the lease goes now.
 				err = errors.Join(err, r.release(ctx))
@@ -471,7 +517,14 @@ func (r *runner) step(ctx context.Context, name string) error {
 			if len(ex.Uses) == 0 {
 				ex.Uses = nil
 			}
-			maps.Copy(subs, heads)
+			for k, h := range heads {
+				// Only newer: a step that shared the sub-thread may have
+				// recorded a later version meanwhile; and not a key
+				// deleted meanwhile.
+				if old, ok := subs[k]; ok && h.Version > old.Version {
+					subs[k] = h
+				}
+			}
 			r.keep(rec, ex.Round)
 		case StatusWaiting:
 			ex.Waiting = append(ex.Waiting, Waiting{Step: name, Prompt: s.prompt, Since: rec.End})
@@ -618,9 +671,13 @@ func (s *Step) SubThread(ctx context.Context, key string) (*thread.Thread, error
 	}
 	if _, ok := w.subs[key]; !ok {
 		var err error
-		th, err = w.createSub(ctx, key, SubThreadOptions{}, func(ex *execState) {
+		th, err = w.createSub(ctx, key, SubThreadOptions{}, func(ex *execState) error {
+			if ex.Runner == nil || ex.Runner.ID != r.id {
+				return fmt.Errorf("the runner lost its lease: %w", thread.ErrConflict)
+			}
 			ex.Runner = r.lease()
 			use(ex, s.name, key, 1)
+			return nil
 		})
 		if err != nil {
 			return nil, err

@@ -225,11 +225,19 @@ func decodeState(id string, st map[string]json.RawMessage) (*execState, map[stri
 	if err := json.Unmarshal(raw, &ex); err != nil {
 		return nil, nil, fmt.Errorf("workflow %s: execution state: %v: %w", id, err, thread.ErrInvalid)
 	}
-	subs := map[string]subHead{}
+	switch ex.Status {
+	case StatusPending, StatusRunning, StatusWaiting, StatusDone, StatusFailed:
+	default:
+		return nil, nil, fmt.Errorf("workflow %s: status %q: %w", id, clip(string(ex.Status)), thread.ErrInvalid)
+	}
+	var subs map[string]subHead
 	if raw, ok := st[keySubs]; ok {
 		if err := json.Unmarshal(raw, &subs); err != nil {
 			return nil, nil, fmt.Errorf("workflow %s: sub-threads: %v: %w", id, err, thread.ErrInvalid)
 		}
+	}
+	if subs == nil {
+		subs = map[string]subHead{}
 	}
 	for k, h := range subs {
 		if !validKey(k) || h.Version < 1 {

@@ -44,7 +44,9 @@ func (w *Workflow) resolve(ctx context.Context, p Point) (int64, error) {
 			}
 		}
 		return 0, fmt.Errorf("workflow %s: checkpoint %q: %w", w.ID(), clip(p.Checkpoint), thread.ErrNotFound)
-	case p.Version < 0 || p.Version > w.th.Version():
+	case p.Version < 0:
+		return 0, fmt.Errorf("workflow %s: version %d: %w", w.ID(), p.Version, thread.ErrInvalid)
+	case p.Version > w.th.Version():
 		return 0, fmt.Errorf("workflow %s: version %d: %w", w.ID(), p.Version, thread.ErrNotFound)
 	case p.Version == 0:
 		return w.th.Version(), nil
@@ -65,7 +67,9 @@ func (w *Workflow) stateAt(ctx context.Context, v int64) (*execState, map[string
 // head of every sub-thread — under name, in one atomic store operation: one
 // commit of the workflow thread, and a checkpoint of that name on it and on
 // each sub-thread that has messages (so that a sub-thread alone can be
-// rolled back to it too). A name taken on any of them is
+// rolled back to it too). A sub-thread that a step is writing (it started
+// and has not ended) is kept as the workflow last recorded it, before the
+// step, and gets no checkpoint of its own: the step runs again from there. A name taken on any of them is
 // thread.ErrConflict; a runner of another handle running the workflow is
 // ErrBusy. Neither changes anything.
 func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoint, error) {
@@ -77,8 +81,20 @@ func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoi
 	if err := w.refuseBusy(ctx, true); err != nil {
 		return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
 	}
-	err := w.commitThen(ctx, "checkpoint "+name, nil, func(g *thread.Group, _ *execState, subs map[string]subHead) error {
+	err := w.commitThen(ctx, "checkpoint "+name, nil, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
+		inUse := map[string]bool{}
+		for _, uses := range ex.Uses {
+			for key := range uses {
+				inUse[key] = true
+			}
+		}
 		for _, key := range slices.Sorted(maps.Keys(subs)) {
+			if inUse[key] {
+				// A step that has not ended is writing it: the checkpoint
+				// keeps it as its last ended step left it, which is where
+				// the step starts again from.
+				continue
+			}
 			sub, err := w.db.Thread(ctx, subID(w.ID(), key))
 			if err != nil {
 				return fmt.Errorf("sub-thread %s: %w", key, err)
@@ -137,7 +153,7 @@ func (w *Workflow) Restore(ctx context.Context, p Point) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	_, subsAt, err := w.stateAt(ctx, v)
+	exAt, subsAt, err := w.stateAt(ctx, v)
 	if err != nil {
 		return err
 	}
@@ -150,18 +166,30 @@ func (w *Workflow) Restore(ctx context.Context, p Point) error {
 	if err != nil {
 		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
 	}
+	// Each sub-thread goes back to the head recorded there, and is
+	// recorded at the version that brings it back.
+	now := map[string]subHead{}
 	for _, key := range slices.Sorted(maps.Keys(subsAt)) {
 		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
 		if err != nil {
 			return fmt.Errorf("restore workflow %s to %s: sub-thread %s was deleted since: %w", w.ID(), p, key, err)
 		}
 		h := subsAt[key]
-		if sub.Version() == h.Version {
+		if sub.Record().Head == h.Head {
+			// There already (if it is the thread recorded, not one made
+			// anew since).
+			if sub.Version() != h.Version {
+				if _, err := w.recordedSub(ctx, key, h); err != nil {
+					return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+				}
+			}
+			now[key] = subHead{Version: sub.Version(), Head: h.Head}
 			continue
 		}
 		if err := g.RestoreChecked(ctx, sub, h.Version, func(e thread.HistoryEntry) error { return recorded(key, h, e) }); err != nil {
 			return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
 		}
+		now[key] = subHead{Version: sub.Version() + 1, Head: h.Head}
 	}
 	for key := range w.subs {
 		if _, ok := subsAt[key]; ok {
@@ -176,6 +204,17 @@ func (w *Workflow) Restore(ctx context.Context, p Point) error {
 				return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
 			}
 		}
+	}
+	// In the same move of the workflow thread: no runner holds what comes
+	// back (a lease there is of a run long gone), and the sub-threads are
+	// recorded where they now are.
+	exAt.Runner = nil
+	st, err := encodeState(exAt, now)
+	if err != nil {
+		return err
+	}
+	if _, err := g.Commit(ctx, w.th, thread.CommitOptions{State: st, Metadata: map[string]string{"workflow": "restore to " + p.String()}}); err != nil {
+		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
 	}
 	if err := g.Apply(ctx); err != nil {
 		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
@@ -249,18 +288,14 @@ func (w *Workflow) Fork(ctx context.Context, p Point, opts ForkOptions) (*Workfl
 	if err != nil {
 		return nil, err
 	}
-	// Where each sub-thread is forked from.
+	// Where each sub-thread is forked from: where the workflow recorded
+	// it, or, for one that unfinished steps had written to, where a run
+	// would move it back to before they run again.
 	from := map[string]int64{}
 	for key, h := range subsAt {
 		from[key] = h.Version
 	}
-	for _, uses := range ex.Uses {
-		for key, before := range uses {
-			if _, ok := from[key]; ok {
-				from[key] = min(from[key], before)
-			}
-		}
-	}
+	maps.Copy(from, restartPoints(ex, subsAt, slices.Collect(maps.Keys(ex.Uses))))
 	ex = cloneExec(ex)
 	ex.Runner = nil
 	for step, uses := range ex.Uses {

@@ -115,15 +115,14 @@ func TestCheckpointRestoreFork(t *testing.T) {
 		t.Fatalf("a checkpoint name taken: %v", err)
 	}
 	atCP := must[*workflow.Snapshot](t)(w.At(ctx, workflow.Point{Checkpoint: "before-review"}, workflow.AtOptions{}))
-	// The checkpoint holds each sub-thread as it is, the waiting step's
-	// writes included (a run from it undoes them before the step's next
-	// attempt).
-	if atCP.Status != workflow.StatusWaiting || !slices.Equal(texts(atCP.Messages["writer"]), []string{"draft", "asking for review"}) || atCP.Version != cp.Version {
+	// The checkpoint holds a sub-thread that the waiting step wrote to as
+	// it was before the step, where the step starts again from.
+	if atCP.Status != workflow.StatusWaiting || !slices.Equal(texts(atCP.Messages["writer"]), []string{"draft"}) || atCP.Version != cp.Version {
 		t.Fatalf("at the checkpoint: %+v %q", atCP.Execution, texts(atCP.Messages["writer"]))
 	}
-	// Each sub-thread has the checkpoint too.
+	// and gives it no checkpoint of its own.
 	writer := must[*thread.Thread](t)(w.SubThread(ctx, "writer"))
-	if err := writer.Rollback(ctx, "before-review"); err != nil {
+	if err := writer.Rollback(ctx, "before-review"); !errors.Is(err, thread.ErrNotFound) {
 		t.Fatalf("the sub-thread's own checkpoint: %v", err)
 	}
 
@@ -167,7 +166,7 @@ func TestCheckpointRestoreFork(t *testing.T) {
 	if ex.Status != workflow.StatusWaiting || !slices.Equal(ex.Current, []string{"review"}) {
 		t.Fatalf("restored: %+v", ex)
 	}
-	for key, want := range map[string][]string{"main": {}, "writer": {"draft", "asking for review"}, "extra": {}} {
+	for key, want := range map[string][]string{"main": {}, "writer": {"draft"}, "extra": {}} {
 		th := must[*thread.Thread](t)(db.Thread(ctx, "post."+key))
 		if got := texts(must[[]message.Message](t)(th.Messages(ctx, thread.ReadOptions{}))); !slices.Equal(got, want) {
 			t.Fatalf("%s after restore: %q, want %q", key, got, want)
@@ -184,6 +183,15 @@ func TestCheckpointRestoreFork(t *testing.T) {
 	}
 	if ex := must[*workflow.Execution](t)(w.Execution(ctx, 0)); ex.Status != workflow.StatusDone {
 		t.Fatalf("restored forward: %s", ex.Status)
+	}
+	// With no step writing, a checkpoint gives each sub-thread with
+	// messages a checkpoint of its own.
+	must[thread.Checkpoint](t)(w.Checkpoint(ctx, "final"))
+	for _, key := range []string{"writer", "main"} {
+		sub := must[*thread.Thread](t)(w.SubThread(ctx, key))
+		if err := sub.Rollback(ctx, "final"); err != nil {
+			t.Fatalf("%s's own checkpoint: %v", key, err)
+		}
 	}
 	// Time travel reads every version.
 	var versions []int64
@@ -384,5 +392,86 @@ func TestWaitingBesideARunningStep(t *testing.T) {
 	last := ex.Steps[len(ex.Steps)-1]
 	if last.Name != "end" || string(last.Output) != `{"ask":"yes","slow":"slow"}` {
 		t.Fatalf("end: %+v", last)
+	}
+}
+
+// Two steps of a round share a sub-thread: one ends, the other is cut
+// short and runs again; what the ended one wrote stays.
+func TestSharedSubThreadKeepsWhatEnded(t *testing.T) {
+	ctx := t.Context()
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, memDB(t), workflow.CreateOptions{}))
+	runCtx, cancel := context.WithCancel(ctx)
+	bEnded := make(chan struct{})
+	var aRuns atomic.Int32
+	g := workflow.NewGraph().
+		Add("start", func(context.Context, *workflow.Step) (any, error) { return nil, nil }, "a", "b").
+		Add("a", func(ctx context.Context, s *workflow.Step) (any, error) {
+			th, err := s.SubThread(ctx, "main")
+			if err != nil {
+				return nil, err
+			}
+			if aRuns.Add(1) == 1 {
+				<-bEnded
+				for s.Workflow().Refresh(ctx); ; s.Workflow().Refresh(ctx) {
+					if ex, _ := s.Workflow().Execution(ctx, 0); slices.Contains(ex.Completed, "b") {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				if _, err := th.Append(ctx, message.Assistant("a, cut short")); err != nil {
+					return nil, err
+				}
+				cancel()
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			_, err = th.Append(ctx, message.Assistant("a"))
+			return "a", err
+		}).
+		Add("b", func(ctx context.Context, s *workflow.Step) (any, error) {
+			th, err := s.SubThread(ctx, "main")
+			if err != nil {
+				return nil, err
+			}
+			_, err = th.Append(ctx, message.Assistant("b"))
+			close(bEnded)
+			return "b", err
+		})
+	if _, err := w.Run(runCtx, g, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cut short: %v", err)
+	}
+	ex := must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	if ex.Status != workflow.StatusDone {
+		t.Fatalf("%+v", ex)
+	}
+	got := subTexts(t, w, "main")
+	if !slices.Contains(got, "b") || slices.Contains(got, "a, cut short") || !slices.Contains(got, "a") {
+		t.Fatalf("main: %q", got)
+	}
+}
+
+// A restore to a version made while a runner ran brings back no lease:
+// the workflow runs on from there at once, from any handle.
+func TestRestoreBringsBackNoLease(t *testing.T) {
+	ctx := t.Context()
+	db := memDB(t)
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "wf"}))
+	g := workflow.NewGraph().Add("a", appendStep("main", "a"), "b").Add("b", appendStep("main", "b"))
+	must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	mid := must[*workflow.Execution](t)(w.Execution(ctx, 4))
+	if mid.Runner == nil {
+		t.Fatalf("version 4 was made by the runner: %+v", mid)
+	}
+	must[any](t)(nil, w.Restore(ctx, workflow.Point{Version: 4}))
+	if ex := must[*workflow.Execution](t)(w.Execution(ctx, 0)); ex.Runner != nil {
+		t.Fatalf("a lease came back: %+v", ex.Runner)
+	}
+	must[thread.Checkpoint](t)(w.Checkpoint(ctx, "after-restore"))
+	other := must[*workflow.Workflow](t)(workflow.Open(ctx, db, "wf"))
+	if ex, err := other.Run(ctx, g, nil); err != nil || ex.Status != workflow.StatusDone {
+		t.Fatalf("run after the restore: %v", err)
+	}
+	if got := subTexts(t, other, "main"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("main: %q", got)
 	}
 }

@@ -302,16 +302,21 @@ type SubThreadOptions struct {
 // CreateSubThread makes the sub-thread key (for an agent, usually named
 // after it) and records it in the workflow, in one atomic store operation.
 // A key that is not letters, digits, '_' and '-' (at most 32 bytes) is
-// thread.ErrInvalid; a key the workflow has is thread.ErrConflict.
+// thread.ErrInvalid; a key the workflow has is thread.ErrConflict, and so
+// is a thread of that id that is not the workflow's; a workflow that
+// another runner holds is ErrBusy. Steps use Step.SubThread instead.
 func (w *Workflow) CreateSubThread(ctx context.Context, key string, opts SubThreadOptions) (*thread.Thread, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.refuseBusy(ctx, true); err != nil {
+		return nil, fmt.Errorf("workflow %s: sub-thread %q: %w", w.ID(), clip(key), err)
+	}
 	return w.createSub(ctx, key, opts, nil)
 }
 
 // createSub makes the sub-thread key; with mut, it changes the execution
 // state in the same commit. Callers hold mu.
-func (w *Workflow) createSub(ctx context.Context, key string, opts SubThreadOptions, mut func(*execState)) (*thread.Thread, error) {
+func (w *Workflow) createSub(ctx context.Context, key string, opts SubThreadOptions, mut func(*execState) error) (*thread.Thread, error) {
 	if !validKey(key) {
 		return nil, fmt.Errorf("workflow %s: sub-thread key %q: letters, digits, '_' and '-', at most %d bytes: %w", w.ID(), clip(key), maxKeyLen, thread.ErrInvalid)
 	}
@@ -328,7 +333,7 @@ func (w *Workflow) createSub(ctx context.Context, key string, opts SubThreadOpti
 		// taken up again, emptied.
 		old, err := w.db.Thread(ctx, so.ID)
 		switch {
-		case err == nil && old.Record().Labels[LabelWorkflow] == w.ID():
+		case err == nil && old.Kind() == thread.KindLocal && old.Record().Labels[LabelWorkflow] == w.ID() && old.Record().Labels[LabelKey] == key:
 			if old.Record().Head != "" {
 				if err := g.Reset(ctx, old); err != nil {
 					return err
@@ -348,7 +353,7 @@ func (w *Workflow) createSub(ctx context.Context, key string, opts SubThreadOpti
 		}
 		subs[key] = subHead{Version: v}
 		if mut != nil {
-			mut(ex)
+			return mut(ex)
 		}
 		return nil
 	})
@@ -363,7 +368,9 @@ func (w *Workflow) createSub(ctx context.Context, key string, opts SubThreadOpti
 
 // DeleteSubThread deletes the sub-thread key and removes it from the
 // workflow, in one atomic store operation. MainKey cannot be deleted
-// (thread.ErrInvalid). A checkpoint or version from before the deletion
+// (thread.ErrInvalid), nor a sub-thread that a step which has not ended
+// uses (thread.ErrConflict), nor one of a workflow that another runner
+// holds (ErrBusy). A checkpoint or version from before the deletion
 // can no longer be restored (thread.ErrNotFound): the sub-thread's history
 // went with it.
 func (w *Workflow) DeleteSubThread(ctx context.Context, key string) error {
@@ -374,6 +381,14 @@ func (w *Workflow) DeleteSubThread(ctx context.Context, key string) error {
 	defer w.mu.Unlock()
 	if _, ok := w.subs[key]; !ok {
 		return fmt.Errorf("workflow %s: sub-thread %q: %w", w.ID(), clip(key), thread.ErrNotFound)
+	}
+	if err := w.refuseBusy(ctx, true); err != nil {
+		return fmt.Errorf("workflow %s: sub-thread %q: %w", w.ID(), key, err)
+	}
+	for step, uses := range w.ex.Uses {
+		if _, ok := uses[key]; ok {
+			return fmt.Errorf("workflow %s: sub-thread %q is used by step %s, which has not ended: %w", w.ID(), key, step, thread.ErrConflict)
+		}
 	}
 	sub, err := w.db.Thread(ctx, subID(w.ID(), key))
 	if err != nil {
