@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -535,6 +536,22 @@ func (s *Server) copyThread(w http.ResponseWriter, r *http.Request) error {
 
 // history: GET /v1/threads/{id}/history?limit=&before=
 func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
+	return historyPage(w, r, func() (historyFunc, error) {
+		th, err := s.thread(r)
+		if err != nil {
+			return nil, err
+		}
+		s.metrics.StoreOp("history")
+		return th.History, nil
+	})
+}
+
+// historyFunc is Thread.History or Workflow.History.
+type historyFunc = func(context.Context, thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error]
+
+// historyPage checks r's query (limit, before), then opens what it names
+// and answers with a page of its history.
+func historyPage(w http.ResponseWriter, r *http.Request, open func() (historyFunc, error)) error {
 	q := r.URL.Query()
 	limit, err := limitParam(q)
 	if err != nil {
@@ -544,13 +561,12 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	th, err := s.thread(r)
+	history, err := open()
 	if err != nil {
 		return err
 	}
-	s.metrics.StoreOp("history")
 	resp := historyResponse{Entries: []historyEntryJSON{}}
-	for e, err := range th.History(r.Context(), thread.HistoryOptions{Before: before, Limit: limit}) {
+	for e, err := range history(r.Context(), thread.HistoryOptions{Before: before, Limit: limit}) {
 		if err != nil {
 			return err
 		}

@@ -156,31 +156,13 @@ func (s *Server) deleteWorkflow(w http.ResponseWriter, r *http.Request) error {
 
 // workflowHistory: GET /v1/workflows/{id}/history?before=&limit=
 func (s *Server) workflowHistory(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	limit, err := limitParam(q)
-	if err != nil {
-		return err
-	}
-	before, err := intParam(q, "before", 0)
-	if err != nil {
-		return err
-	}
-	wf, err := s.workflow(r)
-	if err != nil {
-		return err
-	}
-	resp := historyResponse{Entries: []historyEntryJSON{}}
-	for e, err := range wf.History(r.Context(), thread.HistoryOptions{Before: before, Limit: limit}) {
+	return historyPage(w, r, func() (historyFunc, error) {
+		wf, err := s.workflow(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		resp.Entries = append(resp.Entries, historyEntryJSON{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: e.Time})
-	}
-	if n := len(resp.Entries); n == limit && resp.Entries[n-1].Version > 1 {
-		resp.NextBefore = resp.Entries[n-1].Version
-	}
-	writeJSON(w, http.StatusOK, resp)
-	return nil
+		return wf.History, nil
+	})
 }
 
 // workflowCheckpoints: GET /v1/workflows/{id}/checkpoints

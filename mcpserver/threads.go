@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"iter"
 	"log/slog"
 	"strings"
 	"time"
@@ -564,6 +565,21 @@ func orEmpty(commit string) string {
 }
 
 func (t *threadTools) history(ctx context.Context, in historyIn) (historyOut, error) {
+	return historyPage(ctx, in, func() (string, historyFunc, error) {
+		th, err := t.thread(ctx, in.ID)
+		if err != nil {
+			return "", nil, err
+		}
+		return th.ID(), th.History, nil
+	})
+}
+
+// historyFunc is Thread.History or Workflow.History.
+type historyFunc = func(context.Context, thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error]
+
+// historyPage checks in, then opens what it names and reads a page of its
+// history.
+func historyPage(ctx context.Context, in historyIn, open func() (string, historyFunc, error)) (historyOut, error) {
 	limit, err := pageLimit(in.Limit)
 	if err != nil {
 		return historyOut{}, err
@@ -571,12 +587,12 @@ func (t *threadTools) history(ctx context.Context, in historyIn) (historyOut, er
 	if in.Before < 0 {
 		return historyOut{}, fmt.Errorf("before %d: must not be negative: %w", in.Before, thread.ErrInvalid)
 	}
-	th, err := t.thread(ctx, in.ID)
+	id, history, err := open()
 	if err != nil {
 		return historyOut{}, err
 	}
-	out := historyOut{Thread: th.ID(), Entries: []historyEntry{}}
-	for e, err := range th.History(ctx, thread.HistoryOptions{Before: in.Before, Limit: limit + 1}) {
+	out := historyOut{Thread: id, Entries: []historyEntry{}}
+	for e, err := range history(ctx, thread.HistoryOptions{Before: in.Before, Limit: limit + 1}) {
 		if err != nil {
 			return historyOut{}, err
 		}

@@ -199,25 +199,13 @@ func (t *threadTools) workflowGet(ctx context.Context, in workflowGetIn) (workfl
 // --- workflow_history
 
 func (t *threadTools) workflowHistory(ctx context.Context, in historyIn) (historyOut, error) {
-	limit, err := pageLimit(in.Limit)
-	if err != nil {
-		return historyOut{}, err
-	}
-	w, err := t.workflow(ctx, in.ID)
-	if err != nil {
-		return historyOut{}, err
-	}
-	out := historyOut{Thread: w.ID(), Entries: []historyEntry{}}
-	for e, err := range w.History(ctx, thread.HistoryOptions{Before: in.Before, Limit: limit}) {
+	return historyPage(ctx, in, func() (string, historyFunc, error) {
+		w, err := t.workflow(ctx, in.ID)
 		if err != nil {
-			return historyOut{}, err
+			return "", nil, err
 		}
-		out.Entries = append(out.Entries, historyEntry{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: e.Time})
-	}
-	if n := len(out.Entries); n == limit && out.Entries[n-1].Version > 1 {
-		out.NextBefore = out.Entries[n-1].Version
-	}
-	return out, nil
+		return w.ID(), w.History, nil
+	})
 }
 
 // --- workflow_checkpoint
