@@ -29,6 +29,10 @@ type StepFunc func(ctx context.Context, s *Step) (any, error)
 // for all of them (fan-in). A step chooses among its declared successors
 // with Step.Goto (a conditional next); by default it chooses them all.
 //
+// A step chosen in several rounds (by steps of different lengths of path)
+// runs once in each, as in LangGraph; its input in each is the outputs of
+// the steps that chose it in the round before.
+//
 // Build it with NewGraph and Add; Run checks it first. A Graph is not
 // changed by running it and may run many workflows at once.
 type Graph struct {

@@ -21,6 +21,7 @@ type Point struct {
 	Version    int64  `json:"version,omitzero"`
 }
 
+// String names p for people: "checkpoint NAME" or "version N".
 func (p Point) String() string {
 	if p.Checkpoint != "" {
 		return "checkpoint " + p.Checkpoint
