@@ -1,0 +1,889 @@
+package conversation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+// ModeKind is the conversation's own state, apart from its agent's.
+type ModeKind string
+
+// The modes.
+const (
+	ModeNormal      ModeKind = "normal"
+	ModeToolUse     ModeKind = "tool_use"
+	ModeControlFlow ModeKind = "control_flow"
+)
+
+// The control flow operations.
+const (
+	OpCompact = "compact"
+	OpFork    = "fork"
+	OpYield   = "yield"
+)
+
+// Mode is the conversation's mode: normal (it follows its agent),
+// tool_use (the tools the agent asked for run), or control_flow (a
+// compact, fork or yield is under way).
+type Mode struct {
+	Kind ModeKind `json:"kind"`
+	// ActiveTools are the calls that run, by call id, with the tool's name.
+	ActiveTools map[string]string `json:"active_tools,omitzero"`
+	Op          *ControlFlowOp    `json:"op,omitzero"`
+}
+
+func (m Mode) String() string {
+	if m.Op != nil {
+		return string(m.Kind) + "/" + m.Op.Kind
+	}
+	return string(m.Kind)
+}
+
+// ControlFlowOp is a compact, fork or yield under way.
+type ControlFlowOp struct {
+	Kind string `json:"kind"`
+	// CallID is the call that asked for it; "" when the user did.
+	CallID string `json:"call_id,omitzero"`
+	// Summary replaces the conversation so far (compact).
+	Summary string `json:"summary,omitzero"`
+	// NextPrompt is sent after a compact, and starts a fork.
+	NextPrompt string `json:"next_prompt,omitzero"`
+	// Response is what a sub-agent yields to its parent.
+	Response string `json:"response,omitzero"`
+}
+
+// Notice tells a front end that the conversation changed, on the
+// conversation's event loop: it must not block, and must not call the
+// conversation back.
+type Notice struct {
+	// Kind is content (the streaming answer grew), stopped, error, mode,
+	// compacted, forked, spawned or yielded.
+	Kind string
+	// Thread is the thread a fork or a sub-agent got.
+	Thread string
+	Err    error
+}
+
+// Options configure a Conversation. Client is required.
+type Options struct {
+	// Client is the model the agent streams from.
+	Client agent.ChatClient
+	// Model names the model; "" means the client's default.
+	Model string
+	// Instructions are the system instructions.
+	Instructions string
+	// Tools are the agent's tools, besides the conversation's own.
+	Tools []agent.Tool
+	// Notify is told of every change, on the event loop; nil tells none.
+	Notify func(Notice)
+	// Title names the threads of new conversations and sub-agents.
+	Title string
+}
+
+// Conversation orchestrates an interactive session: it owns one Agent,
+// which streams from a model, and a loom thread that keeps the session.
+// It commands the agent synchronously and hears it through events, which
+// it handles one at a time on its own event loop; its methods run there
+// too. It is safe for concurrent use.
+type Conversation struct {
+	db     *thread.DB
+	opts   Options
+	tools  map[string]agent.Tool
+	agent  *Agent
+	parent *Conversation
+	sub    bool
+
+	// The event loop's queue.
+	qmu   sync.Mutex
+	queue []func()
+	wake  chan struct{}
+	quit  chan struct{}
+	ended chan struct{}
+
+	// Owned by the event loop.
+	th        *thread.Thread
+	mode      Mode
+	queued    []message.Message
+	committed int // how many of the agent's messages the thread holds
+	handled   int // the agent's last turn whose stop was handled
+	tools_    *toolRound
+	children  map[string]*Conversation
+	nextCmp   string // the next prompt of a compact the user asked for
+
+	// finished is closed when a sub-agent is done (yielded, failed,
+	// aborted, or ended its turn), with outcome set.
+	finished chan struct{}
+	outcome  map[string]string
+
+	vmu     sync.Mutex
+	modeNow Mode // a copy of mode for readers
+}
+
+// toolRound is the tools of one answer, running.
+type toolRound struct {
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	aborted bool // set on the loop
+
+	mu      sync.Mutex
+	results map[string]message.FunctionResult
+}
+
+// New starts a conversation on a new thread of db.
+func New(ctx context.Context, db *thread.DB, opts Options) (*Conversation, error) {
+	if opts.Client == nil {
+		return nil, fmt.Errorf("conversation: no client: %w", thread.ErrInvalid)
+	}
+	th, err := db.Create(ctx, thread.CreateOptions{Kind: thread.KindLocal, Title: opts.Title})
+	if err != nil {
+		return nil, err
+	}
+	return start(db, th, opts, nil, false, nil, Status{Kind: Stopped, Reason: EndTurn}, Mode{Kind: ModeNormal}, nil), nil
+}
+
+// Open resumes the conversation on the thread id, in the mode of its last
+// stop: tools that were running when it stopped run again; a compact or
+// fork that was under way is done again.
+func Open(ctx context.Context, db *thread.DB, id string, opts Options) (*Conversation, error) {
+	if opts.Client == nil {
+		return nil, fmt.Errorf("conversation: no client: %w", thread.ErrInvalid)
+	}
+	th, err := db.Thread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := load(ctx, th)
+	if err != nil {
+		return nil, err
+	}
+	st, err := th.State(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	status, mode := Status{Kind: Stopped, Reason: EndTurn}, Mode{Kind: ModeNormal}
+	var queued []message.Message
+	if raw, ok := st[stateStatus]; ok {
+		if err := json.Unmarshal(raw, &status); err != nil || status.Kind == Streaming {
+			status = Status{Kind: Stopped, Reason: Aborted}
+		}
+	}
+	if raw, ok := st[stateMode]; ok {
+		if err := json.Unmarshal(raw, &mode); err != nil {
+			return nil, fmt.Errorf("conversation %s: mode: %v: %w", id, err, thread.ErrInvalid)
+		}
+	}
+	if raw, ok := st[stateQueued]; ok {
+		json.Unmarshal(raw, &queued)
+	}
+	sub := th.Record().Labels[labelParent] != ""
+	c := start(db, th, opts, nil, sub, msgs, status, mode, queued)
+	c.do(func() error {
+		switch {
+		case mode.Kind == ModeToolUse:
+			c.runTools(mode)
+		case mode.Kind == ModeControlFlow && mode.Op != nil && mode.Op.Kind == OpYield:
+			c.finish(map[string]string{"result": mode.Op.Response})
+		case mode.Kind == ModeControlFlow && mode.Op != nil:
+			c.controlFlow(mode)
+		case sub && status.Kind == Errored:
+			c.finish(map[string]string{"error": status.Err})
+		case sub && status.Kind == Stopped && status.Reason == EndTurn && lastText(msgs) != "":
+			c.finish(map[string]string{"result": lastText(msgs)})
+		}
+		return nil
+	})
+	return c, nil
+}
+
+func start(db *thread.DB, th *thread.Thread, opts Options, parent *Conversation, sub bool, msgs []message.Message, status Status, mode Mode, queued []message.Message) *Conversation {
+	c := &Conversation{db: db, opts: opts, th: th, parent: parent, sub: sub || parent != nil,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), ended: make(chan struct{}),
+		tools: map[string]agent.Tool{}, children: map[string]*Conversation{}, mode: mode, modeNow: mode,
+		committed: len(msgs), queued: queued, finished: make(chan struct{})}
+	for _, t := range opts.Tools {
+		c.tools[t.Spec().Name] = t
+	}
+	copts := &agent.ChatOptions{Model: opts.Model, Instructions: opts.Instructions}
+	for _, t := range opts.Tools {
+		copts.Tools = append(copts.Tools, t.Spec())
+	}
+	copts.Tools = append(copts.Tools, ownTools(c.sub)...)
+	c.agent = NewAgent(opts.Client, copts, msgs, c.dispatch)
+	c.agent.status = status
+	go c.loop()
+	return c
+}
+
+// dispatch is the agent's way in: the event joins the loop's queue, and
+// never blocks.
+func (c *Conversation) dispatch(ev Event) {
+	c.post(func() { c.onEvent(ev) })
+}
+
+func (c *Conversation) post(f func()) {
+	c.qmu.Lock()
+	c.queue = append(c.queue, f)
+	c.qmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop is the event loop: it runs what was posted, one at a time.
+func (c *Conversation) loop() {
+	defer close(c.ended)
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-c.wake:
+		}
+		for {
+			c.qmu.Lock()
+			if len(c.queue) == 0 {
+				c.qmu.Unlock()
+				break
+			}
+			f := c.queue[0]
+			c.queue[0] = nil
+			c.queue = c.queue[1:]
+			c.qmu.Unlock()
+			f()
+		}
+	}
+}
+
+// do runs f on the event loop and waits for it.
+func (c *Conversation) do(f func() error) error {
+	done := make(chan error, 1)
+	c.post(func() { done <- f() })
+	select {
+	case err := <-done:
+		return err
+	case <-c.ended:
+		return fmt.Errorf("conversation %s is closed: %w", c.ID(), thread.ErrInvalid)
+	}
+}
+
+// Close aborts what is in flight and stops the event loop.
+func (c *Conversation) Close() error {
+	c.Abort()
+	select {
+	case <-c.quit:
+	default:
+		close(c.quit)
+	}
+	<-c.ended
+	return nil
+}
+
+// ID returns the id of the conversation's thread.
+func (c *Conversation) ID() string { return c.th.ID() }
+
+// Thread returns the conversation's thread, as of its last stop.
+func (c *Conversation) Thread() *thread.Thread { return c.th }
+
+// Agent returns the conversation's agent, to read its status and messages.
+func (c *Conversation) Agent() *Agent { return c.agent }
+
+// Mode returns the conversation's mode.
+func (c *Conversation) Mode() Mode {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	return c.modeNow
+}
+
+func (c *Conversation) setMode(m Mode) {
+	c.mode = m
+	c.vmu.Lock()
+	c.modeNow = m
+	c.vmu.Unlock()
+	c.notify(Notice{Kind: "mode"})
+}
+
+func (c *Conversation) notify(n Notice) {
+	if c.opts.Notify != nil {
+		c.opts.Notify(n)
+	}
+}
+
+// busy reports whether a turn is in flight: the agent streams or tools run.
+func (c *Conversation) busy() bool {
+	return c.agent.Status().Kind == Streaming || c.mode.Kind == ModeToolUse
+}
+
+// Send sends the user's text. While a turn is in flight it aborts it
+// first, unless text starts with "@async ", which queues it until the turn
+// ends (then it goes with the tool results, or after the answer).
+// "@compact [prompt]" asks the agent to compact the conversation, and goes
+// on with prompt after.
+func (c *Conversation) Send(text string) error {
+	queued := false
+	if rest, ok := strings.CutPrefix(text, "@async "); ok {
+		text, queued = rest, true
+	}
+	if rest, ok := strings.CutPrefix(text, "@compact"); ok && (rest == "" || rest[0] == ' ') {
+		return c.Compact(strings.TrimSpace(rest))
+	}
+	return c.SendMessage(message.User(text), queued)
+}
+
+// SendMessage sends m (see Send); queued holds it while a turn is in
+// flight.
+func (c *Conversation) SendMessage(m message.Message, queued bool) error {
+	return c.do(func() error { return c.send(m, queued) })
+}
+
+func (c *Conversation) send(m message.Message, queued bool) error {
+	if c.mode.Kind == ModeControlFlow && c.mode.Op.Kind == OpYield {
+		return fmt.Errorf("conversation %s has yielded to its parent: %w", c.ID(), ErrState)
+	}
+	if c.busy() {
+		if queued {
+			c.queued = append(c.queued, m)
+			return nil
+		}
+		c.abort()
+	}
+	if err := c.agent.AppendUserMessage(m); err != nil {
+		return err
+	}
+	// The message is kept before the turn starts: a crash while it streams
+	// loses the answer, not the question.
+	c.commitStop(ctxBG)
+	return c.agent.Continue()
+}
+
+// Abort aborts what is in flight — the stream, the tools, the sub-agents —
+// and records it; with nothing in flight it does nothing.
+func (c *Conversation) Abort() {
+	c.do(func() error {
+		c.abort()
+		return nil
+	})
+}
+
+func (c *Conversation) abort() {
+	for _, child := range c.children {
+		child.Abort()
+	}
+	if c.agent.Status().Kind == Streaming {
+		c.agent.Abort()
+		c.onStop(c.agent.Turn(), AgentStopped{Turn: c.agent.Turn(), Reason: Aborted})
+	}
+	if c.mode.Kind == ModeToolUse && c.tools_ != nil {
+		r := c.tools_
+		r.aborted = true
+		r.cancel()
+		r.wg.Wait()
+		c.toolsDone(r)
+	}
+	if c.sub {
+		c.finish(map[string]string{"aborted": "aborted"})
+	}
+}
+
+// onEvent handles an event of the agent.
+func (c *Conversation) onEvent(ev Event) {
+	switch ev := ev.(type) {
+	case ContentUpdated:
+		c.notify(Notice{Kind: "content"})
+	case AgentStopped:
+		c.onStop(ev.Turn, ev)
+	case AgentError:
+		if ev.Turn <= c.handled {
+			return
+		}
+		c.handled = ev.Turn
+		c.setMode(Mode{Kind: ModeNormal})
+		c.commitStop(ctxBG)
+		c.notify(Notice{Kind: "error", Err: ev.Err})
+		if c.sub {
+			c.finish(map[string]string{"error": ev.Err.Error()})
+		}
+	}
+}
+
+var ctxBG = context.Background()
+
+// load reads the conversation's messages from its thread: all of them
+// since its last compaction (whose summary starts them), as they are —
+// unlike a view, which leaves out a call without its result.
+func load(ctx context.Context, th *thread.Thread) ([]message.Message, error) {
+	msgs, err := th.Messages(ctx, thread.ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].AuthorName == compactAuthor && msgs[i].Role == message.RoleUser {
+			return msgs[i:], nil
+		}
+	}
+	return msgs, nil
+}
+
+// onStop handles a stop of the agent's turn, once.
+func (c *Conversation) onStop(turn int, ev AgentStopped) {
+	if turn <= c.handled {
+		return
+	}
+	c.handled = turn
+	switch ev.Reason {
+	case ToolUse:
+		mode := interpretToolUse(c.agent.OpenCalls(), c.sub)
+		c.setMode(mode)
+		c.commitStop(ctxBG)
+		c.notify(Notice{Kind: "stopped"})
+		if mode.Kind == ModeToolUse {
+			c.runTools(mode)
+		} else {
+			c.controlFlow(mode)
+		}
+	default:
+		c.setMode(Mode{Kind: ModeNormal})
+		c.commitStop(ctxBG)
+		c.notify(Notice{Kind: "stopped"})
+		if ev.Reason == EndTurn && c.sub {
+			c.finish(map[string]string{"result": lastText(c.agent.Messages())})
+			return
+		}
+		if ev.Reason != Aborted {
+			c.sendQueued()
+		}
+	}
+}
+
+func lastText(msgs []message.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == message.RoleAssistant {
+			return msgs[i].Text()
+		}
+	}
+	return ""
+}
+
+// sendQueued sends the messages queued while the turn ran.
+func (c *Conversation) sendQueued() {
+	if len(c.queued) == 0 {
+		return
+	}
+	for _, m := range c.queued {
+		if err := c.agent.AppendUserMessage(m); err != nil {
+			c.notify(Notice{Kind: "error", Err: err})
+			return
+		}
+	}
+	c.queued = nil
+	if err := c.agent.Continue(); err != nil {
+		c.notify(Notice{Kind: "error", Err: err})
+	}
+}
+
+// commitStop commits the agent's messages since the last stop, with the
+// mode and status, to the thread: every stop is durable, and Open resumes
+// from it.
+func (c *Conversation) commitStop(ctx context.Context) {
+	msgs := c.agent.Messages()
+	if c.committed > len(msgs) {
+		c.committed = len(msgs)
+	}
+	state, err := c.state()
+	if err == nil {
+		_, err = c.th.Commit(ctx, thread.CommitOptions{Messages: msgs[c.committed:], State: state, Kind: thread.KindLocal})
+	}
+	if err != nil {
+		c.notify(Notice{Kind: "error", Err: fmt.Errorf("commit the stop: %w", err)})
+		return
+	}
+	c.committed = len(msgs)
+}
+
+func (c *Conversation) state() (map[string]json.RawMessage, error) {
+	mode, err := json.Marshal(c.mode)
+	if err != nil {
+		return nil, err
+	}
+	status, err := json.Marshal(c.agent.Status())
+	if err != nil {
+		return nil, err
+	}
+	st := map[string]json.RawMessage{stateMode: mode, stateStatus: status, stateQueued: nil}
+	if len(c.queued) > 0 {
+		q, err := json.Marshal(c.queued)
+		if err != nil {
+			return nil, err
+		}
+		st[stateQueued] = q
+	}
+	return st, nil
+}
+
+// runTools runs the calls of mode's tool round, each on its own goroutine;
+// their results come back on the loop.
+func (c *Conversation) runTools(mode Mode) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &toolRound{cancel: cancel, results: map[string]message.FunctionResult{}}
+	c.tools_ = r
+	calls := map[string]message.FunctionCall{}
+	for _, call := range c.agent.OpenCalls() {
+		calls[call.CallID] = call
+	}
+	for _, id := range slices.Sorted(maps.Keys(mode.ActiveTools)) {
+		call, ok := calls[id]
+		if !ok {
+			continue // answered before a restart
+		}
+		r.wg.Add(1)
+		run := c.toolFunc(call)
+		go func() {
+			defer r.wg.Done()
+			out, err := run(ctx)
+			res := message.FunctionResult{CallID: id, Result: out}
+			if err != nil {
+				res = message.FunctionResult{CallID: id, Result: err.Error(), IsError: true}
+				if ctx.Err() != nil {
+					res.Result = "aborted by the user while the tool ran"
+				}
+			}
+			r.mu.Lock()
+			r.results[id] = res
+			all := len(r.results) == len(calls)
+			r.mu.Unlock()
+			if all {
+				c.post(func() {
+					if c.tools_ == r && !r.aborted {
+						c.toolsDone(r)
+					}
+				})
+			}
+		}()
+	}
+	if len(calls) == 0 {
+		c.toolsDone(r)
+	}
+}
+
+// toolFunc returns what runs a call: a tool of the agent's, one of the
+// conversation's own, or an error for a tool there is not.
+func (c *Conversation) toolFunc(call message.FunctionCall) func(context.Context) (string, error) {
+	if t, ok := c.tools[call.Name]; ok {
+		return func(ctx context.Context) (string, error) { return t.Call(ctx, call.Arguments) }
+	}
+	switch call.Name {
+	case ToolSpawn:
+		var args struct{ Prompt, Title string }
+		err := json.Unmarshal([]byte(call.Arguments), &args)
+		// Spawning changes the loop's state: it runs there, now.
+		child, serr := c.spawn(args.Prompt, args.Title)
+		return func(context.Context) (string, error) {
+			if err != nil {
+				return "", fmt.Errorf("spawn_subagent: arguments: %v", err)
+			}
+			if serr != nil {
+				return "", serr
+			}
+			b, _ := json.Marshal(map[string]string{"id": child.ID()})
+			return string(b), nil
+		}
+	case ToolWaitSubs:
+		var args struct{ IDs []string }
+		err := json.Unmarshal([]byte(call.Arguments), &args)
+		var kids []*Conversation
+		for _, id := range args.IDs {
+			k := c.children[id]
+			if k == nil {
+				// A sub-agent of an earlier run of this conversation.
+				if th, err := c.db.Thread(ctxBG, id); err == nil && th.Record().Labels[labelParent] == c.ID() {
+					if k, err = Open(ctxBG, c.db, id, c.opts); err == nil {
+						c.children[id] = k
+					}
+				}
+			}
+			kids = append(kids, k)
+		}
+		return func(ctx context.Context) (string, error) {
+			if err != nil {
+				return "", fmt.Errorf("wait_for_subagents: arguments: %v", err)
+			}
+			return waitFor(ctx, args.IDs, kids)
+		}
+	}
+	return func(context.Context) (string, error) {
+		return "", fmt.Errorf("no tool %q", call.Name)
+	}
+}
+
+// toolsDone ends a tool round: the results go to the agent; unless a tool
+// was aborted, the conversation goes on (with what was queued).
+func (c *Conversation) toolsDone(r *toolRound) {
+	if c.tools_ != r {
+		return
+	}
+	c.tools_ = nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, call := range c.agent.OpenCalls() {
+		res, ok := r.results[call.CallID]
+		if !ok {
+			res = message.FunctionResult{Result: resultAborted, IsError: true}
+		}
+		if err := c.agent.ToolResult(call.CallID, res); err != nil {
+			c.notify(Notice{Kind: "error", Err: err})
+		}
+	}
+	c.setMode(Mode{Kind: ModeNormal})
+	if r.aborted {
+		c.commitStop(ctxBG)
+		return
+	}
+	for _, m := range c.queued {
+		// With the tool results.
+		if err := c.agent.AppendUserMessage(m); err != nil {
+			c.notify(Notice{Kind: "error", Err: err})
+		}
+	}
+	c.queued = nil
+	if err := c.agent.Continue(); err != nil {
+		c.notify(Notice{Kind: "error", Err: err})
+	}
+}
+
+// controlFlow carries out a compact, fork or yield the agent asked for.
+func (c *Conversation) controlFlow(mode Mode) {
+	op := mode.Op
+	// The answer's other calls do not run.
+	for _, call := range c.agent.OpenCalls() {
+		if call.CallID != op.CallID {
+			c.agent.ToolResult(call.CallID, message.FunctionResult{Result: "not run: the answer also asked to " + op.Kind, IsError: true})
+		}
+	}
+	switch op.Kind {
+	case OpCompact:
+		next := op.NextPrompt
+		if next == "" {
+			next, c.nextCmp = c.nextCmp, ""
+		}
+		if err := c.compact(op.Summary); err != nil {
+			c.notify(Notice{Kind: "error", Err: err})
+			c.setMode(Mode{Kind: ModeNormal})
+			return
+		}
+		c.setMode(Mode{Kind: ModeNormal})
+		c.commitStop(ctxBG)
+		if next != "" {
+			c.send(message.User(next), false)
+		}
+	case OpFork:
+		f, err := c.fork(op.NextPrompt)
+		result := message.FunctionResult{Result: "forked"}
+		if err != nil {
+			result = message.FunctionResult{Result: "fork failed: " + err.Error(), IsError: true}
+		} else {
+			b, _ := json.Marshal(map[string]string{"thread": f.ID()})
+			result.Result = string(b)
+			c.notify(Notice{Kind: "forked", Thread: f.ID()})
+			f.Close() // it waits, stopped, on its thread: Open it to go on
+
+		}
+		c.agent.ToolResult(op.CallID, result)
+		c.setMode(Mode{Kind: ModeNormal})
+		c.commitStop(ctxBG)
+		// The source goes on.
+		if err := c.agent.Continue(); err != nil {
+			c.notify(Notice{Kind: "error", Err: err})
+		}
+	case OpYield:
+		c.agent.ToolResult(op.CallID, message.FunctionResult{Result: "yielded to the parent conversation"})
+		c.commitStop(ctxBG)
+		c.notify(Notice{Kind: "yielded"})
+		c.finish(map[string]string{"result": op.Response})
+	}
+}
+
+// compact replaces the conversation with summary: a compact commit on the
+// thread (the originals stay in its history), and the agent's messages.
+func (c *Conversation) compact(summary string) error {
+	if summary == "" {
+		return fmt.Errorf("compact: an empty summary: %w", thread.ErrInvalid)
+	}
+	m := message.User("Summary of the conversation so far:\n" + summary)
+	m.AuthorName = compactAuthor
+	msgs := c.agent.Messages()
+	if _, err := c.th.Commit(ctxBG, thread.CommitOptions{Messages: []message.Message{m}, Op: thread.OpCompact}); err != nil {
+		return err
+	}
+	if err := c.agent.Compact(len(msgs), []message.Message{m}); err != nil {
+		return err
+	}
+	c.committed = 1
+	c.notify(Notice{Kind: "compacted"})
+	return nil
+}
+
+// Compact asks the agent to compact the conversation (as "@compact
+// prompt" does): it is sent a request to call the compact tool, and after
+// the compaction the conversation goes on with prompt, if any.
+func (c *Conversation) Compact(prompt string) error {
+	return c.do(func() error {
+		c.nextCmp = prompt
+		return c.send(message.User("Call the compact tool now with a summary of this conversation that keeps what is needed to go on."), false)
+	})
+}
+
+// Fork makes a new conversation on a fork of this one's thread, as of its
+// last stop (O(1)), with prompt as its first new message; it works in any
+// state, and this one is not changed. In the fork, each tool call without
+// a result gets the error result "forked before the tool ran", and it
+// starts stopped/end_turn: Continue it to send the prompt.
+func (c *Conversation) Fork(prompt string) (*Conversation, error) {
+	var f *Conversation
+	err := c.do(func() error {
+		var err error
+		f, err = c.fork(prompt)
+		return err
+	})
+	return f, err
+}
+
+func (c *Conversation) fork(prompt string) (*Conversation, error) {
+	th, err := c.th.Fork(ctxBG, thread.ForkOptions{})
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := load(ctxBG, th)
+	if err != nil {
+		return nil, err
+	}
+	f := start(c.db, th, c.opts, nil, c.sub, msgs, Status{Kind: Stopped, Reason: EndTurn}, Mode{Kind: ModeNormal}, nil)
+	err = f.do(func() error {
+		f.agent.mu.Lock()
+		f.agent.answerOpen(resultForked)
+		f.agent.mu.Unlock()
+		if prompt != "" {
+			if err := f.agent.AppendUserMessage(message.User(prompt)); err != nil {
+				return err
+			}
+		}
+		f.commitStop(ctxBG)
+		return nil
+	})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Continue starts the agent's next turn on what it has (a fork's prompt,
+// a conversation resumed after a stop).
+func (c *Conversation) Continue() error {
+	return c.do(func() error { return c.agent.Continue() })
+}
+
+// spawn starts a sub-agent on a thread of its own, linked to this one's,
+// with prompt.
+func (c *Conversation) spawn(prompt, title string) (*Conversation, error) {
+	if strings.TrimSpace(prompt) == "" {
+		return nil, fmt.Errorf("spawn_subagent: an empty prompt: %w", thread.ErrInvalid)
+	}
+	if title == "" {
+		title = "sub-agent of " + c.ID()
+	}
+	th, err := c.db.Create(ctxBG, thread.CreateOptions{Kind: thread.KindLocal, Title: title, Parent: c.ID(),
+		Labels: map[string]string{labelParent: c.ID()}})
+	if err != nil {
+		return nil, err
+	}
+	child := start(c.db, th, c.opts, c, true, nil, Status{Kind: Stopped, Reason: EndTurn}, Mode{Kind: ModeNormal}, nil)
+	c.children[child.ID()] = child
+	c.notify(Notice{Kind: "spawned", Thread: child.ID()})
+	if err := child.SendMessage(message.User(prompt), false); err != nil {
+		return nil, err
+	}
+	return child, nil
+}
+
+// finish ends a sub-agent's work with its outcome, once.
+func (c *Conversation) finish(outcome map[string]string) {
+	if c.outcome != nil {
+		return
+	}
+	c.outcome = outcome
+	close(c.finished)
+}
+
+// waitFor waits until each sub-agent has finished and returns their
+// outcomes as JSON, by id.
+func waitFor(ctx context.Context, ids []string, kids []*Conversation) (string, error) {
+	out := map[string]any{}
+	for i, k := range kids {
+		if k == nil {
+			out[ids[i]] = map[string]string{"error": "no such sub-agent"}
+			continue
+		}
+		select {
+		case <-k.finished:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		// outcome is written before finished is closed.
+		if k.outcome["aborted"] != "" {
+			out[ids[i]] = "aborted"
+		} else {
+			out[ids[i]] = k.outcome
+		}
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
+}
+
+// Children returns the sub-agents this conversation started.
+func (c *Conversation) Children() []*Conversation {
+	var out []*Conversation
+	c.do(func() error {
+		for _, k := range slices.Sorted(maps.Keys(c.children)) {
+			out = append(out, c.children[k])
+		}
+		return nil
+	})
+	return out
+}
+
+// Wait waits until the agent is not streaming and no tools run, or ctx
+// ends.
+func (c *Conversation) Wait(ctx context.Context) error {
+	for {
+		idle := false
+		if err := c.do(func() error {
+			c.qmu.Lock()
+			pending := len(c.queue)
+			c.qmu.Unlock()
+			idle = !c.busy() && pending == 0 && (c.mode.Kind != ModeControlFlow || c.mode.Op.Kind == OpYield)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeAfter():
+		}
+	}
+}
+
+
+func timeAfter() <-chan time.Time { return time.After(time.Millisecond) }
