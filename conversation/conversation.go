@@ -885,5 +885,4 @@ func (c *Conversation) Wait(ctx context.Context) error {
 	}
 }
 
-
 func timeAfter() <-chan time.Time { return time.After(time.Millisecond) }
