@@ -234,6 +234,17 @@ func (a *Agent) ToolResult(id string, result message.FunctionResult) error {
 	return nil
 }
 
+// answer records the result of the open call id, whatever the status: the
+// conversation's own record of its tools' results.
+func (a *Agent) answer(id string, result message.FunctionResult) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if slices.ContainsFunc(a.openCalls(), func(c message.FunctionCall) bool { return c.CallID == id }) {
+		result.CallID = id
+		a.msgs = append(a.msgs, message.New(message.RoleTool, result))
+	}
+}
+
 // answerOpen answers every open call with an error result. Callers hold
 // mu.
 func (a *Agent) answerOpen(why string) {

@@ -382,12 +382,22 @@ func (c *Conversation) abort() {
 		c.agent.Abort()
 		c.onStop(c.agent.Turn(), AgentStopped{Turn: c.agent.Turn(), Reason: Aborted})
 	}
-	if c.mode.Kind == ModeToolUse && c.tools_ != nil {
+	switch {
+	case c.mode.Kind == ModeToolUse && c.tools_ != nil:
 		r := c.tools_
 		r.aborted = true
 		r.cancel()
 		r.wg.Wait()
 		c.toolsDone(r)
+	case c.mode.Kind == ModeToolUse, c.mode.Kind == ModeControlFlow && c.mode.Op != nil && c.mode.Op.Kind != OpYield,
+		c.mode.Kind == ModeNormal && c.agent.Status().Kind != Streaming && len(c.agent.OpenCalls()) > 0:
+		// Nothing runs (a mode read back from the thread, not yet taken
+		// up): what it was about is answered as aborted.
+		c.agent.mu.Lock()
+		c.agent.answerOpen(resultAborted)
+		c.agent.mu.Unlock()
+		c.setMode(Mode{Kind: ModeNormal})
+		c.commitStop(ctxBG)
 	}
 	if c.sub {
 		c.finish(map[string]string{"aborted": "aborted"})
@@ -638,9 +648,7 @@ func (c *Conversation) toolsDone(r *toolRound) {
 		if !ok {
 			res = message.FunctionResult{Result: resultAborted, IsError: true}
 		}
-		if err := c.agent.ToolResult(call.CallID, res); err != nil {
-			c.notify(Notice{Kind: "error", Err: err})
-		}
+		c.agent.answer(call.CallID, res)
 	}
 	c.setMode(Mode{Kind: ModeNormal})
 	if r.aborted {
@@ -665,7 +673,7 @@ func (c *Conversation) controlFlow(mode Mode) {
 	// The answer's other calls do not run.
 	for _, call := range c.agent.OpenCalls() {
 		if call.CallID != op.CallID {
-			c.agent.ToolResult(call.CallID, message.FunctionResult{Result: "not run: the answer also asked to " + op.Kind, IsError: true})
+			c.agent.answer(call.CallID, message.FunctionResult{Result: "not run: the answer also asked to " + op.Kind, IsError: true})
 		}
 	}
 	switch op.Kind {
@@ -696,7 +704,7 @@ func (c *Conversation) controlFlow(mode Mode) {
 			f.Close() // it waits, stopped, on its thread: Open it to go on
 
 		}
-		c.agent.ToolResult(op.CallID, result)
+		c.agent.answer(op.CallID, result)
 		c.setMode(Mode{Kind: ModeNormal})
 		c.commitStop(ctxBG)
 		// The source goes on.
@@ -704,7 +712,7 @@ func (c *Conversation) controlFlow(mode Mode) {
 			c.notify(Notice{Kind: "error", Err: err})
 		}
 	case OpYield:
-		c.agent.ToolResult(op.CallID, message.FunctionResult{Result: "yielded to the parent conversation"})
+		c.agent.answer(op.CallID, message.FunctionResult{Result: "yielded to the parent conversation"})
 		c.commitStop(ctxBG)
 		c.notify(Notice{Kind: "yielded"})
 		c.finish(map[string]string{"result": op.Response})
