@@ -92,7 +92,9 @@ func TestB10B11SubAgentsYieldFailAbort(t *testing.T) {
 		}
 	}
 	// C streams until aborted.
-	eventually(t, "C streaming", func() bool { return kids[2].Agent().Status().Kind == Streaming || kidsByID(kids)[ids[2]].Agent().Status().Kind == Streaming })
+	eventually(t, "C streaming", func() bool {
+		return kids[2].Agent().Status().Kind == Streaming || kidsByID(kids)[ids[2]].Agent().Status().Kind == Streaming
+	})
 	kidsByID(kids)[ids[2]].Abort()
 	idle(t, c)
 	got := texts(c.Agent().Messages())
