@@ -157,6 +157,15 @@ func (a *Agent) Messages() []message.Message {
 	return slices.Clone(a.msgs)
 }
 
+// since returns a copy of the messages from the i-th on, and how many
+// there are in all.
+func (a *Agent) since(i int) ([]message.Message, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i = min(i, len(a.msgs))
+	return slices.Clone(a.msgs[i:]), len(a.msgs)
+}
+
 // Partial returns the text of the block being streamed, if any.
 func (a *Agent) Partial() string {
 	a.mu.Lock()

@@ -504,19 +504,16 @@ func (c *Conversation) sendQueued() {
 // mode and status, to the thread: every stop is durable, and Open resumes
 // from it.
 func (c *Conversation) commitStop(ctx context.Context) {
-	msgs := c.agent.Messages()
-	if c.committed > len(msgs) {
-		c.committed = len(msgs)
-	}
+	fresh, n := c.agent.since(c.committed)
 	state, err := c.state()
 	if err == nil {
-		_, err = c.th.Commit(ctx, thread.CommitOptions{Messages: msgs[c.committed:], State: state, Kind: thread.KindLocal})
+		_, err = c.th.Commit(ctx, thread.CommitOptions{Messages: fresh, State: state, Kind: thread.KindLocal})
 	}
 	if err != nil {
 		c.notify(Notice{Kind: "error", Err: fmt.Errorf("commit the stop: %w", err)})
 		return
 	}
-	c.committed = len(msgs)
+	c.committed = n
 }
 
 func (c *Conversation) state() (map[string]json.RawMessage, error) {

@@ -1,0 +1,73 @@
+package conversation
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+// BenchmarkDelta is the conversation's own cost per streamed delta: the
+// agent applying it to its streaming block and the event reaching the
+// event loop, with nothing displayed (a turn of 10,000 one-rune deltas
+// from the scripted client, on the memory store; ns/delta).
+func BenchmarkDelta(b *testing.B) {
+	const deltas = 10_000
+	client := scripted.New(scripted.Text(strings.Repeat("x", deltas)))
+	client.Repeat, client.ChunkSize, client.Record = true, 1, false
+	c, err := New(context.Background(), thread.New(thread.NewMemoryStore(), nil), Options{Client: client})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	turns := 0
+	for b.Loop() {
+		if err := c.Send("go"); err != nil {
+			b.Fatal(err)
+		}
+		waitIdle(ctx, b, c)
+		turns++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(turns*deltas), "ns/delta")
+}
+
+func waitIdle(ctx context.Context, b *testing.B, c *Conversation) {
+	b.Helper()
+	for c.Agent().Status().Kind == Streaming {
+		time.Sleep(20 * time.Microsecond)
+	}
+	if err := c.Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkStop is the cost of committing a stop on SQLite: the turn's
+// new messages (a question and an answer) with the mode and status, in
+// one commit.
+func BenchmarkStop(b *testing.B) {
+	db, err := thread.Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "c.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	c, err := New(context.Background(), db, Options{Client: scripted.New()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for b.Loop() {
+		c.do(func() error {
+			c.agent.mu.Lock()
+			c.agent.msgs = append(c.agent.msgs, message.User("a question of some length"), message.Assistant("an answer of some length, longer than the question"))
+			c.agent.mu.Unlock()
+			c.commitStop(ctxBG)
+			return nil
+		})
+	}
+}
