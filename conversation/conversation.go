@@ -88,6 +88,8 @@ type Options struct {
 	Notify func(Notice)
 	// Title names the threads of new conversations and sub-agents.
 	Title string
+	// ID names the thread New makes; "" means a fresh id.
+	ID string
 }
 
 // Conversation orchestrates an interactive session: it owns one Agent,
@@ -144,7 +146,7 @@ func New(ctx context.Context, db *thread.DB, opts Options) (*Conversation, error
 	if opts.Client == nil {
 		return nil, fmt.Errorf("conversation: no client: %w", thread.ErrInvalid)
 	}
-	th, err := db.Create(ctx, thread.CreateOptions{Kind: thread.KindLocal, Title: opts.Title})
+	th, err := db.Create(ctx, thread.CreateOptions{ID: opts.ID, Kind: thread.KindLocal, Title: opts.Title})
 	if err != nil {
 		return nil, err
 	}

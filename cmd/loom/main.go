@@ -25,6 +25,7 @@
 //	loom threads reset ID
 //	loom threads view ID [--model M] [--budget N] [--max-messages N] [--strategy S]...
 //	loom threads delete ID [--yes]
+//	loom chat [--thread ID] [--provider P] [--model M]
 //	loom workflows list [--limit N]
 //	loom workflows show ID [--version V | --checkpoint NAME] [--last N]
 //	loom workflows history ID [--limit N]

@@ -160,6 +160,21 @@ var commands = []spec{
 			"loom threads delete th_01jq… --yes",
 		},
 		New: func(b base) Command { return &ThreadsDeleteCommand{base: b} }},
+	{Name: "chat", Synopsis: "[--thread ID] [--provider P] [--model M] [--title T]",
+		Summary: "talk to a model in a live conversation kept in the store: stream, abort, fork, compact",
+		Help: "A live conversation (package conversation) on a thread of the store: the answer streams;\n" +
+			"Ctrl-C aborts the turn, and twice on an idle prompt quits; /compact, /fork, /history,\n" +
+			"/checkpoint, /rollback, /threads, /switch and /help work on it. --thread resumes a\n" +
+			"conversation (or starts one with that id). The scripted provider (the default) needs no\n" +
+			"key; openai, responses and anthropic read their keys from the environment as loom serve\n" +
+			"does. When stdin is not a terminal it reads a message or command a line, for scripts.",
+		Examples: []string{
+			"loom chat",
+			"loom chat --thread th_01jq…",
+			"OPENAI_API_KEY=… loom chat --provider openai --model gpt-4o-mini",
+			"printf 'hello\n/history\n' | loom chat --thread demo",
+		},
+		New: func(b base) Command { return &ChatCommand{base: b} }},
 	{Name: "workflows list", Synopsis: "[--limit N]",
 		Summary: "list workflows (id, title, status, round, version, updated, sub-threads)",
 		Help:    "Lists the tenant's workflows (threads of kind workflow, package workflow) in id order.\nWith --json, one JSON object per line.",

@@ -1,0 +1,392 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/anthropic"
+	"github.com/loomthreads/loom/conversation"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/openai"
+	"github.com/loomthreads/loom/thread"
+)
+
+// ChatCommand is `loom chat`: a live conversation (package conversation)
+// in the terminal, or line by line when stdin is not a terminal.
+type ChatCommand struct {
+	base
+	Thread   string
+	Provider string
+	Model    string
+	Title    string
+}
+
+// Flags implements Command.
+func (c *ChatCommand) Flags() *flag.FlagSet {
+	fs := c.flagSet()
+	fs.StringVar(&c.Thread, "thread", "", "resume the conversation on thread `ID` (made when it does not exist); a new one when empty")
+	fs.StringVar(&c.Provider, "provider", "scripted", "the model's provider: scripted (no key: it says back what it is told), openai, responses, anthropic; keys from the environment")
+	fs.StringVar(&c.Model, "model", "", "the `MODEL` (the provider's default when empty)")
+	fs.StringVar(&c.Title, "title", "chat", "the `TITLE` of a new conversation's thread")
+	return fs
+}
+
+// chatClient returns the chat client of a provider, as `loom serve` makes
+// them; the scripted one streams a word or so at a time, like a model.
+func chatClient(provider, model string) (agent.ChatClient, error) {
+	switch provider {
+	case "scripted":
+		c := scripted.New(scripted.Step{Func: demoModel})
+		c.Repeat, c.Record = true, false
+		return slowStream{c}, nil
+	case "openai":
+		return openai.NewChat(openai.Options{Model: model}), nil
+	case "responses":
+		return openai.NewResponses(openai.ResponsesOptions{Options: openai.Options{Model: model}}), nil
+	case "anthropic":
+		return anthropic.New(anthropic.Options{Model: model}), nil
+	}
+	return nil, fmt.Errorf("--provider %q: want scripted, openai, responses or anthropic", provider)
+}
+
+// demoModel is the scripted provider's model in chat: it says back what it
+// was told, and compacts when asked to.
+func demoModel(ctx context.Context, r scripted.Request) (*agent.ChatResponse, error) {
+	var said []string
+	for _, m := range r.Messages {
+		if m.Role == message.RoleUser {
+			said = append(said, m.Text())
+		}
+	}
+	last := ""
+	if len(said) > 0 {
+		last = said[len(said)-1]
+	}
+	if strings.HasPrefix(last, "Call the compact tool") {
+		args, _ := json.Marshal(map[string]string{"summary": "The user said: " + strings.Join(said[:len(said)-1], " / ")})
+		m := message.New(message.RoleAssistant, message.FunctionCall{CallID: message.NewID(), Name: conversation.ToolCompact, Arguments: string(args)})
+		return &agent.ChatResponse{Messages: []message.Message{m}, FinishReason: agent.FinishToolCalls}, nil
+	}
+	return &agent.ChatResponse{Messages: []message.Message{message.Assistant("You said: " + last)}, FinishReason: agent.FinishStop}, nil
+}
+
+// slowStream streams a scripted client's answers a few runes at a time,
+// with a pause between, as a model does: enough to watch it, and to abort it.
+type slowStream struct{ *scripted.Client }
+
+func (s slowStream) Stream(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions) iter.Seq2[agent.Update, error] {
+	return func(yield func(agent.Update, error) bool) {
+		r, err := s.Response(ctx, msgs, opts)
+		if err != nil {
+			yield(agent.Update{}, err)
+			return
+		}
+		for t := r.Text(); t != ""; {
+			n := 0
+			for i := 0; i < 4 && n < len(t); i++ {
+				_, w := utf8.DecodeRuneInString(t[n:])
+				n += w
+			}
+			select {
+			case <-ctx.Done():
+				yield(agent.Update{}, ctx.Err())
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
+			if !yield(agent.Update{Text: t[:n]}, nil) {
+				return
+			}
+			t = t[n:]
+		}
+		yield(agent.Update{Response: r}, nil)
+	}
+}
+
+// Run implements Command.
+func (c *ChatCommand) Run(ctx context.Context, args []string) error {
+	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+		return err
+	}
+	client, err := chatClient(c.Provider, c.Model)
+	if err != nil {
+		return c.usage("%v", err)
+	}
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	s := &chatSession{db: db, opts: conversation.Options{Client: client, Model: c.Model, Title: c.Title}}
+	terminal := c.IsTerminal != nil && c.IsTerminal(c.Stdin) && c.IsTerminal(c.Stdout)
+	if terminal {
+		s.relay = make(chan struct{}, 1)
+		s.opts.Notify = func(conversation.Notice) {
+			select {
+			case s.relay <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if err := s.open(ctx, c.Thread); err != nil {
+		return err
+	}
+	defer func() { s.conv.Close() }()
+	if terminal {
+		return runTUI(ctx, s, c.Stdin, c.Stdout)
+	}
+	return s.lines(ctx, c.Stdin, c.Stdout)
+}
+
+// chatSession is what loom chat works on: the conversation on screen, and
+// what it takes to open another.
+type chatSession struct {
+	db    *thread.DB
+	opts  conversation.Options
+	conv  *conversation.Conversation
+	relay chan struct{} // a change to show (terminal mode)
+}
+
+// open opens the conversation on thread id, or a new one ("" or an id
+// that does not exist).
+func (s *chatSession) open(ctx context.Context, id string) error {
+	var conv *conversation.Conversation
+	var err error
+	if id != "" {
+		conv, err = conversation.Open(ctx, s.db, id, s.opts)
+	}
+	if id == "" || errors.Is(err, thread.ErrNotFound) {
+		o := s.opts
+		o.ID = id
+		conv, err = conversation.New(ctx, s.db, o)
+	}
+	if err != nil {
+		return err
+	}
+	if s.conv != nil {
+		s.conv.Close()
+	}
+	s.conv = conv
+	return nil
+}
+
+func (s *chatSession) busy() bool {
+	return s.conv.Agent().Status().Kind == conversation.Streaming || s.conv.Mode().Kind == conversation.ModeToolUse
+}
+
+const chatHelp = `/compact [prompt]     replace the conversation with a summary, then go on with prompt
+/fork [prompt]        go on in a fork of this conversation (this one stays as it is)
+/history              the versions of this conversation's thread
+/checkpoint NAME      name this point, to roll back to it
+/rollback NAME|V      go back to a checkpoint or a version (a new version: nothing is lost)
+/threads              the conversations of this store
+/switch ID            go to another conversation
+/help, /quit
+@async TEXT           send TEXT when the turn in flight ends, without aborting it
+Ctrl-C aborts the turn; Ctrl-C twice on an idle prompt quits.`
+
+// command runs a slash command and returns what to show.
+func (s *chatSession) command(ctx context.Context, line string) (string, bool, error) {
+	name, arg, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
+	arg = strings.TrimSpace(arg)
+	switch name {
+	case "help":
+		return chatHelp, false, nil
+	case "quit", "exit":
+		return "", true, nil
+	case "compact":
+		return "compacting…", false, s.conv.Compact(arg)
+	case "fork":
+		f, err := s.conv.Fork(arg)
+		if err != nil {
+			return "", false, err
+		}
+		s.conv.Close()
+		s.conv = f
+		if arg != "" {
+			if err := f.Continue(); err != nil {
+				return "", false, err
+			}
+		}
+		return "forked into " + f.ID(), false, nil
+	case "history":
+		th, err := s.db.Thread(ctx, s.conv.ID())
+		if err != nil {
+			return "", false, err
+		}
+		var b strings.Builder
+		for e, err := range th.History(ctx, thread.HistoryOptions{Limit: 20}) {
+			if err != nil {
+				return "", false, err
+			}
+			fmt.Fprintf(&b, "version %d  %-8s %s\n", e.Version, e.Op, e.Time.Local().Format("15:04:05"))
+		}
+		return strings.TrimRight(b.String(), "\n"), false, nil
+	case "checkpoint":
+		if arg == "" {
+			return "", false, errors.New("/checkpoint NAME")
+		}
+		th, err := s.db.Thread(ctx, s.conv.ID())
+		if err != nil {
+			return "", false, err
+		}
+		cp, err := th.Checkpoint(ctx, arg)
+		if err != nil {
+			return "", false, err
+		}
+		return fmt.Sprintf("checkpoint %q at version %d", cp.Name, cp.Version), false, nil
+	case "rollback":
+		if arg == "" {
+			return "", false, errors.New("/rollback NAME or /rollback VERSION")
+		}
+		if s.busy() {
+			s.conv.Abort()
+		}
+		id := s.conv.ID()
+		th, err := s.db.Thread(ctx, id)
+		if err != nil {
+			return "", false, err
+		}
+		if v, perr := strconv.ParseInt(arg, 10, 64); perr == nil {
+			err = th.Restore(ctx, v)
+		} else {
+			err = th.Rollback(ctx, arg)
+		}
+		if err != nil {
+			return "", false, err
+		}
+		if err := s.open(ctx, id); err != nil {
+			return "", false, err
+		}
+		return fmt.Sprintf("rolled back to %s: version %d", arg, th.Version()), false, nil
+	case "threads":
+		var b strings.Builder
+		for th, err := range s.db.Threads(ctx, thread.ListOptions{Kind: thread.KindLocal, Desc: true, Limit: 20}) {
+			if err != nil {
+				return "", false, err
+			}
+			mark := " "
+			if th.ID() == s.conv.ID() {
+				mark = "*"
+			}
+			fmt.Fprintf(&b, "%s %s  %s\n", mark, th.ID(), th.Title())
+		}
+		return strings.TrimRight(b.String(), "\n"), false, nil
+	case "switch":
+		if arg == "" {
+			return "", false, errors.New("/switch ID")
+		}
+		if _, err := s.db.Thread(ctx, arg); err != nil {
+			return "", false, err
+		}
+		if err := s.open(ctx, arg); err != nil {
+			return "", false, err
+		}
+		return "on " + arg, false, nil
+	}
+	return "", false, fmt.Errorf("unknown command /%s (/help lists them)", name)
+}
+
+// render writes messages for people: tool calls and their results folded
+// to a line each.
+func render(msgs []message.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		switch {
+		case m.Role == message.RoleUser && m.AuthorName == "compact":
+			fmt.Fprintf(&b, "── %s\n", oneLine(clip(m.Text(), 200)))
+		case m.Role == message.RoleUser:
+			fmt.Fprintf(&b, "you: %s\n", m.Text())
+		case m.Role == message.RoleAssistant:
+			if t := m.Text(); t != "" {
+				fmt.Fprintf(&b, "loom: %s\n", t)
+			}
+			for _, call := range m.Calls() {
+				fmt.Fprintf(&b, "  ▸ %s(%s)\n", call.Name, clip(oneLine(call.Arguments), 60))
+			}
+		case m.Role == message.RoleTool:
+			for _, r := range m.Results() {
+				mark := "↳"
+				if r.IsError {
+					mark = "↳ !"
+				}
+				fmt.Fprintf(&b, "    %s %s\n", mark, clip(oneLine(r.Result), 80))
+			}
+		}
+	}
+	return b.String()
+}
+
+// lines is loom chat on a stdin that is not a terminal: a line a message
+// or a command, each answered before the next is read.
+func (s *chatSession) lines(ctx context.Context, in io.Reader, out io.Writer) error {
+	fmt.Fprintf(out, "conversation %s\n", s.conv.ID())
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "/") {
+			text, quit, err := s.command(ctx, line)
+			if err != nil {
+				fmt.Fprintf(out, "error: %v\n", err)
+				continue
+			}
+			if quit {
+				return nil
+			}
+			if text != "" {
+				fmt.Fprintln(out, text)
+			}
+			from := len(s.conv.Agent().Messages())
+			if strings.HasPrefix(line, "/compact") {
+				from = 0 // what is left is the summary, and what followed it
+			}
+			if err := s.showTurn(ctx, out, from); err != nil {
+				return err
+			}
+			continue
+		}
+		from := len(s.conv.Agent().Messages()) + 1 // after the message sent
+		if strings.HasPrefix(line, "@compact") {
+			from = 0
+		}
+		if err := s.conv.Send(line); err != nil {
+			fmt.Fprintf(out, "error: %v\n", err)
+			continue
+		}
+		if err := s.showTurn(ctx, out, from); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// showTurn waits for the turn to end and writes its messages from the
+// from-th on.
+func (s *chatSession) showTurn(ctx context.Context, out io.Writer, from int) error {
+	if err := s.conv.Wait(ctx); err != nil {
+		return err
+	}
+	msgs := s.conv.Agent().Messages()
+	if from < len(msgs) {
+		io.WriteString(out, render(msgs[from:]))
+	}
+	if st := s.conv.Agent().Status(); st.Kind == conversation.Errored {
+		fmt.Fprintf(out, "error: %s\n", st.Err)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/textinput"
+	"github.com/charmbracelet/bubbles/viewport"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/loomthreads/loom/conversation"
+)
+
+// runTUI is loom chat on a terminal, on Bubble Tea: the conversation above
+// (streaming as it comes), a prompt below, and a status line.
+func runTUI(ctx context.Context, s *chatSession, in io.Reader, out io.Writer) error {
+	ti := textinput.New()
+	ti.Placeholder = "a message, or /help"
+	ti.Prompt = "› "
+	ti.Focus()
+	ti.CharLimit = 0
+	m := &chatModel{ctx: ctx, s: s, input: ti, view: viewport.New(80, 20)}
+	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
+	// The conversation's changes reach the program from a goroutine of
+	// their own: Notify never blocks the conversation's loop.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-s.relay:
+				p.Send(changed{})
+			}
+		}
+	}()
+	_, err := p.Run()
+	close(stop)
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// changed says the conversation changed.
+type changed struct{}
+
+type chatModel struct {
+	ctx    context.Context
+	s      *chatSession
+	input  textinput.Model
+	view   viewport.Model
+	note   string // the last command's answer, or a hint
+	armed  bool   // a Ctrl-C on an idle prompt was pressed: the next quits
+	width  int
+	height int
+}
+
+var (
+	statusStyle = lipgloss.NewStyle().Faint(true)
+	noteStyle   = lipgloss.NewStyle().Italic(true)
+)
+
+func (m *chatModel) Init() tea.Cmd { return textinput.Blink }
+
+func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.view.Width, m.view.Height = msg.Width, max(msg.Height-4, 3)
+		m.input.Width = max(msg.Width-4, 10)
+	case tea.KeyMsg:
+		switch msg.Type {
+		case tea.KeyCtrlC:
+			if m.s.busy() {
+				m.s.conv.Abort()
+				m.note, m.armed = "aborted", false
+				break
+			}
+			if m.armed {
+				return m, tea.Quit
+			}
+			m.note, m.armed = "press Ctrl-C again to quit", true
+		case tea.KeyEnter:
+			m.armed = false
+			line := strings.TrimSpace(m.input.Value())
+			m.input.Reset()
+			if line == "" {
+				break
+			}
+			if strings.HasPrefix(line, "/") {
+				text, quit, err := m.s.command(m.ctx, line)
+				if quit {
+					return m, tea.Quit
+				}
+				m.note = text
+				if err != nil {
+					m.note = "error: " + err.Error()
+				}
+				break
+			}
+			m.note = ""
+			if err := m.s.conv.Send(line); err != nil {
+				m.note = "error: " + err.Error()
+			}
+		default:
+			m.armed = false
+		}
+	}
+	var cmd tea.Cmd
+	m.input, cmd = m.input.Update(msg)
+	m.refresh()
+	return m, cmd
+}
+
+// refresh renders the conversation into the viewport, following its end.
+func (m *chatModel) refresh() {
+	a := m.s.conv.Agent()
+	text := render(a.Messages())
+	if p := a.Partial(); p != "" {
+		text += "loom: " + p + "▍\n"
+	}
+	if m.view.Width > 0 {
+		text = lipgloss.NewStyle().Width(m.view.Width).Render(text)
+	}
+	m.view.SetContent(text)
+	m.view.GotoBottom()
+}
+
+func (m *chatModel) View() string {
+	a := m.s.conv.Agent()
+	status := fmt.Sprintf("%s · %s · %s", m.s.conv.ID(), a.Status(), m.s.conv.Mode())
+	if u := a.Usage(); u.TotalTokens > 0 {
+		status += fmt.Sprintf(" · %d tokens", u.TotalTokens)
+	}
+	var b strings.Builder
+	b.WriteString(m.view.View())
+	b.WriteString("\n")
+	if m.note != "" {
+		b.WriteString(noteStyle.Render(m.note))
+	}
+	b.WriteString("\n")
+	b.WriteString(m.input.View())
+	b.WriteString("\n")
+	b.WriteString(statusStyle.Render(status))
+	return b.String()
+}
+
+var _ = conversation.Streaming
