@@ -71,7 +71,9 @@ type Notice struct {
 	Kind string
 	// Thread is the thread a fork or a sub-agent got.
 	Thread string
-	Err    error
+	// Partial is the text of the block being streamed (content).
+	Partial string
+	Err     error
 }
 
 // Options configure a Conversation. Client is required.
@@ -410,7 +412,7 @@ func (c *Conversation) abort() {
 func (c *Conversation) onEvent(ev Event) {
 	switch ev := ev.(type) {
 	case ContentUpdated:
-		c.notify(Notice{Kind: "content"})
+		c.notify(Notice{Kind: "content", Partial: c.agent.Partial()})
 	case AgentStopped:
 		c.onStop(ev.Turn, ev)
 	case AgentError:

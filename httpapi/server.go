@@ -28,6 +28,9 @@ type Options struct {
 	// Agent runs the threads' runs; nil answers runs with 501 (code
 	// "unsupported"), and views that summarize likewise.
 	Agent *agent.Agent
+	// Chat is the model live conversations (/v1/conversations) stream
+	// from; nil answers them with 501.
+	Chat agent.ChatClient
 	// MaxBodyBytes caps a request body, imported documents included; 0
 	// means DefaultMaxBodyBytes. A larger body is answered with 413 (code
 	// "too_large") and changes nothing.
@@ -59,6 +62,8 @@ type Server struct {
 	db      *thread.DB
 	keys    *auth.Keys
 	agent   *agent.Agent
+	chat    agent.ChatClient
+	lives   lives
 	worklog *worklog.Logs
 	maxBody int64
 	// heartbeat is Options.Heartbeat with its default.
@@ -106,6 +111,10 @@ var routes = []route{
 	{pattern: "POST /v1/threads/{id}/reset", handle: (*Server).reset},
 	{pattern: "GET /v1/threads/{id}/export", handle: (*Server).export},
 	{pattern: "POST /v1/threads/{id}/runs", handle: (*Server).run},
+	{pattern: "POST /v1/conversations", handle: (*Server).createConversation},
+	{pattern: "GET /v1/conversations/{id}", handle: (*Server).getConversation},
+	{pattern: "POST /v1/conversations/{id}/commands", handle: (*Server).conversationCommand},
+	{pattern: "GET /v1/conversations/{id}/events", handle: (*Server).conversationEvents},
 	{pattern: "GET /v1/workflows", handle: (*Server).listWorkflows},
 	{pattern: "GET /v1/workflows/{id}", handle: (*Server).getWorkflow},
 	{pattern: "DELETE /v1/workflows/{id}", handle: (*Server).deleteWorkflow},
@@ -133,7 +142,7 @@ func New(opts Options) *Server {
 		panic("httpapi: Options.DB is nil")
 	}
 	s := &Server{
-		db: opts.DB, keys: opts.Keys, agent: opts.Agent, worklog: opts.Worklog, maxBody: opts.MaxBodyBytes,
+		db: opts.DB, keys: opts.Keys, agent: opts.Agent, chat: opts.Chat, worklog: opts.Worklog, maxBody: opts.MaxBodyBytes,
 		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, metrics: newMetrics(),
 		mux: http.NewServeMux(), publicPaths: map[string]bool{},
 	}

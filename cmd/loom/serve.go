@@ -51,6 +51,16 @@ func isLoopback(addr string) bool {
 // newAgent builds the agent runs use, from the provider named on the
 // command line; "" means none (runs answer 501).
 func newAgent(provider, model string) (*agent.Agent, error) {
+	client, err := newClient(provider, model)
+	if client == nil || err != nil {
+		return nil, err
+	}
+	return agent.New(client, &agent.Options{Name: "loom", Model: model}), nil
+}
+
+// newClient builds the chat client of the provider named on the command
+// line; "" means none.
+func newClient(provider, model string) (agent.ChatClient, error) {
 	var client agent.ChatClient
 	switch provider {
 	case "", "none":
@@ -68,7 +78,7 @@ func newAgent(provider, model string) (*agent.Agent, error) {
 	default:
 		return nil, fmt.Errorf("--provider %q: want scripted, openai, responses or anthropic", provider)
 	}
-	return agent.New(client, &agent.Options{Name: "loom", Model: model}), nil
+	return client, nil
 }
 
 // echo is the scripted provider's model: it says back what it was told,
@@ -93,11 +103,15 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	if !keys.Enabled() && !isLoopback(l.Addr().String()) {
 		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", l.Addr())
 	}
-	ag, err := newAgent(cfg.provider, cfg.model)
+	client, err := newClient(cfg.provider, cfg.model)
 	if err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Agent: ag, MaxBodyBytes: cfg.maxBody,
+	var ag *agent.Agent
+	if client != nil {
+		ag = agent.New(client, &agent.Options{Name: "loom", Model: cfg.model})
+	}
+	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Agent: ag, Chat: client, MaxBodyBytes: cfg.maxBody,
 		AllowOrigins: cfg.origins, Worklog: wl, Logger: log, Version: version})
 	mcpOpts := &mcpserver.Options{Logger: log, Version: version}
 	if wl != nil {
@@ -145,6 +159,7 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	// what is left and wait for it to return.
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
 	defer cancel()
+	api.Close() // live conversations stop, and their event streams end
 	err = srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		stopBase()

@@ -1,0 +1,214 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/conversation"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+func isConversationRoute(pattern string) bool {
+	_, path, _ := strings.Cut(pattern, " ")
+	return strings.HasPrefix(path, "/v1/conversations")
+}
+
+type convEvent struct {
+	name string
+	data conversationEvent
+}
+
+// events reads the SSE stream of path into a channel.
+func convEvents(t *testing.T, url, key string) (<-chan convEvent, func()) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	ch := make(chan convEvent, 1000)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		var ev convEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.data)
+			case line == "" && ev.name != "":
+				ch <- ev
+				ev = convEvent{}
+			}
+		}
+	}()
+	return ch, func() { resp.Body.Close() }
+}
+
+func nextEvent(t *testing.T, ch <-chan convEvent, name string) convEvent {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatalf("the stream ended before %q", name)
+			}
+			if ev.name == name {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %q event", name)
+		}
+	}
+}
+
+func post(t *testing.T, url, key string, body any) (*http.Response, []byte) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	out.ReadFrom(resp.Body)
+	return resp, out.Bytes()
+}
+
+func TestConversationRoutes(t *testing.T) {
+	client := scripted.New(scripted.Text("Hello to you, over HTTP."), scripted.Step{Text: "a slow one", Delay: 300 * time.Millisecond}, scripted.Text("forked answer"))
+	client.ChunkSize = 3
+	s := newServer(t, Options{Chat: client, Keys: twoTenants(t)})
+	defer s.Close()
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+
+	resp, body := post(t, ts.URL+"/v1/conversations", keyA, map[string]string{"id": "c1", "title": "over http"})
+	if resp.StatusCode != 201 || resp.Header.Get("Location") != "/v1/conversations/c1" {
+		t.Fatalf("create: %s %s", resp.Status, body)
+	}
+	if resp, _ := post(t, ts.URL+"/v1/conversations", keyA, map[string]string{"id": "c1"}); resp.StatusCode != 409 {
+		t.Fatalf("create twice: %s", resp.Status)
+	}
+	evs, stop := convEvents(t, ts.URL+"/v1/conversations/c1/events", keyA)
+	defer stop()
+	if ev := nextEvent(t, evs, "state"); ev.data.Status.Kind != conversation.Stopped || ev.data.Mode.Kind != conversation.ModeNormal {
+		t.Fatalf("first event %+v", ev)
+	}
+	if resp, body := post(t, ts.URL+"/v1/conversations/c1/commands", keyA, map[string]any{"command": "send", "text": "hi"}); resp.StatusCode != 200 {
+		t.Fatalf("send: %s %s", resp.Status, body)
+	}
+	nextEvent(t, evs, "content")
+	if ev := nextEvent(t, evs, "stopped"); ev.data.Status != (conversation.Status{Kind: conversation.Stopped, Reason: conversation.EndTurn}) {
+		t.Fatalf("stopped: %+v", ev)
+	}
+	var got conversationJSON
+	w := must(t, s, req{method: "GET", path: "/v1/conversations/c1", key: keyA}, 200, nil)
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || len(got.Messages) != 2 || got.Messages[1].Text() != "Hello to you, over HTTP." {
+		t.Fatalf("get: %s (%v)", w.Body, err)
+	}
+
+	// A command the state forbids: continue while streaming.
+	post(t, ts.URL+"/v1/conversations/c1/commands", keyA, map[string]any{"command": "send", "text": "slowly"})
+	if resp, body := post(t, ts.URL+"/v1/conversations/c1/commands", keyA, map[string]any{"command": "continue"}); resp.StatusCode != 409 {
+		t.Fatalf("continue while streaming: %s %s", resp.Status, body)
+	}
+	if resp, _ := post(t, ts.URL+"/v1/conversations/c1/commands", keyA, map[string]any{"command": "abort"}); resp.StatusCode != 200 {
+		t.Fatalf("abort: %s", resp.Status)
+	}
+	if ev := nextEvent(t, evs, "stopped"); ev.data.Status.Reason != conversation.Aborted {
+		t.Fatalf("after abort: %+v", ev)
+	}
+	for _, bad := range []map[string]any{{"command": "dance"}, {"command": "send"}, {"command": "send", "text": "x", "extra": 1}} {
+		if resp, body := post(t, ts.URL+"/v1/conversations/c1/commands", keyA, bad); resp.StatusCode != 400 {
+			t.Fatalf("%v: %s %s", bad, resp.Status, body)
+		}
+	}
+
+	// A fork: its own conversation, from the source's last stop.
+	resp, body = post(t, ts.URL+"/v1/conversations/c1/commands", keyA, map[string]any{"command": "fork", "text": "another way"})
+	var forked conversationJSON
+	json.Unmarshal(body, &forked)
+	if resp.StatusCode != 200 || forked.Fork == "" {
+		t.Fatalf("fork: %s %s", resp.Status, body)
+	}
+	if resp, body := post(t, ts.URL+"/v1/conversations/"+forked.Fork+"/commands", keyA, map[string]any{"command": "continue"}); resp.StatusCode != 200 {
+		t.Fatalf("continue the fork: %s %s", resp.Status, body)
+	}
+	fevs, fstop := convEvents(t, ts.URL+"/v1/conversations/"+forked.Fork+"/events", keyA)
+	defer fstop()
+	nextEvent(t, fevs, "state")
+	for {
+		w = must(t, s, req{method: "GET", path: "/v1/conversations/" + forked.Fork, key: keyA}, 200, nil)
+		json.Unmarshal(w.Body.Bytes(), &got)
+		if got.Status.Kind != conversation.Streaming {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if last := got.Messages[len(got.Messages)-1]; last.Text() != "forked answer" || got.Messages[len(got.Messages)-2].Text() != "another way" {
+		t.Fatalf("the fork: %s", w.Body)
+	}
+
+	// Another tenant sees none of it.
+	wantError(t, s, req{method: "GET", path: "/v1/conversations/c1", key: keyB}, 404, "not_found")
+	wantError(t, s, req{method: "POST", path: "/v1/conversations/c1/commands", key: keyB, body: map[string]any{"command": "abort"}}, 404, "not_found")
+	// The thread is in the store, as any other.
+	th, err := s.db.WithTenant("a").Thread(t.Context(), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := th.Messages(t.Context(), thread.ReadOptions{})
+	if len(msgs) < 3 || msgs[0].Role != message.RoleUser {
+		t.Fatalf("the thread: %d messages", len(msgs))
+	}
+
+	// Closing the server ends the event streams; every conversation route
+	// answered a 2xx.
+	s.Close()
+	if _, ok := <-evs; ok {
+		for range evs {
+		}
+	}
+	for _, rt := range routes {
+		method, _, _ := strings.Cut(rt.pattern, " ")
+		if !isConversationRoute(rt.pattern) {
+			continue
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var out strings.Builder
+			s.Metrics().WriteTo(&out)
+			if strings.Contains(out.String(), fmt.Sprintf(`loom_http_requests_total{route=%q,method=%q,code="2`, rt.pattern, method)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("route %s never answered a 2xx", rt.pattern)
+			}
+		}
+	}
+}
+
+func TestConversationsNeedAModel(t *testing.T) {
+	s := newServer(t, Options{})
+	wantError(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{}}, 501, "unsupported")
+}
