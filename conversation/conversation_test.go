@@ -37,8 +37,8 @@ func TestB01AssistantMessageOnFirstCompletedBlock(t *testing.T) {
 		t.Fatalf("new: %v, %d messages", st, len(a.Messages()))
 	}
 	call := message.FunctionCall{CallID: "c1", Name: "nothing", Arguments: "{}"}
-	g.add(gatedScript{updates: []agent.Update{{Text: "Hel"}, {Text: "lo"}, {Call: &agent.CallDelta{CallID: "c1", Name: "nothing", Arguments: "{}"}}},
-		resp: &agent.ChatResponse{Messages: []message.Message{message.New(message.RoleAssistant, message.Text{Text: "Hello"}, call)}, FinishReason: agent.FinishToolCalls}})
+	g.add(scripted.Step{Chunks: []agent.Update{{Text: "Hel"}, {Text: "lo"}, {Call: &agent.CallDelta{CallID: "c1", Name: "nothing", Arguments: "{}"}}},
+		Messages: []message.Message{message.New(message.RoleAssistant, message.Text{Text: "Hello"}, call)}, Finish: agent.FinishToolCalls})
 	g.add(textScript("done"))
 	if err := c.Send("hi"); err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestB03AbortIdle(t *testing.T) {
 func TestB04AbortWhileStreaming(t *testing.T) {
 	g := newGated()
 	c, rec := newConv(t, g)
-	g.add(gatedScript{updates: []agent.Update{{Text: "Let me look."}, {Call: &agent.CallDelta{CallID: "c1", Name: "search", Arguments: `{"q":"x"}`}}, {Text: "and then"}}})
+	g.add(scripted.Step{Chunks: []agent.Update{{Text: "Let me look."}, {Call: &agent.CallDelta{CallID: "c1", Name: "search", Arguments: `{"q":"x"}`}}, {Text: "and then"}}, Text: "never answered"})
 	if err := c.Send("find x"); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestB05StreamError(t *testing.T) {
 	g.release(2)
 	idle(t, c)
 	usage := c.Agent().Usage()
-	g.add(gatedScript{updates: []agent.Update{{Call: &agent.CallDelta{CallID: "c9", Name: "f", Arguments: "{}"}}, {Text: "half"}}, err: errors.New("connection reset")})
+	g.add(scripted.Step{Chunks: []agent.Update{{Call: &agent.CallDelta{CallID: "c9", Name: "f", Arguments: "{}"}}, {Text: "half"}}, Err: errors.New("connection reset")})
 	if err := c.Send("two"); err != nil {
 		t.Fatal(err)
 	}

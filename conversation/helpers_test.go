@@ -2,94 +2,40 @@ package conversation
 
 import (
 	"context"
-	"errors"
-	"iter"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
 
-// gated is a chat client whose streams hand out their updates only when
-// the test says so (release), so that a test can act in the middle of a
-// stream. Each request takes the next script; a script's updates end
-// with its Response (or Err).
+// gated is the scripted client with a gate on every step: its streams
+// hand out their updates only when the test says so (release), so that a
+// test can act in the middle of a stream.
 type gated struct {
-	mu      sync.Mutex
-	scripts []gatedScript
-	gate    chan struct{}
-	reqs    [][]message.Message
+	*scripted.Client
+	gate chan struct{}
 }
 
-type gatedScript struct {
-	updates []agent.Update
-	resp    *agent.ChatResponse
-	err     error
+func newGated() *gated {
+	return &gated{Client: scripted.New(), gate: make(chan struct{}, 100)}
 }
 
-func newGated() *gated { return &gated{gate: make(chan struct{}, 100)} }
+// add adds a step of the script, gated.
+func (g *gated) add(s scripted.Step) {
+	s.Gate = g.gate
+	g.Client.Add(s)
+}
 
-func (g *gated) add(s gatedScript) { g.mu.Lock(); g.scripts = append(g.scripts, s); g.mu.Unlock() }
-
-// release lets n updates (or the end) of streams through.
+// release lets n updates (or ends) of streams through.
 func (g *gated) release(n int) {
 	for range n {
 		g.gate <- struct{}{}
 	}
-}
-
-func (g *gated) Capabilities() agent.Capabilities {
-	return agent.Capabilities{Streaming: true, Tools: true}
-}
-
-func (g *gated) Response(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions) (*agent.ChatResponse, error) {
-	return nil, errors.New("gated streams only")
-}
-
-func (g *gated) Stream(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions) iter.Seq2[agent.Update, error] {
-	return func(yield func(agent.Update, error) bool) {
-		g.mu.Lock()
-		g.reqs = append(g.reqs, msgs)
-		if len(g.scripts) == 0 {
-			g.mu.Unlock()
-			yield(agent.Update{}, errors.New("gated: no script"))
-			return
-		}
-		s := g.scripts[0]
-		g.scripts = g.scripts[1:]
-		g.mu.Unlock()
-		wait := func() bool {
-			select {
-			case <-g.gate:
-				return true
-			case <-ctx.Done():
-				yield(agent.Update{}, ctx.Err())
-				return false
-			}
-		}
-		for _, u := range s.updates {
-			if !wait() || !yield(u, nil) {
-				return
-			}
-		}
-		if !wait() {
-			return
-		}
-		if s.err != nil {
-			yield(agent.Update{}, s.err)
-			return
-		}
-		yield(agent.Update{Response: s.resp}, nil)
-	}
-}
-
-func (g *gated) requests() [][]message.Message {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([][]message.Message(nil), g.reqs...)
 }
 
 func textResp(s string) *agent.ChatResponse {
@@ -105,23 +51,22 @@ func callsResp(calls ...message.FunctionCall) *agent.ChatResponse {
 	return &agent.ChatResponse{Messages: []message.Message{m}, FinishReason: agent.FinishToolCalls}
 }
 
-// textScript streams s in pieces, then answers it.
-func textScript(parts ...string) gatedScript {
+// textScript streams parts, then answers their text.
+func textScript(parts ...string) scripted.Step {
 	var us []agent.Update
-	all := ""
 	for _, p := range parts {
 		us = append(us, agent.Update{Text: p})
-		all += p
 	}
-	return gatedScript{updates: us, resp: textResp(all)}
+	return scripted.Step{Chunks: us, Text: strings.Join(parts, ""), Usage: message.Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15}}
 }
 
-func callScript(calls ...message.FunctionCall) gatedScript {
+// callScript streams calls, then answers them.
+func callScript(calls ...message.FunctionCall) scripted.Step {
 	var us []agent.Update
 	for i, c := range calls {
 		us = append(us, agent.Update{Call: &agent.CallDelta{Index: i, CallID: c.CallID, Name: c.Name, Arguments: c.Arguments}})
 	}
-	return gatedScript{updates: us, resp: callsResp(calls...)}
+	return scripted.Step{Chunks: us, Calls: calls}
 }
 
 func memDB(t testing.TB) *thread.DB {

@@ -58,6 +58,13 @@ type Step struct {
 	Chunks []agent.Update
 	// Delay is waited (or the context's end) before responding.
 	Delay time.Duration
+	// ChunkDelay is waited before each update of a stream, and before its
+	// end, as a model takes its time.
+	ChunkDelay time.Duration
+	// Gate, when not nil, makes a stream take a value from it (or see the
+	// context end) before each update and before its end: a test lets a
+	// stream go on a step at a time, and acts in the middle of it.
+	Gate <-chan struct{}
 	// Func, when not nil, makes the response from the request instead of
 	// the fields above.
 	Func func(ctx context.Context, r Request) (*agent.ChatResponse, error)
@@ -162,6 +169,23 @@ func (c *Client) take(msgs []message.Message, opts *agent.ChatOptions, stream bo
 	return s, c.n, req, nil
 }
 
+// pace waits before a stream's next update: ChunkDelay, then a value of
+// Gate.
+func (s Step) pace(ctx context.Context) error {
+	if err := wait(ctx, s.ChunkDelay); err != nil {
+		return err
+	}
+	if s.Gate == nil {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.Gate:
+		return nil
+	}
+}
+
 func wait(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
@@ -262,13 +286,17 @@ func (c *Client) Stream(ctx context.Context, msgs []message.Message, opts *agent
 			chunks = c.chunks(s)
 		}
 		for _, u := range chunks {
-			if err := ctx.Err(); err != nil {
+			if err := s.pace(ctx); err != nil {
 				yield(agent.Update{}, err)
 				return
 			}
 			if !yield(u, nil) {
 				return
 			}
+		}
+		if err := s.pace(ctx); err != nil {
+			yield(agent.Update{}, err)
+			return
 		}
 		if s.Err != nil {
 			yield(agent.Update{}, s.Err)

@@ -110,3 +110,42 @@ func TestFuncStep(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 }
+
+// A gated step streams an update per value of its gate, and ends after
+// one more; ChunkDelay paces a stream.
+func TestGateAndChunkDelay(t *testing.T) {
+	gate := make(chan struct{})
+	c := scripted.New(scripted.Step{Text: "abcdefgh", Gate: gate}, scripted.Step{Text: "xy", ChunkDelay: 30 * time.Millisecond})
+	c.ChunkSize = 4
+	got := make(chan string, 10)
+	go func() {
+		for u, err := range c.Stream(t.Context(), nil, nil) {
+			if err != nil {
+				got <- "error " + err.Error()
+				return
+			}
+			if u.Response != nil {
+				got <- "end"
+				return
+			}
+			got <- u.Text
+		}
+	}()
+	for _, want := range []string{"abcd", "efgh", "end"} {
+		select {
+		case g := <-got:
+			t.Fatalf("%q before the gate opened", g)
+		case <-time.After(20 * time.Millisecond):
+		}
+		gate <- struct{}{}
+		if g := <-got; g != want {
+			t.Fatalf("got %q, want %q", g, want)
+		}
+	}
+	start := time.Now()
+	for range c.Stream(t.Context(), nil, nil) {
+	}
+	if d := time.Since(start); d < 60*time.Millisecond {
+		t.Fatalf("a paced stream of one chunk took %v, want two delays", d)
+	}
+}
