@@ -16,11 +16,23 @@ import (
 // agent applying it to its streaming block and the event reaching the
 // event loop, with nothing displayed (a turn of 10,000 one-rune deltas
 // from the scripted client, on the memory store; ns/delta).
+// With a listener (Notify), each content notice also carries a copy of
+// the streaming block's text, as loom chat and the HTTP event stream
+// want: a turn of 1,000 deltas.
 func BenchmarkDelta(b *testing.B) {
-	const deltas = 10_000
+	for _, c := range []struct {
+		name   string
+		deltas int
+		notify func(Notice)
+	}{{"alone", 10_000, nil}, {"with-a-listener", 1_000, func(Notice) {}}} {
+		b.Run(c.name, func(b *testing.B) { benchDelta(b, c.deltas, c.notify) })
+	}
+}
+
+func benchDelta(b *testing.B, deltas int, notify func(Notice)) {
 	client := scripted.New(scripted.Text(strings.Repeat("x", deltas)))
 	client.Repeat, client.ChunkSize, client.Record = true, 1, false
-	c, err := New(context.Background(), thread.New(thread.NewMemoryStore(), nil), Options{Client: client})
+	c, err := New(context.Background(), thread.New(thread.NewMemoryStore(), nil), Options{Client: client, Notify: notify})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -412,7 +412,9 @@ func (c *Conversation) abort() {
 func (c *Conversation) onEvent(ev Event) {
 	switch ev := ev.(type) {
 	case ContentUpdated:
-		c.notify(Notice{Kind: "content", Partial: c.agent.Partial()})
+		if c.opts.Notify != nil { // the partial text is a copy: only for a listener
+			c.notify(Notice{Kind: "content", Partial: c.agent.Partial()})
+		}
 	case AgentStopped:
 		c.onStop(ev.Turn, ev)
 	case AgentError:
