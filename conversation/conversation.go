@@ -3,6 +3,7 @@ package conversation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -42,6 +43,22 @@ type Mode struct {
 	Op          *ControlFlowOp    `json:"op,omitzero"`
 }
 
+// yielded reports whether m is a sub-agent's yield, which is for good.
+func (m Mode) yielded() bool {
+	return m.Kind == ModeControlFlow && m.Op != nil && m.Op.Kind == OpYield
+}
+
+// valid reports whether m is a mode this package makes.
+func (m Mode) valid() bool {
+	switch m.Kind {
+	case ModeNormal, ModeToolUse:
+		return m.Op == nil
+	case ModeControlFlow:
+		return m.Op != nil && (m.Op.Kind == OpCompact || m.Op.Kind == OpFork || m.Op.Kind == OpYield)
+	}
+	return false
+}
+
 func (m Mode) String() string {
 	if m.Op != nil {
 		return string(m.Kind) + "/" + m.Op.Kind
@@ -69,6 +86,9 @@ type Notice struct {
 	// Kind is content (the streaming answer grew), stopped, error, mode,
 	// compacted, forked, spawned or yielded.
 	Kind string
+	// Conversation is the id of the conversation that changed: a
+	// conversation's sub-agents tell the same Notify as it does.
+	Conversation string
 	// Thread is the thread a fork or a sub-agent got.
 	Thread string
 	// Partial is the text of the block being streamed (content).
@@ -108,11 +128,12 @@ type Conversation struct {
 	sub    bool
 
 	// The event loop's queue.
-	qmu   sync.Mutex
-	queue []func()
-	wake  chan struct{}
-	quit  chan struct{}
-	ended chan struct{}
+	qmu       sync.Mutex
+	queue     []func()
+	wake      chan struct{}
+	quit      chan struct{}
+	closeOnce sync.Once
+	ended     chan struct{}
 
 	// Owned by the event loop.
 	th        *thread.Thread
@@ -148,7 +169,7 @@ func New(ctx context.Context, db *thread.DB, opts Options) (*Conversation, error
 	if opts.Client == nil {
 		return nil, fmt.Errorf("conversation: no client: %w", thread.ErrInvalid)
 	}
-	th, err := db.Create(ctx, thread.CreateOptions{ID: opts.ID, Kind: thread.KindLocal, Title: opts.Title})
+	th, err := db.Create(ctx, thread.CreateOptions{ID: opts.ID, Kind: thread.KindLocal, Title: opts.Title, State: initialState()})
 	if err != nil {
 		return nil, err
 	}
@@ -181,13 +202,18 @@ func Open(ctx context.Context, db *thread.DB, id string, opts Options) (*Convers
 			status = Status{Kind: Stopped, Reason: Aborted}
 		}
 	}
-	if raw, ok := st[stateMode]; ok {
-		if err := json.Unmarshal(raw, &mode); err != nil {
-			return nil, fmt.Errorf("conversation %s: mode: %v: %w", id, err, thread.ErrInvalid)
-		}
+	raw, ok := st[stateMode]
+	if !ok {
+		return nil, fmt.Errorf("thread %s is not a conversation: %w", id, thread.ErrNotFound)
 	}
-	if raw, ok := st[stateQueued]; ok {
-		json.Unmarshal(raw, &queued)
+	if err := json.Unmarshal(raw, &mode); err != nil || !mode.valid() {
+		return nil, fmt.Errorf("conversation %s: its mode %s is not one this package makes: %w", id, clip(string(raw)), thread.ErrInvalid)
+	}
+	if status.Kind != Stopped && status.Kind != Errored {
+		status = Status{Kind: Stopped, Reason: Aborted}
+	}
+	if raw, ok := st[stateQueued]; ok && json.Unmarshal(raw, &queued) != nil {
+		return nil, fmt.Errorf("conversation %s: its queued messages are not messages: %w", id, thread.ErrInvalid)
 	}
 	sub := th.Record().Labels[labelParent] != ""
 	c := start(db, th, opts, nil, sub, msgs, status, mode, queued)
@@ -195,10 +221,16 @@ func Open(ctx context.Context, db *thread.DB, id string, opts Options) (*Convers
 		switch {
 		case mode.Kind == ModeToolUse:
 			c.runTools(mode)
-		case mode.Kind == ModeControlFlow && mode.Op != nil && mode.Op.Kind == OpYield:
+		case mode.yielded():
 			c.finish(map[string]string{"result": mode.Op.Response})
-		case mode.Kind == ModeControlFlow && mode.Op != nil:
+		case mode.Kind == ModeControlFlow:
 			c.controlFlow(mode)
+		case sub && len(msgs) > 0 && msgs[len(msgs)-1].Role == message.RoleUser && status.Kind == Stopped:
+			// A sub-agent stopped after its prompt was kept and before it
+			// answered: it answers now.
+			if err := c.agent.Continue(); err != nil {
+				c.notify(Notice{Kind: "error", Err: err})
+			}
 		case sub && status.Kind == Errored:
 			c.finish(map[string]string{"error": status.Err})
 		case sub && status.Kind == Stopped && status.Reason == EndTurn && lastText(msgs) != "":
@@ -280,14 +312,14 @@ func (c *Conversation) do(f func() error) error {
 	}
 }
 
-// Close aborts what is in flight and stops the event loop.
+// Close aborts what is in flight, closes the sub-agents, and stops the
+// event loop. It may be called more than once.
 func (c *Conversation) Close() error {
 	c.Abort()
-	select {
-	case <-c.quit:
-	default:
-		close(c.quit)
+	for _, k := range c.Children() {
+		k.Close()
 	}
+	c.closeOnce.Do(func() { close(c.quit) })
 	<-c.ended
 	return nil
 }
@@ -318,6 +350,7 @@ func (c *Conversation) setMode(m Mode) {
 
 func (c *Conversation) notify(n Notice) {
 	if c.opts.Notify != nil {
+		n.Conversation = c.th.ID()
 		c.opts.Notify(n)
 	}
 }
@@ -349,8 +382,23 @@ func (c *Conversation) SendMessage(m message.Message, queued bool) error {
 	return c.do(func() error { return c.send(m, queued) })
 }
 
+// catchUp handles a stop of the agent whose event is still in the queue,
+// now: a command then sees the conversation as the stop leaves it.
+func (c *Conversation) catchUp() {
+	turn, st := c.agent.Turn(), c.agent.Status()
+	if turn <= c.handled || st.Kind == Streaming {
+		return
+	}
+	if st.Kind == Errored {
+		c.onEvent(AgentError{Turn: turn, Err: errors.New(st.Err)})
+		return
+	}
+	c.onStop(turn, AgentStopped{Turn: turn, Reason: st.Reason, Usage: c.agent.Usage()})
+}
+
 func (c *Conversation) send(m message.Message, queued bool) error {
-	if c.mode.Kind == ModeControlFlow && c.mode.Op.Kind == OpYield {
+	c.catchUp()
+	if c.mode.yielded() {
 		return fmt.Errorf("conversation %s has yielded to its parent: %w", c.ID(), ErrState)
 	}
 	if c.busy() {
@@ -386,6 +434,9 @@ func (c *Conversation) abort() {
 		c.agent.Abort()
 		c.onStop(c.agent.Turn(), AgentStopped{Turn: c.agent.Turn(), Reason: Aborted})
 	}
+	// A stop whose event is still queued is over, aborted: its tool calls
+	// are answered as aborted below, and it does not go on.
+	c.handled = max(c.handled, c.agent.Turn())
 	switch {
 	case c.mode.Kind == ModeToolUse && c.tools_ != nil:
 		r := c.tools_
@@ -393,7 +444,7 @@ func (c *Conversation) abort() {
 		r.cancel()
 		r.wg.Wait()
 		c.toolsDone(r)
-	case c.mode.Kind == ModeToolUse, c.mode.Kind == ModeControlFlow && c.mode.Op != nil && c.mode.Op.Kind != OpYield,
+	case c.mode.Kind == ModeToolUse, c.mode.Kind == ModeControlFlow && !c.mode.yielded(),
 		c.mode.Kind == ModeNormal && c.agent.Status().Kind != Streaming && len(c.agent.OpenCalls()) > 0:
 		// Nothing runs (a mode read back from the thread, not yet taken
 		// up): what it was about is answered as aborted.
@@ -401,6 +452,15 @@ func (c *Conversation) abort() {
 		c.agent.answerOpen(resultAborted)
 		c.agent.mu.Unlock()
 		c.setMode(Mode{Kind: ModeNormal})
+		c.commitStop(ctxBG)
+	}
+	// Messages queued for the turn's end are kept, in order, not sent: the
+	// next turn (the next message, or Continue) takes them.
+	if len(c.queued) > 0 && c.agent.Status().Kind != Streaming && len(c.agent.OpenCalls()) == 0 {
+		for _, m := range c.queued {
+			c.agent.AppendUserMessage(m)
+		}
+		c.queued = nil
 		c.commitStop(ctxBG)
 	}
 	if c.sub {
@@ -432,6 +492,12 @@ func (c *Conversation) onEvent(ev Event) {
 }
 
 var ctxBG = context.Background()
+
+// initialState is the state of a new conversation's thread: what marks it
+// as one.
+func initialState() map[string]json.RawMessage {
+	return map[string]json.RawMessage{stateMode: json.RawMessage(`{"kind":"normal"}`), stateStatus: json.RawMessage(`{"kind":"stopped","reason":"end_turn"}`)}
+}
 
 // load reads the conversation's messages from its thread: all of them
 // since its last compaction (whose summary starts them), as they are —
@@ -470,7 +536,9 @@ func (c *Conversation) onStop(turn int, ev AgentStopped) {
 		c.setMode(Mode{Kind: ModeNormal})
 		c.commitStop(ctxBG)
 		c.notify(Notice{Kind: "stopped"})
-		if ev.Reason == EndTurn && c.sub {
+		if c.sub && ev.Reason != Aborted {
+			// A sub-agent that ends its turn without yielding gives its
+			// last answer.
 			c.finish(map[string]string{"result": lastText(c.agent.Messages())})
 			return
 		}
@@ -548,15 +616,13 @@ func (c *Conversation) runTools(mode Mode) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &toolRound{cancel: cancel, results: map[string]message.FunctionResult{}}
 	c.tools_ = r
+	// Every open call runs (ActiveTools names them for display).
 	calls := map[string]message.FunctionCall{}
 	for _, call := range c.agent.OpenCalls() {
 		calls[call.CallID] = call
 	}
-	for _, id := range slices.Sorted(maps.Keys(mode.ActiveTools)) {
-		call, ok := calls[id]
-		if !ok {
-			continue // answered before a restart
-		}
+	for _, id := range slices.Sorted(maps.Keys(calls)) {
+		call := calls[id]
 		r.wg.Add(1)
 		run := c.toolFunc(call)
 		go func() {
@@ -686,14 +752,21 @@ func (c *Conversation) controlFlow(mode Mode) {
 			next, c.nextCmp = c.nextCmp, ""
 		}
 		if err := c.compact(op.Summary); err != nil {
-			c.notify(Notice{Kind: "error", Err: err})
+			// The model is told, and may try again.
+			c.agent.answer(op.CallID, message.FunctionResult{Result: "compact failed: " + err.Error(), IsError: true})
 			c.setMode(Mode{Kind: ModeNormal})
+			c.commitStop(ctxBG)
+			if err := c.agent.Continue(); err != nil {
+				c.notify(Notice{Kind: "error", Err: err})
+			}
 			return
 		}
 		c.setMode(Mode{Kind: ModeNormal})
 		c.commitStop(ctxBG)
 		if next != "" {
 			c.send(message.User(next), false)
+		} else {
+			c.sendQueued()
 		}
 	case OpFork:
 		f, err := c.fork(op.NextPrompt)
@@ -812,7 +885,7 @@ func (c *Conversation) spawn(prompt, title string) (*Conversation, error) {
 		title = "sub-agent of " + c.ID()
 	}
 	th, err := c.db.Create(ctxBG, thread.CreateOptions{Kind: thread.KindLocal, Title: title, Parent: c.ID(),
-		Labels: map[string]string{labelParent: c.ID()}})
+		Labels: map[string]string{labelParent: c.ID()}, State: initialState()})
 	if err != nil {
 		return nil, err
 	}
@@ -880,7 +953,9 @@ func (c *Conversation) Wait(ctx context.Context) error {
 			c.qmu.Lock()
 			pending := len(c.queue)
 			c.qmu.Unlock()
-			idle = !c.busy() && pending == 0 && (c.mode.Kind != ModeControlFlow || c.mode.Op.Kind == OpYield)
+			// A stop is over once it is handled: the agent stops before its
+			// event reaches the queue.
+			idle = !c.busy() && pending == 0 && c.handled >= c.agent.Turn() && (c.mode.Kind != ModeControlFlow || c.mode.yielded())
 			return nil
 		}); err != nil {
 			return err
@@ -897,3 +972,10 @@ func (c *Conversation) Wait(ctx context.Context) error {
 }
 
 func timeAfter() <-chan time.Time { return time.After(time.Millisecond) }
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

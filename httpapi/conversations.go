@@ -19,15 +19,17 @@ import (
 
 // lives holds the live conversations of a server, by tenant and id.
 type lives struct {
-	mu sync.Mutex
-	m  map[string]*live
+	mu     sync.Mutex
+	m      map[string]*live
+	closed bool
 }
 
 // live is one live conversation and the event streams that listen to it.
 type live struct {
-	conv *conversation.Conversation
-	mu   sync.Mutex
-	subs map[chan conversation.Notice]struct{}
+	conv   *conversation.Conversation
+	mu     sync.Mutex
+	subs   map[chan conversation.Notice]struct{}
+	closed bool
 }
 
 // notify hands a notice to every listener without blocking. A listener
@@ -36,6 +38,9 @@ type live struct {
 func (l *live) notify(n conversation.Notice) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.conv != nil && n.Conversation != l.conv.ID() {
+		return // a sub-agent's
+	}
 	for ch := range l.subs {
 		select {
 		case ch <- n:
@@ -58,7 +63,11 @@ func (l *live) notify(n conversation.Notice) {
 func (l *live) subscribe() (chan conversation.Notice, func()) {
 	ch := make(chan conversation.Notice, 256)
 	l.mu.Lock()
-	l.subs[ch] = struct{}{}
+	if l.closed {
+		close(ch)
+	} else {
+		l.subs[ch] = struct{}{}
+	}
 	l.mu.Unlock()
 	return ch, func() {
 		l.mu.Lock()
@@ -78,47 +87,72 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 		return nil, errf(http.StatusNotImplemented, "unsupported", "conversations need a model: start loom serve with --provider")
 	}
 	db := s.tenantDB(r)
-	s.lives.mu.Lock()
-	defer s.lives.mu.Unlock()
-	if s.lives.m == nil {
-		s.lives.m = map[string]*live{}
-	}
 	key := thread.Key(db.Tenant(), id)
+	s.lives.mu.Lock()
+	if s.lives.closed {
+		s.lives.mu.Unlock()
+		return nil, errf(http.StatusServiceUnavailable, "unavailable", "the server is shutting down")
+	}
 	if l, ok := s.lives.m[key]; ok && !create {
+		s.lives.mu.Unlock()
 		return l, nil
 	}
+	s.lives.mu.Unlock()
+	// Opened outside the lock: it reads the store (and may run again the
+	// tools of a conversation that stopped in tool use).
 	l := &live{subs: map[chan conversation.Notice]struct{}{}}
 	opts := conversation.Options{Client: s.chat, Notify: l.notify, Title: title, ID: id}
+	var conv *conversation.Conversation
 	var err error
 	// Conversations outlive the request that opened them.
 	ctx := context.WithoutCancel(r.Context())
 	if create {
-		l.conv, err = conversation.New(ctx, db, opts)
+		conv, err = conversation.New(ctx, db, opts)
 	} else {
-		l.conv, err = conversation.Open(ctx, db, id, opts)
+		conv, err = conversation.Open(ctx, db, id, opts)
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.lives.m[thread.Key(db.Tenant(), l.conv.ID())] = l
+	l.mu.Lock()
+	l.conv = conv
+	l.mu.Unlock()
+	key = thread.Key(db.Tenant(), conv.ID())
+	s.lives.mu.Lock()
+	defer s.lives.mu.Unlock()
+	if other, ok := s.lives.m[key]; ok || s.lives.closed {
+		// Another request opened it meanwhile, or the server closes.
+		conv.Close()
+		if ok {
+			return other, nil
+		}
+		return nil, errf(http.StatusServiceUnavailable, "unavailable", "the server is shutting down")
+	}
+	if s.lives.m == nil {
+		s.lives.m = map[string]*live{}
+	}
+	s.lives.m[key] = l
 	return l, nil
 }
 
 // Close aborts and closes the server's live conversations and ends their
-// event streams; call it when the server shuts down. Requests after it
-// open conversations anew.
+// event streams; call it when the server shuts down. Requests for
+// conversations after it are refused (503).
 func (s *Server) Close() error {
 	s.lives.mu.Lock()
-	defer s.lives.mu.Unlock()
-	for k, l := range s.lives.m {
+	s.lives.closed = true
+	all := s.lives.m
+	s.lives.m = nil
+	s.lives.mu.Unlock()
+	for _, l := range all {
 		l.conv.Close()
 		l.mu.Lock()
+		l.closed = true
 		for ch := range l.subs {
 			close(ch)
 		}
 		l.subs = map[chan conversation.Notice]struct{}{}
 		l.mu.Unlock()
-		delete(s.lives.m, k)
 	}
 	return nil
 }

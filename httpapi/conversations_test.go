@@ -170,6 +170,10 @@ func TestConversationRoutes(t *testing.T) {
 		t.Fatalf("the fork: %s", w.Body)
 	}
 
+	// A thread that is not a conversation is not one here.
+	createThread(t, s, keyA, "plain", "hi")
+	wantError(t, s, req{method: "GET", path: "/v1/conversations/plain", key: keyA}, 404, "not_found")
+
 	// Another tenant sees none of it.
 	wantError(t, s, req{method: "GET", path: "/v1/conversations/c1", key: keyB}, 404, "not_found")
 	wantError(t, s, req{method: "POST", path: "/v1/conversations/c1/commands", key: keyB, body: map[string]any{"command": "abort"}}, 404, "not_found")
@@ -183,9 +187,10 @@ func TestConversationRoutes(t *testing.T) {
 		t.Fatalf("the thread: %d messages", len(msgs))
 	}
 
-	// Closing the server ends the event streams; every conversation route
-	// answered a 2xx.
+	// Closing the server ends the event streams, and refuses what comes
+	// after; every conversation route answered a 2xx.
 	s.Close()
+	wantError(t, s, req{method: "GET", path: "/v1/conversations/c1", key: keyA}, 503, "unavailable")
 	if _, ok := <-evs; ok {
 		for range evs {
 		}
