@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/loomthreads/loom/message"
@@ -72,6 +73,9 @@ func TestPropertyInterruptedRunsEndAlike(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "cut", Input: seed}))
+			// Steps of a round run at once: the choice of where to cut is
+			// made under a lock.
+			var mu sync.Mutex
 			pick := rand.New(rand.NewPCG(seed, 2))
 			cuts := 0
 			for run := 0; ; run++ {
@@ -80,6 +84,8 @@ func TestPropertyInterruptedRunsEndAlike(t *testing.T) {
 				}
 				runCtx, cancel := context.WithCancel(ctx)
 				ex, err := w.Run(runCtx, randomGraph(rand.New(rand.NewPCG(seed, 1)), n, func(string) bool {
+					mu.Lock()
+					defer mu.Unlock()
 					if pick.IntN(3) == 0 {
 						cuts++
 						return true
@@ -91,6 +97,8 @@ func TestPropertyInterruptedRunsEndAlike(t *testing.T) {
 					break
 				}
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			if got, want := outcome(t, w), outcome(t, ref); got != want {
 				t.Fatalf("after %d cuts:\n%s\nwant:\n%s", cuts, got, want)
 			}
