@@ -41,6 +41,8 @@ type Status struct {
 	Err    string     `json:"error,omitzero"`
 }
 
+// String writes s as loom chat shows it: "streaming", "stopped/end_turn",
+// "error: …".
 func (s Status) String() string {
 	switch s.Kind {
 	case Stopped:

@@ -59,6 +59,8 @@ func (m Mode) valid() bool {
 	return false
 }
 
+// String writes m as loom chat shows it: "normal", "tool_use",
+// "control_flow/fork".
 func (m Mode) String() string {
 	if m.Op != nil {
 		return string(m.Kind) + "/" + m.Op.Kind
