@@ -1,0 +1,454 @@
+package foundry
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/message"
+)
+
+// ClassicOptions configure a Classic client. Endpoint and Agent are
+// required (or their environment variables); with no APIKey (nor
+// AZURE_AI_API_KEY) and no Credential, the client uses azidentity's
+// DefaultAzureCredential.
+type ClassicOptions struct {
+	// Endpoint is the Foundry project endpoint,
+	// https://<resource>.services.ai.azure.com/api/projects/<project>;
+	// "" means $AZURE_AI_PROJECT_ENDPOINT.
+	Endpoint string
+	// Agent is the id of the agent that runs (asst_…); "" means
+	// $AZURE_AI_AGENT_ID.
+	Agent string
+	// APIVersion is sent as api-version; "" means "v1".
+	APIVersion string
+	// APIKey authenticates with an api-key header; "" means
+	// $AZURE_AI_API_KEY, and then Credential.
+	APIKey string
+	// Credential gives Entra ID tokens for Scope; nil (with no API key)
+	// means azidentity's DefaultAzureCredential: the environment, a managed
+	// identity, the Azure CLI's login. Tokens are kept until two minutes
+	// before they expire.
+	Credential azcore.TokenCredential
+	// HTTPClient sends the requests; nil means http.DefaultClient.
+	HTTPClient *http.Client
+	// MaxRetries is how many times a request refused with 429 or 5xx is
+	// sent again, after what Retry-After says; 0 means 3, negative none.
+	MaxRetries int
+	// PollInterval is how often a run that is not streamed is read until
+	// it ends; 0 means 500 ms.
+	PollInterval time.Duration
+}
+
+// Classic is a chat client for Foundry agents (classic): the
+// Assistants-style protocol of agents, threads, messages and runs. Each
+// loom thread it runs on is service-managed: it becomes a Foundry thread
+// on its first run (or adopts one by id, agent.NewServiceThread), the
+// service keeps the conversation, and the named agent answers it. The
+// service keeps one linear thread, so loom refuses to fork or roll back
+// such a thread (thread.ErrUnsupported).
+//
+// A run that asks for tools stops with their calls, which loom's agent
+// runs with its own tools; their results go back to the same run
+// (submit_tool_outputs). The conversation id it hands loom is the Foundry
+// thread's id, with the run's id after a '|' while the run waits for tool
+// outputs.
+type Classic struct {
+	t     *transport
+	agent string
+	poll  time.Duration
+}
+
+var _ agent.ChatClient = (*Classic)(nil)
+
+// NewClassic returns a client of opts. It makes no request.
+func NewClassic(opts ClassicOptions) (*Classic, error) {
+	if opts.Endpoint == "" {
+		opts.Endpoint = os.Getenv("AZURE_AI_PROJECT_ENDPOINT")
+	}
+	if opts.Agent == "" {
+		opts.Agent = os.Getenv("AZURE_AI_AGENT_ID")
+	}
+	if opts.APIKey == "" {
+		opts.APIKey = os.Getenv("AZURE_AI_API_KEY")
+	}
+	if opts.Endpoint == "" || opts.Agent == "" {
+		return nil, errors.New("foundry: an endpoint (AZURE_AI_PROJECT_ENDPOINT) and an agent (AZURE_AI_AGENT_ID) are required")
+	}
+	if opts.APIKey == "" && opts.Credential == nil {
+		// Entra ID as the Azure tools find it: the environment
+		// (AZURE_CLIENT_ID…), a managed identity, the Azure CLI's login.
+		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return nil, fmt.Errorf("foundry: no API key (AZURE_AI_API_KEY) and no Entra ID credential: %w", err)
+		}
+		opts.Credential = cred
+	}
+	t := &transport{endpoint: strings.TrimRight(opts.Endpoint, "/"), apiVersion: opts.APIVersion, apiKey: opts.APIKey,
+		http: opts.HTTPClient, retries: opts.MaxRetries, sleep: sleepCtx}
+	if t.apiVersion == "" {
+		t.apiVersion = "v1"
+	}
+	if t.http == nil {
+		t.http = http.DefaultClient
+	}
+	switch {
+	case t.retries == 0:
+		t.retries = 3
+	case t.retries < 0:
+		t.retries = 0
+	}
+	if opts.APIKey == "" {
+		t.tokens = &tokens{cred: opts.Credential, now: time.Now}
+	}
+	c := &Classic{t: t, agent: opts.Agent, poll: opts.PollInterval}
+	if c.poll <= 0 {
+		c.poll = 500 * time.Millisecond
+	}
+	return c, nil
+}
+
+// Capabilities implements agent.ChatClient: service threads (linear),
+// streaming and tools.
+func (c *Classic) Capabilities() agent.Capabilities {
+	return agent.Capabilities{ServiceThreads: true, Streaming: true, Tools: true}
+}
+
+// The wire types of the classic protocol.
+type (
+	wireText struct {
+		Value string `json:"value"`
+	}
+	wireContent struct {
+		Type string    `json:"type"`
+		Text *wireText `json:"text,omitempty"`
+	}
+	wireMessage struct {
+		ID        string        `json:"id,omitempty"`
+		Role      string        `json:"role"`
+		Content   []wireContent `json:"content"`
+		RunID     string        `json:"run_id,omitempty"`
+		CreatedAt int64         `json:"created_at,omitempty"`
+	}
+	wireFunction struct {
+		Name        string          `json:"name"`
+		Arguments   string          `json:"arguments,omitempty"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	}
+	wireToolCall struct {
+		ID       string       `json:"id"`
+		Type     string       `json:"type"`
+		Function wireFunction `json:"function"`
+	}
+	wireTool struct {
+		Type     string       `json:"type"`
+		Function wireFunction `json:"function"`
+	}
+	wireRun struct {
+		ID             string `json:"id"`
+		ThreadID       string `json:"thread_id"`
+		Status         string `json:"status"`
+		RequiredAction *struct {
+			SubmitToolOutputs struct {
+				ToolCalls []wireToolCall `json:"tool_calls"`
+			} `json:"submit_tool_outputs"`
+		} `json:"required_action"`
+		LastError *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"last_error"`
+		Usage *struct {
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
+			TotalTokens      int64 `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	wireList[T any] struct {
+		Data    []T    `json:"data"`
+		FirstID string `json:"first_id"`
+		LastID  string `json:"last_id"`
+		HasMore bool   `json:"has_more"`
+	}
+)
+
+// splitID reads a conversation id: the thread, and the run waiting for
+// tool outputs, if any.
+func splitID(id string) (threadID, runID string) {
+	threadID, runID, _ = strings.Cut(id, "|")
+	return threadID, runID
+}
+
+// start sends msgs to the thread (a new one when id is "") and starts the
+// run that answers them: a new run for new messages, or, with tool
+// results for a run waiting for them, that run again. With stream, the
+// run's events are handed back open.
+func (c *Classic) start(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions, stream bool) (threadID string, run wireRun, events *http.Response, err error) {
+	threadID, waiting := splitID(opts.ConversationID)
+	if threadID == "" {
+		var th struct {
+			ID string `json:"id"`
+		}
+		if err := c.t.do(ctx, "POST", "/threads", nil, map[string]any{}, &th); err != nil {
+			return "", run, nil, err
+		}
+		threadID = th.ID
+	}
+	var outputs []map[string]string
+	for _, m := range msgs {
+		for _, r := range m.Results() {
+			out := r.Result
+			if r.IsError {
+				out = "Error: " + out
+			}
+			outputs = append(outputs, map[string]string{"tool_call_id": r.CallID, "output": out})
+		}
+		if m.Role == message.RoleUser && m.Text() != "" {
+			body := wireMessage{Role: "user", Content: []wireContent{{Type: "text", Text: &wireText{Value: m.Text()}}}}
+			if err := c.t.do(ctx, "POST", "/threads/"+threadID+"/messages", nil, map[string]any{"role": body.Role, "content": m.Text()}, nil); err != nil {
+				return "", run, nil, err
+			}
+		}
+	}
+	var out any = &run
+	if stream {
+		out = &events
+	}
+	if waiting != "" && len(outputs) > 0 {
+		err = c.t.do(ctx, "POST", "/threads/"+threadID+"/runs/"+waiting+"/submit_tool_outputs", nil,
+			map[string]any{"tool_outputs": outputs, "stream": stream}, out)
+		return threadID, run, events, err
+	}
+	body := map[string]any{"assistant_id": c.agent, "stream": stream}
+	if opts.Instructions != "" {
+		body["additional_instructions"] = opts.Instructions
+	}
+	if len(opts.Tools) > 0 {
+		var tools []wireTool
+		for _, t := range opts.Tools {
+			tools = append(tools, wireTool{Type: "function", Function: wireFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+		}
+		body["tools"] = tools
+	}
+	err = c.t.do(ctx, "POST", "/threads/"+threadID+"/runs", nil, body, out)
+	return threadID, run, events, err
+}
+
+// Response implements agent.ChatClient: it runs the agent on the thread
+// and reads the run until it ends or asks for tools.
+func (c *Classic) Response(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions) (*agent.ChatResponse, error) {
+	if opts == nil {
+		opts = &agent.ChatOptions{}
+	}
+	threadID, run, _, err := c.start(ctx, msgs, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	for run.Status == "queued" || run.Status == "in_progress" || run.Status == "cancelling" {
+		if err := sleepCtx(ctx, c.poll); err != nil {
+			return nil, err
+		}
+		if err := c.t.do(ctx, "GET", "/threads/"+threadID+"/runs/"+run.ID, nil, nil, &run); err != nil {
+			return nil, err
+		}
+	}
+	return c.finish(ctx, threadID, run)
+}
+
+// finish makes the response of a run that ended or asks for tools.
+func (c *Classic) finish(ctx context.Context, threadID string, run wireRun) (*agent.ChatResponse, error) {
+	resp := &agent.ChatResponse{ConversationID: threadID, ResponseID: run.ID, Model: c.agent}
+	if run.Usage != nil {
+		resp.Usage = message.Usage{InputTokens: run.Usage.PromptTokens, OutputTokens: run.Usage.CompletionTokens, TotalTokens: run.Usage.TotalTokens}
+	}
+	switch run.Status {
+	case "requires_action":
+		if run.RequiredAction == nil {
+			return nil, &agent.ProviderError{Provider: "foundry", Message: "run " + run.ID + " requires an action it does not name"}
+		}
+		m := message.New(message.RoleAssistant)
+		for _, tc := range run.RequiredAction.SubmitToolOutputs.ToolCalls {
+			m.Contents = append(m.Contents, message.FunctionCall{CallID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		resp.Messages = []message.Message{m}
+		resp.FinishReason = agent.FinishToolCalls
+		resp.ConversationID = threadID + "|" + run.ID
+		return resp, nil
+	case "completed", "incomplete":
+		msgs, err := c.runMessages(ctx, threadID, run.ID)
+		if err != nil {
+			return nil, err
+		}
+		resp.Messages = msgs
+		resp.FinishReason = agent.FinishStop
+		if run.Status == "incomplete" {
+			resp.FinishReason = agent.FinishLength
+		}
+		return resp, nil
+	}
+	e := &agent.ProviderError{Provider: "foundry", Type: run.Status, Message: "run " + run.ID + " " + run.Status}
+	if run.LastError != nil {
+		e.Type, e.Message = run.LastError.Code, run.LastError.Message+" (run "+run.ID+")"
+	}
+	return nil, e
+}
+
+// runMessages reads the messages a run wrote, oldest first.
+func (c *Classic) runMessages(ctx context.Context, threadID, runID string) ([]message.Message, error) {
+	var out []message.Message
+	for m, err := range c.Messages(ctx, threadID, MessagesOptions{RunID: runID}) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// MessagesOptions select the messages Messages reads.
+type MessagesOptions struct {
+	// After is the cursor: the messages after this message id.
+	After string
+	// RunID reads only the messages of one run.
+	RunID string
+	// PageSize is the page a request reads; 0 means 100.
+	PageSize int
+}
+
+// Messages yields a Foundry thread's messages, oldest first, a page at a
+// time (the service's cursors: after, has_more).
+func (c *Classic) Messages(ctx context.Context, threadID string, opts MessagesOptions) iter.Seq2[message.Message, error] {
+	return func(yield func(message.Message, error) bool) {
+		size := opts.PageSize
+		if size <= 0 {
+			size = 100
+		}
+		after := opts.After
+		for {
+			var page wireList[wireMessage]
+			q := map[string]string{"order": "asc", "limit": fmt.Sprint(size), "after": after, "run_id": opts.RunID}
+			if err := c.t.do(ctx, "GET", "/threads/"+threadID+"/messages", q, nil, &page); err != nil {
+				yield(message.Message{}, err)
+				return
+			}
+			for _, wm := range page.Data {
+				if !yield(fromWire(wm), nil) {
+					return
+				}
+			}
+			if !page.HasMore || len(page.Data) == 0 {
+				return
+			}
+			after = page.LastID
+		}
+	}
+}
+
+func fromWire(wm wireMessage) message.Message {
+	role := message.RoleAssistant
+	if wm.Role == "user" {
+		role = message.RoleUser
+	}
+	m := message.New(role)
+	for _, c := range wm.Content {
+		if c.Type == "text" && c.Text != nil {
+			m.Contents = append(m.Contents, message.Text{Text: c.Text.Value})
+		}
+	}
+	m.Metadata = map[string]any{"foundry.message_id": wm.ID}
+	if wm.CreatedAt > 0 {
+		m.CreatedAt = time.Unix(wm.CreatedAt, 0).UTC()
+	}
+	return m
+}
+
+// DeleteThread deletes the Foundry thread (not the loom thread).
+func (c *Classic) DeleteThread(ctx context.Context, threadID string) error {
+	threadID, _ = splitID(threadID)
+	return c.t.do(ctx, "DELETE", "/threads/"+threadID, nil, nil, nil)
+}
+
+// Stream implements agent.ChatClient: the run's events, as they come.
+func (c *Classic) Stream(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions) iter.Seq2[agent.Update, error] {
+	return func(yield func(agent.Update, error) bool) {
+		if opts == nil {
+			opts = &agent.ChatOptions{}
+		}
+		threadID, _, events, err := c.start(ctx, msgs, opts, true)
+		if err != nil {
+			yield(agent.Update{}, err)
+			return
+		}
+		defer events.Body.Close()
+		sc := bufio.NewScanner(events.Body)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		var name string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event:"):
+				name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+				continue
+			case !strings.HasPrefix(line, "data:"):
+				continue
+			}
+			data := strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+			switch name {
+			case "thread.message.delta":
+				var d struct {
+					Delta struct {
+						Content []wireContent `json:"content"`
+					} `json:"delta"`
+				}
+				if json.Unmarshal([]byte(data), &d) != nil {
+					continue
+				}
+				for _, c := range d.Delta.Content {
+					if c.Text != nil && c.Text.Value != "" {
+						if !yield(agent.Update{Text: c.Text.Value}, nil) {
+							return
+						}
+					}
+				}
+			case "thread.run.requires_action", "thread.run.completed", "thread.run.incomplete", "thread.run.failed", "thread.run.cancelled", "thread.run.expired":
+				var run wireRun
+				if err := json.Unmarshal([]byte(data), &run); err != nil {
+					yield(agent.Update{}, &agent.ProviderError{Provider: "foundry", Message: "a run event that is not a run" + requestID(events.Header), Err: err})
+					return
+				}
+				resp, err := c.finish(ctx, threadID, run)
+				if err != nil {
+					yield(agent.Update{}, err)
+					return
+				}
+				if yield(agent.Update{Usage: &resp.Usage}, nil) {
+					yield(agent.Update{Response: resp}, nil)
+				}
+				return
+			case "error":
+				yield(agent.Update{}, &agent.ProviderError{Provider: "foundry", Message: "the stream failed: " + data + requestID(events.Header)})
+				return
+			}
+		}
+		if err := sc.Err(); err != nil && ctx.Err() == nil {
+			yield(agent.Update{}, &agent.ProviderError{Provider: "foundry", Message: "the stream broke" + requestID(events.Header), Err: err})
+			return
+		}
+		if ctx.Err() != nil {
+			yield(agent.Update{}, ctx.Err())
+			return
+		}
+		yield(agent.Update{}, &agent.ProviderError{Provider: "foundry", Message: "the stream ended before its run did" + requestID(events.Header)})
+	}
+}

@@ -1,0 +1,31 @@
+// Package foundry provides loom chat clients for the Foundry Agent Service,
+// whose threads the service keeps: loom keeps the id, the context
+// providers' state and a mirror of the messages, so that views, history,
+// export and every interface show them.
+//
+// Classic speaks the classic protocol of Foundry agents — agents, threads,
+// messages, runs, requires_action tool calls answered with tool outputs,
+// the api-version parameter — over plain net/http (there is no maintained
+// Go SDK for it). A loom thread becomes a Foundry thread on its first run,
+// or adopts one by id (agent.NewServiceThread); the named agent answers,
+// polled or streamed; its tool calls are answered by the loom agent's
+// tools within the same run; Messages reads the service's messages with
+// its cursors; DeleteThread deletes one. A Foundry thread is linear, so
+// loom refuses to fork it, roll it back or copy it (thread.ErrUnsupported,
+// as for the Conversations API); thread.Copy between stores carries the
+// loom thread with its service id, still the same Foundry thread.
+//
+// Requests are authenticated with an API key or Microsoft Entra ID tokens
+// (scope https://ai.azure.com/.default, azidentity's DefaultAzureCredential
+// by default), retried on 429 and 5xx after what the service's Retry-After
+// says, and their errors are *agent.ProviderError values with the service's
+// code and request id.
+//
+//	c, _ := foundry.NewClassic(foundry.ClassicOptions{}) // AZURE_AI_PROJECT_ENDPOINT, AZURE_AI_AGENT_ID
+//	a := agent.New(c, &agent.Options{Tools: tools})
+//	th, _ := a.NewServiceThread(ctx, db, "thread_abc", thread.CreateOptions{}) // an existing thread
+//	res, _ := a.Run(ctx, th, message.User("Where were we?"))
+//
+// The client of the current protocol (the Responses and Conversations APIs
+// under the project endpoint, with an agent reference) is not here yet.
+package foundry
