@@ -26,6 +26,16 @@
 //	th, _ := a.NewServiceThread(ctx, db, "thread_abc", thread.CreateOptions{}) // an existing thread
 //	res, _ := a.Run(ctx, th, message.User("Where were we?"))
 //
-// The client of the current protocol (the Responses and Conversations APIs
-// under the project endpoint, with an agent reference) is not here yet.
+// NewCurrent speaks the current protocol: the OpenAI Responses and
+// Conversations APIs under the project endpoint (…/openai, with
+// api-version), the agent named by reference in each request. It is
+// package openai's Responses client on the official OpenAI Go SDK, in its
+// Conversations mode, with Foundry's authentication and the agent
+// reference added by a middleware; the SDK retries 429 and 5xx as
+// Retry-After says.
+//
+// The environment, as the Azure tools name it: AZURE_AI_PROJECT_ENDPOINT,
+// AZURE_AI_AGENT_NAME (current) or AZURE_AI_AGENT_ID (classic),
+// AZURE_AI_API_KEY, and for Entra ID what DefaultAzureCredential reads
+// (AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET…, or `az login`).
 package foundry

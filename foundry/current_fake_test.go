@@ -1,0 +1,187 @@
+package foundry
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// currentServer speaks the current protocol of Foundry agents: the OpenAI
+// Responses and Conversations APIs under a project endpoint (/openai/…),
+// with the api-version parameter and an agent reference in each request
+// for a response, in the shapes of the OpenAI API reference. Its agent
+// says back what it is told, and calls get_weather when asked about the
+// weather.
+type currentServer struct {
+	t             *testing.T
+	mu            sync.Mutex
+	n             int
+	conversations map[string][]map[string]any
+	apiKey        string
+	cred          *fakeCredential
+	throttle      int
+	throttleMS    int
+	throttledAt   []time.Time
+	bodies        []map[string]any
+}
+
+func newCurrentServer(t *testing.T) (*currentServer, *httptest.Server) {
+	s := &currentServer{t: t, conversations: map[string][]map[string]any{}}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return s, ts
+}
+
+func (s *currentServer) id(p string) string { s.n++; return fmt.Sprintf("%s_%03d", p, s.n) }
+
+func (s *currentServer) fail(w http.ResponseWriter, status int, typ, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"type": typ, "code": code, "message": msg, "param": nil}})
+}
+
+func (s *currentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.Header().Set("x-request-id", s.id("req"))
+	if r.URL.Query().Get("api-version") == "" {
+		s.fail(w, 400, "invalid_request_error", "BadRequest", "Missing api-version.")
+		return
+	}
+	auth := r.Header.Get("Authorization")
+	switch {
+	case s.apiKey != "" && r.Header.Get("api-key") == s.apiKey && auth == "":
+	case s.cred != nil && strings.HasPrefix(auth, "Bearer ") && s.cred.valid(strings.TrimPrefix(auth, "Bearer ")):
+	default:
+		s.fail(w, 401, "invalid_request_error", "PermissionDenied", "Access token is missing, invalid or expired.")
+		return
+	}
+	if s.throttle > 0 {
+		s.throttle--
+		s.throttledAt = append(s.throttledAt, time.Now())
+		w.Header().Set("retry-after-ms", strconv.Itoa(s.throttleMS))
+		s.fail(w, 429, "rate_limit_error", "TooManyRequests", "Rate limit is exceeded.")
+		return
+	}
+	var body map[string]any
+	json.NewDecoder(r.Body).Decode(&body)
+	s.bodies = append(s.bodies, body)
+	switch {
+	case r.Method == "POST" && r.URL.Path == "/openai/conversations":
+		id := s.id("conv")
+		s.conversations[id] = nil
+		writeJSON(w, map[string]any{"id": id, "object": "conversation", "created_at": time.Now().Unix(), "metadata": map[string]any{}})
+	case r.Method == "POST" && r.URL.Path == "/openai/responses":
+		s.respond(w, body)
+	default:
+		s.fail(w, 404, "invalid_request_error", "not_found", "No such route.")
+	}
+}
+
+func (s *currentServer) respond(w http.ResponseWriter, body map[string]any) {
+	ref, _ := body["agent"].(map[string]any)
+	if ref["type"] != "agent_reference" || ref["name"] == "" || body["model"] != nil {
+		s.fail(w, 400, "invalid_request_error", "invalid_agent", "A request names its agent by reference, and no model.")
+		return
+	}
+	conv := ""
+	switch c := body["conversation"].(type) {
+	case string:
+		conv = c
+	case map[string]any:
+		conv, _ = c["id"].(string)
+	}
+	items, ok := s.conversations[conv]
+	if !ok {
+		s.fail(w, 404, "invalid_request_error", "not_found", fmt.Sprintf("Conversation with id '%s' not found.", conv))
+		return
+	}
+	var tools []string
+	for _, t := range anySlice(body["tools"]) {
+		name, _ := t.(map[string]any)["name"].(string)
+		tools = append(tools, name)
+	}
+	last, output := "", ""
+	for _, in := range anySlice(body["input"]) {
+		item := in.(map[string]any)
+		items = append(items, item)
+		switch item["type"] {
+		case "function_call_output":
+			output = fmt.Sprint(item["output"])
+		default:
+			if item["role"] == "user" {
+				switch c := item["content"].(type) {
+				case string:
+					last = c
+				case []any:
+					for _, p := range c {
+						if t, ok := p.(map[string]any)["text"].(string); ok {
+							last = t
+						}
+					}
+				}
+			}
+		}
+	}
+	var out map[string]any
+	switch {
+	case output != "":
+		out = map[string]any{"type": "message", "id": s.id("msg"), "status": "completed", "role": "assistant",
+			"content": []any{map[string]any{"type": "output_text", "text": "The weather: " + output, "annotations": []any{}}}}
+	case strings.Contains(last, "weather") && contains(tools, "get_weather"):
+		out = map[string]any{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"), "name": "get_weather", "arguments": `{"city":"Paris"}`, "status": "completed"}
+	default:
+		out = map[string]any{"type": "message", "id": s.id("msg"), "status": "completed", "role": "assistant",
+			"content": []any{map[string]any{"type": "output_text", "text": "You said: " + last, "annotations": []any{}}}}
+	}
+	items = append(items, out)
+	s.conversations[conv] = items
+	resp := map[string]any{"id": s.id("resp"), "object": "response", "created_at": time.Now().Unix(), "status": "completed",
+		"model": "gpt-4.1", "output": []any{out}, "conversation": map[string]any{"id": conv},
+		"usage": map[string]any{"input_tokens": 12, "output_tokens": 5, "total_tokens": 17, "input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}}
+	if body["stream"] != true {
+		writeJSON(w, resp)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	seq := 0
+	send := func(typ string, ev map[string]any) {
+		ev["type"], ev["sequence_number"] = typ, seq
+		seq++
+		b, _ := json.Marshal(ev)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+		w.(http.Flusher).Flush()
+	}
+	inProgress := map[string]any{}
+	for k, v := range resp {
+		inProgress[k] = v
+	}
+	inProgress["status"], inProgress["output"] = "in_progress", []any{}
+	send("response.created", map[string]any{"response": inProgress})
+	empty := map[string]any{}
+	for k, v := range out {
+		empty[k] = v
+	}
+	if out["type"] == "message" {
+		empty["content"], empty["status"] = []any{}, "in_progress"
+	} else {
+		empty["arguments"], empty["status"] = "", "in_progress"
+	}
+	send("response.output_item.added", map[string]any{"output_index": 0, "item": empty})
+	if out["type"] == "message" {
+		text := out["content"].([]any)[0].(map[string]any)["text"].(string)
+		for i := 0; i < len(text); i += 5 {
+			send("response.output_text.delta", map[string]any{"item_id": out["id"], "output_index": 0, "content_index": 0, "delta": text[i:min(i+5, len(text))], "logprobs": []any{}})
+		}
+	} else {
+		send("response.function_call_arguments.delta", map[string]any{"item_id": out["id"], "output_index": 0, "delta": out["arguments"]})
+	}
+	send("response.output_item.done", map[string]any{"output_index": 0, "item": out})
+	send("response.completed", map[string]any{"response": resp})
+}

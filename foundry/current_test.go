@@ -1,0 +1,102 @@
+package foundry
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+)
+
+func currentClient(t *testing.T, url string, opts Options) agent.ChatClient {
+	t.Helper()
+	opts.Endpoint, opts.Agent = url, "trip-planner"
+	if opts.APIKey == "" && opts.Credential == nil {
+		opts.APIKey = "key-1"
+	}
+	c, err := NewCurrent(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The current protocol: a loom thread becomes a conversation on its first
+// run, the agent is named by reference (and no model), its tool calls go
+// round through loom's tools, polled and streamed.
+func TestCurrentServiceThread(t *testing.T) {
+	srv, ts := newCurrentServer(t)
+	srv.apiKey = "key-1"
+	ctx := t.Context()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	for _, stream := range []bool{false, true} {
+		a := agent.New(currentClient(t, ts.URL, Options{}), &agent.Options{Tools: []agent.Tool{weatherTool(t)}})
+		th, err := a.NewThread(ctx, db, thread.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(text string) {
+			t.Helper()
+			if stream {
+				for ev, err := range a.RunStream(ctx, th, message.User(text)) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					_ = ev
+				}
+				return
+			}
+			if _, err := a.Run(ctx, th, message.User(text)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run("hello")
+		run("what is the weather?")
+		id, err := agent.ServiceID(ctx, th)
+		if err != nil || !strings.HasPrefix(id, "conv_") || th.Kind() != thread.KindService {
+			t.Fatalf("service id %q (%v), kind %s", id, err, th.Kind())
+		}
+		msgs, _ := th.Messages(ctx, thread.ReadOptions{})
+		want := []string{"user: hello", "assistant: You said: hello", "user: what is the weather?", "assistant:  call get_weather", "tool:  result sunny in Paris", "assistant: The weather: sunny in Paris"}
+		if got := texts(msgs); !slices.Equal(got, want) {
+			t.Fatalf("stream %v: %q", stream, got)
+		}
+		if _, err := th.Fork(ctx, thread.ForkOptions{}); !errors.Is(err, thread.ErrUnsupported) {
+			t.Fatalf("fork: %v", err)
+		}
+	}
+}
+
+// Entra ID tokens are kept for their life; 429 is retried.
+func TestCurrentTokensAndThrottling(t *testing.T) {
+	srv, ts := newCurrentServer(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	cred := &fakeCredential{ttl: time.Hour, issued: map[string]time.Time{}, now: clock}
+	srv.cred = cred
+	c := currentClient(t, ts.URL, Options{Credential: cred})
+	ctx := t.Context()
+	for range 3 {
+		if _, err := c.Response(ctx, []message.Message{message.User("hi")}, &agent.ChatOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cred.calls != 1 {
+		t.Fatalf("%d tokens for three requests", cred.calls)
+	}
+	srv.throttle, srv.throttleMS = 1, 30
+	if _, err := c.Response(ctx, []message.Message{message.User("hi")}, &agent.ChatOptions{}); err != nil || len(srv.throttledAt) != 1 {
+		t.Fatalf("after a 429: %v, %d throttled", err, len(srv.throttledAt))
+	}
+	bad := currentClient(t, ts.URL, Options{APIKey: "wrong"})
+	var pe *agent.ProviderError
+	if _, err := bad.Response(ctx, []message.Message{message.User("hi")}, &agent.ChatOptions{}); !errors.As(err, &pe) || pe.StatusCode != 401 {
+		t.Fatalf("a wrong key: %v", err)
+	}
+}
