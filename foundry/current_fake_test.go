@@ -29,6 +29,9 @@ type currentServer struct {
 	throttleMS    int
 	throttledAt   []time.Time
 	bodies        []map[string]any
+	// openai serves OpenAI's own API: a model and no agent, a bearer key,
+	// no api-version.
+	openai bool
 }
 
 func newCurrentServer(t *testing.T) (*currentServer, *httptest.Server) {
@@ -50,12 +53,13 @@ func (s *currentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w.Header().Set("x-request-id", s.id("req"))
-	if r.URL.Query().Get("api-version") == "" {
+	if r.URL.Query().Get("api-version") == "" && !s.openai {
 		s.fail(w, 400, "invalid_request_error", "BadRequest", "Missing api-version.")
 		return
 	}
 	auth := r.Header.Get("Authorization")
 	switch {
+	case s.openai && auth == "Bearer "+s.apiKey:
 	case s.apiKey != "" && r.Header.Get("api-key") == s.apiKey && auth == "":
 	case s.cred != nil && strings.HasPrefix(auth, "Bearer ") && s.cred.valid(strings.TrimPrefix(auth, "Bearer ")):
 	default:
@@ -86,7 +90,11 @@ func (s *currentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *currentServer) respond(w http.ResponseWriter, body map[string]any) {
 	ref, _ := body["agent"].(map[string]any)
-	if ref["type"] != "agent_reference" || ref["name"] == "" || body["model"] != nil {
+	if s.openai && (body["model"] == nil || ref != nil) {
+		s.fail(w, 400, "invalid_request_error", "invalid_model", "A model is required.")
+		return
+	}
+	if !s.openai && (ref["type"] != "agent_reference" || ref["name"] == "" || body["model"] != nil) {
 		s.fail(w, 400, "invalid_request_error", "invalid_agent", "A request names its agent by reference, and no model.")
 		return
 	}
@@ -98,7 +106,7 @@ func (s *currentServer) respond(w http.ResponseWriter, body map[string]any) {
 		conv, _ = c["id"].(string)
 	}
 	items, ok := s.conversations[conv]
-	if !ok {
+	if !ok && conv != "" {
 		s.fail(w, 404, "invalid_request_error", "not_found", fmt.Sprintf("Conversation with id '%s' not found.", conv))
 		return
 	}
@@ -141,7 +149,9 @@ func (s *currentServer) respond(w http.ResponseWriter, body map[string]any) {
 			"content": []any{map[string]any{"type": "output_text", "text": "You said: " + last, "annotations": []any{}}}}
 	}
 	items = append(items, out)
-	s.conversations[conv] = items
+	if conv != "" { // without one, a request keeps nothing
+		s.conversations[conv] = items
+	}
 	resp := map[string]any{"id": s.id("resp"), "object": "response", "created_at": time.Now().Unix(), "status": "completed",
 		"model": "gpt-4.1", "output": []any{out}, "conversation": map[string]any{"id": conv},
 		"usage": map[string]any{"input_tokens": 12, "output_tokens": 5, "total_tokens": 17, "input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}}
