@@ -16,10 +16,8 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
-	"github.com/loomthreads/loom/anthropic"
 	"github.com/loomthreads/loom/conversation"
 	"github.com/loomthreads/loom/message"
-	"github.com/loomthreads/loom/openai"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -31,34 +29,29 @@ type ChatCommand struct {
 	Provider string
 	Model    string
 	Title    string
+	foundry  foundryFlags
 }
 
 // Flags implements Command.
 func (c *ChatCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.Thread, "thread", "", "resume the conversation on thread `ID` (made when it does not exist); a new one when empty")
-	fs.StringVar(&c.Provider, "provider", "scripted", "the model's provider: scripted (no key: it says back what it is told), openai, responses, anthropic; keys from the environment")
+	fs.StringVar(&c.Provider, "provider", "scripted", "the model's provider: scripted (no key: it says back what it is told), openai, responses, anthropic, foundry, foundry-classic; keys from the environment")
 	fs.StringVar(&c.Model, "model", "", "the `MODEL` (the provider's default when empty)")
 	fs.StringVar(&c.Title, "title", "chat", "the `TITLE` of a new conversation's thread")
+	c.foundry.flags(fs)
 	return fs
 }
 
 // chatClient returns the chat client of a provider, as `loom serve` makes
 // them; the scripted one streams a word or so at a time, like a model.
-func chatClient(provider, model string) (agent.ChatClient, error) {
-	switch provider {
-	case "scripted":
+func chatClient(provider, model string, f foundryFlags) (agent.ChatClient, error) {
+	if provider == "scripted" {
 		c := scripted.New(scripted.Step{Func: demoModel})
 		c.Repeat, c.Record = true, false
 		return slowStream{c}, nil
-	case "openai":
-		return openai.NewChat(openai.Options{Model: model}), nil
-	case "responses":
-		return openai.NewResponses(openai.ResponsesOptions{Options: openai.Options{Model: model}}), nil
-	case "anthropic":
-		return anthropic.New(anthropic.Options{Model: model}), nil
 	}
-	return nil, fmt.Errorf("--provider %q: want scripted, openai, responses or anthropic", provider)
+	return newClient(provider, model, f)
 }
 
 // demoModel is the scripted provider's model in chat: it says back what it
@@ -119,7 +112,7 @@ func (c *ChatCommand) Run(ctx context.Context, args []string) error {
 	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
 		return err
 	}
-	client, err := chatClient(c.Provider, c.Model)
+	client, err := chatClient(c.Provider, c.Model, c.foundry)
 	if err != nil {
 		return c.usage("%v", err)
 	}

@@ -189,3 +189,17 @@ func TestChatLineByLine(t *testing.T) {
 		t.Fatalf("a bad provider: %+v", r)
 	}
 }
+
+// --provider foundry needs a project and an agent, from flags or the
+// environment, and says so.
+func TestChatFoundryNeedsAProject(t *testing.T) {
+	t.Setenv("AZURE_AI_PROJECT_ENDPOINT", "")
+	t.Setenv("AZURE_AI_AGENT_NAME", "")
+	t.Setenv("AZURE_AI_AGENT_ID", "")
+	for _, p := range []string{"foundry", "foundry-classic"} {
+		r := loom(t, "chat", "--store", "memory://", "--provider", p)
+		if r.code != 2 || !strings.Contains(r.stderr, "AZURE_AI_PROJECT_ENDPOINT") {
+			t.Fatalf("%s without a project: %+v", p, r)
+		}
+	}
+}

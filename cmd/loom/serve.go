@@ -16,6 +16,7 @@ import (
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/anthropic"
+	"github.com/loomthreads/loom/foundry"
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/mcpserver"
@@ -31,6 +32,7 @@ type serveConfig struct {
 	keysFile        string
 	origins         []string
 	provider, model string
+	foundry         foundryFlags
 	maxBody         int64
 	shutdown        time.Duration
 }
@@ -51,18 +53,31 @@ func isLoopback(addr string) bool {
 // newAgent builds the agent runs use, from the provider named on the
 // command line; "" means none (runs answer 501).
 func newAgent(provider, model string) (*agent.Agent, error) {
-	client, err := newClient(provider, model)
+	client, err := newClient(provider, model, foundryFlags{})
 	if client == nil || err != nil {
 		return nil, err
 	}
 	return agent.New(client, &agent.Options{Name: "loom", Model: model}), nil
 }
 
+// foundryFlags name the Foundry project and agent of --provider foundry
+// and foundry-classic; the environment fills what they leave empty.
+type foundryFlags struct{ endpoint, agent string }
+
+func (f *foundryFlags) flags(fs *flag.FlagSet) {
+	fs.StringVar(&f.endpoint, "foundry-endpoint", "", "the Foundry project `URL` (https://<resource>.services.ai.azure.com/api/projects/<project>); $AZURE_AI_PROJECT_ENDPOINT")
+	fs.StringVar(&f.agent, "foundry-agent", "", "the Foundry `AGENT`: its name (foundry; $AZURE_AI_AGENT_NAME) or id (foundry-classic; $AZURE_AI_AGENT_ID)")
+}
+
 // newClient builds the chat client of the provider named on the command
 // line; "" means none.
-func newClient(provider, model string) (agent.ChatClient, error) {
+func newClient(provider, model string, f foundryFlags) (agent.ChatClient, error) {
 	var client agent.ChatClient
 	switch provider {
+	case "foundry":
+		return foundry.NewCurrent(foundry.Options{Endpoint: f.endpoint, Agent: f.agent})
+	case "foundry-classic":
+		return foundry.NewClassic(foundry.ClassicOptions{Endpoint: f.endpoint, Agent: f.agent})
 	case "", "none":
 		return nil, nil
 	case "scripted":
@@ -76,7 +91,7 @@ func newClient(provider, model string) (agent.ChatClient, error) {
 	case "anthropic":
 		client = anthropic.New(anthropic.Options{Model: model})
 	default:
-		return nil, fmt.Errorf("--provider %q: want scripted, openai, responses or anthropic", provider)
+		return nil, fmt.Errorf("--provider %q: want scripted, openai, responses, anthropic, foundry or foundry-classic", provider)
 	}
 	return client, nil
 }
@@ -103,7 +118,7 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	if !keys.Enabled() && !isLoopback(l.Addr().String()) {
 		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", l.Addr())
 	}
-	client, err := newClient(cfg.provider, cfg.model)
+	client, err := newClient(cfg.provider, cfg.model, cfg.foundry)
 	if err != nil {
 		return err
 	}
@@ -211,8 +226,9 @@ func (c *ServeCommand) Flags() *flag.FlagSet {
 		c.cfg.origins = append(c.cfg.origins, s)
 		return nil
 	})
-	fs.StringVar(&c.cfg.provider, "provider", "", "chat provider for runs: scripted (a demo that echoes), openai, responses, anthropic; keys from the environment")
+	fs.StringVar(&c.cfg.provider, "provider", "", "chat provider for runs: scripted (a demo that echoes), openai, responses, anthropic, foundry, foundry-classic; keys from the environment")
 	fs.StringVar(&c.cfg.model, "model", "", "model for runs (the provider's default when empty)")
+	c.cfg.foundry.flags(fs)
 	fs.Int64Var(&c.cfg.maxBody, "max-body", 8<<20, "largest request body, in bytes")
 	fs.DurationVar(&c.cfg.shutdown, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
 	return fs
