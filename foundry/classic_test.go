@@ -3,6 +3,7 @@ package foundry
 import (
 	"context"
 	"errors"
+	"github.com/loomthreads/loom/internal/foundrytest"
 	"slices"
 	"strings"
 	"sync"
@@ -58,8 +59,8 @@ func texts(msgs []message.Message) []string {
 // A loom thread becomes a Foundry thread on its first run; the service's
 // messages are mirrored into its commits; later runs use the same thread.
 func TestClassicServiceThread(t *testing.T) {
-	srv, ts := newClassicServer(t)
-	srv.apiKey = "key-1"
+	srv, ts := foundrytest.NewClassic(t)
+	srv.APIKey = "key-1"
 	ctx := t.Context()
 	db := thread.New(thread.NewMemoryStore(), nil)
 	for _, stream := range []bool{false, true} {
@@ -102,7 +103,7 @@ func TestClassicServiceThread(t *testing.T) {
 		if got := texts(msgs); !slices.Equal(got, []string{"user: hello", "assistant: You said: hello", "user: again", "assistant: You said: again"}) {
 			t.Fatalf("mirrored (stream %v): %q", stream, got)
 		}
-		if n := len(srv.threads[id].msgs); n != 4 {
+		if n := srv.ThreadLen(id); n != 4 {
 			t.Fatalf("the service's thread holds %d messages", n)
 		}
 		// One linear thread: no fork, no rollback.
@@ -110,16 +111,16 @@ func TestClassicServiceThread(t *testing.T) {
 			t.Fatalf("fork: %v", err)
 		}
 	}
-	if !srv.apiVersions["v1"] || len(srv.apiVersions) != 1 {
-		t.Fatalf("api versions sent: %v", srv.apiVersions)
+	if v := srv.APIVersions(); !slices.Equal(v, []string{"v1"}) {
+		t.Fatalf("api versions sent: %v", v)
 	}
 }
 
 // A run that asks for a tool gets loom's tool's output, in the same run,
 // polled and streamed.
 func TestClassicToolRoundTrip(t *testing.T) {
-	srv, ts := newClassicServer(t)
-	srv.apiKey = "key-1"
+	srv, ts := foundrytest.NewClassic(t)
+	srv.APIKey = "key-1"
 	ctx := t.Context()
 	db := thread.New(thread.NewMemoryStore(), nil)
 	for _, stream := range []bool{false, true} {
@@ -149,44 +150,38 @@ func TestClassicToolRoundTrip(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, r := range srv.requests {
+	for _, r := range srv.Requests() {
 		if strings.HasSuffix(r, "/submit_tool_outputs") {
 			n++
 		}
 	}
 	if n != 2 {
-		t.Fatalf("%d tool outputs submitted, want 2: %v", n, srv.requests)
+		t.Fatalf("%d tool outputs submitted, want 2: %v", n, srv.Requests())
 	}
 }
 
 // An existing Foundry thread is adopted by id and continued; its messages
 // are read a page at a time with the service's cursors.
 func TestClassicAdoptAndPage(t *testing.T) {
-	srv, ts := newClassicServer(t)
-	srv.apiKey = "key-1"
+	srv, ts := foundrytest.NewClassic(t)
+	srv.APIKey = "key-1"
 	ctx := t.Context()
 	c := classicClient(t, ts.URL, ClassicOptions{})
-	srv.mu.Lock()
-	th0 := &fakeThread{id: "thread_old"}
-	srv.threads[th0.id] = th0
-	for _, s := range []string{"one", "two", "three"} {
-		srv.message(th0, "user", s, "")
-	}
-	srv.mu.Unlock()
+	old := srv.CreateThread("one", "two", "three")
 	var got []string
-	before := len(srv.requests)
-	for m, err := range c.Messages(ctx, "thread_old", MessagesOptions{PageSize: 2}) {
+	before := len(srv.Requests())
+	for m, err := range c.Messages(ctx, old, MessagesOptions{PageSize: 2}) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, m.Text())
 	}
-	if !slices.Equal(got, []string{"one", "two", "three"}) || len(srv.requests)-before != 2 {
-		t.Fatalf("paged: %q in %d requests", got, len(srv.requests)-before)
+	if !slices.Equal(got, []string{"one", "two", "three"}) || len(srv.Requests())-before != 2 {
+		t.Fatalf("paged: %q in %d requests", got, len(srv.Requests())-before)
 	}
 	a := agent.New(c, nil)
 	db := thread.New(thread.NewMemoryStore(), nil)
-	th, err := a.NewServiceThread(ctx, db, "thread_old", thread.CreateOptions{})
+	th, err := a.NewServiceThread(ctx, db, old, thread.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,10 +189,10 @@ func TestClassicAdoptAndPage(t *testing.T) {
 	if err != nil || res.Text() != "You said: four" {
 		t.Fatalf("adopted run: %v %v", res, err)
 	}
-	if err := c.DeleteThread(ctx, "thread_old"); err != nil {
+	if err := c.DeleteThread(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := srv.threads["thread_old"]; ok {
+	if srv.ThreadLen(old) != -1 {
 		t.Fatal("the thread was not deleted")
 	}
 }
@@ -205,8 +200,8 @@ func TestClassicAdoptAndPage(t *testing.T) {
 // Errors carry the service's code and request id; a failed run its
 // last_error.
 func TestClassicErrors(t *testing.T) {
-	srv, ts := newClassicServer(t)
-	srv.apiKey = "key-1"
+	srv, ts := foundrytest.NewClassic(t)
+	srv.APIKey = "key-1"
 	ctx := t.Context()
 	c := classicClient(t, ts.URL, ClassicOptions{})
 	_, err := c.Response(ctx, []message.Message{message.User("hi")}, &agent.ChatOptions{ConversationID: "thread_nope"})
@@ -230,12 +225,12 @@ func TestClassicErrors(t *testing.T) {
 // Entra ID tokens are kept until shortly before they expire, then
 // replaced; a token the service refuses is replaced once at once.
 func TestClassicTokens(t *testing.T) {
-	srv, ts := newClassicServer(t)
+	srv, ts := foundrytest.NewClassic(t)
 	var mu sync.Mutex
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	cred := &fakeCredential{ttl: time.Hour, issued: map[string]time.Time{}, now: clock}
-	srv.cred = cred
+	cred := &foundrytest.Credential{TTL: time.Hour, Now: clock}
+	srv.Cred = cred
 	c := classicClient(t, ts.URL, ClassicOptions{Credential: cred})
 	c.t.tokens.now = clock
 	ctx := t.Context()
@@ -244,8 +239,8 @@ func TestClassicTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if cred.calls != 1 {
-		t.Fatalf("%d tokens for requests within one token's life", cred.calls)
+	if cred.Calls() != 1 {
+		t.Fatalf("%d tokens for requests within one token's life", cred.Calls())
 	}
 	mu.Lock()
 	now = now.Add(59 * time.Minute) // within refreshBefore of its expiry
@@ -253,38 +248,34 @@ func TestClassicTokens(t *testing.T) {
 	if _, err := c.Response(ctx, []message.Message{message.User("hi")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if cred.calls != 2 {
-		t.Fatalf("%d tokens: want one more before the first expired", cred.calls)
+	if cred.Calls() != 2 {
+		t.Fatalf("%d tokens: want one more before the first expired", cred.Calls())
 	}
 	// The service refuses the token (revoked): a new one, at once.
-	cred.mu.Lock()
-	for tok := range cred.issued {
-		cred.issued[tok] = time.Time{}
-	}
-	cred.mu.Unlock()
+	cred.Revoke()
 	if _, err := c.Response(ctx, []message.Message{message.User("hi")}, nil); err != nil {
 		t.Fatalf("after a refused token: %v", err)
 	}
-	if cred.calls != 3 {
-		t.Fatalf("%d tokens after a refusal", cred.calls)
+	if cred.Calls() != 3 {
+		t.Fatalf("%d tokens after a refusal", cred.Calls())
 	}
 }
 
 // 429 is retried after the service's retry-after-ms.
 func TestClassicRetriesThrottled(t *testing.T) {
-	srv, ts := newClassicServer(t)
-	srv.apiKey = "key-1"
-	srv.throttle, srv.throttleMS = 2, 40
+	srv, ts := foundrytest.NewClassic(t)
+	srv.APIKey = "key-1"
+	srv.Throttle(2, 40)
 	c := classicClient(t, ts.URL, ClassicOptions{})
 	start := time.Now()
 	res, err := c.Response(t.Context(), []message.Message{message.User("hi")}, nil)
 	if err != nil || res.Text() != "You said: hi" {
 		t.Fatalf("after throttling: %v %v", res, err)
 	}
-	if d := time.Since(start); d < 80*time.Millisecond || len(srv.throttledAt) != 2 {
-		t.Fatalf("%d throttled, done in %v: want two waits of 40 ms", len(srv.throttledAt), d)
+	if d := time.Since(start); d < 80*time.Millisecond || len(srv.ThrottledAt()) != 2 {
+		t.Fatalf("%d throttled, done in %v: want two waits of 40 ms", len(srv.ThrottledAt()), d)
 	}
-	srv.throttle = 10
+	srv.Throttle(10, 40)
 	c2 := classicClient(t, ts.URL, ClassicOptions{MaxRetries: 1})
 	var pe *agent.ProviderError
 	if _, err := c2.Response(t.Context(), []message.Message{message.User("hi")}, nil); !errors.As(err, &pe) || pe.StatusCode != 429 || !pe.Temporary() {
@@ -295,8 +286,8 @@ func TestClassicRetriesThrottled(t *testing.T) {
 // A thread on a Foundry thread is not copied within its store either: the
 // copy would share one linear conversation.
 func TestClassicThreadIsNotCopied(t *testing.T) {
-	srv, ts := newClassicServer(t)
-	srv.apiKey = "key-1"
+	srv, ts := foundrytest.NewClassic(t)
+	srv.APIKey = "key-1"
 	ctx := t.Context()
 	a := agent.New(classicClient(t, ts.URL, ClassicOptions{}), nil)
 	th, _ := a.NewThread(ctx, thread.New(thread.NewMemoryStore(), nil), thread.CreateOptions{})

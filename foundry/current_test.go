@@ -2,6 +2,7 @@ package foundry
 
 import (
 	"errors"
+	"github.com/loomthreads/loom/internal/foundrytest"
 	"slices"
 	"strings"
 	"sync"
@@ -30,8 +31,8 @@ func currentClient(t *testing.T, url string, opts Options) agent.ChatClient {
 // run, the agent is named by reference (and no model), its tool calls go
 // round through loom's tools, polled and streamed.
 func TestCurrentServiceThread(t *testing.T) {
-	srv, ts := newCurrentServer(t)
-	srv.apiKey = "key-1"
+	srv, ts := foundrytest.NewCurrent(t)
+	srv.APIKey = "key-1"
 	ctx := t.Context()
 	db := thread.New(thread.NewMemoryStore(), nil)
 	for _, stream := range []bool{false, true} {
@@ -74,12 +75,12 @@ func TestCurrentServiceThread(t *testing.T) {
 
 // Entra ID tokens are kept for their life; 429 is retried.
 func TestCurrentTokensAndThrottling(t *testing.T) {
-	srv, ts := newCurrentServer(t)
+	srv, ts := foundrytest.NewCurrent(t)
 	var mu sync.Mutex
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	cred := &fakeCredential{ttl: time.Hour, issued: map[string]time.Time{}, now: clock}
-	srv.cred = cred
+	cred := &foundrytest.Credential{TTL: time.Hour, Now: clock}
+	srv.Cred = cred
 	c := currentClient(t, ts.URL, Options{Credential: cred})
 	ctx := t.Context()
 	for range 3 {
@@ -87,12 +88,12 @@ func TestCurrentTokensAndThrottling(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if cred.calls != 1 {
-		t.Fatalf("%d tokens for three requests", cred.calls)
+	if cred.Calls() != 1 {
+		t.Fatalf("%d tokens for three requests", cred.Calls())
 	}
-	srv.throttle, srv.throttleMS = 1, 30
-	if _, err := c.Response(ctx, []message.Message{message.User("hi")}, &agent.ChatOptions{}); err != nil || len(srv.throttledAt) != 1 {
-		t.Fatalf("after a 429: %v, %d throttled", err, len(srv.throttledAt))
+	srv.Throttle(1, 30)
+	if _, err := c.Response(ctx, []message.Message{message.User("hi")}, &agent.ChatOptions{}); err != nil || len(srv.ThrottledAt()) != 1 {
+		t.Fatalf("after a 429: %v, %d throttled", err, len(srv.ThrottledAt()))
 	}
 	bad := currentClient(t, ts.URL, Options{APIKey: "wrong"})
 	var pe *agent.ProviderError

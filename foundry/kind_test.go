@@ -5,6 +5,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/agenttest"
+	"github.com/loomthreads/loom/internal/foundrytest"
 	loomopenai "github.com/loomthreads/loom/openai"
 )
 
@@ -13,39 +14,27 @@ import (
 // Conversations mode, each against a local server of its protocol.
 func TestKindRules(t *testing.T) {
 	t.Run("foundry-classic", func(t *testing.T) {
-		srv, ts := newClassicServer(t)
-		srv.apiKey = "key-1"
+		srv, ts := foundrytest.NewClassic(t)
+		srv.APIKey = "key-1"
 		agenttest.RunKindRules(t, agenttest.Provider{
-			New: func(t *testing.T) agent.ChatClient { return classicClient(t, ts.URL, ClassicOptions{}) },
-			NewServiceID: func(t *testing.T) string {
-				srv.mu.Lock()
-				defer srv.mu.Unlock()
-				th := &fakeThread{id: srv.id("thread")}
-				srv.threads[th.id] = th
-				return th.id
-			},
+			New:          func(t *testing.T) agent.ChatClient { return classicClient(t, ts.URL, ClassicOptions{}) },
+			NewServiceID: func(t *testing.T) string { return srv.CreateThread() },
 		})
 	})
-	newConversation := func(srv *currentServer) func(t *testing.T) string {
-		return func(t *testing.T) string {
-			srv.mu.Lock()
-			defer srv.mu.Unlock()
-			id := srv.id("conv")
-			srv.conversations[id] = nil
-			return id
-		}
+	newConversation := func(srv *foundrytest.Current) func(t *testing.T) string {
+		return func(t *testing.T) string { return srv.CreateConversation() }
 	}
 	t.Run("foundry-current", func(t *testing.T) {
-		srv, ts := newCurrentServer(t)
-		srv.apiKey = "key-1"
+		srv, ts := foundrytest.NewCurrent(t)
+		srv.APIKey = "key-1"
 		agenttest.RunKindRules(t, agenttest.Provider{
 			New:          func(t *testing.T) agent.ChatClient { return currentClient(t, ts.URL, Options{}) },
 			NewServiceID: newConversation(srv),
 		})
 	})
 	t.Run("openai-conversations", func(t *testing.T) {
-		srv, ts := newCurrentServer(t)
-		srv.apiKey, srv.openai = "key-1", true
+		srv, ts := foundrytest.NewCurrent(t)
+		srv.APIKey, srv.OpenAI = "key-1", true
 		agenttest.RunKindRules(t, agenttest.Provider{
 			New: func(t *testing.T) agent.ChatClient {
 				return loomopenai.NewResponses(loomopenai.ResponsesOptions{Conversations: true,

@@ -1,4 +1,4 @@
-package foundry
+package foundrytest
 
 import (
 	"context"
@@ -16,20 +16,20 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 )
 
-// classicServer speaks the classic Foundry agents protocol (threads,
+// Classic speaks the classic Foundry agents protocol (threads,
 // messages, runs, run steps' tool calls, tool outputs, the api-version
 // parameter), with the shapes of the service's REST reference, over an
 // in-memory state. Its agent says back what it is told, and asks for the
 // get_weather tool when asked about the weather.
-type classicServer struct {
-	t       *testing.T
+type Classic struct {
+	t       testing.TB
 	mu      sync.Mutex
 	n       int
 	threads map[string]*fakeThread
 	runs    map[string]*fakeRun
 	// auth
-	apiKey string
-	cred   *fakeCredential
+	APIKey string
+	Cred   *Credential
 	// failures to inject: the next n requests get 429 with retry-after-ms.
 	throttle     int
 	throttleMS   int
@@ -52,22 +52,22 @@ type fakeRun struct {
 	tools              []string
 }
 
-func newClassicServer(t *testing.T) (*classicServer, *httptest.Server) {
-	s := &classicServer{t: t, threads: map[string]*fakeThread{}, runs: map[string]*fakeRun{}, apiVersions: map[string]bool{}, pollsPerStep: 1}
+func NewClassic(t testing.TB) (*Classic, *httptest.Server) {
+	s := &Classic{t: t, threads: map[string]*fakeThread{}, runs: map[string]*fakeRun{}, apiVersions: map[string]bool{}, pollsPerStep: 1}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts
 }
 
-func (s *classicServer) id(prefix string) string { s.n++; return fmt.Sprintf("%s_%03d", prefix, s.n) }
+func (s *Classic) id(prefix string) string { s.n++; return fmt.Sprintf("%s_%03d", prefix, s.n) }
 
-func (s *classicServer) fail(w http.ResponseWriter, status int, code, msg string) {
+func (s *Classic) fail(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
-func (s *classicServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Classic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rid := s.id("req")
@@ -79,8 +79,8 @@ func (s *classicServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case s.apiKey != "" && r.Header.Get("api-key") == s.apiKey:
-	case s.cred != nil && strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") && s.cred.valid(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")):
+	case s.APIKey != "" && r.Header.Get("api-key") == s.APIKey:
+	case s.Cred != nil && strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") && s.Cred.Valid(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")):
 	default:
 		s.fail(w, 401, "PermissionDenied", "Access token is missing, invalid or expired.")
 		return
@@ -166,7 +166,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func (s *classicServer) message(th *fakeThread, role, text, run string) map[string]any {
+func (s *Classic) message(th *fakeThread, role, text, run string) map[string]any {
 	m := map[string]any{"id": s.id("msg"), "object": "thread.message", "thread_id": th.id, "role": role, "created_at": time.Now().Unix(),
 		"content": []any{map[string]any{"type": "text", "text": map[string]any{"value": text, "annotations": []any{}}}}, "run_id": nil}
 	if run != "" {
@@ -177,7 +177,7 @@ func (s *classicServer) message(th *fakeThread, role, text, run string) map[stri
 }
 
 // list answers a page of messages: order, limit, after, run_id.
-func (s *classicServer) list(w http.ResponseWriter, r *http.Request, th *fakeThread) {
+func (s *Classic) list(w http.ResponseWriter, r *http.Request, th *fakeThread) {
 	q := r.URL.Query()
 	limit, _ := strconv.Atoi(q.Get("limit"))
 	if limit <= 0 || limit > 100 {
@@ -215,7 +215,7 @@ func (s *classicServer) list(w http.ResponseWriter, r *http.Request, th *fakeThr
 
 // advance moves a run on: queued → in_progress → its end (the agent's
 // answer, or a call of get_weather).
-func (s *classicServer) advance(th *fakeThread, run *fakeRun) {
+func (s *Classic) advance(th *fakeThread, run *fakeRun) {
 	switch run.status {
 	case "queued":
 		run.status = "in_progress"
@@ -251,7 +251,7 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-func (s *classicServer) runJSON(run *fakeRun) map[string]any {
+func (s *Classic) runJSON(run *fakeRun) map[string]any {
 	out := map[string]any{"id": run.id, "object": "thread.run", "thread_id": run.thread, "assistant_id": "asst_1", "status": run.status,
 		"required_action": nil, "last_error": nil, "usage": nil}
 	if run.status == "requires_action" {
@@ -268,7 +268,7 @@ func (s *classicServer) runJSON(run *fakeRun) map[string]any {
 
 // respondRun answers a created (or resumed) run: as it is, or, streamed,
 // as the service's events until it ends or asks for tools.
-func (s *classicServer) respondRun(w http.ResponseWriter, th *fakeThread, run *fakeRun, stream bool) {
+func (s *Classic) respondRun(w http.ResponseWriter, th *fakeThread, run *fakeRun, stream bool) {
 	if !stream {
 		writeJSON(w, s.runJSON(run))
 		return
@@ -299,31 +299,115 @@ func (s *classicServer) respondRun(w http.ResponseWriter, th *fakeThread, run *f
 	fmt.Fprint(w, "event: done\ndata: [DONE]\n\n")
 }
 
-// fakeCredential issues tokens that live for ttl, and is asked how many.
-type fakeCredential struct {
+// Credential issues tokens that live for ttl, and is asked how many.
+type Credential struct {
 	mu     sync.Mutex
-	ttl    time.Duration
+	TTL    time.Duration
+	Now    func() time.Time
 	issued map[string]time.Time
 	calls  int
-	now    func() time.Time
 }
 
-func (c *fakeCredential) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
+// GetToken implements azcore.TokenCredential: a token for Foundry's scope
+// that lives for TTL.
+func (c *Credential) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(o.Scopes) != 1 || o.Scopes[0] != Scope {
+	if len(o.Scopes) != 1 || o.Scopes[0] != "https://ai.azure.com/.default" {
 		return azcore.AccessToken{}, fmt.Errorf("scopes %v", o.Scopes)
+	}
+	if c.issued == nil {
+		c.issued = map[string]time.Time{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	c.calls++
 	tok := fmt.Sprintf("tok-%d", c.calls)
-	exp := c.now().Add(c.ttl)
+	exp := c.Now().Add(c.TTL)
 	c.issued[tok] = exp
 	return azcore.AccessToken{Token: tok, ExpiresOn: exp}, nil
 }
 
-func (c *fakeCredential) valid(tok string) bool {
+// Valid reports whether tok is a token it issued that has not expired and
+// was not revoked.
+func (c *Credential) Valid(tok string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	exp, ok := c.issued[tok]
-	return ok && c.now().Before(exp)
+	return ok && c.Now().Before(exp)
+}
+
+// Calls returns how many tokens it issued.
+func (c *Credential) Calls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
+// Revoke makes every token it issued invalid.
+func (c *Credential) Revoke() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for tok := range c.issued {
+		c.issued[tok] = time.Time{}
+	}
+}
+
+// CreateThread makes a thread on the server with the user messages texts
+// and returns its id.
+func (s *Classic) CreateThread(texts ...string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	th := &fakeThread{id: s.id("thread")}
+	s.threads[th.id] = th
+	for _, t := range texts {
+		s.message(th, "user", t, "")
+	}
+	return th.id
+}
+
+// ThreadLen returns how many messages the thread id holds, -1 when there
+// is no such thread.
+func (s *Classic) ThreadLen(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	th := s.threads[id]
+	if th == nil {
+		return -1
+	}
+	return len(th.msgs)
+}
+
+// Requests returns the requests it got, as "METHOD /path".
+func (s *Classic) Requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.requests...)
+}
+
+// APIVersions returns the api-version values it was sent.
+func (s *Classic) APIVersions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for v := range s.apiVersions {
+		out = append(out, v)
+	}
+	return out
+}
+
+// Throttle makes the next n requests fail with 429, asking to retry after
+// ms milliseconds.
+func (s *Classic) Throttle(n, ms int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttle, s.throttleMS = n, ms
+}
+
+// ThrottledAt returns when it refused requests with 429.
+func (s *Classic) ThrottledAt() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.throttledAt...)
 }

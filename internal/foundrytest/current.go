@@ -1,4 +1,4 @@
-package foundry
+package foundrytest
 
 import (
 	"encoding/json"
@@ -12,56 +12,56 @@ import (
 	"time"
 )
 
-// currentServer speaks the current protocol of Foundry agents: the OpenAI
+// Current speaks the current protocol of Foundry agents: the OpenAI
 // Responses and Conversations APIs under a project endpoint (/openai/…),
 // with the api-version parameter and an agent reference in each request
 // for a response, in the shapes of the OpenAI API reference. Its agent
 // says back what it is told, and calls get_weather when asked about the
 // weather.
-type currentServer struct {
-	t             *testing.T
+type Current struct {
+	t             testing.TB
 	mu            sync.Mutex
 	n             int
 	conversations map[string][]map[string]any
-	apiKey        string
-	cred          *fakeCredential
+	APIKey        string
+	Cred          *Credential
 	throttle      int
 	throttleMS    int
 	throttledAt   []time.Time
 	bodies        []map[string]any
-	// openai serves OpenAI's own API: a model and no agent, a bearer key,
+	// OpenAI serves OpenAI's own API: a model and no agent, a bearer key,
 	// no api-version.
-	openai bool
+	OpenAI bool
 }
 
-func newCurrentServer(t *testing.T) (*currentServer, *httptest.Server) {
-	s := &currentServer{t: t, conversations: map[string][]map[string]any{}}
+func NewCurrent(t testing.TB) (*Current, *httptest.Server) {
+	s := &Current{t: t, conversations: map[string][]map[string]any{}}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts
 }
 
-func (s *currentServer) id(p string) string { s.n++; return fmt.Sprintf("%s_%03d", p, s.n) }
+func (s *Current) id(p string) string { s.n++; return fmt.Sprintf("%s_%03d", p, s.n) }
 
-func (s *currentServer) fail(w http.ResponseWriter, status int, typ, code, msg string) {
+func (s *Current) fail(w http.ResponseWriter, status int, typ, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"type": typ, "code": code, "message": msg, "param": nil}})
 }
 
-func (s *currentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Current) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w.Header().Set("x-request-id", s.id("req"))
-	if r.URL.Query().Get("api-version") == "" && !s.openai {
+	if r.URL.Query().Get("api-version") == "" && !s.OpenAI {
 		s.fail(w, 400, "invalid_request_error", "BadRequest", "Missing api-version.")
 		return
 	}
 	auth := r.Header.Get("Authorization")
 	switch {
-	case s.openai && auth == "Bearer "+s.apiKey:
-	case s.apiKey != "" && r.Header.Get("api-key") == s.apiKey && auth == "":
-	case s.cred != nil && strings.HasPrefix(auth, "Bearer ") && s.cred.valid(strings.TrimPrefix(auth, "Bearer ")):
+	case s.OpenAI && auth == "Bearer "+s.APIKey:
+	case s.APIKey != "" && r.Header.Get("api-key") == s.APIKey && auth == "":
+	case s.Cred != nil && strings.HasPrefix(auth, "Bearer ") && s.Cred.Valid(strings.TrimPrefix(auth, "Bearer ")):
 	default:
 		s.fail(w, 401, "invalid_request_error", "PermissionDenied", "Access token is missing, invalid or expired.")
 		return
@@ -88,13 +88,13 @@ func (s *currentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *currentServer) respond(w http.ResponseWriter, body map[string]any) {
+func (s *Current) respond(w http.ResponseWriter, body map[string]any) {
 	ref, _ := body["agent"].(map[string]any)
-	if s.openai && (body["model"] == nil || ref != nil) {
+	if s.OpenAI && (body["model"] == nil || ref != nil) {
 		s.fail(w, 400, "invalid_request_error", "invalid_model", "A model is required.")
 		return
 	}
-	if !s.openai && (ref["type"] != "agent_reference" || ref["name"] == "" || body["model"] != nil) {
+	if !s.OpenAI && (ref["type"] != "agent_reference" || ref["name"] == "" || body["model"] != nil) {
 		s.fail(w, 400, "invalid_request_error", "invalid_agent", "A request names its agent by reference, and no model.")
 		return
 	}
@@ -194,4 +194,28 @@ func (s *currentServer) respond(w http.ResponseWriter, body map[string]any) {
 	}
 	send("response.output_item.done", map[string]any{"output_index": 0, "item": out})
 	send("response.completed", map[string]any{"response": resp})
+}
+
+// CreateConversation makes an empty conversation and returns its id.
+func (s *Current) CreateConversation() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.id("conv")
+	s.conversations[id] = nil
+	return id
+}
+
+// Throttle makes the next n requests fail with 429, asking to retry after
+// ms milliseconds.
+func (s *Current) Throttle(n, ms int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttle, s.throttleMS = n, ms
+}
+
+// ThrottledAt returns when it refused requests with 429.
+func (s *Current) ThrottledAt() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.throttledAt...)
 }
