@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"os"
 	"strings"
@@ -14,9 +15,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/message"
 	loomopenai "github.com/loomthreads/loom/openai"
 )
 
@@ -46,15 +47,22 @@ type Options struct {
 	MaxRetries int
 }
 
-// NewCurrent returns a chat client for Foundry agents (current): the
-// OpenAI Responses and Conversations APIs served under the project
-// endpoint, with the agent named by reference in each request. It is
-// package openai's Responses client (the official OpenAI Go SDK) in its
-// Conversations mode — one linear conversation per loom thread, which
-// loom refuses to fork or roll back — pointed at the project, with
-// Foundry's authentication and the agent reference added to each request.
-// It makes no request.
-func NewCurrent(opts Options) (*loomopenai.Responses, error) {
+// Current is a chat client for Foundry agents (current): the OpenAI
+// Responses and Conversations APIs served under the project endpoint, with
+// the agent named by reference in each request. Its chat is package
+// openai's Responses client (the official OpenAI Go SDK) in its
+// Conversations mode — one linear conversation per loom thread, which loom
+// refuses to fork or roll back — pointed at the project, with Foundry's
+// authentication and the agent reference added to each request by its HTTP
+// transport; Messages and DeleteConversation read and delete the
+// service's conversations.
+type Current struct {
+	*loomopenai.Responses
+	t *transport
+}
+
+// NewCurrent returns a client of opts. It makes no request.
+func NewCurrent(opts Options) (*Current, error) {
 	if opts.Endpoint == "" {
 		opts.Endpoint = os.Getenv("AZURE_AI_PROJECT_ENDPOINT")
 	}
@@ -70,7 +78,17 @@ func NewCurrent(opts Options) (*loomopenai.Responses, error) {
 	if opts.APIVersion == "" {
 		opts.APIVersion = "2025-11-15-preview"
 	}
-	var toks *tokens
+	t := &transport{endpoint: strings.TrimRight(opts.Endpoint, "/") + "/openai", apiVersion: opts.APIVersion, apiKey: opts.APIKey,
+		http: opts.HTTPClient, retries: opts.MaxRetries, sleep: sleepCtx}
+	if t.http == nil {
+		t.http = http.DefaultClient
+	}
+	switch {
+	case t.retries == 0:
+		t.retries = 3
+	case t.retries < 0:
+		t.retries = 0
+	}
 	if opts.APIKey == "" {
 		cred := opts.Credential
 		if cred == nil {
@@ -79,65 +97,124 @@ func NewCurrent(opts Options) (*loomopenai.Responses, error) {
 				return nil, fmt.Errorf("foundry: no API key (AZURE_AI_API_KEY) and no Entra ID credential: %w", err)
 			}
 		}
-		toks = &tokens{cred: cred, now: time.Now}
+		t.tokens = &tokens{cred: cred, now: time.Now}
 	}
-	retries := opts.MaxRetries
-	if retries == 0 {
-		retries = 3
+	base := t.http.Transport
+	if base == nil {
+		base = http.DefaultTransport
 	}
-	return loomopenai.NewResponses(loomopenai.ResponsesOptions{Conversations: true, Options: loomopenai.Options{
-		// The agent answers: the model is its. The SDK wants one, which
-		// the middleware takes out again.
+	hc := *t.http
+	hc.Transport = &foundryTransport{base: base, t: t, agent: opts.Agent}
+	return &Current{t: t, Responses: loomopenai.NewResponses(loomopenai.ResponsesOptions{Conversations: true, Options: loomopenai.Options{
+		// The agent answers: the model is its. The client wants one, which
+		// the transport takes out again.
 		Model:      opts.Agent,
-		APIKey:     "unused", // the middleware authenticates
-		BaseURL:    strings.TrimRight(opts.Endpoint, "/") + "/openai",
-		HTTPClient: opts.HTTPClient,
-		MaxRetries: retries,
-		RequestOptions: []option.RequestOption{
-			option.WithQuery("api-version", opts.APIVersion),
-			option.WithMiddleware(foundryMiddleware(opts.Agent, opts.APIKey, toks)),
-		},
-	}}), nil
+		APIKey:     "unused", // the transport authenticates
+		BaseURL:    t.endpoint,
+		HTTPClient: &hc,
+		MaxRetries: t.retries,
+	}})}, nil
 }
 
-// foundryMiddleware authenticates each request (an api-key header, or a
-// bearer token kept until shortly before it expires), and names the agent
-// in each request for a response.
-func foundryMiddleware(agentName, apiKey string, toks *tokens) option.Middleware {
-	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		req.Header.Del("Authorization")
-		if apiKey != "" {
-			req.Header.Set("api-key", apiKey)
-		} else {
-			tok, err := toks.get(req.Context(), false)
-			if err != nil {
-				return nil, err
-			}
-			req.Header.Set("Authorization", "Bearer "+tok)
+// foundryTransport makes the OpenAI client's requests Foundry's: the
+// api-version parameter, the project's authentication (an api-key header,
+// or a bearer token kept until shortly before it expires), and the agent
+// named by reference, with no model, in each request for a response.
+type foundryTransport struct {
+	base  http.RoundTripper
+	t     *transport
+	agent string
+}
+
+func (f *foundryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	q := req.URL.Query()
+	q.Set("api-version", f.t.apiVersion)
+	req.URL.RawQuery = q.Encode()
+	req.Header.Del("Authorization")
+	if err := f.t.authorize(req.Context(), req, false); err != nil {
+		return nil, err
+	}
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/responses") && req.Body != nil {
+		raw, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
 		}
-		if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/responses") && req.Body != nil {
-			raw, err := io.ReadAll(req.Body)
-			req.Body.Close()
-			if err != nil {
-				return nil, err
-			}
-			var body map[string]any
-			if err := json.Unmarshal(raw, &body); err == nil {
-				delete(body, "model")
-				body["agent"] = map[string]string{"type": "agent_reference", "name": agentName}
-				raw, _ = json.Marshal(body)
-			}
-			req.Body = io.NopCloser(bytes.NewReader(raw))
-			req.ContentLength = int64(len(raw))
-			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+		var body map[string]any
+		if err := json.Unmarshal(raw, &body); err == nil {
+			delete(body, "model")
+			body["agent"] = map[string]string{"type": "agent_reference", "name": f.agent}
+			raw, _ = json.Marshal(body)
 		}
-		resp, err := next(req)
-		if err == nil && resp.StatusCode == http.StatusUnauthorized && toks != nil {
-			// A token the service refuses: a new one, for the SDK's retry.
-			toks.get(context.WithoutCancel(req.Context()), true)
+		req.Body = io.NopCloser(bytes.NewReader(raw))
+		req.ContentLength = int64(len(raw))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	}
+	resp, err := f.base.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && f.t.tokens != nil {
+		// A token the service refuses: the next request gets a new one.
+		f.t.tokens.get(context.WithoutCancel(req.Context()), true)
+	}
+	return resp, err
+}
+
+// Messages yields the messages of a conversation of the service, oldest
+// first, a page at a time (its cursors: after, has_more): what the
+// conversation holds, whoever wrote it.
+func (c *Current) Messages(ctx context.Context, conversationID string, opts MessagesOptions) iter.Seq2[message.Message, error] {
+	return func(yield func(message.Message, error) bool) {
+		size := opts.PageSize
+		if size <= 0 {
+			size = 100
 		}
-		return resp, err
+		after := opts.After
+		for {
+			var page wireList[struct {
+				ID      string `json:"id"`
+				Type    string `json:"type"`
+				Role    string `json:"role"`
+				Content []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			}]
+			q := map[string]string{"order": "asc", "limit": fmt.Sprint(size), "after": after}
+			if err := c.t.do(ctx, "GET", "/conversations/"+conversationID+"/items", q, nil, &page); err != nil {
+				yield(message.Message{}, err)
+				return
+			}
+			for _, it := range page.Data {
+				if it.Type != "message" {
+					continue
+				}
+				role := message.RoleAssistant
+				if it.Role == "user" {
+					role = message.RoleUser
+				}
+				m := message.New(role)
+				for _, p := range it.Content {
+					if p.Text != "" {
+						m.Contents = append(m.Contents, message.Text{Text: p.Text})
+					}
+				}
+				m.Metadata = map[string]any{"foundry.item_id": it.ID}
+				if !yield(m, nil) {
+					return
+				}
+			}
+			if !page.HasMore || len(page.Data) == 0 {
+				return
+			}
+			after = page.LastID
+		}
 	}
 }
 
-var _ agent.ChatClient = (*loomopenai.Responses)(nil)
+// DeleteConversation deletes a conversation of the service (not the loom
+// thread).
+func (c *Current) DeleteConversation(ctx context.Context, id string) error {
+	return c.t.do(ctx, "DELETE", "/conversations/"+id, nil, nil, nil)
+}
+
+var _ agent.ChatClient = (*Current)(nil)

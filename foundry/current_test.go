@@ -101,3 +101,57 @@ func TestCurrentTokensAndThrottling(t *testing.T) {
 		t.Fatalf("a wrong key: %v", err)
 	}
 }
+
+// A conversation's messages are read a page at a time, and it can be
+// deleted; a token is replaced before it expires.
+func TestCurrentMessagesDeleteAndRefresh(t *testing.T) {
+	srv, ts := foundrytest.NewCurrent(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	cred := &foundrytest.Credential{TTL: time.Hour, Now: clock}
+	srv.Cred = cred
+	c, err := NewCurrent(Options{Endpoint: ts.URL, Agent: "trip-planner", Credential: cred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.t.tokens.now = clock
+	ctx := t.Context()
+	a := agent.New(c, nil)
+	th, _ := a.NewThread(ctx, thread.New(thread.NewMemoryStore(), nil), thread.CreateOptions{})
+	for _, s := range []string{"one", "two"} {
+		if _, err := a.Run(ctx, th, message.User(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, _ := agent.ServiceID(ctx, th)
+	var got []string
+	for m, err := range c.Messages(ctx, id, MessagesOptions{PageSize: 3}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(m.Role)+": "+m.Text())
+	}
+	if !slices.Equal(got, []string{"user: one", "assistant: You said: one", "user: two", "assistant: You said: two"}) {
+		t.Fatalf("items: %q", got)
+	}
+	if cred.Calls() != 1 {
+		t.Fatalf("%d tokens", cred.Calls())
+	}
+	mu.Lock()
+	now = now.Add(59 * time.Minute)
+	mu.Unlock()
+	if err := c.DeleteConversation(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if cred.Calls() != 2 {
+		t.Fatalf("%d tokens after the first came close to expiring", cred.Calls())
+	}
+	var pe *agent.ProviderError
+	for _, err := range c.Messages(ctx, id, MessagesOptions{}) {
+		if !errors.As(err, &pe) || pe.StatusCode != 404 || pe.Type != "not_found" {
+			t.Fatalf("a deleted conversation: %v", err)
+		}
+		break
+	}
+}

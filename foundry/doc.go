@@ -26,13 +26,15 @@
 //	th, _ := a.NewServiceThread(ctx, db, "thread_abc", thread.CreateOptions{}) // an existing thread
 //	res, _ := a.Run(ctx, th, message.User("Where were we?"))
 //
-// NewCurrent speaks the current protocol: the OpenAI Responses and
+// Current speaks the current protocol: the OpenAI Responses and
 // Conversations APIs under the project endpoint (…/openai, with
-// api-version), the agent named by reference in each request. It is
+// api-version), the agent named by reference in each request. Its chat is
 // package openai's Responses client on the official OpenAI Go SDK, in its
 // Conversations mode, with Foundry's authentication and the agent
-// reference added by a middleware; the SDK retries 429 and 5xx as
-// Retry-After says.
+// reference added by its HTTP transport (so that package openai stays the
+// only importer of the SDK); the SDK retries 429 and 5xx as Retry-After
+// says. Messages reads a conversation's items with the service's cursors,
+// and DeleteConversation deletes one.
 //
 // The environment, as the Azure tools name it: AZURE_AI_PROJECT_ENDPOINT,
 // AZURE_AI_AGENT_NAME (current) or AZURE_AI_AGENT_ID (classic),

@@ -83,9 +83,74 @@ func (s *Current) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"id": id, "object": "conversation", "created_at": time.Now().Unix(), "metadata": map[string]any{}})
 	case r.Method == "POST" && r.URL.Path == "/openai/responses":
 		s.respond(w, body)
+	case strings.HasPrefix(r.URL.Path, "/openai/conversations/"):
+		rest := strings.TrimPrefix(r.URL.Path, "/openai/conversations/")
+		id, sub, _ := strings.Cut(rest, "/")
+		items, ok := s.conversations[id]
+		if !ok {
+			s.fail(w, 404, "invalid_request_error", "not_found", fmt.Sprintf("Conversation with id '%s' not found.", id))
+			return
+		}
+		switch {
+		case r.Method == "DELETE" && sub == "":
+			delete(s.conversations, id)
+			writeJSON(w, map[string]any{"id": id, "object": "conversation.deleted", "deleted": true})
+		case r.Method == "GET" && sub == "items":
+			s.items(w, r, items)
+		default:
+			s.fail(w, 404, "invalid_request_error", "not_found", "No such route.")
+		}
 	default:
 		s.fail(w, 404, "invalid_request_error", "not_found", "No such route.")
 	}
+}
+
+// items answers a page of a conversation's items: order, limit, after.
+func (s *Current) items(w http.ResponseWriter, r *http.Request, items []map[string]any) {
+	q := r.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	if limit <= 0 || limit > 100 {
+		limit = 20
+	}
+	var all []map[string]any
+	for i, it := range items {
+		out := map[string]any{}
+		for k, v := range it {
+			out[k] = v
+		}
+		if out["id"] == nil {
+			out["id"] = fmt.Sprintf("item_%03d", i)
+		}
+		if out["type"] == nil {
+			out["type"] = "message"
+		}
+		if text, ok := out["content"].(string); ok {
+			out["content"] = []any{map[string]any{"type": "input_text", "text": text}}
+		}
+		all = append(all, out)
+	}
+	if q.Get("order") != "asc" {
+		for i, j := 0, len(all)-1; i < j; i, j = i+1, j-1 {
+			all[i], all[j] = all[j], all[i]
+		}
+	}
+	if after := q.Get("after"); after != "" {
+		for i, it := range all {
+			if it["id"] == after {
+				all = all[i+1:]
+				break
+			}
+		}
+	}
+	more := len(all) > limit
+	if more {
+		all = all[:limit]
+	}
+	page := map[string]any{"object": "list", "data": all, "has_more": more, "first_id": nil, "last_id": nil}
+	if len(all) > 0 {
+		page["first_id"], page["last_id"] = all[0]["id"], all[len(all)-1]["id"]
+	}
+	writeJSON(w, page)
 }
 
 func (s *Current) respond(w http.ResponseWriter, body map[string]any) {
