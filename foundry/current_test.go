@@ -97,7 +97,7 @@ func TestCurrentTokensAndThrottling(t *testing.T) {
 	}
 	bad := currentClient(t, ts.URL, Options{APIKey: "wrong"})
 	var pe *agent.ProviderError
-	if _, err := bad.Response(ctx, []message.Message{message.User("hi")}, &agent.ChatOptions{}); !errors.As(err, &pe) || pe.StatusCode != 401 {
+	if _, err := bad.Response(ctx, []message.Message{message.User("hi")}, &agent.ChatOptions{}); !errors.As(err, &pe) || pe.StatusCode != 401 || !strings.Contains(pe.Message, "(request req_") {
 		t.Fatalf("a wrong key: %v", err)
 	}
 }

@@ -100,6 +100,17 @@ func model(def string, opts *agent.ChatOptions) (string, error) {
 // context errors stay themselves, HTTP errors become *agent.ProviderError.
 // raw is the HTTP response, when there was one; it recovers the status of
 // error bodies the SDK could not decode.
+// requestID names the service's request id, for errors: OpenAI's
+// x-request-id, or Azure's.
+func requestID(h http.Header) string {
+	for _, k := range []string{"x-request-id", "apim-request-id", "x-ms-request-id"} {
+		if v := h.Get(k); v != "" {
+			return " (request " + v + ")"
+		}
+	}
+	return ""
+}
+
 func wrapError(ctx context.Context, err error, raw *http.Response) error {
 	if err == nil {
 		return nil
@@ -121,6 +132,9 @@ func wrapError(ctx context.Context, err error, raw *http.Response) error {
 		}
 		if pe.Message == "" {
 			pe.Message = bodyMessage(apiErr.Response)
+		}
+		if apiErr.Response != nil {
+			pe.Message += requestID(apiErr.Response.Header)
 		}
 		return pe
 	}
