@@ -4,16 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"iter"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/message"
@@ -74,44 +71,15 @@ var _ agent.ChatClient = (*Classic)(nil)
 
 // NewClassic returns a client of opts. It makes no request.
 func NewClassic(opts ClassicOptions) (*Classic, error) {
-	if opts.Endpoint == "" {
-		opts.Endpoint = os.Getenv("AZURE_AI_PROJECT_ENDPOINT")
+	if opts.APIVersion == "" {
+		opts.APIVersion = "v1"
 	}
-	if opts.Agent == "" {
-		opts.Agent = os.Getenv("AZURE_AI_AGENT_ID")
+	t, agentID, err := newTransport(connection{endpoint: opts.Endpoint, agent: opts.Agent, agentEnv: "AZURE_AI_AGENT_ID",
+		apiVersion: opts.APIVersion, apiKey: opts.APIKey, cred: opts.Credential, http: opts.HTTPClient, retries: opts.MaxRetries})
+	if err != nil {
+		return nil, err
 	}
-	if opts.APIKey == "" {
-		opts.APIKey = os.Getenv("AZURE_AI_API_KEY")
-	}
-	if opts.Endpoint == "" || opts.Agent == "" {
-		return nil, errors.New("foundry: an endpoint (AZURE_AI_PROJECT_ENDPOINT) and an agent (AZURE_AI_AGENT_ID) are required")
-	}
-	if opts.APIKey == "" && opts.Credential == nil {
-		// Entra ID as the Azure tools find it: the environment
-		// (AZURE_CLIENT_ID…), a managed identity, the Azure CLI's login.
-		cred, err := azidentity.NewDefaultAzureCredential(nil)
-		if err != nil {
-			return nil, fmt.Errorf("foundry: no API key (AZURE_AI_API_KEY) and no Entra ID credential: %w", err)
-		}
-		opts.Credential = cred
-	}
-	t := &transport{endpoint: strings.TrimRight(opts.Endpoint, "/"), apiVersion: opts.APIVersion, apiKey: opts.APIKey,
-		http: opts.HTTPClient, retries: opts.MaxRetries, sleep: sleepCtx}
-	if t.apiVersion == "" {
-		t.apiVersion = "v1"
-	}
-	if t.http == nil {
-		t.http = http.DefaultClient
-	}
-	switch {
-	case t.retries == 0:
-		t.retries = 3
-	case t.retries < 0:
-		t.retries = 0
-	}
-	if opts.APIKey == "" {
-		t.tokens = &tokens{cred: opts.Credential, now: time.Now}
-	}
+	opts.Agent = agentID
 	c := &Classic{t: t, agent: opts.Agent, poll: opts.PollInterval}
 	if c.poll <= 0 {
 		c.poll = 500 * time.Millisecond

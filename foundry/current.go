@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"net/http"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/message"
@@ -63,42 +59,16 @@ type Current struct {
 
 // NewCurrent returns a client of opts. It makes no request.
 func NewCurrent(opts Options) (*Current, error) {
-	if opts.Endpoint == "" {
-		opts.Endpoint = os.Getenv("AZURE_AI_PROJECT_ENDPOINT")
-	}
-	if opts.Agent == "" {
-		opts.Agent = os.Getenv("AZURE_AI_AGENT_NAME")
-	}
-	if opts.APIKey == "" {
-		opts.APIKey = os.Getenv("AZURE_AI_API_KEY")
-	}
-	if opts.Endpoint == "" || opts.Agent == "" {
-		return nil, errors.New("foundry: an endpoint (AZURE_AI_PROJECT_ENDPOINT) and an agent (AZURE_AI_AGENT_NAME) are required")
-	}
 	if opts.APIVersion == "" {
 		opts.APIVersion = "2025-11-15-preview"
 	}
-	t := &transport{endpoint: strings.TrimRight(opts.Endpoint, "/") + "/openai", apiVersion: opts.APIVersion, apiKey: opts.APIKey,
-		http: opts.HTTPClient, retries: opts.MaxRetries, sleep: sleepCtx}
-	if t.http == nil {
-		t.http = http.DefaultClient
+	t, agentName, err := newTransport(connection{endpoint: opts.Endpoint, agent: opts.Agent, agentEnv: "AZURE_AI_AGENT_NAME",
+		apiVersion: opts.APIVersion, apiKey: opts.APIKey, cred: opts.Credential, http: opts.HTTPClient, retries: opts.MaxRetries})
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case t.retries == 0:
-		t.retries = 3
-	case t.retries < 0:
-		t.retries = 0
-	}
-	if opts.APIKey == "" {
-		cred := opts.Credential
-		if cred == nil {
-			var err error
-			if cred, err = azidentity.NewDefaultAzureCredential(nil); err != nil {
-				return nil, fmt.Errorf("foundry: no API key (AZURE_AI_API_KEY) and no Entra ID credential: %w", err)
-			}
-		}
-		t.tokens = &tokens{cred: cred, now: time.Now}
-	}
+	opts.Agent = agentName
+	t.endpoint += "/openai"
 	base := t.http.Transport
 	if base == nil {
 		base = http.DefaultTransport

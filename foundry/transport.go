@@ -8,12 +8,15 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/loomthreads/loom/agent"
 )
@@ -49,6 +52,57 @@ func (t *tokens) get(ctx context.Context, fresh bool) (string, error) {
 		t.tok = tok
 	}
 	return t.tok.Token, nil
+}
+
+// connection is what both clients are made of: where, as whom, how hard
+// to insist. The environment fills what is empty, as the Azure tools name
+// it.
+type connection struct {
+	endpoint, agent, agentEnv, apiVersion, apiKey string
+	cred                                          azcore.TokenCredential
+	http                                          *http.Client
+	retries                                       int
+}
+
+// newTransport checks c and makes its transport: an API key, or Entra ID
+// tokens (DefaultAzureCredential when no credential is given).
+func newTransport(c connection) (*transport, string, error) {
+	if c.endpoint == "" {
+		c.endpoint = os.Getenv("AZURE_AI_PROJECT_ENDPOINT")
+	}
+	if c.agent == "" {
+		c.agent = os.Getenv(c.agentEnv)
+	}
+	if c.apiKey == "" {
+		c.apiKey = os.Getenv("AZURE_AI_API_KEY")
+	}
+	if c.endpoint == "" || c.agent == "" {
+		return nil, "", fmt.Errorf("foundry: an endpoint (AZURE_AI_PROJECT_ENDPOINT) and an agent (%s) are required", c.agentEnv)
+	}
+	t := &transport{endpoint: strings.TrimRight(c.endpoint, "/"), apiVersion: c.apiVersion, apiKey: c.apiKey,
+		http: c.http, retries: c.retries, sleep: sleepCtx}
+	if t.http == nil {
+		t.http = http.DefaultClient
+	}
+	switch {
+	case t.retries == 0:
+		t.retries = 3
+	case t.retries < 0:
+		t.retries = 0
+	}
+	if c.apiKey == "" {
+		if c.cred == nil {
+			// Entra ID as the Azure tools find it: the environment
+			// (AZURE_CLIENT_ID…), a managed identity, the Azure CLI's login.
+			cred, err := azidentity.NewDefaultAzureCredential(nil)
+			if err != nil {
+				return nil, "", fmt.Errorf("foundry: no API key (AZURE_AI_API_KEY) and no Entra ID credential: %w", err)
+			}
+			c.cred = cred
+		}
+		t.tokens = &tokens{cred: c.cred, now: time.Now}
+	}
+	return t, c.agent, nil
 }
 
 // transport sends requests to a Foundry endpoint: authenticated (an API

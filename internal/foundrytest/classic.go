@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,15 +180,22 @@ func (s *Classic) message(th *fakeThread, role, text, run string) map[string]any
 // list answers a page of messages: order, limit, after, run_id.
 func (s *Classic) list(w http.ResponseWriter, r *http.Request, th *fakeThread) {
 	q := r.URL.Query()
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	if limit <= 0 || limit > 100 {
-		limit = 20
-	}
 	var all []map[string]any
 	for _, m := range th.msgs {
 		if q.Get("run_id") == "" || m["run_id"] == q.Get("run_id") {
 			all = append(all, m)
 		}
+	}
+	writePage(w, q, all)
+}
+
+// writePage answers a page of a list, as the services do: order (desc
+// unless asc), after (a cursor), limit (20 by default, at most 100), and
+// has_more, first_id, last_id.
+func writePage(w http.ResponseWriter, q url.Values, all []map[string]any) {
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	if limit <= 0 || limit > 100 {
+		limit = 20
 	}
 	if q.Get("order") != "asc" {
 		for i, j := 0, len(all)-1; i < j; i, j = i+1, j-1 {

@@ -108,10 +108,6 @@ func (s *Current) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // items answers a page of a conversation's items: order, limit, after.
 func (s *Current) items(w http.ResponseWriter, r *http.Request, items []map[string]any) {
 	q := r.URL.Query()
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	if limit <= 0 || limit > 100 {
-		limit = 20
-	}
 	var all []map[string]any
 	for i, it := range items {
 		out := map[string]any{}
@@ -129,28 +125,7 @@ func (s *Current) items(w http.ResponseWriter, r *http.Request, items []map[stri
 		}
 		all = append(all, out)
 	}
-	if q.Get("order") != "asc" {
-		for i, j := 0, len(all)-1; i < j; i, j = i+1, j-1 {
-			all[i], all[j] = all[j], all[i]
-		}
-	}
-	if after := q.Get("after"); after != "" {
-		for i, it := range all {
-			if it["id"] == after {
-				all = all[i+1:]
-				break
-			}
-		}
-	}
-	more := len(all) > limit
-	if more {
-		all = all[:limit]
-	}
-	page := map[string]any{"object": "list", "data": all, "has_more": more, "first_id": nil, "last_id": nil}
-	if len(all) > 0 {
-		page["first_id"], page["last_id"] = all[0]["id"], all[len(all)-1]["id"]
-	}
-	writeJSON(w, page)
+	writePage(w, q, all)
 }
 
 func (s *Current) respond(w http.ResponseWriter, body map[string]any) {
