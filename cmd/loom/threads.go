@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"strconv"
 	"strings"
@@ -389,25 +390,32 @@ func (c *ThreadsHistoryCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	var t *table
-	if !c.JSON {
-		t = newTable(c.Stdout, "VERSION", "OP", "COMMIT", "TIME")
-	}
-	for e, err := range th.History(ctx, thread.HistoryOptions{Limit: c.Limit}) {
-		if err != nil {
-			return fmt.Errorf("history of %s: %w", th.ID(), err)
+	return c.printHistory(th.ID(), th.History(ctx, thread.HistoryOptions{Limit: c.Limit}), "COMMIT", func(e thread.HistoryEntry) string {
+		if e.Commit == "" {
+			return "(empty)"
 		}
-		if c.JSON {
-			if err := writeJSONLine(c.Stdout, historyJSON{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: e.Time}); err != nil {
+		return e.Commit
+	})
+}
+
+// printHistory writes history entries: a table whose third column is
+// what third says of each, or with --json a JSON line each.
+func (b *base) printHistory(id string, history iter.Seq2[thread.HistoryEntry, error], column string, third func(thread.HistoryEntry) string) error {
+	var t *table
+	if !b.JSON {
+		t = newTable(b.Stdout, "VERSION", "OP", column, "TIME")
+	}
+	for e, err := range history {
+		if err != nil {
+			return fmt.Errorf("history of %s: %w", id, err)
+		}
+		if b.JSON {
+			if err := writeJSONLine(b.Stdout, historyJSON{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: e.Time}); err != nil {
 				return err
 			}
 			continue
 		}
-		commit := e.Commit
-		if commit == "" {
-			commit = "(empty)"
-		}
-		t.row(strconv.FormatInt(e.Version, 10), string(e.Op), commit, formatTime(e.Time))
+		t.row(strconv.FormatInt(e.Version, 10), string(e.Op), third(e), formatTime(e.Time))
 	}
 	if t != nil {
 		return t.flush()

@@ -246,32 +246,15 @@ func (c *WorkflowsHistoryCommand) Run(ctx context.Context, args []string) error 
 		return err
 	}
 	defer db.Close()
-	var t *table
-	if !c.JSON {
-		t = newTable(c.Stdout, "VERSION", "OP", "WHAT", "TIME")
-	}
-	for e, err := range w.History(ctx, thread.HistoryOptions{Limit: c.Limit}) {
-		if err != nil {
-			return fmt.Errorf("history of %s: %w", w.ID(), err)
-		}
-		if c.JSON {
-			if err := writeJSONLine(c.Stdout, historyJSON{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: e.Time}); err != nil {
-				return err
-			}
-			continue
-		}
-		what := "-"
+	return c.printHistory(w.ID(), w.History(ctx, thread.HistoryOptions{Limit: c.Limit}), "WHAT", func(e thread.HistoryEntry) string {
+		// What the workflow did: its commits say it in their metadata.
 		if e.Commit != "" {
 			if cm, err := db.Store().Commit(ctx, e.Commit); err == nil && cm.Metadata["workflow"] != "" {
-				what = cm.Metadata["workflow"]
+				return cm.Metadata["workflow"]
 			}
 		}
-		t.row(strconv.FormatInt(e.Version, 10), string(e.Op), what, formatTime(e.Time))
-	}
-	if t != nil {
-		return t.flush()
-	}
-	return nil
+		return "-"
+	})
 }
 
 // WorkflowsCheckpointCommand checkpoints a whole workflow, or lists its
