@@ -2,6 +2,8 @@ package conversation
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -666,7 +668,7 @@ func (c *Conversation) toolFunc(call message.FunctionCall) func(context.Context)
 		var args struct{ Prompt, Title string }
 		err := json.Unmarshal([]byte(call.Arguments), &args)
 		// Spawning changes the loop's state: it runs there, now.
-		child, serr := c.spawn(args.Prompt, args.Title)
+		child, serr := c.spawn(call.CallID, args.Prompt, args.Title)
 		return func(context.Context) (string, error) {
 			if err != nil {
 				return "", fmt.Errorf("spawn_subagent: arguments: %v", err)
@@ -879,15 +881,35 @@ func (c *Conversation) Continue() error {
 
 // spawn starts a sub-agent on a thread of its own, linked to this one's,
 // with prompt.
-func (c *Conversation) spawn(prompt, title string) (*Conversation, error) {
+func (c *Conversation) spawn(callID, prompt, title string) (*Conversation, error) {
 	if strings.TrimSpace(prompt) == "" {
 		return nil, fmt.Errorf("spawn_subagent: an empty prompt: %w", thread.ErrInvalid)
 	}
 	if title == "" {
 		title = "sub-agent of " + c.ID()
 	}
-	th, err := c.db.Create(ctxBG, thread.CreateOptions{Kind: thread.KindLocal, Title: title, Parent: c.ID(),
+	// The child's id comes from the call: a call run again (after a
+	// restart in tool use) takes up the child it made, rather than make a
+	// second one.
+	sum := sha256.Sum256([]byte(c.ID() + "\x00" + callID))
+	id := "sub_" + hex.EncodeToString(sum[:12])
+	if k := c.children[id]; k != nil {
+		return k, nil
+	}
+	th, err := c.db.Create(ctxBG, thread.CreateOptions{ID: id, Kind: thread.KindLocal, Title: title, Parent: c.ID(),
 		Labels: map[string]string{labelParent: c.ID()}, State: initialState()})
+	if errors.Is(err, thread.ErrConflict) {
+		old, oerr := c.db.Thread(ctxBG, id)
+		if oerr != nil || old.Record().Labels[labelParent] != c.ID() {
+			return nil, fmt.Errorf("spawn_subagent: thread %s exists and is not this conversation's sub-agent: %w", id, thread.ErrConflict)
+		}
+		child, oerr := Open(ctxBG, c.db, id, c.opts)
+		if oerr != nil {
+			return nil, oerr
+		}
+		c.children[id] = child
+		return child, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -152,3 +152,68 @@ func TestResumedToolUseRunsEveryOpenCall(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// A conversation resumed in tool use runs its spawn_subagent call again,
+// and takes up the sub-agent that call had made, rather than make another.
+func TestResumedSpawnTakesUpItsChild(t *testing.T) {
+	ctx := t.Context()
+	db := memDB(t)
+	spawns := 0
+	client := router(func(ctx context.Context, last message.Message, all []message.Message) (*agent.ChatResponse, error) {
+		switch {
+		case last.Text() == "start":
+			spawns++
+			return call("s1", ToolSpawn, map[string]string{"prompt": "research"}), nil
+		case last.Text() == "research":
+			return textResp("found it"), nil
+		}
+		return textResp("parent done"), nil
+	})
+	c, err := New(ctx, db, Options{Client: client, ID: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Send("start")
+	idle(t, c)
+	kids := c.Children()
+	if len(kids) != 1 {
+		t.Fatalf("%d children", len(kids))
+	}
+	c.Close()
+	// As if the process had stopped while the spawn ran: back to that stop.
+	th, _ := db.Thread(ctx, "parent")
+	var toolUse int64
+	for e, err := range th.History(ctx, thread.HistoryOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := th.State(ctx, e.Version)
+		if strings.Contains(string(st[stateMode]), "tool_use") {
+			toolUse = e.Version
+			break
+		}
+	}
+	if toolUse == 0 {
+		t.Fatal("no stop in tool use")
+	}
+	if err := th.Restore(ctx, toolUse); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(ctx, db, "parent", Options{Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	idle(t, again)
+	n := 0
+	for th, err := range db.Threads(ctx, thread.ListOptions{Labels: map[string]string{labelParent: "parent"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		_ = th
+	}
+	if n != 1 || len(again.Children()) != 1 || again.Children()[0].ID() != kids[0].ID() {
+		t.Fatalf("%d sub-agent threads after the resume", n)
+	}
+}
