@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/loomthreads/loom/conversation"
 	"github.com/loomthreads/loom/internal/ids"
@@ -30,6 +31,27 @@ type live struct {
 	mu     sync.Mutex
 	subs   map[chan conversation.Notice]struct{}
 	closed bool
+	used   time.Time // the last request for it; guarded by lives.mu
+}
+
+// idle reports whether l can be closed: nobody listens, nothing runs.
+func (l *live) idle() bool {
+	l.mu.Lock()
+	listened := len(l.subs) > 0
+	l.mu.Unlock()
+	return !listened && l.conv.Agent().Status().Kind != conversation.Streaming && l.conv.Mode().Kind == conversation.ModeNormal
+}
+
+// sweep closes the live conversations unused for longer than the server's
+// idle time (their threads stay; a request opens them again). Callers hold
+// lives.mu.
+func (s *Server) sweep(now time.Time) {
+	for k, l := range s.lives.m {
+		if now.Sub(l.used) > s.convIdle && l.idle() {
+			delete(s.lives.m, k)
+			go l.conv.Close()
+		}
+	}
 }
 
 // notify hands a notice to every listener without blocking. A listener
@@ -93,7 +115,10 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 		s.lives.mu.Unlock()
 		return nil, errf(http.StatusServiceUnavailable, "unavailable", "the server is shutting down")
 	}
+	now := time.Now()
+	s.sweep(now)
 	if l, ok := s.lives.m[key]; ok && !create {
+		l.used = now
 		s.lives.mu.Unlock()
 		return l, nil
 	}
@@ -131,6 +156,7 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 	if s.lives.m == nil {
 		s.lives.m = map[string]*live{}
 	}
+	l.used = time.Now()
 	s.lives.m[key] = l
 	return l, nil
 }

@@ -217,3 +217,44 @@ func TestConversationsNeedAModel(t *testing.T) {
 	s := newServer(t, Options{})
 	wantError(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{}}, 501, "unsupported")
 }
+
+// A live conversation nobody uses is closed after the idle time, and
+// opened again from its thread by the next request.
+func TestConversationIdleIsClosed(t *testing.T) {
+	client := scripted.New(scripted.Text("one"), scripted.Text("two"))
+	s := newServer(t, Options{Chat: client, ConversationIdle: time.Millisecond})
+	defer s.Close()
+	var got conversationJSON
+	must(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{"id": "c1"}}, 201, nil)
+	must(t, s, req{method: "POST", path: "/v1/conversations/c1/commands", body: map[string]any{"command": "send", "text": "hi"}}, 200, nil)
+	for {
+		w := must(t, s, req{method: "GET", path: "/v1/conversations/c1"}, 200, nil)
+		json.Unmarshal(w.Body.Bytes(), &got)
+		if got.Status.Kind == conversation.Stopped && len(got.Messages) == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.lives.mu.Lock()
+	first := s.lives.m[thread.Key("", "c1")]
+	s.lives.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	must(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{"id": "c2"}}, 201, nil) // sweeps
+	s.lives.mu.Lock()
+	_, still := s.lives.m[thread.Key("", "c1")]
+	s.lives.mu.Unlock()
+	if still {
+		t.Fatal("an idle conversation stayed live")
+	}
+	w := must(t, s, req{method: "GET", path: "/v1/conversations/c1"}, 200, nil)
+	json.Unmarshal(w.Body.Bytes(), &got)
+	if len(got.Messages) != 2 || got.Messages[1].Text() != "one" {
+		t.Fatalf("reopened: %s", w.Body)
+	}
+	s.lives.mu.Lock()
+	second := s.lives.m[thread.Key("", "c1")]
+	s.lives.mu.Unlock()
+	if second == first || second == nil {
+		t.Fatal("not opened anew")
+	}
+}

@@ -31,6 +31,10 @@ type Options struct {
 	// Chat is the model live conversations (/v1/conversations) stream
 	// from; nil answers them with 501.
 	Chat agent.ChatClient
+	// ConversationIdle is how long a live conversation that nobody
+	// listens to and that runs nothing stays open after its last request;
+	// 0 means 10 minutes. Its thread stays: a request opens it again.
+	ConversationIdle time.Duration
 	// MaxBodyBytes caps a request body, imported documents included; 0
 	// means DefaultMaxBodyBytes. A larger body is answered with 413 (code
 	// "too_large") and changes nothing.
@@ -59,13 +63,14 @@ type Options struct {
 // items, /healthz and /metrics. It implements http.Handler and is safe for
 // concurrent use.
 type Server struct {
-	db      *thread.DB
-	keys    *auth.Keys
-	agent   *agent.Agent
-	chat    agent.ChatClient
-	lives   lives
-	worklog *worklog.Logs
-	maxBody int64
+	db       *thread.DB
+	keys     *auth.Keys
+	agent    *agent.Agent
+	chat     agent.ChatClient
+	convIdle time.Duration
+	lives    lives
+	worklog  *worklog.Logs
+	maxBody  int64
 	// heartbeat is Options.Heartbeat with its default.
 	heartbeat time.Duration
 	origins   map[string]bool
@@ -148,6 +153,9 @@ func New(opts Options) *Server {
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.convIdle = opts.ConversationIdle; s.convIdle <= 0 {
+		s.convIdle = 10 * time.Minute
 	}
 	switch s.heartbeat = opts.Heartbeat; {
 	case s.heartbeat == 0:
