@@ -10,8 +10,6 @@ import (
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
-
-	"github.com/loomthreads/loom/conversation"
 )
 
 // runTUI is loom chat on a terminal, on Bubble Tea: the conversation above
@@ -149,4 +147,3 @@ func (m *chatModel) View() string {
 	return b.String()
 }
 
-var _ = conversation.Streaming
