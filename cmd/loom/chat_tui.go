@@ -146,4 +146,3 @@ func (m *chatModel) View() string {
 	b.WriteString(statusStyle.Render(status))
 	return b.String()
 }
-
