@@ -96,7 +96,7 @@ func post(t *testing.T, url, key string, body any) (*http.Response, []byte) {
 }
 
 func TestConversationRoutes(t *testing.T) {
-	client := scripted.New(scripted.Text("Hello to you, over HTTP."), scripted.Step{Text: "a slow one", Delay: 300 * time.Millisecond}, scripted.Text("forked answer"))
+	client := scripted.New(scripted.Text("Hello to you, over HTTP."), scripted.Step{Text: "a slow one", Delay: 5 * time.Second}, scripted.Text("forked answer"))
 	client.ChunkSize = 3
 	s := newServer(t, Options{Chat: client, Keys: twoTenants(t)})
 	defer s.Close()

@@ -114,7 +114,9 @@ func TestChatInATerminal(t *testing.T) {
 	term.typeText("hello\r")
 	at = term.waitFor("loom: You said: hello", at)
 
-	long := "tell me everything there is to know about the long history of Lisbon, street by street"
+	// Long enough that its echo streams for seconds: Ctrl-C lands in it
+	// even on a slow machine.
+	long := "tell me everything there is to know about the long history of Lisbon, street by street" + strings.Repeat(", and then some more", 30)
 	term.typeText(long + "\r")
 	at = term.waitFor("▍", at) // streaming
 	term.typeText("\x03")
