@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
 )
 
 // ClassicOptions configure a Classic client. Endpoint and Agent are
@@ -129,6 +130,7 @@ type (
 		ThreadID       string `json:"thread_id"`
 		Status         string `json:"status"`
 		RequiredAction *struct {
+			Type              string `json:"type"`
 			SubmitToolOutputs struct {
 				ToolCalls []wireToolCall `json:"tool_calls"`
 			} `json:"submit_tool_outputs"`
@@ -158,22 +160,38 @@ func splitID(id string) (threadID, runID string) {
 	return threadID, runID
 }
 
+// ThreadID returns the Foundry thread of a conversation id this client
+// made: the id itself, or what comes before the '|' that names a run
+// waiting for tool outputs.
+func ThreadID(conversationID string) string {
+	threadID, _ := splitID(conversationID)
+	return threadID
+}
+
+// started is a run as start leaves it: the thread it runs on, the run (or
+// its events, streamed), and the last message of the thread before the
+// run's answer, after which to read it.
+type started struct {
+	thread string
+	run    wireRun
+	events *http.Response
+	after  string
+}
+
 // start sends msgs to the thread (a new one when id is "") and starts the
-// run that answers them: a new run for new messages, or, with tool
-// results for a run waiting for them, that run again. With stream, the
-// run's events are handed back open.
-func (c *Classic) start(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions, stream bool) (threadID string, run wireRun, events *http.Response, err error) {
+// run that answers them: a new run for new messages, or, with the tool
+// results a waiting run asked for, that run again. A run that waits takes
+// nothing but its tool results (the service refuses messages while a run
+// is active): other messages then are thread.ErrUnsupported, and nothing
+// is sent. A waiting run that the service ended meanwhile (it expires runs
+// that wait too long) gets the results as a message, in a new run. With
+// stream, the run's events are handed back open.
+func (c *Classic) start(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions, stream bool) (started, error) {
+	var st started
 	threadID, waiting := splitID(opts.ConversationID)
-	if threadID == "" {
-		var th struct {
-			ID string `json:"id"`
-		}
-		if err := c.t.do(ctx, "POST", "/threads", nil, map[string]any{}, &th); err != nil {
-			return "", run, nil, err
-		}
-		threadID = th.ID
-	}
 	var outputs []map[string]string
+	var posts []map[string]any
+	extra := opts.Instructions
 	for _, m := range msgs {
 		for _, r := range m.Results() {
 			out := r.Result
@@ -182,26 +200,82 @@ func (c *Classic) start(ctx context.Context, msgs []message.Message, opts *agent
 			}
 			outputs = append(outputs, map[string]string{"tool_call_id": r.CallID, "output": out})
 		}
-		if m.Role == message.RoleUser && m.Text() != "" {
-			body := wireMessage{Role: "user", Content: []wireContent{{Type: "text", Text: &wireText{Value: m.Text()}}}}
-			if err := c.t.do(ctx, "POST", "/threads/"+threadID+"/messages", nil, map[string]any{"role": body.Role, "content": m.Text()}, nil); err != nil {
-				return "", run, nil, err
+		if len(m.Results()) > 0 {
+			continue
+		}
+		for _, ct := range m.Contents {
+			switch ct.(type) {
+			case message.Text, message.Usage, message.Reasoning:
+			default:
+				return st, fmt.Errorf("foundry: classic threads take text messages, not %s: %w", ct.Type(), thread.ErrUnsupported)
+			}
+		}
+		switch m.Role {
+		case message.RoleSystem:
+			extra = strings.TrimSpace(extra + "\n\n" + m.Text())
+		case message.RoleUser, message.RoleAssistant:
+			if m.Text() != "" {
+				posts = append(posts, map[string]any{"role": string(m.Role), "content": m.Text()})
 			}
 		}
 	}
-	var out any = &run
-	if stream {
-		out = &events
+	if waiting != "" {
+		if len(posts) > 0 {
+			return st, fmt.Errorf("foundry: run %s waits for tool outputs; new messages go after it ends: %w", waiting, thread.ErrUnsupported)
+		}
+		var run wireRun
+		if err := c.t.do(ctx, "GET", "/threads/"+threadID+"/runs/"+waiting, nil, nil, &run); err != nil {
+			return st, err
+		}
+		if run.Status == "requires_action" {
+			if len(outputs) == 0 {
+				return st, fmt.Errorf("foundry: run %s waits for tool outputs, and none came: %w", waiting, thread.ErrInvalid)
+			}
+			after, err := c.lastMessage(ctx, threadID)
+			if err != nil {
+				return st, err
+			}
+			st.thread, st.after = threadID, after
+			var out any = &st.run
+			if stream {
+				out = &st.events
+			}
+			err = c.t.do(ctx, "POST", "/threads/"+threadID+"/runs/"+waiting+"/submit_tool_outputs", nil,
+				map[string]any{"tool_outputs": outputs, "stream": stream}, out)
+			return st, err
+		}
+		// The run ended without its outputs: they go as a message.
+		if len(outputs) > 0 {
+			b, _ := json.Marshal(outputs)
+			posts = append(posts, map[string]any{"role": "user", "content": "The results of the tool calls of run " + waiting + ": " + string(b)})
+		}
 	}
-	if waiting != "" && len(outputs) > 0 {
-		err = c.t.do(ctx, "POST", "/threads/"+threadID+"/runs/"+waiting+"/submit_tool_outputs", nil,
-			map[string]any{"tool_outputs": outputs, "stream": stream}, out)
-		return threadID, run, events, err
+	if threadID == "" {
+		var th struct {
+			ID string `json:"id"`
+		}
+		if err := c.t.do(ctx, "POST", "/threads", nil, map[string]any{}, &th); err != nil {
+			return st, err
+		}
+		threadID = th.ID
 	}
+	st.thread = threadID
+	for _, p := range posts {
+		if err := c.t.do(ctx, "POST", "/threads/"+threadID+"/messages", nil, p, nil); err != nil {
+			return st, err
+		}
+	}
+	after, err := c.lastMessage(ctx, threadID)
+	if err != nil {
+		return st, err
+	}
+	st.after = after
 	body := map[string]any{"assistant_id": c.agent, "stream": stream}
-	if opts.Instructions != "" {
-		body["additional_instructions"] = opts.Instructions
+	if extra != "" {
+		body["additional_instructions"] = extra
 	}
+	// The agent's tools are its own; loom's, when the loom agent has some,
+	// replace them for the run (the protocol has no merge).
 	if len(opts.Tools) > 0 {
 		var tools []wireTool
 		for _, t := range opts.Tools {
@@ -209,8 +283,44 @@ func (c *Classic) start(ctx context.Context, msgs []message.Message, opts *agent
 		}
 		body["tools"] = tools
 	}
+	switch opts.ToolChoice {
+	case agent.ToolNone:
+		body["tool_choice"] = "none"
+	case agent.ToolRequired:
+		body["tool_choice"] = "required"
+	}
+	if opts.Temperature != nil {
+		body["temperature"] = *opts.Temperature
+	}
+	if opts.MaxTokens > 0 {
+		body["max_completion_tokens"] = opts.MaxTokens
+	}
+	var out any = &st.run
+	if stream {
+		out = &st.events
+	}
 	err = c.t.do(ctx, "POST", "/threads/"+threadID+"/runs", nil, body, out)
-	return threadID, run, events, err
+	return st, err
+}
+
+// lastMessage returns the id of the thread's newest message, "" if none.
+func (c *Classic) lastMessage(ctx context.Context, threadID string) (string, error) {
+	var page wireList[wireMessage]
+	if err := c.t.do(ctx, "GET", "/threads/"+threadID+"/messages", map[string]string{"order": "desc", "limit": "1"}, nil, &page); err != nil {
+		return "", err
+	}
+	if len(page.Data) == 0 {
+		return "", nil
+	}
+	return page.Data[0].ID, nil
+}
+
+// cancel asks the service to stop a run that loom stopped waiting for, so
+// that the thread takes the next one.
+func (c *Classic) cancel(ctx context.Context, threadID, runID string) {
+	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer stop()
+	c.t.do(ctx, "POST", "/threads/"+threadID+"/runs/"+runID+"/cancel", nil, map[string]any{}, nil)
 }
 
 // Response implements agent.ChatClient: it runs the agent on the thread
@@ -219,42 +329,57 @@ func (c *Classic) Response(ctx context.Context, msgs []message.Message, opts *ag
 	if opts == nil {
 		opts = &agent.ChatOptions{}
 	}
-	threadID, run, _, err := c.start(ctx, msgs, opts, false)
+	st, err := c.start(ctx, msgs, opts, false)
 	if err != nil {
 		return nil, err
 	}
-	for run.Status == "queued" || run.Status == "in_progress" || run.Status == "cancelling" {
-		if err := sleepCtx(ctx, c.poll); err != nil {
-			return nil, err
+	for st.run.Status == "queued" || st.run.Status == "in_progress" || st.run.Status == "cancelling" {
+		err := sleepCtx(ctx, c.poll)
+		if err == nil {
+			err = c.t.do(ctx, "GET", "/threads/"+st.thread+"/runs/"+st.run.ID, nil, nil, &st.run)
 		}
-		if err := c.t.do(ctx, "GET", "/threads/"+threadID+"/runs/"+run.ID, nil, nil, &run); err != nil {
+		if err != nil {
+			if ctx.Err() != nil {
+				c.cancel(ctx, st.thread, st.run.ID)
+			}
 			return nil, err
 		}
 	}
-	return c.finish(ctx, threadID, run)
+	return c.finish(ctx, st)
 }
 
 // finish makes the response of a run that ended or asks for tools.
-func (c *Classic) finish(ctx context.Context, threadID string, run wireRun) (*agent.ChatResponse, error) {
+func (c *Classic) finish(ctx context.Context, st started) (*agent.ChatResponse, error) {
+	threadID, run := st.thread, st.run
 	resp := &agent.ChatResponse{ConversationID: threadID, ResponseID: run.ID, Model: c.agent}
 	if run.Usage != nil {
 		resp.Usage = message.Usage{InputTokens: run.Usage.PromptTokens, OutputTokens: run.Usage.CompletionTokens, TotalTokens: run.Usage.TotalTokens}
 	}
 	switch run.Status {
 	case "requires_action":
-		if run.RequiredAction == nil {
-			return nil, &agent.ProviderError{Provider: "foundry", Message: "run " + run.ID + " requires an action it does not name"}
+		if run.RequiredAction == nil || run.RequiredAction.Type != "submit_tool_outputs" && run.RequiredAction.Type != "" {
+			typ := ""
+			if run.RequiredAction != nil {
+				typ = run.RequiredAction.Type
+			}
+			c.cancel(ctx, threadID, run.ID)
+			return nil, &agent.ProviderError{Provider: "foundry", Type: "requires_action", Message: fmt.Sprintf("run %s requires an action loom cannot take (%q); it was cancelled", run.ID, typ)}
+		}
+		// What the run wrote before it asked comes first.
+		before, err := c.runMessages(ctx, threadID, run.ID, st.after)
+		if err != nil {
+			return nil, err
 		}
 		m := message.New(message.RoleAssistant)
 		for _, tc := range run.RequiredAction.SubmitToolOutputs.ToolCalls {
 			m.Contents = append(m.Contents, message.FunctionCall{CallID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
-		resp.Messages = []message.Message{m}
+		resp.Messages = append(before, m)
 		resp.FinishReason = agent.FinishToolCalls
 		resp.ConversationID = threadID + "|" + run.ID
 		return resp, nil
 	case "completed", "incomplete":
-		msgs, err := c.runMessages(ctx, threadID, run.ID)
+		msgs, err := c.runMessages(ctx, threadID, run.ID, st.after)
 		if err != nil {
 			return nil, err
 		}
@@ -272,10 +397,11 @@ func (c *Classic) finish(ctx context.Context, threadID string, run wireRun) (*ag
 	return nil, e
 }
 
-// runMessages reads the messages a run wrote, oldest first.
-func (c *Classic) runMessages(ctx context.Context, threadID, runID string) ([]message.Message, error) {
+// runMessages reads the messages a run wrote after the message after,
+// oldest first.
+func (c *Classic) runMessages(ctx context.Context, threadID, runID, after string) ([]message.Message, error) {
 	var out []message.Message
-	for m, err := range c.Messages(ctx, threadID, MessagesOptions{RunID: runID}) {
+	for m, err := range c.Messages(ctx, threadID, MessagesOptions{RunID: runID, After: after}) {
 		if err != nil {
 			return nil, err
 		}
@@ -297,6 +423,7 @@ type MessagesOptions struct {
 // Messages yields a Foundry thread's messages, oldest first, a page at a
 // time (the service's cursors: after, has_more).
 func (c *Classic) Messages(ctx context.Context, threadID string, opts MessagesOptions) iter.Seq2[message.Message, error] {
+	threadID = ThreadID(threadID)
 	return func(yield func(message.Message, error) bool) {
 		size := opts.PageSize
 		if size <= 0 {
@@ -318,7 +445,7 @@ func (c *Classic) Messages(ctx context.Context, threadID string, opts MessagesOp
 			if !page.HasMore || len(page.Data) == 0 {
 				return
 			}
-			after = page.LastID
+			after = page.Data[len(page.Data)-1].ID
 		}
 	}
 }
@@ -353,12 +480,21 @@ func (c *Classic) Stream(ctx context.Context, msgs []message.Message, opts *agen
 		if opts == nil {
 			opts = &agent.ChatOptions{}
 		}
-		threadID, _, events, err := c.start(ctx, msgs, opts, true)
+		st, err := c.start(ctx, msgs, opts, true)
 		if err != nil {
 			yield(agent.Update{}, err)
 			return
 		}
+		events := st.events
 		defer events.Body.Close()
+		runID, ended := "", false
+		defer func() {
+			// A stream given up (a consumer that stopped, a context that
+			// ended) leaves no run behind to block the thread's next one.
+			if !ended && runID != "" {
+				c.cancel(ctx, st.thread, runID)
+			}
+		}()
 		sc := bufio.NewScanner(events.Body)
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		var name string
@@ -372,6 +508,12 @@ func (c *Classic) Stream(ctx context.Context, msgs []message.Message, opts *agen
 				continue
 			}
 			data := strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+			if strings.HasPrefix(name, "thread.run.") && runID == "" {
+				var r wireRun
+				if json.Unmarshal([]byte(data), &r) == nil {
+					runID = r.ID
+				}
+			}
 			switch name {
 			case "thread.message.delta":
 				var d struct {
@@ -395,7 +537,9 @@ func (c *Classic) Stream(ctx context.Context, msgs []message.Message, opts *agen
 					yield(agent.Update{}, &agent.ProviderError{Provider: "foundry", Message: "a run event that is not a run" + requestID(events.Header), Err: err})
 					return
 				}
-				resp, err := c.finish(ctx, threadID, run)
+				ended = true
+				st.run = run
+				resp, err := c.finish(ctx, st)
 				if err != nil {
 					yield(agent.Update{}, err)
 					return

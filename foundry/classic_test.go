@@ -2,6 +2,7 @@ package foundry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"github.com/loomthreads/loom/internal/foundrytest"
 	"slices"
@@ -144,7 +145,8 @@ func TestClassicToolRoundTrip(t *testing.T) {
 		}
 		_ = res
 		msgs, _ := th.Messages(ctx, thread.ReadOptions{})
-		want := []string{"user: what is the weather?", "assistant:  call get_weather", "tool:  result sunny in Paris", "assistant: The weather: sunny in Paris"}
+		// What the run wrote before it asked comes before the call.
+		want := []string{"user: what is the weather?", "assistant: Let me look.", "assistant:  call get_weather", "tool:  result sunny in Paris", "assistant: The weather: sunny in Paris"}
 		if got := texts(msgs); !slices.Equal(got, want) {
 			t.Fatalf("stream %v: %q", stream, got)
 		}
@@ -299,5 +301,69 @@ func TestClassicThreadIsNotCopied(t *testing.T) {
 	}
 	if err := th.Restore(ctx, th.Version()); !errors.Is(err, thread.ErrUnsupported) {
 		t.Fatalf("restore: %v", err)
+	}
+}
+
+// A run waiting for tool outputs takes them and nothing else; one that
+// the service expired meanwhile gets them as a message, in a new run.
+func TestClassicWaitingRun(t *testing.T) {
+	srv, ts := foundrytest.NewClassic(t)
+	srv.APIKey = "key-1"
+	ctx := t.Context()
+	c := classicClient(t, ts.URL, ClassicOptions{})
+	tools := []agent.ToolSpec{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	resp, err := c.Response(ctx, []message.Message{message.User("the weather?")}, &agent.ChatOptions{Tools: tools})
+	if err != nil || resp.FinishReason != agent.FinishToolCalls || !strings.Contains(resp.ConversationID, "|") {
+		t.Fatalf("first: %+v %v", resp, err)
+	}
+	calls := resp.Calls()
+	threadID := ThreadID(resp.ConversationID)
+	n := srv.ThreadLen(threadID)
+	// New messages with (or without) the results: refused, nothing sent.
+	_, err = c.Response(ctx, []message.Message{message.ToolResult(calls[0].CallID, "sunny"), message.User("and hello")},
+		&agent.ChatOptions{ConversationID: resp.ConversationID, Tools: tools})
+	if !errors.Is(err, thread.ErrUnsupported) || srv.ThreadLen(threadID) != n {
+		t.Fatalf("messages for a waiting run: %v, thread %d → %d", err, n, srv.ThreadLen(threadID))
+	}
+	// The id with its run reads the thread.
+	var got []string
+	for m, err := range c.Messages(ctx, resp.ConversationID, MessagesOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.Text())
+	}
+	if len(got) != n {
+		t.Fatalf("messages by the waiting id: %q", got)
+	}
+	// The service expires the run: the results go as a message.
+	srv.ExpireRuns()
+	resp2, err := c.Response(ctx, []message.Message{message.ToolResult(calls[0].CallID, "sunny")},
+		&agent.ChatOptions{ConversationID: resp.ConversationID})
+	if err != nil || resp2.ConversationID != threadID || !strings.Contains(resp2.Text(), "results of the tool calls") {
+		t.Fatalf("after the run expired: %+v %v", resp2, err)
+	}
+}
+
+// A POST the service failed with a 5xx is not sent again (it may have
+// been done); a wait longer than a minute is not waited.
+func TestClassicRetryLimits(t *testing.T) {
+	srv, ts := foundrytest.NewClassic(t)
+	srv.APIKey = "key-1"
+	c := classicClient(t, ts.URL, ClassicOptions{})
+	srv.Fail(1, 504)
+	before := len(srv.Requests())
+	var pe *agent.ProviderError
+	if _, err := c.Response(t.Context(), []message.Message{message.User("hi")}, nil); !errors.As(err, &pe) || pe.StatusCode != 504 {
+		t.Fatalf("a 504: %v", err)
+	}
+	if n := len(srv.Requests()) - before; n != 1 {
+		t.Fatalf("a POST that failed with 504 was sent %d times", n)
+	}
+	srv.Throttle(1, 0)
+	srv.RetryAfter(3600)
+	start := time.Now()
+	if _, err := c.Response(t.Context(), []message.Message{message.User("hi")}, nil); !errors.As(err, &pe) || pe.StatusCode != 429 || time.Since(start) > 5*time.Second {
+		t.Fatalf("an hour's Retry-After: %v after %v", err, time.Since(start))
 	}
 }

@@ -82,8 +82,17 @@ func NewCurrent(opts Options) (*Current, error) {
 		APIKey:     "unused", // the transport authenticates
 		BaseURL:    t.endpoint,
 		HTTPClient: &hc,
-		MaxRetries: t.retries,
+		MaxRetries: sdkRetries(t.retries),
 	}})}, nil
+}
+
+// sdkRetries says retries as package openai reads them: 0 is its default
+// there, and none is negative.
+func sdkRetries(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // foundryTransport makes the OpenAI client's requests Foundry's: the
@@ -102,7 +111,10 @@ func (f *foundryTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	q.Set("api-version", f.t.apiVersion)
 	req.URL.RawQuery = q.Encode()
 	req.Header.Del("Authorization")
-	if err := f.t.authorize(req.Context(), req, false); err != nil {
+	if err := f.t.authorize(req.Context(), req); err != nil {
+		if req.Body != nil {
+			req.Body.Close() // a RoundTripper closes the body, whatever happens
+		}
 		return nil, err
 	}
 	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/responses") && req.Body != nil {
@@ -124,7 +136,7 @@ func (f *foundryTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := f.base.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && f.t.tokens != nil {
 		// A token the service refuses: the next request gets a new one.
-		f.t.tokens.get(context.WithoutCancel(req.Context()), true)
+		f.t.tokens.get(context.WithoutCancel(req.Context()), strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer "))
 	}
 	return resp, err
 }

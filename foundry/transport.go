@@ -36,9 +36,12 @@ type tokens struct {
 // refreshBefore is how long before its expiry a token is replaced.
 const refreshBefore = 2 * time.Minute
 
-func (t *tokens) get(ctx context.Context, fresh bool) (string, error) {
+// get returns the token to send. rejected names a token the service
+// refused: a new one is asked for, unless another request already got one.
+func (t *tokens) get(ctx context.Context, rejected string) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	fresh := rejected != "" && rejected == t.tok.Token
 	now := t.now()
 	due := t.tok.ExpiresOn.Add(-refreshBefore)
 	if !t.tok.RefreshOn.IsZero() && t.tok.RefreshOn.Before(due) {
@@ -155,7 +158,7 @@ func (t *transport) do(ctx context.Context, method, path string, query map[strin
 		req.URL.RawQuery = q.Encode()
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json")
-		if err := t.authorize(ctx, req, false); err != nil {
+		if err := t.authorize(ctx, req); err != nil {
 			return err
 		}
 		resp, err := t.http.Do(req)
@@ -163,7 +166,7 @@ func (t *transport) do(ctx context.Context, method, path string, query map[strin
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if attempt < t.retries {
+			if attempt < t.retries && method != http.MethodPost {
 				if err := t.sleep(ctx, backoff(attempt)); err != nil {
 					return err
 				}
@@ -176,14 +179,16 @@ func (t *transport) do(ctx context.Context, method, path string, query map[strin
 			// more with a new one.
 			resp.Body.Close()
 			refreshed = true
-			if _, err := t.tokens.get(ctx, true); err != nil {
+			if _, err := t.tokens.get(ctx, strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")); err != nil {
 				return err
 			}
 			attempt--
 			continue
 		}
-		if retryable(resp.StatusCode) && attempt < t.retries {
-			wait := retryAfter(resp.Header, attempt)
+		// A POST is sent again only when the service says it did not take
+		// it (429): after a 5xx it may have made the run or message anyway.
+		again := resp.StatusCode == http.StatusTooManyRequests || method != http.MethodPost && retryable(resp.StatusCode)
+		if wait := retryAfter(resp.Header, attempt); again && attempt < t.retries && wait <= maxRetryAfter {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if err := t.sleep(ctx, wait); err != nil {
@@ -211,12 +216,12 @@ func (t *transport) do(ctx context.Context, method, path string, query map[strin
 	}
 }
 
-func (t *transport) authorize(ctx context.Context, req *http.Request, fresh bool) error {
+func (t *transport) authorize(ctx context.Context, req *http.Request) error {
 	switch {
 	case t.apiKey != "":
 		req.Header.Set("api-key", t.apiKey)
 	case t.tokens != nil:
-		tok, err := t.tokens.get(ctx, fresh)
+		tok, err := t.tokens.get(ctx, "")
 		if err != nil {
 			return err
 		}
@@ -224,6 +229,10 @@ func (t *transport) authorize(ctx context.Context, req *http.Request, fresh bool
 	}
 	return nil
 }
+
+// maxRetryAfter is the longest wait a service may ask for before a
+// retry; asking for more gives up at once.
+const maxRetryAfter = time.Minute
 
 func retryable(status int) bool {
 	return status == http.StatusTooManyRequests || status == http.StatusInternalServerError ||

@@ -35,6 +35,9 @@ type Classic struct {
 	throttle     int
 	throttleMS   int
 	throttledAt  []time.Time
+	fails        int
+	failStatus   int
+	retryAfterS  int
 	requests     []string
 	apiVersions  map[string]bool
 	pollsPerStep int
@@ -86,11 +89,20 @@ func (s *Classic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, 401, "PermissionDenied", "Access token is missing, invalid or expired.")
 		return
 	}
+	if s.fails > 0 {
+		s.fails--
+		s.fail(w, s.failStatus, "ServiceUnavailable", "The service is busy.")
+		return
+	}
 	if s.throttle > 0 {
 		s.throttle--
 		s.throttledAt = append(s.throttledAt, time.Now())
-		w.Header().Set("retry-after-ms", strconv.Itoa(s.throttleMS))
-		w.Header().Set("Retry-After", "1")
+		if s.retryAfterS > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterS))
+		} else {
+			w.Header().Set("retry-after-ms", strconv.Itoa(s.throttleMS))
+			w.Header().Set("Retry-After", "1")
+		}
 		s.fail(w, 429, "TooManyRequests", "Rate limit is exceeded.")
 		return
 	}
@@ -115,8 +127,15 @@ func (s *Classic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			delete(s.threads, th.id)
 			writeJSON(w, map[string]any{"id": th.id, "object": "thread.deleted", "deleted": true})
 		case r.Method == "POST" && len(parts) == 3 && parts[2] == "messages":
+			for _, run := range s.runs {
+				if run.thread == th.id && (run.status == "queued" || run.status == "in_progress" || run.status == "requires_action") {
+					s.fail(w, 400, "invalid_request_error", fmt.Sprintf("Can't add messages to %s while a run %s is active.", th.id, run.id))
+					return
+				}
+			}
 			text, _ := body["content"].(string)
-			m := s.message(th, "user", text, "")
+			role, _ := body["role"].(string)
+			m := s.message(th, role, text, "")
 			writeJSON(w, m)
 		case r.Method == "GET" && len(parts) == 3 && parts[2] == "messages":
 			s.list(w, r, th)
@@ -138,6 +157,16 @@ func (s *Classic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			run.polls++
 			if run.polls >= s.pollsPerStep {
 				s.advance(th, run)
+			}
+			writeJSON(w, s.runJSON(run))
+		case r.Method == "POST" && len(parts) == 5 && parts[4] == "cancel":
+			run := s.runs[parts[3]]
+			if run == nil {
+				s.fail(w, 404, "not_found", fmt.Sprintf("No run found with id '%s'.", parts[3]))
+				return
+			}
+			if run.status != "completed" && run.status != "failed" && run.status != "expired" {
+				run.status = "cancelled"
 			}
 			writeJSON(w, s.runJSON(run))
 		case r.Method == "POST" && len(parts) == 5 && parts[4] == "submit_tool_outputs":
@@ -239,6 +268,7 @@ func (s *Classic) advance(th *fakeThread, run *fakeRun) {
 			s.message(th, "assistant", "The weather: "+run.outputs[0]["output"], run.id)
 			run.status = "completed"
 		case strings.Contains(last, "weather") && contains(run.tools, "get_weather"):
+			s.message(th, "assistant", "Let me look.", run.id)
 			run.calls = []map[string]any{{"id": s.id("call"), "type": "function", "function": map[string]any{"name": "get_weather", "arguments": `{"city":"Paris"}`}}}
 			run.status = "requires_action"
 		case strings.Contains(last, "fail"):
@@ -418,4 +448,45 @@ func (s *Classic) ThrottledAt() []time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]time.Time(nil), s.throttledAt...)
+}
+
+// Fail makes the next n requests fail with status (a 5xx).
+func (s *Classic) Fail(n, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fails, s.failStatus = n, status
+}
+
+// ExpireRuns ends every run that waits, as the service does with runs
+// that wait too long for their tool outputs.
+func (s *Classic) ExpireRuns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, run := range s.runs {
+		if run.status == "requires_action" {
+			run.status = "expired"
+		}
+	}
+}
+
+// Messages returns the texts of the thread id's messages, as role: text.
+func (s *Classic) Messages(id string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	th := s.threads[id]
+	if th == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range th.msgs {
+		out = append(out, fmt.Sprint(m["role"])+": "+m["content"].([]any)[0].(map[string]any)["text"].(map[string]any)["value"].(string))
+	}
+	return out
+}
+
+// RetryAfter sets the Retry-After (in seconds) of the 429 answers.
+func (s *Classic) RetryAfter(seconds int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retryAfterS = seconds
 }
