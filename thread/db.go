@@ -168,7 +168,7 @@ func (db *DB) Create(ctx context.Context, opts CreateOptions) (*Thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+	if err := db.apply(ctx, b); err != nil {
 		return nil, fmt.Errorf("create %s: %w", r.ID, err)
 	}
 	return db.handle(r, head), nil
@@ -252,7 +252,7 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	if _, err := db.record(ctx, id); err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
-	if err := db.store.Apply(context.WithoutCancel(ctx), &Batch{Delete: []Deletion{{Thread: id}}}); err != nil {
+	if err := db.apply(ctx, &Batch{Delete: []Deletion{{Thread: id}}}); err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
 	return nil

@@ -327,7 +327,7 @@ func (db *DB) load(ctx context.Context, doc *document, opts LoadOptions) (*Threa
 	if err != nil {
 		return nil, err
 	}
-	if err := db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+	if err := db.apply(ctx, b); err != nil {
 		return nil, err
 	}
 	return db.handle(rec, head), nil

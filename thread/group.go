@@ -316,7 +316,7 @@ func (g *Group) Apply(ctx context.Context) error {
 	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.Checkpoints)+len(b.Delete) == 0 {
 		return nil
 	}
-	if err := g.db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+	if err := g.db.apply(ctx, b); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return fmt.Errorf("group of %d threads: a thread moved, or an id or name is taken: %w", len(g.touched)+len(g.created), err)
 		}

@@ -199,6 +199,7 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 	if err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
 	}
+	t.db.published(&Batch{Commits: []*Commit{c}, Moves: []Move{mv}})
 	t.advance(moved(rec, mv), c.header())
 	return c, nil
 }
@@ -257,7 +258,7 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 		m [1]Move
 	}{c: [1]*Commit{c}, m: [1]Move{mv}}
 	one.b.Commits, one.b.Moves = one.c[:], one.m[:]
-	if err := t.db.store.Apply(context.WithoutCancel(ctx), &one.b); err != nil {
+	if err := t.db.apply(ctx, &one.b); err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
 	// The store kept its own copy of c, and the handle keeps only the
@@ -478,7 +479,7 @@ func (t *Thread) History(ctx context.Context, opts HistoryOptions) iter.Seq2[His
 // move moves the head to commit head by compare-and-swap from the handle's
 // version. It never retries.
 func (t *Thread) move(ctx context.Context, r *Record, mv Move, head *Commit) error {
-	if err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{Moves: []Move{mv}}); err != nil {
+	if err := t.db.apply(ctx, &Batch{Moves: []Move{mv}}); err != nil {
 		return fmt.Errorf("%s %s: %w", mv.Op, mv.Thread, err)
 	}
 	t.advance(moved(r, mv), head)
@@ -522,7 +523,7 @@ func (t *Thread) Checkpoint(ctx context.Context, name string) (Checkpoint, error
 		return Checkpoint{}, fmt.Errorf("checkpoint %s of empty thread %s: %w", name, r.ID, ErrInvalid)
 	}
 	cp := Checkpoint{Thread: r.ID, Name: name, Commit: r.Head, Version: r.Version, CreatedAt: t.db.clock()}
-	if err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{Checkpoints: []Checkpoint{cp}}); err != nil {
+	if err := t.db.apply(ctx, &Batch{Checkpoints: []Checkpoint{cp}}); err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint %s of %s: %w", name, r.ID, err)
 	}
 	return cp, nil
@@ -554,7 +555,7 @@ func (t *Thread) DeleteCheckpoint(ctx context.Context, name string) error {
 	if err := checkCheckpointName(name); err != nil {
 		return err
 	}
-	err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{DropCheckpoints: []CheckpointKey{{t.ID(), name}}})
+	err := t.db.apply(ctx, &Batch{DropCheckpoints: []CheckpointKey{{t.ID(), name}}})
 	if err != nil {
 		return fmt.Errorf("delete checkpoint %q of %s: %w", name, t.ID(), err)
 	}
@@ -645,7 +646,7 @@ func (t *Thread) Update(ctx context.Context, opts UpdateOptions) error {
 // moved past the handle's version.
 func (t *Thread) Delete(ctx context.Context) error {
 	r := t.snapshot()
-	if err := t.db.store.Apply(context.WithoutCancel(ctx), &Batch{Delete: []Deletion{{Thread: r.ID, Version: r.Version}}}); err != nil {
+	if err := t.db.apply(ctx, &Batch{Delete: []Deletion{{Thread: r.ID, Version: r.Version}}}); err != nil {
 		return fmt.Errorf("delete %s: %w", r.ID, err)
 	}
 	return nil
@@ -693,7 +694,7 @@ func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, er
 	if err != nil {
 		return nil, err
 	}
-	if err := t.db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+	if err := t.db.apply(ctx, b); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, t.ID(), err)
 	}
 	return t.db.handle(r, head), nil

@@ -1,0 +1,244 @@
+package thread
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// ChangeKind says what a Change did.
+type ChangeKind string
+
+// The kinds of change.
+const (
+	ChangeCreate     ChangeKind = "create"     // a thread was made
+	ChangeMove       ChangeKind = "move"       // a thread's head moved (or its record changed)
+	ChangeCheckpoint ChangeKind = "checkpoint" // a checkpoint was made or dropped
+	ChangeDelete     ChangeKind = "delete"     // a thread was deleted
+	// ChangeGap says that changes may have been missed (a dropped
+	// connection, a listener too slow to keep up): whoever shows threads
+	// should read them again. Its Thread is "".
+	ChangeGap ChangeKind = "gap"
+)
+
+// Change is one change to a thread, as a feed reports it.
+type Change struct {
+	Kind ChangeKind `json:"kind"`
+	// Thread is the thread's id (its key, at the store's level).
+	Thread string `json:"thread,omitzero"`
+	// Version and Head are the thread's after a create or a move.
+	Version int64  `json:"version,omitzero"`
+	Head    string `json:"head,omitzero"`
+	// Op is the history entry's op of a create or a move.
+	Op Op `json:"op,omitzero"`
+	// Checkpoint names the checkpoint of a ChangeCheckpoint.
+	Checkpoint string `json:"checkpoint,omitzero"`
+	// Time is when the change was made (a delete's is when it was seen).
+	Time time.Time `json:"time,omitzero"`
+}
+
+// Changes returns what applying b changes, in the order a store applies
+// it: creations, moves, dropped and new checkpoints, deletions. Stores
+// that publish changes (Watcher) publish these.
+func (b *Batch) Changes(now time.Time) []Change {
+	var out []Change
+	for _, cr := range b.Create {
+		op := cr.Op
+		if n := len(cr.History); n > 0 {
+			op = cr.History[n-1].Op
+		}
+		out = append(out, Change{Kind: ChangeCreate, Thread: cr.Record.ID, Version: cr.Record.Version,
+			Head: cr.Record.Head, Op: op, Time: cr.Record.UpdatedAt})
+	}
+	for _, mv := range b.Moves {
+		out = append(out, Change{Kind: ChangeMove, Thread: mv.Thread, Version: mv.From + 1, Head: mv.Head, Op: mv.Op, Time: mv.Time})
+	}
+	for _, ck := range b.DropCheckpoints {
+		out = append(out, Change{Kind: ChangeCheckpoint, Thread: ck.Thread, Checkpoint: ck.Name, Time: now})
+	}
+	for _, cp := range b.Checkpoints {
+		out = append(out, Change{Kind: ChangeCheckpoint, Thread: cp.Thread, Checkpoint: cp.Name, Time: cp.CreatedAt})
+	}
+	for _, d := range b.Delete {
+		out = append(out, Change{Kind: ChangeDelete, Thread: d.Thread, Time: now})
+	}
+	return out
+}
+
+// Watcher is an optional upgrade of a Store whose changes every process
+// that shares it can hear: PostgreSQL's LISTEN/NOTIFY, Redis's pub/sub.
+//
+// Watch returns once it listens. From then until ctx ends, fn hears the
+// changes (Batch.Changes, thread ids as keys) of every batch that any
+// process applies to the store, each batch's at once and, for any one
+// thread, in the order of its versions. fn runs on one goroutine of the
+// store and must return quickly. When changes may have been missed (the
+// connection that listens dropped and came back), fn hears a ChangeGap.
+// Watch never calls fn before it returns.
+//
+// A DB on a store that is not a Watcher hears the changes made through
+// the DBs of its own process only.
+type Watcher interface {
+	Watch(ctx context.Context, fn func([]Change)) error
+}
+
+// feedBuffer is how many changes a listener may fall behind by before it
+// is sent a ChangeGap in place of what it missed.
+const feedBuffer = 4096
+
+// hub fans the changes of one store out to the listeners of its DBs.
+type hub struct {
+	store Store
+	mu    sync.Mutex
+	subs  map[*listener]struct{}
+	stop  context.CancelFunc // ends the store's watch; nil while none runs
+}
+
+type listener struct {
+	tenant string
+	ch     chan Change
+	mu     sync.Mutex
+	gap    bool // a change was dropped: a ChangeGap is due once ch is read
+}
+
+// hubs holds the hub of each store that DBs of this process share, so
+// that a change made through one DB reaches the listeners of every DB on
+// the same store.
+var hubs sync.Map // Store → *hub
+
+func hubOf(s Store) *hub {
+	if h, ok := hubs.Load(s); ok {
+		return h.(*hub)
+	}
+	h, _ := hubs.LoadOrStore(s, &hub{store: s, subs: map[*listener]struct{}{}})
+	return h.(*hub)
+}
+
+// publish sends the changes of an applied batch to the hub's listeners.
+// A store that is a Watcher publishes its own, from every process.
+func (h *hub) publish(changes []Change) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.subs {
+		l.send(changes)
+	}
+}
+
+func (l *listener) send(changes []Change) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range changes {
+		if c.Kind != ChangeGap {
+			tenant, _ := SplitKey(c.Thread)
+			if tenant != l.tenant {
+				continue
+			}
+		}
+		if l.gap {
+			break
+		}
+		select {
+		case l.ch <- c:
+		default:
+			l.gap = true // ch is full, so the reader will look at gap
+		}
+	}
+}
+
+// Watch calls fn with each change to the threads of db's tenant, thread
+// ids as the tenant knows them, until ctx ends; it returns once it
+// listens (so a caller can read what it shows after Watch returns and
+// miss nothing), or with the error of a store that could not listen.
+// fn runs on a goroutine of its own, one call at a time.
+//
+// A store that is a Watcher reports the changes every process makes; any
+// other, those made through DBs of this process on the same store value.
+// A listener that falls behind by more than a few thousand changes, or a
+// store whose listening connection dropped, is told so by a ChangeGap.
+func (db *DB) Watch(ctx context.Context, fn func(Change)) error {
+	if _, bad := db.store.(badTenant); bad {
+		return db.store.(badTenant).err()
+	}
+	h := hubOf(db.raw)
+	l := &listener{tenant: db.tenant, ch: make(chan Change, feedBuffer)}
+	h.mu.Lock()
+	h.subs[l] = struct{}{}
+	var start context.Context
+	if w, ok := db.raw.(Watcher); ok && h.stop == nil {
+		var cancel context.CancelFunc
+		start, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		h.stop = cancel
+		if err := w.Watch(start, h.publish); err != nil {
+			cancel()
+			h.stop = nil
+			delete(h.subs, l)
+			h.mu.Unlock()
+			return err
+		}
+	}
+	h.mu.Unlock()
+	go func() {
+		defer func() {
+			h.mu.Lock()
+			delete(h.subs, l)
+			if len(h.subs) == 0 && h.stop != nil {
+				h.stop()
+				h.stop = nil
+			}
+			h.mu.Unlock()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-l.ch:
+				if c.Thread != "" {
+					_, c.Thread = SplitKey(c.Thread)
+				}
+				fn(c)
+			}
+			l.mu.Lock()
+			gap := l.gap && len(l.ch) == 0
+			if gap {
+				l.gap = false
+			}
+			l.mu.Unlock()
+			if gap {
+				fn(Change{Kind: ChangeGap, Time: time.Now().UTC()})
+			}
+		}
+	}()
+	return nil
+}
+
+// apply applies b to the store, whatever becomes of ctx once the store
+// has it, and then tells this process's listeners.
+func (db *DB) apply(ctx context.Context, b *Batch) error {
+	if err := db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
+		return err
+	}
+	db.published(b)
+	return nil
+}
+
+// published makes the changes of b heard by this process's listeners,
+// after the store applied it, unless the store publishes its own.
+func (db *DB) published(b *Batch) {
+	if _, ok := db.raw.(Watcher); ok {
+		return
+	}
+	h, ok := hubs.Load(db.raw)
+	if !ok {
+		return // nobody has listened to this store
+	}
+	changes := b.Changes(db.clock())
+	if len(changes) == 0 {
+		return
+	}
+	if db.tenant != "" {
+		for i := range changes {
+			changes[i].Thread = Key(db.tenant, changes[i].Thread)
+		}
+	}
+	h.(*hub).publish(changes)
+}

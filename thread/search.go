@@ -1,0 +1,414 @@
+package thread
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/loomthreads/loom/message"
+)
+
+// Searcher is an optional upgrade of a Store that keeps a full-text index
+// of message text, written in the same transaction as the commits it
+// indexes. DB.Search uses it; without it, DB.Search scans.
+//
+// A store indexes each message of each new commit of a batch under the
+// tenant (see SplitKey) and thread key that the batch commits it for
+// (CommitThreads), with SearchTokens(SearchText(m)) as its words, and
+// drops a commit's entries when it frees the commit. Search yields the
+// entries of opts.Tenant whose words include every word of opts.Words,
+// newest first (the order they were indexed in), at most opts.Limit of
+// them (0: no cap), starting after the entry opts.Before names.
+type Searcher interface {
+	Search(ctx context.Context, opts SearchOptions) iter.Seq2[SearchEntry, error]
+}
+
+// SearchOptions select what a Searcher yields.
+type SearchOptions struct {
+	// Tenant is the tenant whose threads are searched.
+	Tenant string
+	// Words are what a message must all hold, each a token of
+	// SearchTokens; never empty.
+	Words []string
+	// Before is the Cursor of the last entry of the previous page; ""
+	// starts at the newest.
+	Before string
+	// Limit caps the entries; 0 means no cap.
+	Limit int
+}
+
+// SearchEntry is one indexed message.
+type SearchEntry struct {
+	// Thread is the key of the thread that committed the message.
+	Thread string
+	// Commit and Index locate the message: Commit's Messages[Index].
+	Commit string
+	Index  int
+	// Cursor names the entry for SearchOptions.Before. Its form is the
+	// store's own.
+	Cursor string
+}
+
+// SearchText returns the text of m that search indexes: its text and
+// reasoning, the names and arguments of its tool calls and their results.
+func SearchText(m message.Message) string {
+	var b strings.Builder
+	for _, c := range m.Contents {
+		var s string
+		switch c := c.(type) {
+		case message.Text:
+			s = c.Text
+		case message.Reasoning:
+			s = c.Text
+		case message.FunctionCall:
+			s = c.Name + " " + c.Arguments
+		case message.FunctionResult:
+			s = c.Result
+		case message.Error:
+			s = c.Message
+		}
+		if s != "" {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(s)
+		}
+	}
+	return b.String()
+}
+
+// Search limits: a query holds at most MaxSearchWords words, and a word
+// is at most MaxSearchWordBytes long (longer runs of letters are cut).
+const (
+	MaxSearchWords     = 16
+	MaxSearchWordBytes = 64
+)
+
+// SearchTokens splits s into the words search matches on: maximal runs of
+// letters, digits and marks, lower-cased, cut to MaxSearchWordBytes, in
+// the order they appear (repeats kept). Every store tokenizes with it, so
+// that a word matches the same messages in each.
+func SearchTokens(s string) []string {
+	var out []string
+	start := -1
+	flush := func(end int) {
+		if start < 0 {
+			return
+		}
+		w := strings.ToLower(s[start:end])
+		if len(w) > MaxSearchWordBytes {
+			cut := MaxSearchWordBytes
+			for cut > 0 && !runeStart(w[cut]) {
+				cut--
+			}
+			w = w[:cut]
+		}
+		out = append(out, w)
+		start = -1
+	}
+	for i, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		flush(i)
+	}
+	flush(len(s))
+	return out
+}
+
+func runeStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// searchWords returns the distinct words of a query, or ErrInvalid.
+func searchWords(q string) ([]string, error) {
+	var words []string
+	for _, w := range SearchTokens(q) {
+		if !slices.Contains(words, w) {
+			words = append(words, w)
+		}
+	}
+	switch {
+	case len(words) == 0:
+		return nil, fmt.Errorf("%w: a search needs at least one word", ErrInvalid)
+	case len(words) > MaxSearchWords:
+		return nil, fmt.Errorf("%w: a search takes at most %d words, not %d", ErrInvalid, MaxSearchWords, len(words))
+	}
+	return words, nil
+}
+
+// CommitThreads returns, for each commit of b, the key of the thread the
+// batch commits it for: the thread whose new head (by a Creation or a
+// Move) the commit leads to, following parents inside b. A commit no head
+// of b leads to (a checkpoint's alone) takes the thread of its
+// checkpoint, and otherwise is left out. Stores that index messages use it
+// to know each message's thread.
+func (b *Batch) CommitThreads() map[string]string {
+	if len(b.Commits) == 0 {
+		return nil
+	}
+	parent := make(map[string]string, len(b.Commits))
+	for _, c := range b.Commits {
+		parent[c.ID] = c.Parent
+	}
+	out := make(map[string]string, len(b.Commits))
+	claim := func(thread, head string) {
+		for id := head; id != ""; id = parent[id] {
+			if _, ok := parent[id]; !ok {
+				return
+			}
+			if _, done := out[id]; done {
+				return
+			}
+			out[id] = thread
+		}
+	}
+	for _, cr := range b.Create {
+		claim(cr.Record.ID, cr.Record.Head)
+		for _, h := range cr.History {
+			claim(cr.Record.ID, h.Commit)
+		}
+	}
+	for _, mv := range b.Moves {
+		claim(mv.Thread, mv.Head)
+	}
+	for _, cp := range b.Checkpoints {
+		claim(cp.Thread, cp.Commit)
+	}
+	return out
+}
+
+// SearchHit is a message that a search found.
+type SearchHit struct {
+	// Thread is the thread that committed the message. A fork shares the
+	// messages it was forked with, which name their first thread.
+	Thread string
+	// Commit and Index locate the message: Commit's Messages[Index].
+	Commit string
+	Index  int
+	// Message is the message found.
+	Message message.Message
+	// Snippet is the message's searched text around the first word found.
+	Snippet string
+	// Time is when the message was committed.
+	Time time.Time
+	// Cursor continues the search after this hit (SearchQuery.Before).
+	Cursor string
+}
+
+// SearchQuery is what DB.Search looks for.
+type SearchQuery struct {
+	// Text is the query: its words (SearchTokens) must all be words of a
+	// message's text (SearchText), in any order and case.
+	Text string
+	// Before is the Cursor of the last hit of the previous page.
+	Before string
+	// Limit caps the hits; 0 means 20, and at most 1,000.
+	Limit int
+}
+
+// Search finds the messages of db's tenant's threads that hold every word
+// of q, newest first. It finds messages of every version that the store
+// still keeps (rolled back ones too, while history or a checkpoint reaches
+// them), not only the heads'. A store that is a Searcher answers from its
+// index; any other is scanned, commit by commit, which costs a read of
+// every commit of the tenant's threads.
+func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
+	words, err := searchWords(q.Text)
+	if err != nil {
+		return nil, err
+	}
+	limit := q.Limit
+	switch {
+	case limit < 0 || limit > 1000:
+		return nil, fmt.Errorf("%w: search limit %d: want 0 to 1000", ErrInvalid, limit)
+	case limit == 0:
+		limit = 20
+	}
+	opts := SearchOptions{Tenant: db.tenant, Words: words, Before: q.Before, Limit: limit}
+	var entries iter.Seq2[SearchEntry, error]
+	if s, ok := db.raw.(Searcher); ok {
+		entries = s.Search(ctx, opts)
+	} else {
+		entries = scanSearch(ctx, db.raw, opts)
+	}
+	var hits []SearchHit
+	for e, err := range entries {
+		if err != nil {
+			return nil, err
+		}
+		tenant, id := SplitKey(e.Thread)
+		if tenant != db.tenant {
+			continue // a store that filters badly must not leak
+		}
+		c, err := db.raw.Commit(ctx, e.Commit)
+		if err != nil {
+			return nil, err
+		}
+		if e.Index < 0 || e.Index >= len(c.Messages) {
+			return nil, fmt.Errorf("thread: search index names message %d of commit %s, which has %d", e.Index, e.Commit, len(c.Messages))
+		}
+		m := c.Messages[e.Index]
+		hits = append(hits, SearchHit{
+			Thread: id, Commit: e.Commit, Index: e.Index, Message: m,
+			Snippet: snippet(SearchText(m), words), Time: c.Time, Cursor: e.Cursor,
+		})
+	}
+	return hits, nil
+}
+
+// snippetRunes is about how much text a snippet shows.
+const snippetRunes = 160
+
+// snippet returns text around the first of words found in text.
+func snippet(text string, words []string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	lower := strings.ToLower(text)
+	at := -1
+	for _, w := range words {
+		if i := strings.Index(lower, w); i >= 0 && (at < 0 || i < at) {
+			at = i
+		}
+	}
+	r := []rune(text)
+	if len(r) <= snippetRunes {
+		return text
+	}
+	pos := 0
+	if at > 0 && len(lower) == len(text) {
+		pos = len([]rune(text[:at]))
+	}
+	from := max(0, pos-snippetRunes/3)
+	to := min(len(r), from+snippetRunes)
+	from = max(0, to-snippetRunes)
+	out := string(r[from:to])
+	if from > 0 {
+		out = "…" + out
+	}
+	if to < len(r) {
+		out += "…"
+	}
+	return out
+}
+
+// scanSearch is the search of a store with no index: it reads every
+// commit that a thread of the tenant reaches through its history and
+// checkpoints, and sorts the matches newest first. Its cursor is
+// "time.commit.index" of the last hit.
+func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[SearchEntry, error] {
+	return func(yield func(SearchEntry, error) bool) {
+		type found struct {
+			e    SearchEntry
+			time time.Time
+		}
+		var all []found
+		seen := map[string]bool{}
+		walk := func(thread, head string) error {
+			if head == "" || seen[head] {
+				return nil
+			}
+			for c, err := range s.Ancestors(ctx, head, -1) {
+				if err != nil {
+					return err
+				}
+				if seen[c.ID] {
+					return nil
+				}
+				seen[c.ID] = true
+				for i, m := range c.Messages {
+					if holdsAll(SearchTokens(SearchText(m)), opts.Words) {
+						all = append(all, found{SearchEntry{Thread: thread, Commit: c.ID, Index: i}, c.Time})
+					}
+				}
+			}
+			return nil
+		}
+		for r, err := range s.Threads(ctx, ListOptions{Tenant: opts.Tenant}) {
+			if err != nil {
+				yield(SearchEntry{}, err)
+				return
+			}
+			for h, err := range s.History(ctx, r.ID, HistoryOptions{}) {
+				if err == nil {
+					err = walk(r.ID, h.Commit)
+				}
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					yield(SearchEntry{}, err)
+					return
+				}
+			}
+			for cp, err := range s.Checkpoints(ctx, r.ID) {
+				if err == nil {
+					err = walk(r.ID, cp.Commit)
+				}
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					yield(SearchEntry{}, err)
+					return
+				}
+			}
+		}
+		// Newest first; within a commit, its last message first.
+		order := func(at time.Time, commit string, index int, b found) int {
+			if c := b.time.Compare(at); c != 0 {
+				return c
+			}
+			if c := strings.Compare(b.e.Commit, commit); c != 0 {
+				return c
+			}
+			return cmp.Compare(b.e.Index, index)
+		}
+		slices.SortFunc(all, func(a, b found) int { return order(a.time, a.e.Commit, a.e.Index, b) })
+		var (
+			afterTime   time.Time
+			afterCommit string
+			afterIndex  int
+		)
+		if opts.Before != "" {
+			parts := strings.SplitN(opts.Before, ".", 3)
+			var us int64
+			var err error
+			if len(parts) == 3 {
+				us, err = strconv.ParseInt(parts[0], 10, 64)
+				if err == nil {
+					afterIndex, err = strconv.Atoi(parts[2])
+				}
+			}
+			if len(parts) != 3 || err != nil {
+				yield(SearchEntry{}, fmt.Errorf("%w: search cursor %q", ErrInvalid, opts.Before))
+				return
+			}
+			afterTime, afterCommit = time.UnixMicro(us).UTC(), parts[1]
+		}
+		n := 0
+		for _, f := range all {
+			if opts.Before != "" && order(afterTime, afterCommit, afterIndex, f) >= 0 {
+				continue // not past the cursor yet
+			}
+			if opts.Limit > 0 && n == opts.Limit {
+				return
+			}
+			n++
+			f.e.Cursor = strconv.FormatInt(f.time.UnixMicro(), 10) + "." + f.e.Commit + "." + strconv.Itoa(f.e.Index)
+			if !yield(f.e, nil) {
+				return
+			}
+		}
+	}
+}
+
+func holdsAll(tokens, words []string) bool {
+	for _, w := range words {
+		if !slices.Contains(tokens, w) {
+			return false
+		}
+	}
+	return true
+}
