@@ -192,6 +192,9 @@ func (db *DB) Watch(ctx context.Context, fn func(Change)) error {
 			case <-ctx.Done():
 				return
 			case c := <-l.ch:
+				if ctx.Err() != nil {
+					return // a listener that stopped hears nothing more
+				}
 				if c.Thread != "" {
 					_, c.Thread = SplitKey(c.Thread)
 				}

@@ -118,6 +118,8 @@ var cases = []suiteCase{
 	{"TenantNamespaces", tenantNamespaces},
 	{"TenantErrorsNameIDs", tenantErrorsNameIDs},
 	{"Groups", groups},
+	{"Search", search},
+	{"Watch", watch},
 }
 
 // recorder is a T that records failures instead of failing, for running a
