@@ -166,6 +166,9 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 // conversations after it are refused (503).
 func (s *Server) Close() error {
 	s.lives.mu.Lock()
+	if !s.lives.closed {
+		close(s.closing)
+	}
 	s.lives.closed = true
 	all := s.lives.m
 	s.lives.m = nil

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/loomthreads/loom/conversation"
+	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
 )
 
@@ -166,6 +167,10 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Lease":                     workflow.Lease{},
 		"Waiting":                   workflow.Waiting{},
 		"Error":                     errorBody{},
+		"Family":                    familyResponse{},
+		"Change":                    thread.Change{},
+		"SearchHit":                 searchHitJSON{},
+		"SearchResults":             searchResponse{},
 	} {
 		s, ok := schemas[name].(map[string]any)
 		if !ok {

@@ -239,27 +239,4 @@ func (s *sseWriter) ping() error {
 // write.
 const sseWriteTimeout = 30 * time.Second
 
-func (s *sseWriter) event(name string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.started {
-		s.started = true
-		h := s.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		s.w.WriteHeader(http.StatusOK)
-	}
-	// A client that stops reading must not hold the run (and its thread)
-	// for ever: each event has sseWriteTimeout to be written.
-	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-	// json.Marshal writes no newline, so the data is one line.
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
+func (s *sseWriter) event(name string, v any) error { return s.eventID(name, "", v) }

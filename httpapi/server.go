@@ -78,6 +78,8 @@ type Server struct {
 	log       *slog.Logger
 	version   string
 	metrics   *Metrics
+	// closing is closed by Close: the change feeds end.
+	closing chan struct{}
 
 	mux         *http.ServeMux
 	api         http.Handler    // the mux behind the whole chain, authentication included
@@ -109,6 +111,10 @@ var routes = []route{
 	{pattern: "POST /v1/threads/{id}/fork", handle: (*Server).fork},
 	{pattern: "POST /v1/threads/{id}/copy", handle: (*Server).copyThread},
 	{pattern: "GET /v1/threads/{id}/history", handle: (*Server).history},
+	{pattern: "GET /v1/threads/{id}/family", handle: (*Server).family},
+	{pattern: "GET /v1/threads/{id}/events", handle: (*Server).threadEvents},
+	{pattern: "GET /v1/events", handle: (*Server).events},
+	{pattern: "GET /v1/search", handle: (*Server).search},
 	{pattern: "GET /v1/threads/{id}/checkpoints", handle: (*Server).listCheckpoints},
 	{pattern: "POST /v1/threads/{id}/checkpoints", handle: (*Server).createCheckpoint},
 	{pattern: "DELETE /v1/threads/{id}/checkpoints/{name}", handle: (*Server).deleteCheckpoint},
@@ -149,7 +155,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		db: opts.DB, keys: opts.Keys, agent: opts.Agent, chat: opts.Chat, worklog: opts.Worklog, maxBody: opts.MaxBodyBytes,
 		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, metrics: newMetrics(),
-		mux: http.NewServeMux(), publicPaths: map[string]bool{},
+		mux: http.NewServeMux(), publicPaths: map[string]bool{}, closing: make(chan struct{}),
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
