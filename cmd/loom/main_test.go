@@ -923,3 +923,42 @@ func texts(msgs []message.Message) []string {
 	}
 	return out
 }
+
+func TestSearch(t *testing.T) {
+	t.Parallel()
+	store := sqliteStore(t)
+	th := newThread(t, store)
+	say(t, store, th.ID, "the blue whale sings")
+	say(t, store, th.ID, "a whale of a time")
+	out := loom(t, "search", "whale", "--store", store).ok(t).stdout
+	for _, want := range []string{"THREAD", "TEXT", th.ID, "the blue whale sings", "a whale of a time"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("search lacks %q:\n%s", want, out)
+		}
+	}
+	hits := lines[searchHitJSON](t, loom(t, "search", "WHALE", "--limit", "1", "--store", store, "--json").ok(t))
+	if len(hits) != 1 || hits[0].Message.Text() != "a whale of a time" || hits[0].Cursor == "" || hits[0].Thread != th.ID {
+		t.Fatalf("search --json = %+v", hits)
+	}
+	hits = lines[searchHitJSON](t, loom(t, "search", "whale", "--before", hits[0].Cursor, "--store", store, "--json").ok(t))
+	if len(hits) != 1 || hits[0].Message.Text() != "the blue whale sings" {
+		t.Fatalf("search --before = %+v", hits)
+	}
+	if out := loom(t, "search", "blue", "sings", "--store", store, "--json").ok(t).stdout; strings.Count(out, "\n") != 1 {
+		t.Errorf("two words found %q", out)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"search"}, 2, "missing arguments"},
+		{[]string{"search", "!!"}, 1, "at least one word"},
+		{[]string{"search", "x", "--limit", "0"}, 2, "--limit"},
+	} {
+		r := loom(t, append(c.args, "--store", store)...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: code %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
+	}
+}

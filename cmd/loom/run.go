@@ -160,6 +160,17 @@ var commands = []spec{
 			"loom threads delete th_01jq… --yes",
 		},
 		New: func(b base) Command { return &ThreadsDeleteCommand{base: b} }},
+	{Name: "search", Synopsis: "WORD... [--limit N] [--before CURSOR]",
+		Summary: "find messages that hold every word, newest first",
+		Help: "Searches the text of the tenant's messages (text, reasoning, tool calls and results):\n" +
+			"whole words, in any case and order, in every version a thread still keeps. SQLite and\n" +
+			"PostgreSQL answer from an index kept with the commits; the other stores are scanned.\n" +
+			"With --json, one hit per line with its cursor, for --before.",
+		Examples: []string{
+			"loom search refund policy",
+			"loom search paris weather --limit 5 --json",
+		},
+		New: func(b base) Command { return &SearchCommand{base: b} }},
 	{Name: "chat", Synopsis: "[--thread ID] [--provider P] [--model M] [--title T]",
 		Summary: "talk to a model in a live conversation kept in the store: stream, abort, fork, compact",
 		Help: "A live conversation (package conversation) on a thread of the store: the answer streams;\n" +
