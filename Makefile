@@ -23,6 +23,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./message
 	$(GO) test -run '^$$' -fuzz '^FuzzEncoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./message
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./thread
+	$(GO) test -run '^$$' -fuzz '^FuzzSearchTokens$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./thread
 	$(GO) test -run '^$$' -fuzz '^FuzzValid$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/ids
 	$(GO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/ids
 	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./tokens

@@ -1,0 +1,136 @@
+package thread
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/message"
+)
+
+// TestWatchGap checks that a listener that falls behind is told so by a
+// ChangeGap after what it had, and then hears changes again.
+func TestWatchGap(t *testing.T) {
+	ctx := t.Context()
+	s := NewMemoryStore()
+	db := New(s, nil)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var got []Change
+	first := true
+	err := db.Watch(ctx, func(c Change) {
+		if first {
+			first = false
+			<-release // stuck while the writer runs ahead
+		}
+		mu.Lock()
+		got = append(got, c)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := db.Create(ctx, CreateOptions{ID: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := feedBuffer + 100
+	for i := range n {
+		if _, err := th.Append(ctx, message.User("m")); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for heard := false; !heard; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		heard = len(got) > 0 && got[len(got)-1].Kind == ChangeGap
+		mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no gap")
+		}
+	}
+	// After the gap, changes flow again.
+	if _, err := th.Append(ctx, message.User("after")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		mu.Lock()
+		done := len(got) > 0 && got[len(got)-1].Version == int64(n+2)
+		snapshot := append([]Change(nil), got...)
+		mu.Unlock()
+		if done {
+			gaps := 0
+			for i, c := range snapshot {
+				if c.Kind == ChangeGap {
+					gaps++
+					if i == 0 || snapshot[i-1].Kind == ChangeGap {
+						t.Errorf("gap at %d", i)
+					}
+				}
+			}
+			if gaps != 1 || len(snapshot) >= n+2 {
+				t.Errorf("%d gaps in %d changes; want 1 gap and fewer than %d changes", gaps, len(snapshot), n+2)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the last change never came; heard %d", len(snapshot))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestBatchChanges(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := &Batch{
+		Create:          []Creation{{Record: &Record{ID: "n", Head: "h1", Version: 3, UpdatedAt: now}, History: []HistoryEntry{{Version: 3, Op: OpLoad}}}},
+		Moves:           []Move{{Thread: "m", From: 4, Head: "h2", Op: OpAppend, Time: now}},
+		DropCheckpoints: []CheckpointKey{{Thread: "m", Name: "old"}},
+		Checkpoints:     []Checkpoint{{Thread: "m", Name: "new", CreatedAt: now}},
+		Delete:          []Deletion{{Thread: "d"}},
+	}
+	got := b.Changes(now)
+	want := []Change{
+		{Kind: ChangeCreate, Thread: "n", Version: 3, Head: "h1", Op: OpLoad, Time: now},
+		{Kind: ChangeMove, Thread: "m", Version: 5, Head: "h2", Op: OpAppend, Time: now},
+		{Kind: ChangeCheckpoint, Thread: "m", Checkpoint: "old", Time: now},
+		{Kind: ChangeCheckpoint, Thread: "m", Checkpoint: "new", Time: now},
+		{Kind: ChangeDelete, Thread: "d", Time: now},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Changes = %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("change %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestWatchEndsWithContext checks that a listener's goroutine ends with
+// its context and that the hub forgets it.
+func TestWatchEndsWithContext(t *testing.T) {
+	s := NewMemoryStore()
+	db := New(s, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := db.Watch(ctx, func(Change) {}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	h := hubOf(s)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.mu.Lock()
+		n := len(h.subs)
+		h.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the listener stayed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
