@@ -200,6 +200,7 @@ func TestToolListHasThreadToolsWithInputSchemas(t *testing.T) {
 			"thread_checkpoint":   {"id", "name"},
 			"thread_rollback":     {"id"},
 			"thread_history":      {"id"},
+			"thread_search":       {"query"},
 			"workflow_list":       nil,
 			"workflow_get":        {"id"},
 			"workflow_history":    {"id"},
@@ -242,7 +243,7 @@ func TestToolListHasThreadToolsWithInputSchemas(t *testing.T) {
 			}
 		}
 		want := []string{"thread_append", "thread_checkpoint", "thread_create", "thread_fork", "thread_get",
-			"thread_history", "thread_list", "thread_rollback", "thread_view",
+			"thread_history", "thread_list", "thread_rollback", "thread_search", "thread_view",
 			"workflow_checkpoint", "workflow_get", "workflow_history", "workflow_list", "workflow_restore"}
 		slices.Sort(names)
 		if !slices.Equal(names, want) {
@@ -392,6 +393,14 @@ func TestRoundTripCreateAppendGetViewForkCheckpointRollbackHistory(t *testing.T)
 		page = ok[historyOut](t, cs, "thread_history", map[string]any{"id": id, "limit": 10, "before": page.NextBefore})
 		if len(page.Entries) != 4 || page.Entries[0].Version != 4 || page.NextBefore != 0 {
 			t.Errorf("history second page: %+v", page)
+		}
+
+		found := ok[searchOut](t, cs, "thread_search", map[string]any{"query": "SUNNY 21", "limit": 1})
+		if len(found.Hits) != 1 || found.Hits[0].Thread != id || !strings.Contains(found.Hits[0].Snippet, "21°C and sunny") || found.Next == "" {
+			t.Errorf("search: %+v", found)
+		}
+		if msg := fails(t, cs, "thread_search", map[string]any{"query": "?!"}); !strings.Contains(msg, "at least one word") {
+			t.Errorf("search without words: %s", msg)
 		}
 
 		list := ok[listOut](t, cs, "thread_list", map[string]any{"labels": map[string]string{"team": "support"}})

@@ -27,7 +27,7 @@ const (
 
 // Register adds loom's thread tools (thread_list, thread_get,
 // thread_create, thread_append, thread_view, thread_fork,
-// thread_checkpoint, thread_rollback and thread_history) to s, working on
+// thread_checkpoint, thread_rollback, thread_history and thread_search) to s, working on
 // db. Each call is scoped to the tenant in its context (see New); internal
 // errors are logged to slog.Default().
 func Register(s *mcp.Server, db *thread.DB) {
@@ -105,6 +105,11 @@ func register(s *mcp.Server, db *thread.DB, logger *slog.Logger) {
 		Description: "A thread's history, newest first: every head move with its version, commit, operation and time. Page with before.",
 		Annotations: read,
 	}, logger, t.history)
+	AddTool(s, &mcp.Tool{
+		Name:        "thread_search",
+		Description: "Find messages of the caller's threads whose text (text, reasoning, tool calls and results) holds every word of query: whole words, any case and order, newest first, in every version a thread keeps. Each hit names its thread and shows a snippet. Page with before.",
+		Annotations: read,
+	}, logger, t.search)
 	registerWorkflows(s, t, logger)
 }
 
@@ -601,6 +606,43 @@ func historyPage(ctx context.Context, in historyIn, open func() (string, history
 			break
 		}
 		out.Entries = append(out.Entries, historyEntry{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: e.Time})
+	}
+	return out, nil
+}
+
+type searchIn struct {
+	Query  string `json:"query" jsonschema:"the words to find, 1 to 16 of them"`
+	Limit  int    `json:"limit,omitzero" jsonschema:"the most hits to return: 20 when left out, at most 1000"`
+	Before string `json:"before,omitzero" jsonschema:"the next of the previous page"`
+}
+
+type searchHit struct {
+	Thread  string          `json:"thread" jsonschema:"the thread that committed the message"`
+	Message message.Message `json:"message"`
+	Snippet string          `json:"snippet" jsonschema:"the text around the first word found"`
+	Time    time.Time       `json:"time"`
+}
+
+type searchOut struct {
+	Hits []searchHit `json:"hits"`
+	Next string      `json:"next,omitzero" jsonschema:"pass as before for the next page; absent on the last page"`
+}
+
+func (t *threadTools) search(ctx context.Context, in searchIn) (searchOut, error) {
+	limit := in.Limit
+	if limit == 0 {
+		limit = 20
+	}
+	hits, err := t.scoped(ctx).Search(ctx, thread.SearchQuery{Text: in.Query, Limit: limit, Before: in.Before})
+	if err != nil {
+		return searchOut{}, err
+	}
+	out := searchOut{Hits: make([]searchHit, 0, len(hits))}
+	for _, h := range hits {
+		out.Hits = append(out.Hits, searchHit{Thread: h.Thread, Message: h.Message, Snippet: h.Snippet, Time: h.Time})
+	}
+	if len(hits) == limit {
+		out.Next = hits[len(hits)-1].Cursor
 	}
 	return out, nil
 }
