@@ -2,10 +2,12 @@ package redis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -641,6 +643,14 @@ func (s *Store) scriptArgs(b *thread.Batch, p *plan, sweep, inline bool, now, ex
 	for _, d := range b.Delete {
 		args = append(args, p.thread(d.Thread), d.Thread, d.Version, flag(sweep))
 	}
+	var notice []byte
+	if changes := b.Changes(time.UnixMicro(now).UTC()); len(changes) > 0 {
+		var err error
+		if notice, err = json.Marshal(changes); err != nil {
+			return nil, fmt.Errorf("redis: encode the changes of a batch: %w", err)
+		}
+	}
+	args = append(args, s.changesChannel(), notice)
 	return args, nil
 }
 

@@ -114,6 +114,23 @@
 // shared prefix) survive; the rest go with the thread. Redis EXPIRE on the
 // keys would leave reference counts and index keys wrong.
 //
+// # Changes
+//
+// Store is a thread.Watcher: the apply script PUBLISHes the JSON of each
+// batch's thread.Batch.Changes on the channel P:changes as its last step,
+// so every process that shares the Redis (thread.DB.Watch) hears what any
+// of them writes, sweeps included, and a crash cannot separate a write
+// from its notice. Redis keeps no backlog: a listener hears what is
+// published while it is subscribed, and after its connection drops and
+// the client subscribes again it hears a thread.ChangeGap. A user whose
+// ACL forbids the channel still writes, unheard. In cluster mode the
+// notice is a classic PUBLISH, which the cluster bus takes to every node
+// (SPUBLISH would tie the channel to one slot, which a script on another
+// node cannot reach): each thread's changes arrive in order,
+// but those of families on different nodes may interleave in another
+// order than they were applied, and every batch costs a message to every
+// node.
+//
 // # Known limits
 //
 // On a single server none of the races below exist. In cluster mode index

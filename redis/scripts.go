@@ -43,6 +43,8 @@ end
 //	ndrops, per drop: family thread name
 //	ncheckpoints, per checkpoint: family thread name commit commitFamily value
 //	ndeletes, per delete: family thread version sweep (1: the record must have expired)
+//	channel notice: once the batch is written, the script PUBLISHes notice
+//	(the JSON of the batch's changes; "" for none) on channel
 var applyScript = goredis.NewScript(luaCommon + `
 local i = 2
 local function nx() local v = ARGV[i]; i = i + 1; return v end
@@ -67,6 +69,7 @@ end
 for j = 1, tonumber(nx()) do drops[j] = {f = nx(), t = nx(), n = nx()} end
 for j = 1, tonumber(nx()) do cps[j] = {f = nx(), t = nx(), n = nx(), c = nx(), cf = nx(), v = nx()} end
 for j = 1, tonumber(nx()) do dels[j] = {f = nx(), t = nx(), v = tonumber(nx()), sweep = nx() == '1'} end
+local channel, notice = nx(), nx()
 
 -- Checks.
 local new = {}
@@ -274,6 +277,10 @@ if inline then
     if redis.call('GET', ik) == freed[j + 1] then redis.call('DEL', ik) end
   end
 end
+-- The notice goes out with the writes, so a crash cannot part them. A
+-- PUBLISH that fails (an ACL user without the channel) loses the notice,
+-- not the batch, which is written: pcall, so the script still says OK.
+if notice ~= '' then redis.pcall('PUBLISH', channel, notice) end
 return {'OK', freed, tenants, replaced}
 `)
 

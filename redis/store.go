@@ -72,6 +72,9 @@ type Store struct {
 
 	fams familyCache
 
+	watchMu sync.Mutex
+	watches map[*goredis.PubSub]struct{} // nil once closed
+
 	stop     chan struct{}
 	sweeping sync.WaitGroup
 	closing  sync.Once
@@ -99,7 +102,8 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 	if len(o.Prefix) > 64 || !ids.Valid(o.Prefix) {
 		return nil, fmt.Errorf("redis store: prefix %q: want 1 to 64 letters, digits, '_', '-' or '.': %w", o.Prefix, thread.ErrInvalid)
 	}
-	s := &Store{prefix: o.Prefix, ttl: max(o.TTL, 0), cluster: o.Cluster, log: o.Logger, now: time.Now, stop: make(chan struct{})}
+	s := &Store{prefix: o.Prefix, ttl: max(o.TTL, 0), cluster: o.Cluster, log: o.Logger, now: time.Now, stop: make(chan struct{}),
+		watches: map[*goredis.PubSub]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -183,12 +187,13 @@ func parseURL(rawURL string, o *Options) (conn string, cluster bool, err error) 
 	return u.String(), cluster, nil
 }
 
-// Close stops the sweeper and closes the connection (unless it came in
-// Options.Client).
+// Close stops the sweeper, ends every Watch and closes the connection
+// (unless it came in Options.Client).
 func (s *Store) Close() error {
 	var err error
 	s.closing.Do(func() {
 		close(s.stop)
+		s.closeWatches()
 		s.sweeping.Wait()
 		err = s.closeConn()
 	})

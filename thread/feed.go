@@ -92,6 +92,8 @@ type hub struct {
 	mu    sync.Mutex
 	subs  map[*listener]struct{}
 	stop  context.CancelFunc // ends the store's watch; nil while none runs
+	// starting is held while a store's watch starts.
+	starting sync.Mutex
 }
 
 type listener struct {
@@ -161,22 +163,34 @@ func (db *DB) Watch(ctx context.Context, fn func(Change)) error {
 	}
 	h := hubOf(db.raw)
 	l := &listener{tenant: db.tenant, ch: make(chan Change, feedBuffer)}
+	// The listener counts before the store's watch starts, so that no
+	// listener leaving meanwhile stops the watch this one relies on.
 	h.mu.Lock()
 	h.subs[l] = struct{}{}
-	var start context.Context
-	if w, ok := db.raw.(Watcher); ok && h.stop == nil {
-		var cancel context.CancelFunc
-		start, cancel = context.WithCancel(context.WithoutCancel(ctx))
-		h.stop = cancel
-		if err := w.Watch(start, h.publish); err != nil {
-			cancel()
-			h.stop = nil
-			delete(h.subs, l)
-			h.mu.Unlock()
-			return err
-		}
-	}
 	h.mu.Unlock()
+	if w, ok := db.raw.(Watcher); ok {
+		// Starting a watch is a round trip to the store: under a lock of
+		// its own, not the one publish takes.
+		h.starting.Lock()
+		h.mu.Lock()
+		running := h.stop != nil
+		h.mu.Unlock()
+		if !running {
+			start, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			if err := w.Watch(start, h.publish); err != nil {
+				cancel()
+				h.starting.Unlock()
+				h.mu.Lock()
+				delete(h.subs, l)
+				h.mu.Unlock()
+				return err
+			}
+			h.mu.Lock()
+			h.stop = cancel
+			h.mu.Unlock()
+		}
+		h.starting.Unlock()
+	}
 	go func() {
 		defer func() {
 			h.mu.Lock()
