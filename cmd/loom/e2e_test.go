@@ -379,6 +379,17 @@ func endToEnd(t *testing.T, store string) {
 	if code, _ := call(t, "GET", s.url+"/healthz", "", nil, &health); code != 200 || health.Status != "ok" {
 		t.Fatalf("healthz: %d %+v", code, health)
 	}
+	// The web page needs no key (the API it calls does); the API's
+	// unknown routes stay the API's.
+	if code, h := call(t, "GET", s.url+"/", "", nil, nil); code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || h.Get("Content-Security-Policy") == "" {
+		t.Fatalf("the web page: %d %v", code, h)
+	}
+	if code, _ := call(t, "GET", s.url+"/v1/nothing-here", keyAcme, nil, nil); code != 404 {
+		t.Fatalf("an unknown API route: %d", code)
+	}
+	if code, _ := call(t, "POST", s.url+"/", "", nil, nil); code == 200 {
+		t.Fatalf("POST / answered 200")
+	}
 	s.stop(t)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/mcpserver"
+	"github.com/loomthreads/loom/webui"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/openai"
 	"github.com/loomthreads/loom/thread"
@@ -135,6 +136,11 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.Handle("/mcp", api.Protect(mcpserver.Handler(db, mcpOpts)))
+	// The web page: index.html at / and its assets. It holds no data and
+	// needs no key; the API it calls does.
+	ui := webui.Handler()
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("GET /assets/", ui)
 	var h http.Handler = mux
 	if !keys.Enabled() {
 		// Loopback is the only protection then: a web page whose name is
