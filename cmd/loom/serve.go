@@ -20,10 +20,10 @@ import (
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/mcpserver"
-	"github.com/loomthreads/loom/webui"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/openai"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/webui"
 	"github.com/loomthreads/loom/worklog"
 )
 
