@@ -123,3 +123,61 @@ func drive(b *testing.B, client *http.Client, next func(n int64) (*http.Request,
 	b.ReportMetric(q(0.50), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
 }
+
+// BenchmarkPageReads measures what the web UI asks for as it opens, on
+// SQLite: the first page of 50 threads of a 10,000-thread store (the
+// threads page), and the newest 50 messages of a 100,000-message thread
+// with its history page and its fork family (a thread's page). One
+// client, one request at a time: the time a person waits.
+func BenchmarkPageReads(b *testing.B) {
+	db, err := thread.Open(b.Context(), "sqlite://"+b.TempDir()+"/bench.db", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx := b.Context()
+	g := db.Group()
+	for i := range 10_000 {
+		if _, err := g.Create(ctx, thread.CreateOptions{ID: fmt.Sprintf("t%05d", i), Title: "a thread", Messages: []message.Message{message.User("hello")}}); err != nil {
+			b.Fatal(err)
+		}
+		if i%500 == 499 {
+			if err := g.Apply(ctx); err != nil {
+				b.Fatal(err)
+			}
+			g = db.Group()
+		}
+	}
+	big, err := db.Create(ctx, thread.CreateOptions{ID: "big"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]message.Message, 1000)
+	for i := range batch {
+		batch[i] = message.User(fmt.Sprintf("message %d of a long thread, with some words to search", i))
+	}
+	for range 100 {
+		if _, err := big.Append(ctx, batch...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := big.Fork(ctx, thread.ForkOptions{ID: "big-fork"}); err != nil {
+		b.Fatal(err)
+	}
+	s := newServer(b, Options{DB: db})
+	get := func(path string) func(b *testing.B) {
+		return func(b *testing.B) {
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				s.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+				if w.Code != http.StatusOK {
+					b.Fatalf("%s: %d %s", path, w.Code, w.Body)
+				}
+			}
+		}
+	}
+	b.Run("threads-page-of-10k", get("/v1/threads?limit=50"))
+	b.Run("last-50-of-100k-messages", get("/v1/threads/big/messages?limit=50"))
+	b.Run("history-page", get("/v1/threads/big/history?limit=50"))
+	b.Run("family-in-10k", get("/v1/threads/big/family"))
+}

@@ -166,6 +166,14 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	switch q.Get("order") {
+	case "", "id":
+	case "newest":
+		// loom's ids are time-ordered: descending ids are newest first.
+		opts.Desc = true
+	default:
+		return invalidf("query parameter order=%q: id or newest", clip(q.Get("order")))
+	}
 	if c := q.Get("cursor"); c != "" {
 		after, err := base64.RawURLEncoding.DecodeString(c)
 		if err != nil || !ids.Valid(string(after)) {

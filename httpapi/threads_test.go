@@ -74,6 +74,22 @@ func TestEveryRouteHappyPath(t *testing.T) {
 	if diff := cmp.Diff([]string{"page0", "page1", "page2", "trip"}, ids); diff != "" {
 		t.Errorf("listed (-want +got):\n%s", diff)
 	}
+	// order=newest pages the other way.
+	ids, cursor = nil, ""
+	for pages := 0; pages < 4; pages++ {
+		var list listResponse
+		must(t, s, req{method: "GET", path: "/v1/threads?order=newest&label=team:travel&limit=3&cursor=" + cursor}, http.StatusOK, &list)
+		for _, x := range list.Threads {
+			ids = append(ids, x.ID)
+		}
+		if list.NextCursor == "" {
+			break
+		}
+		cursor = url.QueryEscape(list.NextCursor)
+	}
+	if diff := cmp.Diff([]string{"trip", "page2", "page1", "page0"}, ids); diff != "" {
+		t.Errorf("listed newest first (-want +got):\n%s", diff)
+	}
 	var byKind listResponse
 	must(t, s, req{method: "GET", path: "/v1/threads?kind=local"}, http.StatusOK, &byKind)
 	if len(byKind.Threads) != 1 || byKind.Threads[0].ID != "trip" {
@@ -344,6 +360,7 @@ func TestBadRequests(t *testing.T) {
 		{"bad limit", req{method: "GET", path: "/v1/threads?limit=-1"}, "invalid"},
 		{"zero limit", req{method: "GET", path: "/v1/threads?limit=0"}, "invalid"},
 		{"bad label", req{method: "GET", path: "/v1/threads?label=nocolon"}, "invalid"},
+		{"bad order", req{method: "GET", path: "/v1/threads?order=random"}, "invalid"},
 		{"label value with NUL", req{method: "GET", path: "/v1/threads?label=k:a%00b"}, "invalid"},
 		{"bad kind filter", req{method: "GET", path: "/v1/threads?kind=x"}, "invalid"},
 		{"bad cursor", req{method: "GET", path: "/v1/threads?cursor=!!!"}, "invalid"},

@@ -64,7 +64,7 @@ export async function threadsPage(main) {
     h('details', { class: 'panel' }, h('summary', {}, 'New thread'), createForm));
 
   async function load() {
-    const q = new URLSearchParams({ limit: PAGE });
+    const q = new URLSearchParams({ limit: PAGE, order: 'newest' });
     if (state.kind) q.set('kind', state.kind);
     for (const l of state.labels.split(',').map((x) => x.trim()).filter(Boolean)) {
       const i = l.search(/[=:]/);
