@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -58,6 +59,17 @@ func load() *site {
 	if err != nil {
 		panic(err)
 	}
+	// Every module is preloaded at once: otherwise the browser finds the
+	// imports of each only once it has it, a round trip per level.
+	var preload bytes.Buffer
+	mods, err := fs.Glob(files, "js/*.js")
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range mods {
+		fmt.Fprintf(&preload, "<link rel=\"modulepreload\" href=\"{{ASSETS}}/%s\">\n", m)
+	}
+	index = bytes.Replace(index, []byte("{{PRELOAD}}\n"), preload.Bytes(), 1)
 	s.index = bytes.ReplaceAll(index, []byte("{{ASSETS}}"), []byte(assetPrefix+s.version))
 	return s
 }
