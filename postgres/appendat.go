@@ -87,7 +87,7 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 	if fastAppend(b) {
 		// One more round trip: loom_append and COMMIT.
 		var q pgx.Batch
-		if err := queueAppend(&q, b); err != nil {
+		if err := queueAppend(&q, b, s.notes(b)); err != nil {
 			return err
 		}
 		q.Queue("COMMIT")
@@ -113,5 +113,6 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 	if err != nil {
 		return err
 	}
+	w.commit(s.notes(b))
 	return w.run(context.WithoutCancel(ctx), conn)
 }

@@ -29,7 +29,9 @@ import (
 //     count the references the batch adds to stored commits, create and
 //     move threads with their history entries, drop and add checkpoints,
 //     drop references and delete threads (loom_unref and
-//     loom_delete_threads free the commits nothing reaches any more); COMMIT.
+//     loom_delete_threads free the commits nothing reaches any more),
+//     index the new commits' messages (loom_search, see Search) and
+//     notify the batch's changes (see Watch); COMMIT.
 //
 // A transaction that the server aborts for a deadlock or a serialization
 // failure has applied nothing and runs again, up to Options.Retries times;
@@ -183,6 +185,7 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 	if err != nil {
 		return err
 	}
+	w.commit(s.notes(b))
 	// What is decided is written even if the caller goes away: a cancel
 	// during COMMIT would leave the caller not knowing whether it stuck.
 	return w.run(context.WithoutCancel(ctx), conn)
@@ -497,7 +500,7 @@ func check(b *thread.Batch, snap *snapshot) (*writes, error) {
 	return plan(b, snap, newCommits, threadSeq)
 }
 
-// plan queues the writes of a checked batch, ending with COMMIT.
+// plan queues the writes of a checked batch; commit ends them.
 func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq func(string) int64) (*writes, error) {
 	w := new(writes)
 	commitSeq := func(id string) int64 {
@@ -584,6 +587,16 @@ func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq 
 			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[],
 				$7::timestamptz[], $8::text[], $9::bytea[], $10::bytea[], $11::bytea[]) AS u(s, i, p, d, r, o, a, f, m, st, md)`,
 			snap.newCommitSeqs, ids, parents, depths, newRefs, ops, ats, stateFrom, msgs, states, metas)
+		// Their messages' index entries, under the threads the batch
+		// commits them for.
+		var rows searchRows
+		owners := b.CommitThreads()
+		for i, c := range b.Commits {
+			if key, ok := owners[c.ID]; ok {
+				rows.add(snap.newCommitSeqs[i], key, c.Messages)
+			}
+		}
+		rows.queue(&w.q)
 	}
 	// 2. The references to stored commits.
 	if len(incr) > 0 {
@@ -664,8 +677,16 @@ func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq 
 		}
 		w.q.Queue(`SELECT loom_delete_threads($1::bigint[])`, threads)
 	}
-	w.q.Queue("COMMIT")
 	return w, nil
+}
+
+// commit queues the notifications of the batch's changes (heard when it
+// commits, see Watch), then COMMIT.
+func (w *writes) commit(notes []string) {
+	if len(notes) > 0 {
+		w.q.Queue(`SELECT loom_notify($1::text[])`, notes)
+	}
+	w.q.Queue("COMMIT")
 }
 
 // run sends the writes and COMMIT in one pipeline and returns the first

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -18,7 +19,8 @@ func BenchmarkStore(b *testing.B) {
 // BenchmarkConcurrentAppend is storetest's concurrent scenario (64
 // writers, synchronous_commit on) with pools of 16 and 64 connections
 // (Bench's uses the default pool): on 64 threads, and on one hot thread,
-// where the writers that lose a race queue for its row (AppendAt).
+// where the writers that lose a race queue for its row (AppendAt); and on
+// 64 threads with a store that does not notify its changes.
 func BenchmarkConcurrentAppend(b *testing.B) {
 	for _, conns := range []int32{16, 64} {
 		for _, threads := range []int{64, 1} {
@@ -27,6 +29,10 @@ func BenchmarkConcurrentAppend(b *testing.B) {
 			})
 		}
 	}
+	// What notifying the changes costs (see Options.NoNotify).
+	b.Run("conns=16/threads=64/nonotify", func(b *testing.B) {
+		storetest.BenchConcurrent(b, open(b, testserver.Postgres(b), &Options{MaxConns: 16, NoNotify: true}), 64, 64)
+	})
 }
 
 // BenchmarkDiskPerTurn appends chat turns (a 200-byte question, a 600-byte
@@ -64,5 +70,41 @@ func BenchmarkDiskPerTurn(b *testing.B) {
 	b.StopTimer()
 	if turns >= 100 {
 		b.ReportMetric(float64(size()-before)/float64(turns), "disk-B/turn")
+	}
+}
+
+// BenchmarkAppendProse appends messages of prose, about 100 words each,
+// drawn from a vocabulary of 20,000, to one thread: the cost of indexing
+// what a chat turn says.
+func BenchmarkAppendProse(b *testing.B) {
+	s := open(b, testserver.Postgres(b), nil)
+	ctx := b.Context()
+	th, err := thread.New(s, nil).Create(ctx, thread.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	vocabulary := make([]string, 20000)
+	for i := range vocabulary {
+		w := make([]byte, 3+rng.IntN(8))
+		for j := range w {
+			w[j] = byte('a' + rng.IntN(26))
+		}
+		vocabulary[i] = string(w)
+	}
+	texts := make([]string, 256)
+	for i := range texts {
+		var sb strings.Builder
+		for range 100 {
+			sb.WriteString(vocabulary[int(rng.ExpFloat64()*2000)%len(vocabulary)])
+			sb.WriteString(" ")
+		}
+		texts[i] = sb.String()
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := th.Append(ctx, message.User(texts[i%len(texts)])); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

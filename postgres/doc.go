@@ -38,4 +38,12 @@
 // moves in id order and checks every version under those locks (see
 // Store.Apply); commits are reference-counted in the same transaction, and
 // deleting a thread frees the commits that nothing else reaches.
+//
+// The store is a thread.Searcher: schema 4 adds loom_search, a tsvector of
+// each message's words (thread.SearchTokens) under a GIN index, written in
+// the transaction of the commit and dropped with it, and indexes what an
+// older database kept when Open migrates it. It is a thread.Watcher too:
+// every batch notifies its changes on the channel loom_changes in its
+// transaction, and Store.Watch listens, so that a DB's watchers hear what
+// every process writes (see Options.NoNotify for what that costs).
 package postgres

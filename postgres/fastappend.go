@@ -62,8 +62,9 @@ func fastAppend(b *thread.Batch) bool {
 	return c != nil && m.Head == c.ID && m.Kind == "" && m.Title == nil && m.Labels == nil
 }
 
-// queueAppend queues loom_append for b (fastAppend's shape) on q.
-func queueAppend(q *pgx.Batch, b *thread.Batch) error {
+// queueAppend queues loom_append for b (fastAppend's shape) on q, with the
+// notifications of its change.
+func queueAppend(q *pgx.Batch, b *thread.Batch, notes []string) error {
 	c, m := b.Commits[0], b.Moves[0]
 	msgs, err := encodeMessages(c.Messages)
 	if err != nil {
@@ -77,8 +78,15 @@ func queueAppend(q *pgx.Batch, b *thread.Batch) error {
 	if err != nil {
 		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
 	}
-	q.Queue(`SELECT loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-		m.Thread, m.From, c.ID, c.Parent, c.Depth, string(c.Op), c.Time, c.StateFrom, msgs, state, meta, string(m.Op), m.Time)
+	// The commit's index entries, under the thread (the batch commits it
+	// for the thread it moves), and the notifications of the append.
+	var rows searchRows
+	rows.add(0, m.Thread, c.Messages)
+	tenant, _ := thread.SplitKey(m.Thread)
+	q.Queue(`SELECT loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+			$14::text, $15::integer[], $16::text[], $17::text[])`,
+		m.Thread, m.From, c.ID, c.Parent, c.Depth, string(c.Op), c.Time, c.StateFrom, msgs, state, meta, string(m.Op), m.Time,
+		tenant, rows.idxs, rows.words, notes)
 	return nil
 }
 
@@ -102,7 +110,7 @@ func appendResult(b *thread.Batch, res string) error {
 // its own.
 func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
 	var q pgx.Batch
-	if err := queueAppend(&q, b); err != nil {
+	if err := queueAppend(&q, b, s.notes(b)); err != nil {
 		return err
 	}
 	var res string

@@ -10,16 +10,24 @@ import (
 	"github.com/loomthreads/loom/thread"
 )
 
-// migration brings the schema from version-1 to version.
+// migration brings the schema from version-1 to version: its sql, then
+// its fill (when not nil), which moves data that only Go can (messages to
+// tokenize).
 type migration struct {
 	version int
 	sql     string
+	fill    func(ctx context.Context, tx pgx.Tx) error
 }
 
 // migrations are applied in order, each once, in the transaction of Open
 // that holds the schema lock. A released migration is never edited: a
 // change is a new migration at the end.
-var migrations = []migration{{1, schemaV1}, {2, schemaV2}, {3, schemaV3}}
+var migrations = []migration{
+	{1, schemaV1, nil},
+	{2, schemaV2, nil},
+	{3, schemaV3, nil},
+	{4, schemaV4, backfillSearch},
+}
 
 // schemaV1 is the first schema.
 //
@@ -209,6 +217,11 @@ func migrateTx(ctx context.Context, tx pgx.Tx) error {
 		}
 		if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("migrate to schema version %d: %w", m.version, err)
+		}
+		if m.fill != nil {
+			if err := m.fill(ctx, tx); err != nil {
+				return fmt.Errorf("migrate to schema version %d: %w", m.version, err)
+			}
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO loom_schema (version) VALUES ($1)", m.version); err != nil {
 			return fmt.Errorf("record schema version %d: %w", m.version, err)

@@ -162,7 +162,7 @@ func TestMigrations(t *testing.T) {
 	saved := migrations
 	t.Cleanup(func() { migrations = saved })
 	next := latestVersion() + 1
-	migrations = append(append([]migration(nil), saved...), migration{next, `ALTER TABLE loom_threads ADD COLUMN archived boolean NOT NULL DEFAULT false`})
+	migrations = append(append([]migration(nil), saved...), migration{next, `ALTER TABLE loom_threads ADD COLUMN archived boolean NOT NULL DEFAULT false`, nil})
 	for range 2 { // the second open finds nothing to do
 		s = open(t, dsn, nil)
 		if v := schemaVersion(t, s); v != next {
@@ -392,6 +392,11 @@ func checkRefs(t *testing.T, s *Store) {
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
+	}
+	var orphans int
+	if err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM loom_search s
+		WHERE NOT EXISTS (SELECT 1 FROM loom_commits c WHERE c.seq = s.commit_seq)`).Scan(&orphans); err != nil || orphans != 0 {
+		t.Errorf("%d index entries of freed commits (%v)", orphans, err)
 	}
 }
 
