@@ -87,7 +87,7 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 	if fastAppend(b) {
 		// One more round trip: loom_append and COMMIT.
 		var q pgx.Batch
-		if err := queueAppend(&q, b, s.notes(b)); err != nil {
+		if err := queueAppend(&q, b); err != nil {
 			return err
 		}
 		q.Queue("COMMIT")
@@ -103,6 +103,9 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 		if err == nil {
 			err = appendResult(b, res)
 		}
+		if err == nil {
+			notify(ctx, conn, s.notes(b))
+		}
 		return err
 	}
 	snap, err := s.lock(ctx, conn, b, false)
@@ -113,6 +116,10 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 	if err != nil {
 		return err
 	}
-	w.commit(s.notes(b))
-	return w.run(context.WithoutCancel(ctx), conn)
+	w.q.Queue("COMMIT")
+	if err := w.run(context.WithoutCancel(ctx), conn); err != nil {
+		return err
+	}
+	notify(ctx, conn, s.notes(b))
+	return nil
 }

@@ -30,8 +30,10 @@ import (
 //     move threads with their history entries, drop and add checkpoints,
 //     drop references and delete threads (loom_unref and
 //     loom_delete_threads free the commits nothing reaches any more),
-//     index the new commits' messages (loom_search, see Search) and
-//     notify the batch's changes (see Watch); COMMIT.
+//     index the new commits' messages (loom_search, see Search); COMMIT.
+//
+// Once it committed, the batch's changes are notified, in a transaction of
+// their own (see Watch).
 //
 // A transaction that the server aborts for a deadlock or a serialization
 // failure has applied nothing and runs again, up to Options.Retries times;
@@ -185,10 +187,14 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 	if err != nil {
 		return err
 	}
-	w.commit(s.notes(b))
+	w.q.Queue("COMMIT")
 	// What is decided is written even if the caller goes away: a cancel
 	// during COMMIT would leave the caller not knowing whether it stuck.
-	return w.run(context.WithoutCancel(ctx), conn)
+	if err := w.run(context.WithoutCancel(ctx), conn); err != nil {
+		return err
+	}
+	notify(ctx, conn, s.notes(b))
+	return nil
 }
 
 // rollback rolls back a failed transaction on conn; a connection that
@@ -678,15 +684,6 @@ func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq 
 		w.q.Queue(`SELECT loom_delete_threads($1::bigint[])`, threads)
 	}
 	return w, nil
-}
-
-// commit queues the notifications of the batch's changes (heard when it
-// commits, see Watch), then COMMIT.
-func (w *writes) commit(notes []string) {
-	if len(notes) > 0 {
-		w.q.Queue(`SELECT loom_notify($1::text[])`, notes)
-	}
-	w.q.Queue("COMMIT")
 }
 
 // run sends the writes and COMMIT in one pipeline and returns the first

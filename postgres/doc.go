@@ -43,7 +43,13 @@
 // each message's words (thread.SearchTokens) under a GIN index, written in
 // the transaction of the commit and dropped with it, and indexes what an
 // older database kept when Open migrates it. It is a thread.Watcher too:
-// every batch notifies its changes on the channel loom_changes in its
-// transaction, and Store.Watch listens, so that a DB's watchers hear what
-// every process writes (see Options.NoNotify for what that costs).
+// every batch, once it committed, notifies its changes on the channel
+// loom_changes, and Store.Watch listens, so that a DB's watchers hear what
+// every process writes, each thread's changes in the order of its
+// versions. The notifications are sent in a transaction of their own,
+// after the batch's: in it they would make PostgreSQL commit the writers
+// one at a time, each waiting for the one before to be flushed to disk. A
+// process that crashes between the two loses the notification, not the
+// batch; the listeners learn of it at the thread's next change, as a
+// ChangeGap (see Store.Watch, and Options.NoNotify).
 package postgres

@@ -62,9 +62,9 @@ func fastAppend(b *thread.Batch) bool {
 	return c != nil && m.Head == c.ID && m.Kind == "" && m.Title == nil && m.Labels == nil
 }
 
-// queueAppend queues loom_append for b (fastAppend's shape) on q, with the
-// notifications of its change.
-func queueAppend(q *pgx.Batch, b *thread.Batch, notes []string) error {
+// queueAppend queues loom_append for b (fastAppend's shape) on q. Its
+// notifications go after the commit (notify), not in loom_append.
+func queueAppend(q *pgx.Batch, b *thread.Batch) error {
 	c, m := b.Commits[0], b.Moves[0]
 	msgs, err := encodeMessages(c.Messages)
 	if err != nil {
@@ -79,14 +79,14 @@ func queueAppend(q *pgx.Batch, b *thread.Batch, notes []string) error {
 		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
 	}
 	// The commit's index entries, under the thread (the batch commits it
-	// for the thread it moves), and the notifications of the append.
+	// for the thread it moves).
 	var rows searchRows
 	rows.add(0, m.Thread, c.Messages)
 	tenant, _ := thread.SplitKey(m.Thread)
 	q.Queue(`SELECT loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
 			$14::text, $15::integer[], $16::text[], $17::text[])`,
 		m.Thread, m.From, c.ID, c.Parent, c.Depth, string(c.Op), c.Time, c.StateFrom, msgs, state, meta, string(m.Op), m.Time,
-		tenant, rows.idxs, rows.words, notes)
+		tenant, rows.idxs, rows.words, []string(nil))
 	return nil
 }
 
@@ -107,21 +107,30 @@ func appendResult(b *thread.Batch, res string) error {
 }
 
 // applyAppend runs loom_append for b, one statement in a transaction of
-// its own.
+// its own, then notifies its change on the same connection.
 func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
 	var q pgx.Batch
-	if err := queueAppend(&q, b, s.notes(b)); err != nil {
+	if err := queueAppend(&q, b); err != nil {
 		return err
 	}
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer pc.Release()
 	var res string
 	// Decided is written: a cancel now would leave the caller not knowing.
-	br := s.pool.SendBatch(context.WithoutCancel(ctx), &q)
-	err := br.QueryRow().Scan(&res)
+	br := pc.Conn().SendBatch(context.WithoutCancel(ctx), &q)
+	err = br.QueryRow().Scan(&res)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	return appendResult(b, res)
+	if err := appendResult(b, res); err != nil {
+		return err
+	}
+	notify(ctx, pc.Conn(), s.notes(b))
+	return nil
 }

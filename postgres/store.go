@@ -53,14 +53,15 @@ type Options struct {
 	// retries run out Apply returns thread.ErrConflict.
 	Retries int
 	// NoNotify stops the store from notifying the changes of its batches
-	// (see Store.Watch), whose cost is that PostgreSQL commits the
-	// transactions that notify one at a time, each waiting for the
-	// previous one's flush to disk: many appends at once on many
-	// connections run several times slower (4,800 appends/s fell to
-	// 1,100 in BenchmarkConcurrentAppend). With it, Watch returns
-	// thread.ErrUnsupported, and the listeners of other processes do not
-	// hear this one's changes: the processes that share a database
-	// should all set it or none.
+	// (see Store.Watch). Each batch's notifications cost a round trip
+	// after its commit, in a transaction of its own with
+	// synchronous_commit off (PostgreSQL commits the transactions that
+	// notify one at a time: in the batch's, they made many appends at
+	// once on many connections several times slower, 1,100 appends/s
+	// where 4,000 ran without, in BenchmarkConcurrentAppend; on their
+	// own, 3,400). With it, Watch returns thread.ErrUnsupported, and the
+	// listeners of other processes do not hear this one's changes: the
+	// processes that share a database should all set it or none.
 	NoNotify bool
 	// Configure, when not nil, may change the pool's configuration (TLS,
 	// tracing, connection hooks) after it was parsed from the DSN.

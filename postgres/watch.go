@@ -87,11 +87,26 @@ func (s *Store) notes(b *thread.Batch) []string {
 
 // Watch implements thread.Watcher with PostgreSQL's LISTEN/NOTIFY. Every
 // batch that any Store applies to the database notifies its changes on
-// the channel loom_changes, in its transaction: the server delivers them
-// when it commits, and only if it does, in the order the transactions
-// committed in, a batch's changes together (a batch whose changes need
-// more than one notification, of at most 8000 bytes each, is put back
-// together before fn hears it).
+// the channel loom_changes once it committed, in a transaction of its own
+// on the same connection, before Apply returns (see notify): so a batch
+// that did not commit is never heard, a batch's changes are heard
+// together (a batch whose changes need more than one notification, of at
+// most 8000 bytes each, is put back together before fn hears it), and
+// what one caller applies after another is heard after it.
+//
+// Two writers of one thread may get their notifications out in the other
+// order than they committed in; Watch puts them back in each thread's
+// version order. A batch with a move that skips a version of its thread
+// is held until the notifications of the versions before it come, for
+// 100 ms at most; a notification overtaken by a later version of its
+// thread is dropped.
+//
+// A process that crashes (or loses its connection) between a batch's
+// commit and its notification loses the notification, not the batch: the
+// listeners hear nothing of it until the thread's next change, which,
+// since it skips a version, they hear 100 ms late, after a ChangeGap. A
+// lost change that no other follows (a thread's last, a deletion, a
+// checkpoint) is not heard at all.
 //
 // Watch listens on a connection of its own (made from the pool's
 // configuration, without its hooks), and returns once LISTEN has
@@ -175,9 +190,20 @@ func (s *Store) watch(ctx context.Context, conn *pgx.Conn, fn func([]thread.Chan
 	var (
 		batch []thread.Change // the parts heard so far of a batch
 		part  int             // the last part heard
+		seq   sequencer
 	)
+	hand := func(batches [][]thread.Change) {
+		for _, b := range batches {
+			fn(b)
+		}
+	}
 	for {
-		wctx, cancel := context.WithTimeout(ctx, watchIdle)
+		wait := watchIdle
+		deadline, holding := seq.deadline()
+		if holding {
+			wait = min(wait, max(time.Until(deadline), time.Millisecond))
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		if ctx.Err() != nil {
@@ -192,7 +218,7 @@ func (s *Store) watch(ctx context.Context, conn *pgx.Conn, fn func([]thread.Chan
 			case nt.Parts == 0: // a batch in one notification
 				batch, part = nil, 0
 				if len(nt.Changes) > 0 {
-					fn(nt.Changes)
+					hand(seq.push(nt.Changes, time.Now()))
 				}
 			case nt.Part == 1 || nt.Part == part+1:
 				if nt.Part == 1 {
@@ -200,7 +226,7 @@ func (s *Store) watch(ctx context.Context, conn *pgx.Conn, fn func([]thread.Chan
 				}
 				batch, part = append(batch, nt.Changes...), nt.Part
 				if part == nt.Parts {
-					fn(batch)
+					hand(seq.push(batch, time.Now()))
 					batch, part = nil, 0
 				}
 			default:
@@ -212,6 +238,10 @@ func (s *Store) watch(ctx context.Context, conn *pgx.Conn, fn func([]thread.Chan
 			continue
 		}
 		if pgconn.Timeout(err) && !conn.IsClosed() {
+			if now := time.Now(); holding && !now.Before(deadline) {
+				hand(seq.expire(now))
+				continue
+			}
 			pctx, cancel := context.WithTimeout(ctx, watchPing)
 			err = conn.Ping(pctx)
 			cancel()
@@ -220,12 +250,13 @@ func (s *Store) watch(ctx context.Context, conn *pgx.Conn, fn func([]thread.Chan
 			}
 		}
 		// The connection is gone: connect again, and say what may have
-		// been missed meanwhile.
+		// been missed meanwhile (what was held too).
 		closeConn(conn)
 		if conn = s.relisten(ctx); conn == nil {
 			return
 		}
 		batch, part = nil, 0
+		seq.reset()
 		fn([]thread.Change{{Kind: thread.ChangeGap, Time: time.Now().UTC()}})
 	}
 }
