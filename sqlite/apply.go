@@ -33,7 +33,7 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) (err error) {
 			return err
 		}
 	}
-	a := &applier{ctx: ctx, cache: s.cache, inBatch: batchRefs(b)}
+	a := &applier{ctx: ctx, cache: s.cache, inBatch: batchRefs(b), search: searchDocs(b)}
 	if err := s.wc.do(ctx, s.w, func(st *wstmts) error {
 		a.st = st
 		return a.apply(b, enc)
@@ -97,6 +97,9 @@ type applier struct {
 	created map[string]bool
 	// unreferenced are commits whose last reference the batch dropped.
 	unreferenced []int64
+	// search is what to index of each commit of the batch, by index (nil:
+	// nothing).
+	search []searchCommit
 }
 
 // named converts a statement's arguments as database/sql would.
@@ -370,6 +373,11 @@ func (a *applier) apply(b *thread.Batch, enc []encodedCommit) error {
 	for i, c := range b.Commits {
 		if err := a.commit(c, enc[i]); err != nil {
 			return err
+		}
+		if a.search != nil && len(a.search[i].docs) > 0 {
+			if err := a.index(a.added[c.ID], a.search[i]); err != nil {
+				return fmt.Errorf("commit %q: %w", clip(c.ID), err)
+			}
 		}
 	}
 	for _, cr := range b.Create {
@@ -734,6 +742,7 @@ type wstmts struct {
 	deleteLabels, insertLabel                                     wstmt
 	dropCheckpoint, insertCheckpoint                              wstmt
 	unrefThread, deleteHistory, deleteCheckpoints, deleteThread   wstmt
+	insertEntry, insertSearch                                     wstmt
 }
 
 func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) error {
@@ -786,6 +795,8 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 		{&s.deleteHistory, `DELETE FROM history WHERE thread = ?`},
 		{&s.deleteCheckpoints, `DELETE FROM checkpoints WHERE thread = ?`},
 		{&s.deleteThread, `DELETE FROM threads WHERE k = ?`},
+		{&s.insertEntry, qInsertEntry},
+		{&s.insertSearch, qInsertSearch},
 	} {
 		st, err := dc.PrepareContext(ctx, p.q)
 		if err != nil {

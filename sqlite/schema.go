@@ -29,10 +29,11 @@ type migration func(ctx context.Context, tx *sql.Tx) error
 var migrations = []migration{
 	execAll(schemaV1...),
 	execAll(schemaV2...),
+	migrateV3,
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // schemaV1 is the first schema.
 //

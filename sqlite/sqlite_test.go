@@ -349,7 +349,7 @@ func TestGarbageCollection(t *testing.T) {
 	if err := b.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range []string{"commits", "threads", "history", "checkpoints", "labels"} {
+	for _, table := range []string{"commits", "threads", "history", "checkpoints", "labels", "search_entries"} {
 		if n := count(t, s, "SELECT count(*) FROM "+table); n != 0 {
 			t.Fatalf("%d rows left in %s after every thread is gone", n, table)
 		}
