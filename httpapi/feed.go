@@ -3,11 +3,13 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/loomthreads/loom/message"
@@ -90,32 +92,80 @@ const feedReplay = 1000
 
 // feedBuffer is how far a feed's client may fall behind the store before
 // it is sent a gap instead.
-const feedBuffer = 1024
+const feedBuffer = 64
+
+// maxFeeds caps the change feeds one tenant may hold open on a server.
+const maxFeeds = 64
+
+// resumeSlack is how far before a tenant feed's Last-Event-ID its replay
+// starts: a change's time is stamped by its writer before it commits, so
+// one that commits late may carry a time before changes already sent.
+// Clients tell repeats by (thread, version).
+const resumeSlack = 5 * time.Second
 
 // feed is one client's subscription: the changes DB.Watch hears, queued
-// for the handler, with a gap in place of what overflowed.
+// for the handler, and a gap owed in place of what overflowed.
 type feed struct {
-	ch chan thread.Change
+	ch   chan thread.Change
+	mu   sync.Mutex
+	owed bool
+	gap  chan struct{} // has a value while a gap is owed
 }
 
-func (s *Server) subscribe(ctx context.Context, db *thread.DB, match func(thread.Change) bool) (*feed, error) {
-	f := &feed{ch: make(chan thread.Change, feedBuffer)}
-	gap := false
+// takeGap reports whether a gap is owed, and clears it.
+func (f *feed) takeGap() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	owed := f.owed
+	f.owed = false
+	return owed
+}
+
+// subscribe listens to db's changes that match, for a handler; release
+// gives back the tenant's feed slot.
+func (s *Server) subscribe(ctx context.Context, r *http.Request, db *thread.DB, match func(thread.Change) bool) (*feed, func(), error) {
+	t := tenant(r)
+	s.feeds.mu.Lock()
+	if s.feeds.n[t] >= maxFeeds {
+		s.feeds.mu.Unlock()
+		return nil, nil, errf(http.StatusTooManyRequests, "too_many_feeds", "this tenant has %d change feeds open, the most a server serves it", maxFeeds)
+	}
+	s.feeds.n[t]++
+	s.feeds.mu.Unlock()
+	release := func() {
+		s.feeds.mu.Lock()
+		if s.feeds.n[t]--; s.feeds.n[t] == 0 {
+			delete(s.feeds.n, t)
+		}
+		s.feeds.mu.Unlock()
+	}
+	f := &feed{ch: make(chan thread.Change, feedBuffer), gap: make(chan struct{}, 1)}
 	err := db.Watch(ctx, func(c thread.Change) {
 		if c.Kind != thread.ChangeGap && !match(c) {
 			return
 		}
-		if gap {
-			c = thread.Change{Kind: thread.ChangeGap} // still owed
+		if c.Kind != thread.ChangeGap {
+			select {
+			case f.ch <- c:
+				return
+			default:
+			}
 		}
+		// A gap, or no room: the client reads everything again, so what
+		// it owes is one gap, whatever else it misses.
+		f.mu.Lock()
+		f.owed = true
+		f.mu.Unlock()
 		select {
-		case f.ch <- c:
-			gap = false
+		case f.gap <- struct{}{}:
 		default:
-			gap = true
 		}
 	})
-	return f, err
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return f, release, nil
 }
 
 // sendChange writes c as an SSE event with id.
@@ -144,15 +194,24 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	id := th.ID()
-	f, err := s.subscribe(ctx, s.tenantDB(r), func(c thread.Change) bool { return c.Thread == id })
+	f, release, err := s.subscribe(ctx, r, s.tenantDB(r), func(c thread.Change) bool { return c.Thread == id })
 	if err != nil {
+		return err
+	}
+	defer release()
+	// Listening: what the thread is now is what the history below ends at.
+	if err := th.Refresh(r.Context()); err != nil {
 		return err
 	}
 	// Listening before reading the history: a move made in between is in
 	// both, and the version check below sends it once.
 	var replay []thread.Change
 	gap := false
-	if last > 0 {
+	if now := th.Version(); last > now {
+		// An id this thread never reached: another thread of the same
+		// id, deleted since. The client reads it again from here.
+		gap, last = true, now
+	} else if last > 0 {
 		for e, err := range th.History(r.Context(), thread.HistoryOptions{Limit: feedReplay + 1}) {
 			if err != nil {
 				return err
@@ -194,6 +253,19 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case <-s.closing:
 			return nil
+		case <-f.gap:
+			if !f.takeGap() {
+				continue
+			}
+			if sendChange(sse, eventID(sent), thread.Change{Kind: thread.ChangeGap}) != nil {
+				return nil
+			}
+			// A delete may be among what was missed: a feed of a thread
+			// that is gone ends.
+			if err := th.Refresh(r.Context()); errors.Is(err, thread.ErrNotFound) {
+				sendChange(sse, "", thread.Change{Kind: thread.ChangeDelete, Thread: id, Time: time.Now().UTC()})
+				return nil
+			}
 		case c := <-f.ch:
 			if (c.Kind == thread.ChangeCreate || c.Kind == thread.ChangeMove) && c.Version <= sent {
 				continue // sent from the history already
@@ -218,8 +290,9 @@ func eventID(v int64) string {
 // events: GET /v1/events — the changes of every thread of the caller's
 // tenant as Server-Sent Events. Event ids are times (Unix microseconds);
 // a client that reconnects with Last-Event-ID gets the creates and moves
-// made since then from the threads' histories first (a delete or a
-// checkpoint made while it was away is not replayed).
+// made since a few seconds before then from the threads' histories first
+// (resumeSlack: some may repeat; a delete or a checkpoint made while it
+// was away is not replayed).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	var since time.Time
 	if h := r.Header.Get("Last-Event-ID"); h != "" {
@@ -232,14 +305,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	db := s.tenantDB(r)
-	f, err := s.subscribe(ctx, db, func(thread.Change) bool { return true })
+	f, release, err := s.subscribe(ctx, r, db, func(thread.Change) bool { return true })
 	if err != nil {
 		return err
 	}
+	defer release()
 	var replay []thread.Change
 	gap := false
 	if !since.IsZero() {
-		if replay, gap, err = changesSince(r.Context(), db, since); err != nil {
+		if replay, gap, err = changesSince(r.Context(), db, since.Add(-resumeSlack)); err != nil {
 			return err
 		}
 	}
@@ -270,12 +344,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case <-s.closing:
 			return nil
-		case c := <-f.ch:
-			if (c.Kind == thread.ChangeCreate || c.Kind == thread.ChangeMove) && c.Version <= sent[c.Thread] {
-				continue
+		case <-f.gap:
+			if f.takeGap() && sendChange(sse, "", thread.Change{Kind: thread.ChangeGap}) != nil {
+				return nil
 			}
-			if len(sent) > 0 {
-				delete(sent, c.Thread) // only the replay's overlap needs it
+		case c := <-f.ch:
+			moved := c.Kind == thread.ChangeCreate || c.Kind == thread.ChangeMove
+			if v, ok := sent[c.Thread]; ok && moved {
+				if c.Version <= v {
+					continue // sent from the history already
+				}
+				delete(sent, c.Thread) // past the replay: no more repeats
 			}
 			if sendChange(sse, at(c), c) != nil {
 				return nil

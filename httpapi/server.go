@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loomthreads/loom/agent"
@@ -80,6 +81,11 @@ type Server struct {
 	metrics   *Metrics
 	// closing is closed by Close: the change feeds end.
 	closing chan struct{}
+	// feeds counts each tenant's open change feeds.
+	feeds struct {
+		mu sync.Mutex
+		n  map[string]int
+	}
 
 	mux         *http.ServeMux
 	api         http.Handler    // the mux behind the whole chain, authentication included
@@ -157,6 +163,7 @@ func New(opts Options) *Server {
 		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, metrics: newMetrics(),
 		mux: http.NewServeMux(), publicPaths: map[string]bool{}, closing: make(chan struct{}),
 	}
+	s.feeds.n = map[string]int{}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}

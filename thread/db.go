@@ -72,6 +72,7 @@ type DB struct {
 	tenant  string
 	retries int
 	now     func() time.Time
+	local   *localHub // the change feed's hub of a store that is no pointer
 }
 
 // New returns a DB on store; opts may be nil.
@@ -80,7 +81,7 @@ func New(store Store, opts *Options) *DB {
 	if opts != nil {
 		o = *opts
 	}
-	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now}
+	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now, local: &localHub{}}
 	db.scope(o.Tenant)
 	if db.retries == 0 {
 		db.retries = 100

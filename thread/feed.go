@@ -2,6 +2,7 @@ package thread
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"time"
 )
@@ -84,14 +85,16 @@ type Watcher interface {
 
 // feedBuffer is how many changes a listener may fall behind by before it
 // is sent a ChangeGap in place of what it missed.
-const feedBuffer = 4096
+const feedBuffer = 256
 
 // hub fans the changes of one store out to the listeners of its DBs.
 type hub struct {
-	store Store
-	mu    sync.Mutex
-	subs  map[*listener]struct{}
-	stop  context.CancelFunc // ends the store's watch; nil while none runs
+	mu   sync.Mutex
+	subs map[*listener]struct{}
+	stop context.CancelFunc // ends the store's watch; nil while none runs
+	// dead is set when the last listener leaves a hub kept in hubs, which
+	// then forgets it: a Watch that found it takes a new one.
+	dead bool
 	// starting is held while a store's watch starts.
 	starting sync.Mutex
 }
@@ -103,16 +106,34 @@ type listener struct {
 	gap    bool // a change was dropped: a ChangeGap is due once ch is read
 }
 
-// hubs holds the hub of each store that DBs of this process share, so
+// hubs holds the hub of each store (by pointer) that has listeners, so
 // that a change made through one DB reaches the listeners of every DB on
-// the same store.
+// the same store. A hub goes when its last listener does.
 var hubs sync.Map // Store → *hub
 
-func hubOf(s Store) *hub {
-	if h, ok := hubs.Load(s); ok {
-		return h.(*hub)
+// localHub holds the hub of a store that is not a pointer (whose value
+// may not even be comparable): the DB and its WithTenant copies share it.
+type localHub struct {
+	mu sync.Mutex
+	h  *hub
+}
+
+// hub returns the hub of db's store, making one when create is set, or
+// nil.
+func (db *DB) hub(create bool) *hub {
+	if reflect.TypeOf(db.raw).Kind() != reflect.Pointer {
+		db.local.mu.Lock()
+		defer db.local.mu.Unlock()
+		if db.local.h == nil && create {
+			db.local.h = &hub{subs: map[*listener]struct{}{}}
+		}
+		return db.local.h
 	}
-	h, _ := hubs.LoadOrStore(s, &hub{store: s, subs: map[*listener]struct{}{}})
+	if h, ok := hubs.Load(db.raw); ok || !create {
+		h, _ := h.(*hub)
+		return h
+	}
+	h, _ := hubs.LoadOrStore(db.raw, &hub{subs: map[*listener]struct{}{}})
 	return h.(*hub)
 }
 
@@ -161,13 +182,20 @@ func (db *DB) Watch(ctx context.Context, fn func(Change)) error {
 	if _, bad := db.store.(badTenant); bad {
 		return db.store.(badTenant).err()
 	}
-	h := hubOf(db.raw)
 	l := &listener{tenant: db.tenant, ch: make(chan Change, feedBuffer)}
 	// The listener counts before the store's watch starts, so that no
 	// listener leaving meanwhile stops the watch this one relies on.
-	h.mu.Lock()
-	h.subs[l] = struct{}{}
-	h.mu.Unlock()
+	var h *hub
+	for {
+		h = db.hub(true)
+		h.mu.Lock()
+		if !h.dead {
+			h.subs[l] = struct{}{}
+			h.mu.Unlock()
+			break
+		}
+		h.mu.Unlock()
+	}
 	if w, ok := db.raw.(Watcher); ok {
 		// Starting a watch is a round trip to the store: under a lock of
 		// its own, not the one publish takes.
@@ -195,9 +223,14 @@ func (db *DB) Watch(ctx context.Context, fn func(Change)) error {
 		defer func() {
 			h.mu.Lock()
 			delete(h.subs, l)
-			if len(h.subs) == 0 && h.stop != nil {
-				h.stop()
-				h.stop = nil
+			if len(h.subs) == 0 {
+				if h.stop != nil {
+					h.stop()
+					h.stop = nil
+				}
+				if reflect.TypeOf(db.raw).Kind() == reflect.Pointer && hubs.CompareAndDelete(db.raw, h) {
+					h.dead = true
+				}
 			}
 			h.mu.Unlock()
 		}()
@@ -244,9 +277,9 @@ func (db *DB) published(b *Batch) {
 	if _, ok := db.raw.(Watcher); ok {
 		return
 	}
-	h, ok := hubs.Load(db.raw)
-	if !ok {
-		return // nobody has listened to this store
+	h := db.hub(false)
+	if h == nil {
+		return // nobody listens to this store
 	}
 	changes := b.Changes(db.clock())
 	if len(changes) == 0 {
@@ -257,5 +290,5 @@ func (db *DB) published(b *Batch) {
 			changes[i].Thread = Key(db.tenant, changes[i].Thread)
 		}
 	}
-	h.(*hub).publish(changes)
+	h.publish(changes)
 }

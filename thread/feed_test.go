@@ -119,18 +119,47 @@ func TestWatchEndsWithContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	h := hubOf(s)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		h.mu.Lock()
-		n := len(h.subs)
-		h.mu.Unlock()
-		if n == 0 {
-			break
+		if db.hub(false) == nil {
+			break // the last listener took the hub with it
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the listener stayed")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// valueStore is a store that is a struct value holding a slice: not
+// comparable, so no map may be keyed by it.
+type valueStore struct {
+	*MemoryStore
+	tags []string
+}
+
+// TestWatchValueStore checks that a store of any type can be written and
+// watched: a DB keeps the hub of a store that is no pointer itself.
+func TestWatchValueStore(t *testing.T) {
+	ctx := t.Context()
+	db := New(valueStore{MemoryStore: NewMemoryStore(), tags: []string{"x"}}, nil)
+	th, err := db.Create(ctx, CreateOptions{ID: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan Change, 10)
+	if err := db.WithTenant("").Watch(ctx, func(c Change) { heard <- c }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := th.Append(ctx, message.User("x")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-heard:
+		if c.Version != 2 || c.Thread != "v" {
+			t.Fatalf("heard %+v", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing heard")
 	}
 }
