@@ -33,7 +33,7 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) (err error) {
 			return err
 		}
 	}
-	a := &applier{ctx: ctx, cache: s.cache, inBatch: batchRefs(b), search: searchDocs(b)}
+	a := &applier{ctx: ctx, cache: s.cache, inBatch: batchRefs(b), search: searchThreads(b)}
 	if err := s.wc.do(ctx, s.w, func(st *wstmts) error {
 		a.st = st
 		return a.apply(b, enc)
@@ -97,9 +97,9 @@ type applier struct {
 	created map[string]bool
 	// unreferenced are commits whose last reference the batch dropped.
 	unreferenced []int64
-	// search is what to index of each commit of the batch, by index (nil:
-	// nothing).
-	search []searchCommit
+	// search is the thread to queue each commit of the batch for the
+	// index under, by index ("" or nil: none).
+	search []string
 }
 
 // named converts a statement's arguments as database/sql would.
@@ -374,9 +374,9 @@ func (a *applier) apply(b *thread.Batch, enc []encodedCommit) error {
 		if err := a.commit(c, enc[i]); err != nil {
 			return err
 		}
-		if a.search != nil && len(a.search[i].docs) > 0 {
-			if err := a.index(a.added[c.ID], a.search[i]); err != nil {
-				return fmt.Errorf("commit %q: %w", clip(c.ID), err)
+		if a.search != nil && a.search[i] != "" {
+			if _, err := a.exec(a.st.insertPending, a.added[c.ID], a.search[i]); err != nil {
+				return fmt.Errorf("commit %q: queue for the index: %w", clip(c.ID), err)
 			}
 		}
 	}
@@ -742,7 +742,7 @@ type wstmts struct {
 	deleteLabels, insertLabel                                     wstmt
 	dropCheckpoint, insertCheckpoint                              wstmt
 	unrefThread, deleteHistory, deleteCheckpoints, deleteThread   wstmt
-	insertEntry, insertSearch                                     wstmt
+	insertPending, claimPending, insertEntry, insertSearch        wstmt
 }
 
 func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) error {
@@ -795,6 +795,8 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 		{&s.deleteHistory, `DELETE FROM history WHERE thread = ?`},
 		{&s.deleteCheckpoints, `DELETE FROM checkpoints WHERE thread = ?`},
 		{&s.deleteThread, `DELETE FROM threads WHERE k = ?`},
+		{&s.insertPending, qInsertPending},
+		{&s.claimPending, qClaimPending},
 		{&s.insertEntry, qInsertEntry},
 		{&s.insertSearch, qInsertSearch},
 	} {

@@ -79,15 +79,17 @@
 //
 // # Search
 //
-// The store is a thread.Searcher: Apply indexes the words of each new
-// commit's messages in a contentless FTS5 table, in the commit's
-// transaction, under the thread the batch commits it for, and a freed
-// commit's entries go with it. thread.DB.Search reads the index newest
-// first and stops at its limit, so a two-word search of a million
-// messages takes under a millisecond (BenchmarkSearch1M). The index costs
-// each append about ten more pages in the write-ahead log: a chat turn of
-// a few hundred words takes four to six times as long as without it
-// (BenchmarkChatTurnWords), one of a few words about twice as long.
+// The store is a thread.Searcher: the words of each new commit's messages
+// go into a contentless FTS5 table, under the thread the batch commits it
+// for, and a freed commit's entries go with it. Apply only queues the
+// commit for the index, with a row in the commit's transaction, so that
+// what is committed is found, crash or not; a background goroutine folds
+// the queue into the index every 200 ms, many commits per transaction, and
+// a search folds what is left before it reads (if another process holds
+// the write lock past the busy timeout, it matches the queued commits'
+// messages itself). thread.DB.Search reads the index newest first and
+// stops at its limit, so a two-word search of a million messages takes
+// under a millisecond (BenchmarkSearch1M).
 //
 // The schema version is kept in the database (PRAGMA user_version) and the
 // migrations to the current one run in one transaction on Open. A database
@@ -97,9 +99,8 @@
 // which gives each tenant its own namespace of ids; Open then carries the
 // rows of the sessions table, which an older loom kept beside the threads
 // for the work log's session records, into threads (where package worklog
-// keeps them now) and drops it. Schema 3 adds the search index and fills it
-// with the messages of every commit that a thread reaches, in the
-// migration's transaction: on a large database, opening it the first time
-// takes a while, during which other processes wait for the write lock.
+// keeps them now) and drops it. Schema 3 adds the search index and queues
+// every commit that a thread reaches for it; the folds after Open index
+// them.
 // The package keeps threads and nothing else.
 package sqlite

@@ -10,14 +10,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
 
 // schemaV3 adds the search index (thread.Searcher): a contentless FTS5
-// table of each indexed message's words, and search_entries, which says
-// what each of its rows is.
+// table of each indexed message's words, search_entries, which says what
+// each of its rows is, and search_pending, the commits not indexed yet.
 //
 // The search table's one column, words, holds the message's
 // thread.SearchTokens, each prefixed with its tenant's tag (searchTag),
@@ -45,9 +46,18 @@ import (
 // contentless_delete tells a row from a deleted one of the same rowid.
 // AUTOINCREMENT would cost a page of sqlite_sequence per write.)
 //
-// Two triggers keep the index in step with the commits, whatever deletes
-// them: a commit's entries go with it, and an entry's FTS row with it.
-// Apply writes the entries of new commits (see searchDocs).
+// Apply does not index: FTS5 writes a segment, its structure record and
+// docsize rows per transaction, which would double the cost of a small
+// append. It writes a row of search_pending per new commit with words, in
+// the commit's transaction (so that what is committed is findable, crash
+// or not), and a fold (Store.fold) later moves pending commits into the
+// index, many per transaction, in commit-key order: commit keys only grow
+// (a reused key is larger than every key in use), so every pending commit
+// is newer than every indexed one, and entries keep their order.
+//
+// Triggers keep the index in step with the commits, whatever deletes
+// them: a commit's entries and pending row go with it, and an entry's FTS
+// row with it.
 var schemaV3 = []string{
 	`CREATE VIRTUAL TABLE search USING fts5(words, content='', contentless_delete=1,
 		detail=none, tokenize='ascii')`,
@@ -58,22 +68,32 @@ var schemaV3 = []string{
 		thread     TEXT NOT NULL
 	)`,
 	`CREATE INDEX search_entries_by_commit ON search_entries (commit_key)`,
+	`CREATE TABLE search_pending (
+		commit_key INTEGER PRIMARY KEY,
+		thread     TEXT NOT NULL
+	)`,
 	`CREATE TRIGGER commits_unindex AFTER DELETE ON commits BEGIN
 		DELETE FROM search_entries WHERE commit_key = old.k;
+		DELETE FROM search_pending WHERE commit_key = old.k;
 	END`,
 	`CREATE TRIGGER search_entries_unindex AFTER DELETE ON search_entries BEGIN
 		DELETE FROM search WHERE rowid = old.rowid;
 	END`,
 }
 
-// Statements that write an entry: the entry, then its FTS row with the
-// entry's rowid.
+// Statements of the index: a pending commit; an entry, then its FTS row
+// with the entry's rowid; the claim of a pending commit by a fold, if it
+// is still pending and still the commit the fold read (a freed commit's
+// key may be taken again).
 const (
-	qInsertEntry  = `INSERT INTO search_entries (commit_key, idx, thread) VALUES (?, ?, ?)`
-	qInsertSearch = `INSERT INTO search (rowid, words) VALUES (?, ?)`
+	qInsertPending = `INSERT INTO search_pending (commit_key, thread) VALUES (?, ?)`
+	qInsertEntry   = `INSERT INTO search_entries (commit_key, idx, thread) VALUES (?, ?, ?)`
+	qInsertSearch  = `INSERT INTO search (rowid, words) VALUES (?, ?)`
+	qClaimPending  = `DELETE FROM search_pending WHERE commit_key = ?1
+		AND (SELECT id FROM commits WHERE k = ?1) = ?2 RETURNING thread`
 )
 
-// migrateV3 makes the search index and fills it.
+// migrateV3 makes the search index and queues every commit for it.
 func migrateV3(ctx context.Context, tx *sql.Tx) error {
 	if err := execAll(schemaV3...)(ctx, tx); err != nil {
 		return err
@@ -81,14 +101,14 @@ func migrateV3(ctx context.Context, tx *sql.Tx) error {
 	return backfillSearch(ctx, tx)
 }
 
-// backfillSearch indexes the messages of every commit that a thread
-// reaches through its history and checkpoints, under the first thread (by
-// creation) that reaches it, as Apply would have: a fork's shared commits
-// belong to the thread it was forked from. Commits are indexed in the
-// order they were written, so that newest first means what it does for
-// the entries Apply writes. A commit whose messages do not decode is left
-// out: reading it fails anyway, and one damaged row should not keep a
-// database from opening.
+// backfillSearch queues for the index (search_pending) every commit that
+// a thread reaches through its history and checkpoints, under the first
+// thread (by creation) that reaches it, as Apply would have: a fork's
+// shared commits belong to the thread it was forked from. The folds that
+// follow index them in key order, the order they were written, so that
+// newest first means what it does for the commits Apply queues; the
+// migration itself reads no message, so that it holds the write lock
+// briefly however large the database.
 func backfillSearch(ctx context.Context, tx *sql.Tx) error {
 	parent := map[int64]int64{}
 	err := eachRow(ctx, tx, `SELECT k, coalesce(parent, 0) FROM commits`, nil, func(rows *sql.Rows) error {
@@ -134,53 +154,19 @@ func backfillSearch(ctx context.Context, tx *sql.Tx) error {
 	if err != nil {
 		return fmt.Errorf("read threads: %w", err)
 	}
-	insEntry, err := tx.PrepareContext(ctx, qInsertEntry)
+	ins, err := tx.PrepareContext(ctx, qInsertPending)
 	if err != nil {
 		return err
 	}
-	defer insEntry.Close()
-	insSearch, err := tx.PrepareContext(ctx, qInsertSearch)
-	if err != nil {
-		return err
-	}
-	defer insSearch.Close()
-	read, err := tx.PrepareContext(ctx, `SELECT messages FROM commits WHERE k = ?`)
-	if err != nil {
-		return err
-	}
-	defer read.Close()
+	defer ins.Close()
 	ks := make([]int64, 0, len(owner))
 	for k := range owner {
 		ks = append(ks, k)
 	}
 	slices.Sort(ks)
 	for _, k := range ks {
-		var blob []byte
-		if err := read.QueryRowContext(ctx, k).Scan(&blob); err != nil {
-			return fmt.Errorf("read commit %d: %w", k, err)
-		}
-		msgs, err := decodeMessages(blob)
-		if err != nil {
-			continue
-		}
-		key := keys[owner[k]]
-		tag := keyTag(key)
-		for i, m := range msgs {
-			words := searchWordsOf(tag, m)
-			if words == "" {
-				continue
-			}
-			res, err := insEntry.ExecContext(ctx, k, i, key)
-			if err != nil {
-				return fmt.Errorf("index commit %d: %w", k, err)
-			}
-			rowid, err := res.LastInsertId()
-			if err != nil {
-				return fmt.Errorf("index commit %d: %w", k, err)
-			}
-			if _, err := insSearch.ExecContext(ctx, rowid, words); err != nil {
-				return fmt.Errorf("index commit %d: %w", k, err)
-			}
+		if _, err := ins.ExecContext(ctx, k, keys[owner[k]]); err != nil {
+			return fmt.Errorf("queue commit %d: %w", k, err)
 		}
 	}
 	return nil
@@ -233,62 +219,50 @@ func searchWordsOf(tag string, m message.Message) string {
 	return b.String()
 }
 
-// searchDoc is one message to index: its index in its commit and words.
-type searchDoc struct {
-	index int
-	words string
-}
-
-// searchCommit is what Apply indexes of a commit of its batch.
-type searchCommit struct {
-	thread string
-	docs   []searchDoc
-}
-
-// searchDocs returns, for each commit of b (by index), the entries Apply
-// writes for it: one per message with words, under the thread that b
-// commits it for (thread.Batch.CommitThreads). A commit that no thread
-// claims gets none. It runs before the write transaction, so that
-// tokenizing does not hold the write lock.
-func searchDocs(b *thread.Batch) []searchCommit {
+// searchThreads returns, for each commit of b (by index), the thread
+// that Apply queues it for the index under: the thread b commits it for
+// (thread.Batch.CommitThreads), or "" if none claims it or its messages
+// have no words. It runs before the write transaction.
+func searchThreads(b *thread.Batch) []string {
 	threads := b.CommitThreads()
 	if len(threads) == 0 {
 		return nil
 	}
-	out := make([]searchCommit, len(b.Commits))
+	out := make([]string, len(b.Commits))
 	for i, c := range b.Commits {
-		key, ok := threads[c.ID]
-		if !ok {
-			continue
+		if key, ok := threads[c.ID]; ok && slices.ContainsFunc(c.Messages, hasWords) {
+			out[i] = key
 		}
-		sc := searchCommit{thread: key}
-		tag := keyTag(key)
-		for j, m := range c.Messages {
-			if w := searchWordsOf(tag, m); w != "" {
-				sc.docs = append(sc.docs, searchDoc{index: j, words: w})
-			}
-		}
-		out[i] = sc
 	}
 	return out
 }
 
-// index writes the entries of commit k.
-func (a *applier) index(k int64, sc searchCommit) error {
-	for _, d := range sc.docs {
-		res, err := a.exec(a.st.insertEntry, k, d.index, sc.thread)
-		if err != nil {
-			return fmt.Errorf("index: %w", err)
+// hasWords says whether m's search text has a word (thread.SearchTokens),
+// without building it: any letter, digit or mark.
+func hasWords(m message.Message) bool {
+	for _, c := range m.Contents {
+		var ss [2]string
+		switch c := c.(type) {
+		case message.Text:
+			ss[0] = c.Text
+		case message.Reasoning:
+			ss[0] = c.Text
+		case message.FunctionCall:
+			ss[0], ss[1] = c.Name, c.Arguments
+		case message.FunctionResult:
+			ss[0] = c.Result
+		case message.Error:
+			ss[0] = c.Message
 		}
-		rowid, err := res.LastInsertId()
-		if err != nil {
-			return fmt.Errorf("index: %w", err)
-		}
-		if _, err := a.exec(a.st.insertSearch, rowid, d.words); err != nil {
-			return fmt.Errorf("index: %w", err)
+		for _, s := range ss {
+			for _, r := range s {
+				if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) {
+					return true
+				}
+			}
 		}
 	}
-	return nil
+	return false
 }
 
 var _ thread.Searcher = (*Store)(nil)
@@ -325,8 +299,43 @@ func quote(b *strings.Builder, s string) {
 	b.WriteByte('"')
 }
 
+// searchCursor is a parsed SearchOptions.Before: an indexed entry's rowid
+// in decimal, or "p" and the key and message index of a pending commit's
+// message ("p12.1"), which only a search that could not fold gives out.
+type searchCursor struct {
+	rowid   int64 // 0 for none or a pending commit's
+	pending bool
+	k, i    int64
+}
+
+func parseSearchCursor(s string) (searchCursor, bool) {
+	num := func(s string) (int64, bool) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		return n, err == nil && n >= 0 && strconv.FormatInt(n, 10) == s
+	}
+	switch {
+	case s == "":
+		return searchCursor{}, true
+	case strings.HasPrefix(s, "p"):
+		ks, is, ok := strings.Cut(s[1:], ".")
+		k, ok1 := num(ks)
+		i, ok2 := num(is)
+		return searchCursor{pending: true, k: k, i: i}, ok && ok1 && ok2 && k > 0
+	default:
+		n, ok := num(s)
+		return searchCursor{rowid: n}, ok && n > 0
+	}
+}
+
 // Search implements thread.Searcher from the FTS5 index. An entry's
 // Cursor is its rowid in decimal.
+//
+// It first folds the commits pending for the index, so that it finds
+// every commit made before it. If it cannot (another process holds the
+// write lock past the busy timeout), it answers all the same, in one read
+// transaction: the pending commits' messages are matched here, newest
+// first, before the index's entries, which are all older; their cursors
+// are "p" and the commit's key and the message's index.
 func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2[thread.SearchEntry, error] {
 	return func(yield func(thread.SearchEntry, error) bool) {
 		if len(opts.Words) == 0 {
@@ -340,22 +349,81 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 				return
 			}
 		}
-		before := int64(1<<63 - 1)
-		if opts.Before != "" {
-			n, err := strconv.ParseInt(opts.Before, 10, 64)
-			if err != nil || n <= 0 || strconv.FormatInt(n, 10) != opts.Before {
-				yield(thread.SearchEntry{}, fmt.Errorf("search cursor %q: %w", clip(opts.Before), thread.ErrInvalid))
-				return
-			}
-			before = n
+		cur, ok := parseSearchCursor(opts.Before)
+		if !ok {
+			yield(thread.SearchEntry{}, fmt.Errorf("search cursor %q: %w", clip(opts.Before), thread.ErrInvalid))
+			return
 		}
 		limit := int64(cmp.Or(opts.Limit, -1))
 		if limit < -1 {
 			limit = -1
 		}
-		rows, err := s.r.QueryContext(ctx, qSearch, searchMatch(opts), before, limit)
+		fail := func(err error) { yield(thread.SearchEntry{}, fmt.Errorf("search: %w", err)) }
+		var q querier = s.r
+		var pending []pendingCommit
+		if err := s.foldAll(ctx); err != nil {
+			if ctx.Err() != nil || !lockedOut(err) {
+				fail(fmt.Errorf("index pending commits: %w", err))
+				return
+			}
+			tx, err := s.r.BeginTx(ctx, nil)
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer tx.Rollback()
+			q = tx
+			if cur.rowid == 0 { // a rowid cursor is past every pending commit
+				if pending, err = readPending(ctx, tx, -1); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}
+		n := int64(0)
+		for i := len(pending) - 1; i >= 0; i-- {
+			p := pending[i]
+			if tenant, _ := thread.SplitKey(p.thread); tenant != opts.Tenant {
+				continue
+			}
+			for j := len(p.msgs) - 1; j >= 0; j-- {
+				if cur.pending && (p.k > cur.k || p.k == cur.k && int64(j) >= cur.i) {
+					continue
+				}
+				if !holdsAll(thread.SearchTokens(thread.SearchText(p.msgs[j])), opts.Words) {
+					continue
+				}
+				if n == limit {
+					return
+				}
+				n++
+				e := thread.SearchEntry{Thread: p.thread, Commit: p.id, Index: j, Cursor: fmt.Sprintf("p%d.%d", p.k, j)}
+				if !yield(e, nil) {
+					return
+				}
+			}
+		}
+		before := cur.rowid
+		if cur.pending {
+			// Below the entries of the cursor's message and the newer
+			// ones, if it has been folded since; below none if not.
+			var min sql.NullInt64
+			if err := q.QueryRowContext(ctx, `SELECT min(rowid) FROM search_entries
+				WHERE commit_key >= ?1 AND NOT (commit_key = ?1 AND idx < ?2)`, cur.k, cur.i).Scan(&min); err != nil {
+				fail(err)
+				return
+			}
+			before = min.Int64
+		}
+		if before == 0 {
+			before = 1<<63 - 1
+		}
+		if limit >= 0 {
+			limit -= n
+		}
+		rows, err := q.QueryContext(ctx, qSearch, searchMatch(opts), before, limit)
 		if err != nil {
-			yield(thread.SearchEntry{}, fmt.Errorf("search: %w", err))
+			fail(err)
 			return
 		}
 		defer rows.Close()
@@ -363,7 +431,7 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 			var e thread.SearchEntry
 			var rowid int64
 			if err := rows.Scan(&rowid, &e.Thread, &e.Commit, &e.Index); err != nil {
-				yield(thread.SearchEntry{}, fmt.Errorf("search: %w", err))
+				fail(err)
 				return
 			}
 			e.Cursor = strconv.FormatInt(rowid, 10)
@@ -372,7 +440,17 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 			}
 		}
 		if err := rows.Err(); err != nil {
-			yield(thread.SearchEntry{}, fmt.Errorf("search: %w", err))
+			fail(err)
 		}
 	}
+}
+
+// holdsAll says whether tokens hold every word.
+func holdsAll(tokens, words []string) bool {
+	for _, w := range words {
+		if !slices.Contains(tokens, w) {
+			return false
+		}
+	}
+	return true
 }

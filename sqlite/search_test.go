@@ -42,9 +42,13 @@ func search(t *testing.T, db *thread.DB, q string) []hit {
 	return out
 }
 
-// countRows runs a query of one number.
+// countRows runs a query of one number, once every pending commit is in
+// the search index.
 func countRows(t *testing.T, s *Store, q string, args ...any) int {
 	t.Helper()
+	if err := s.foldAll(t.Context()); err != nil {
+		t.Fatalf("fold: %v", err)
+	}
 	var n int
 	if err := s.r.QueryRowContext(t.Context(), q, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", q, err)
@@ -405,7 +409,7 @@ func TestMigrateSearch(t *testing.T) {
 	raw := rawDB(t, path)
 	for _, q := range []string{
 		`DROP TRIGGER search_entries_unindex`, `DROP TRIGGER commits_unindex`,
-		`DROP TABLE search_entries`, `DROP TABLE search`, `PRAGMA user_version = 2`,
+		`DROP TABLE search_entries`, `DROP TABLE search`, `DROP TABLE search_pending`, `PRAGMA user_version = 2`,
 	} {
 		if _, err := raw.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -92,6 +92,9 @@ type Store struct {
 	st    stmts        // reads
 	wc    writeConn    // writes
 	cache *commitCache // nil when off
+	// folder folds pending commits into the search index (fold.go); nil
+	// when the schema has no index.
+	folder *folder
 }
 
 var _ thread.Store = (*Store)(nil)
@@ -139,6 +142,9 @@ func open(ctx context.Context, path string, opts *Options, migs []migration) (*S
 	if err := s.carrySessions(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
+	if len(migs) >= 3 {
+		s.startFolding()
 	}
 	return s, nil
 }
@@ -214,6 +220,7 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes the database. Operations after Close fail.
 func (s *Store) Close() error {
+	s.stopFolding()
 	var errs []error
 	errs = append(errs, s.st.close(), s.wc.close(s.w))
 	if s.r != nil {
