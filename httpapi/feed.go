@@ -171,7 +171,7 @@ func (s *Server) subscribe(ctx context.Context, r *http.Request, db *thread.DB, 
 // sendChange writes c as an SSE event with id.
 func sendChange(sse *sseWriter, id string, c thread.Change) error {
 	if c.Kind == thread.ChangeGap {
-		return sse.eventID("gap", id, struct{}{})
+		return sse.eventID("gap", id, thread.Change{Kind: thread.ChangeGap})
 	}
 	return sse.eventID("change", id, c)
 }

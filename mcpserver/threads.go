@@ -618,6 +618,8 @@ type searchIn struct {
 
 type searchHit struct {
 	Thread  string          `json:"thread" jsonschema:"the thread that committed the message"`
+	Commit  string          `json:"commit" jsonschema:"the commit that holds the message"`
+	Index   int             `json:"index" jsonschema:"the message's index among the commit's messages"`
 	Message message.Message `json:"message"`
 	Snippet string          `json:"snippet" jsonschema:"the text around the first word found"`
 	Time    time.Time       `json:"time"`
@@ -639,7 +641,7 @@ func (t *threadTools) search(ctx context.Context, in searchIn) (searchOut, error
 	}
 	out := searchOut{Hits: make([]searchHit, 0, len(hits))}
 	for _, h := range hits {
-		out.Hits = append(out.Hits, searchHit{Thread: h.Thread, Message: h.Message, Snippet: h.Snippet, Time: h.Time})
+		out.Hits = append(out.Hits, searchHit{Thread: h.Thread, Commit: h.Commit, Index: h.Index, Message: h.Message, Snippet: h.Snippet, Time: h.Time})
 	}
 	if len(hits) == limit {
 		out.Next = hits[len(hits)-1].Cursor

@@ -220,7 +220,8 @@ type SearchQuery struct {
 // still keeps (rolled back ones too, while history or a checkpoint reaches
 // them), not only the heads'. A store that is a Searcher answers from its
 // index; any other is scanned, commit by commit, which costs a read of
-// every commit of the tenant's threads.
+// every commit of the tenant's threads on every call (its memory is a
+// page's worth of hits, and a mark per commit).
 func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 	words, err := searchWords(q.Text)
 	if err != nil {
@@ -301,15 +302,59 @@ func snippet(text string, words []string) string {
 
 // scanSearch is the search of a store with no index: it reads every
 // commit that a thread of the tenant reaches through its history and
-// checkpoints, and sorts the matches newest first. Its cursor is
-// "time.commit.index" of the last hit.
+// checkpoints, keeping the newest matches past the cursor, a page's worth
+// at a time. Its cursor is "time.commit.index" of the last hit.
 func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[SearchEntry, error] {
 	return func(yield func(SearchEntry, error) bool) {
 		type found struct {
 			e    SearchEntry
 			time time.Time
 		}
+		// Newest first; within a commit, its last message first.
+		order := func(at time.Time, commit string, index int, b found) int {
+			if c := b.time.Compare(at); c != 0 {
+				return c
+			}
+			if c := strings.Compare(b.e.Commit, commit); c != 0 {
+				return c
+			}
+			return cmp.Compare(b.e.Index, index)
+		}
+		sortFound := func(all []found) {
+			slices.SortFunc(all, func(a, b found) int { return order(a.time, a.e.Commit, a.e.Index, b) })
+		}
+		var (
+			afterTime   time.Time
+			afterCommit string
+			afterIndex  int
+		)
+		if opts.Before != "" {
+			parts := strings.SplitN(opts.Before, ".", 3)
+			var us int64
+			var err error
+			if len(parts) == 3 {
+				us, err = strconv.ParseInt(parts[0], 10, 64)
+				if err == nil {
+					afterIndex, err = strconv.Atoi(parts[2])
+				}
+			}
+			if len(parts) != 3 || err != nil {
+				yield(SearchEntry{}, fmt.Errorf("%w: search cursor %q", ErrInvalid, opts.Before))
+				return
+			}
+			afterTime, afterCommit = time.UnixMicro(us).UTC(), parts[1]
+		}
 		var all []found
+		keep := func(f found) {
+			if opts.Before != "" && order(afterTime, afterCommit, afterIndex, f) >= 0 {
+				return // not past the cursor
+			}
+			all = append(all, f)
+			if opts.Limit > 0 && len(all) >= 2*opts.Limit+64 {
+				sortFound(all)
+				all = all[:opts.Limit] // memory bounded by the page, not the matches
+			}
+		}
 		seen := map[string]bool{}
 		walk := func(thread, head string) error {
 			if head == "" || seen[head] {
@@ -325,7 +370,7 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 				seen[c.ID] = true
 				for i, m := range c.Messages {
 					if holdsAll(SearchTokens(SearchText(m)), opts.Words) {
-						all = append(all, found{SearchEntry{Thread: thread, Commit: c.ID, Index: i}, c.Time})
+						keep(found{SearchEntry{Thread: thread, Commit: c.ID, Index: i}, c.Time})
 					}
 				}
 			}
@@ -355,47 +400,11 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 				}
 			}
 		}
-		// Newest first; within a commit, its last message first.
-		order := func(at time.Time, commit string, index int, b found) int {
-			if c := b.time.Compare(at); c != 0 {
-				return c
-			}
-			if c := strings.Compare(b.e.Commit, commit); c != 0 {
-				return c
-			}
-			return cmp.Compare(b.e.Index, index)
+		sortFound(all)
+		if opts.Limit > 0 && len(all) > opts.Limit {
+			all = all[:opts.Limit]
 		}
-		slices.SortFunc(all, func(a, b found) int { return order(a.time, a.e.Commit, a.e.Index, b) })
-		var (
-			afterTime   time.Time
-			afterCommit string
-			afterIndex  int
-		)
-		if opts.Before != "" {
-			parts := strings.SplitN(opts.Before, ".", 3)
-			var us int64
-			var err error
-			if len(parts) == 3 {
-				us, err = strconv.ParseInt(parts[0], 10, 64)
-				if err == nil {
-					afterIndex, err = strconv.Atoi(parts[2])
-				}
-			}
-			if len(parts) != 3 || err != nil {
-				yield(SearchEntry{}, fmt.Errorf("%w: search cursor %q", ErrInvalid, opts.Before))
-				return
-			}
-			afterTime, afterCommit = time.UnixMicro(us).UTC(), parts[1]
-		}
-		n := 0
 		for _, f := range all {
-			if opts.Before != "" && order(afterTime, afterCommit, afterIndex, f) >= 0 {
-				continue // not past the cursor yet
-			}
-			if opts.Limit > 0 && n == opts.Limit {
-				return
-			}
-			n++
 			f.e.Cursor = strconv.FormatInt(f.time.UnixMicro(), 10) + "." + f.e.Commit + "." + strconv.Itoa(f.e.Index)
 			if !yield(f.e, nil) {
 				return

@@ -1,9 +1,11 @@
 package thread
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -103,5 +105,46 @@ func TestCommitThreads(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("CommitThreads[%s] = %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestScanSearchPages checks the scan's paging where it keeps only a
+// page's worth of matches: every match once, newest first.
+func TestScanSearchPages(t *testing.T) {
+	ctx := t.Context()
+	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	db := New(NewMemoryStore(), &Options{Now: func() time.Time { tick = tick.Add(time.Millisecond); return tick }})
+	var want []string
+	for i := range 3 {
+		th, err := db.Create(ctx, CreateOptions{ID: fmt.Sprintf("p%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range 100 {
+			text := fmt.Sprintf("needle %d.%d", i, j)
+			if _, err := th.Append(ctx, message.User(text), message.User("hay")); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, text)
+		}
+	}
+	slices.Reverse(want)
+	var got []string
+	before := ""
+	for range 100 {
+		hits, err := db.Search(ctx, SearchQuery{Text: "needle", Limit: 7, Before: before})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hits {
+			got = append(got, h.Message.Text())
+		}
+		if len(hits) < 7 {
+			break
+		}
+		before = hits[len(hits)-1].Cursor
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d hits, want %d; first %q", len(got), len(want), got[:min(5, len(got))])
 	}
 }

@@ -109,11 +109,12 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 // until stopped: onChange gets each change event's data, onGap is called
 // when changes may have been missed (a gap event, or a reconnect the server
 // could not resume), onStatus gets 'live', 'reconnecting' or 'unavailable'.
-// It reconnects with backoff, sending the last event id as Last-Event-ID.
+// It reconnects with backoff, sending the last event id as Last-Event-ID
+// (lastId, when given, from the first connection on). A 404 is final: the
+// thread is gone.
 // It returns the function that stops it.
-export function watch(path, { onChange, onGap, onStatus = () => {} }) {
+export function watch(path, { onChange, onGap, onStatus = () => {}, lastId = null }) {
   const ac = new AbortController();
-  let lastId = null;
   let connected = false;
   (async () => {
     let delay = 500;
@@ -137,7 +138,11 @@ export function watch(path, { onChange, onGap, onStatus = () => {} }) {
         if (!ac.signal.aborted) onStatus('reconnecting');
       } catch (e) {
         if (ac.signal.aborted) return;
-        if (e instanceof APIError && (e.status === 404 || e.status === 405 || e.status === 501)) {
+        if (e instanceof APIError && e.status === 404) {
+          onStatus('unavailable');
+          return;
+        }
+        if (e instanceof APIError && (e.status === 405 || e.status === 501)) {
           onStatus('unavailable');
           delay = 30000;
         } else {

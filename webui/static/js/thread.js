@@ -365,7 +365,9 @@ export async function threadPage(main, id, params) {
   function refreshAll() {
     return serial(async () => {
       await loadRecord();
-      await Promise.all([refreshHead(), loadHistory(), loadCheckpoints(), loadFamily()]);
+      // Not the family: a change of this thread cannot change it, and it
+      // costs a read of every record of the tenant.
+      await Promise.all([refreshHead(), loadHistory(), loadCheckpoints()]);
     });
   }
   const kinds = new Set();
@@ -402,7 +404,9 @@ export async function threadPage(main, id, params) {
 
   // One feed per page: a browser keeps only six connections to a server
   // over HTTP/1.1, for all its tabs.
-  stops.push(watch(`${base}/events`, { onChange, onGap: refreshAll, onStatus: setLive }));
+  // It resumes after the version just read, so nothing written in between
+  // is missed.
+  stops.push(watch(`${base}/events`, { lastId: String(st.rec.version), onChange, onGap: refreshAll, onStatus: setLive }));
 
   return {
     cleanup() { stops.forEach((f) => f()); document.title = 'loom'; },
