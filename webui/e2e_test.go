@@ -456,8 +456,12 @@ func TestE2E(t *testing.T) {
 			waitJS(messagesContain("before")),
 			waitJS(`document.querySelector('#live').textContent.includes('live')`),
 		)
+		// The message shown stays the same element: a change renders what
+		// is new, not everything loaded.
+		run(t, ctx, "mark", chromedp.Evaluate[chromedp.Void](`document.querySelector('#messages li.msg').dataset.mark = 'kept'`))
 		appendMsg(t, e.url, "live", "user", "written elsewhere")
-		run(t, ctx, "a write made elsewhere shows", waitJS(messagesContain("written elsewhere")))
+		run(t, ctx, "a write made elsewhere shows", waitJS(messagesContain("written elsewhere")),
+			waitJS(`document.querySelector('#messages li.msg').dataset.mark === 'kept'`))
 		call(t, e.url, "", "POST", "/v1/threads/live/checkpoints", map[string]any{"name": "remote"}, nil)
 		run(t, ctx, "a checkpoint made elsewhere shows", chromedp.WaitVisible(chromedp.CSS(`#checkpoints li[data-name="remote"]`)))
 	})

@@ -108,18 +108,45 @@ export async function threadPage(main, id, params) {
       on: { click: () => forkAt(m.id) } }, 'Fork here');
   }
 
+  // Rendered messages by id, with what their look depends on beyond
+  // themselves (which of their calls have results, which of their results
+  // have calls shown): a render builds only what is new or changed, so a
+  // change on a long thread costs what changed, not what is loaded.
+  let rendered = new Map();
+  function signature(m, results, calls) {
+    let sig = '';
+    for (const c of m.contents || []) {
+      if (c.type === 'function_call') sig += results.has(c.call_id) ? 'r' : '-';
+      else if (c.type === 'function_result') sig += calls.has(c.call_id) ? 'c' : '-';
+    }
+    return sig;
+  }
+
   function render() {
     const open = new Set([...list.querySelectorAll('details[open][data-key]')].map((d) => d.dataset.key));
     const results = resultsOf(st.msgs);
+    const calls = new Set();
+    for (const m of st.msgs) for (const c of m.contents || []) if (c.type === 'function_call') calls.add(c.call_id);
     const shown = new Set();
-    list.replaceChildren(...st.msgs.map((m) => {
-      const li = message(m, results, shown, forkButton(m));
-      li.querySelectorAll('details').forEach((d, i) => {
-        d.dataset.key = `${m.id}:${i}`;
-        if (open.has(d.dataset.key)) d.open = true;
-      });
-      return li;
-    }));
+    const keep = new Map();
+    const items = st.msgs.map((m) => {
+      const sig = signature(m, results, calls);
+      let e = m.id ? rendered.get(m.id) : null;
+      if (e && e.sig === sig) {
+        for (const c of m.contents || []) if (c.type === 'function_call' && results.has(c.call_id)) shown.add(c.call_id);
+      } else {
+        const li = message(m, results, shown, forkButton(m));
+        li.querySelectorAll('details').forEach((d, i) => {
+          d.dataset.key = `${m.id}:${i}`;
+          if (open.has(d.dataset.key)) d.open = true;
+        });
+        e = { sig, li };
+      }
+      if (m.id) keep.set(m.id, e);
+      return e.li;
+    });
+    rendered = keep;
+    list.replaceChildren(...items);
     if (!st.msgs.length) list.append(h('li', { class: 'muted empty' }, 'No messages yet.'));
     olderBtn.hidden = !st.hasOlder;
   }
