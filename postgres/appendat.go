@@ -104,7 +104,7 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 			err = appendResult(b, res)
 		}
 		if err == nil {
-			notify(ctx, conn, s.notes(b))
+			s.notify(s.notes(b))
 		}
 		return err
 	}
@@ -120,6 +120,6 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 	if err := w.run(context.WithoutCancel(ctx), conn); err != nil {
 		return err
 	}
-	notify(ctx, conn, s.notes(b))
+	s.notify(s.notes(b))
 	return nil
 }

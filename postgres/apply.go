@@ -32,8 +32,8 @@ import (
 //     loom_delete_threads free the commits nothing reaches any more),
 //     index the new commits' messages (loom_search, see Search); COMMIT.
 //
-// Once it committed, the batch's changes are notified, in a transaction of
-// their own (see Watch).
+// Once it committed, the batch's changes are queued to be notified, soon
+// after Apply returns, by the Store's background sender (see Watch).
 //
 // A transaction that the server aborts for a deadlock or a serialization
 // failure has applied nothing and runs again, up to Options.Retries times;
@@ -193,7 +193,7 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 	if err := w.run(context.WithoutCancel(ctx), conn); err != nil {
 		return err
 	}
-	notify(ctx, conn, s.notes(b))
+	s.notify(s.notes(b))
 	return nil
 }
 

@@ -46,10 +46,13 @@
 // every batch, once it committed, notifies its changes on the channel
 // loom_changes, and Store.Watch listens, so that a DB's watchers hear what
 // every process writes, each thread's changes in the order of its
-// versions. The notifications are sent in a transaction of their own,
-// after the batch's: in it they would make PostgreSQL commit the writers
-// one at a time, each waiting for the one before to be flushed to disk. A
-// process that crashes between the two loses the notification, not the
-// batch; the listeners learn of it at the thread's next change, as a
+// versions. The notifications are not sent in the batch's transaction: in
+// it they would make PostgreSQL commit the writers one at a time, each
+// waiting for the one before to be flushed to disk. Apply queues them once
+// the batch committed and returns; a goroutine of the Store sends what is
+// queued, many batches' in one transaction on a connection of its own,
+// shortly after, and Close sends what is left. A process that crashes
+// before they are sent loses the notifications, not the batches; the
+// listeners learn of a lost change at the thread's next change, as a
 // ChangeGap (see Store.Watch, and Options.NoNotify).
 package postgres

@@ -63,7 +63,8 @@ func fastAppend(b *thread.Batch) bool {
 }
 
 // queueAppend queues loom_append for b (fastAppend's shape) on q. Its
-// notifications go after the commit (notify), not in loom_append.
+// notifications are queued after the commit (Store.notify), not sent in
+// loom_append.
 func queueAppend(q *pgx.Batch, b *thread.Batch) error {
 	c, m := b.Commits[0], b.Moves[0]
 	msgs, err := encodeMessages(c.Messages)
@@ -107,7 +108,7 @@ func appendResult(b *thread.Batch, res string) error {
 }
 
 // applyAppend runs loom_append for b, one statement in a transaction of
-// its own, then notifies its change on the same connection.
+// its own, then queues the notification of its change (Store.notify).
 func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
 	var q pgx.Batch
 	if err := queueAppend(&q, b); err != nil {
@@ -131,6 +132,6 @@ func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
 	if err := appendResult(b, res); err != nil {
 		return err
 	}
-	notify(ctx, pc.Conn(), s.notes(b))
+	s.notify(s.notes(b))
 	return nil
 }

@@ -16,17 +16,19 @@ var watchHold = 100 * time.Millisecond
 const watchForget = 10 * time.Second
 
 // sequencer puts the batches a Watch hears back in each thread's version
-// order. The notifications of a batch are sent after it commits (see
-// Store.notify), so two writers of one thread, the second of which could
-// only commit after the first, may get theirs to the listeners in the
-// other order.
+// order. The notifications of a batch are queued after it commits, and
+// sent by its Store's notifier (see Store.notify), so two writers of one
+// thread, the second of which could only commit after the first, may get
+// theirs to the listeners in the other order (two Stores; or two writers
+// of one Store, the second of which queued first).
 //
 // A batch is delivered when each of its moves is the next version of its
 // thread (or of a thread not heard of lately), and no earlier batch held
 // touches the thread of its checkpoints and deletions; one that is not is
 // held, for watchHold at
 // most, until the batches before it come. If they do not (a writer
-// crashed between its commit and its notification), the held batch is
+// crashed between its commit and its notification, or its notifier failed
+// to send it, or dropped it from a full queue), the held batch is
 // delivered after a ChangeGap. A create or a move of a version already
 // delivered is dropped: it was overtaken.
 type sequencer struct {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -31,6 +32,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	retries  int
 	noNotify bool
+	notifier *notifier
 
 	// Watches: done ends them, when the Store is closed.
 	done    context.Context
@@ -53,13 +55,15 @@ type Options struct {
 	// retries run out Apply returns thread.ErrConflict.
 	Retries int
 	// NoNotify stops the store from notifying the changes of its batches
-	// (see Store.Watch). Each batch's notifications cost a round trip
-	// after its commit, in a transaction of its own with
-	// synchronous_commit off (PostgreSQL commits the transactions that
-	// notify one at a time: in the batch's, they made many appends at
-	// once on many connections several times slower, 1,100 appends/s
-	// where 4,000 ran without, in BenchmarkConcurrentAppend; on their
-	// own, 3,400). With it, Watch returns thread.ErrUnsupported, and the
+	// (see Store.Watch). The notifications do not delay Apply: it queues
+	// them, and a goroutine of the store sends what is queued, many
+	// batches' in one transaction with synchronous_commit off, on a
+	// connection of its own (one more than MaxConns, from the first
+	// write). They still cost the work of encoding and sending them:
+	// about 15% of the appends/s of many appends at once in
+	// BenchmarkConcurrentAppend (in the batch's transaction, which
+	// PostgreSQL would commit one at a time, they made it several times
+	// slower). With it, Watch returns thread.ErrUnsupported, and the
 	// listeners of other processes do not hear this one's changes: the
 	// processes that share a database should all set it or none.
 	NoNotify bool
@@ -97,6 +101,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open %s: %w", redact(cfg), err)
 	}
 	s := &Store{pool: pool, retries: o.Retries, noNotify: o.NoNotify}
+	s.notifier = newNotifier(func(ctx context.Context) (*pgx.Conn, error) {
+		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+	})
 	s.done, s.cancel = context.WithCancel(context.Background())
 	if s.retries == 0 {
 		s.retries = 8
@@ -114,16 +121,18 @@ func redact(cfg *pgxpool.Config) string {
 	return fmt.Sprintf("%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
 }
 
-// Close ends the Store's watches (closing their connections) and closes
-// the connection pool, waiting for the connections in use to be given
-// back.
+// Close ends the Store's watches (closing their connections), closes the
+// connection pool, waiting for the connections in use to be given back,
+// and then sends the notifications still queued (see Watch), waiting for
+// them (about 10 s at most, if the database does not answer).
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.cancel()
 	s.watches.Wait()
-	s.pool.Close()
+	s.pool.Close() // the writers queue their notes before they give back their connection
+	s.notifier.close()
 	return nil
 }
 

@@ -87,12 +87,16 @@ func (s *Store) notes(b *thread.Batch) []string {
 
 // Watch implements thread.Watcher with PostgreSQL's LISTEN/NOTIFY. Every
 // batch that any Store applies to the database notifies its changes on
-// the channel loom_changes once it committed, in a transaction of its own
-// on the same connection, before Apply returns (see notify): so a batch
+// the channel loom_changes once it committed: Apply queues them and
+// returns, and a goroutine of the Store sends what is queued, on a
+// connection of its own, in a transaction of its own (many batches' at
+// once, in the order they were queued), shortly after the commit — a
+// listener may hear a change a moment after Apply returned. So a batch
 // that did not commit is never heard, a batch's changes are heard
 // together (a batch whose changes need more than one notification, of at
 // most 8000 bytes each, is put back together before fn hears it), and
-// what one caller applies after another is heard after it.
+// what one caller applies through a Store after another is heard after
+// it. Close sends what is still queued before it returns.
 //
 // Two writers of one thread may get their notifications out in the other
 // order than they committed in; Watch puts them back in each thread's
@@ -101,12 +105,15 @@ func (s *Store) notes(b *thread.Batch) []string {
 // 100 ms at most; a notification overtaken by a later version of its
 // thread is dropped.
 //
-// A process that crashes (or loses its connection) between a batch's
-// commit and its notification loses the notification, not the batch: the
-// listeners hear nothing of it until the thread's next change, which,
-// since it skips a version, they hear 100 ms late, after a ChangeGap. A
-// lost change that no other follows (a thread's last, a deletion, a
-// checkpoint) is not heard at all.
+// Notifications can be lost, not the batches: those queued when a process
+// crashes (or ends without Close); those whose sending failed twice (the
+// second time on a new connection); and, when more than 65,536 wait to be
+// sent, the oldest, for which the listeners hear a ChangeGap in their
+// place (as they do after a failed send, with the next one). The
+// listeners hear nothing of a lost change until the thread's next change,
+// which, since it skips a version, they hear 100 ms late, after a
+// ChangeGap. A lost change that no other follows (a thread's last, a
+// deletion, a checkpoint) is not heard at all.
 //
 // Watch listens on a connection of its own (made from the pool's
 // configuration, without its hooks), and returns once LISTEN has

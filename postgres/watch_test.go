@@ -421,3 +421,125 @@ func TestNoNotify(t *testing.T) {
 		t.Fatalf("heard %+v", got)
 	}
 }
+
+// notifierGoroutines counts the goroutines of notifiers.
+func notifierGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "postgres.(*notifier).run(")
+}
+
+// TestWatchCloseFlushes: the notifications still queued when a store is
+// closed are sent before Close returns; its notifier is gone after.
+func TestWatchCloseFlushes(t *testing.T) {
+	dsn := testserver.Postgres(t)
+	before := notifierGoroutines()
+	b := open(t, dsn, nil)
+	ctx := t.Context()
+	var h heard
+	if err := b.Watch(ctx, func(cs []thread.Change) { h.add(cs...) }); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := thread.New(a, nil).Create(ctx, thread.CreateOptions{ID: "last"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const appends = 20
+	for i := range appends {
+		if _, err := th.Append(ctx, message.User(fmt.Sprint("m", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	if n := notifierGoroutines(); n != before {
+		t.Fatalf("%d notifier goroutines after Close, want %d", n, before)
+	}
+	got := h.wait(t, 1+appends, "the writes made before Close")
+	if c := got[len(got)-1]; c.Kind != thread.ChangeMove || c.Thread != "last" || c.Version != 1+appends {
+		t.Fatalf("the last heard: %+v", c)
+	}
+	// A store that never wrote starts no notifier; closing it waits for none.
+	c, err := Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := thread.New(c, nil).Thread(ctx, "last"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if n := notifierGoroutines(); n != before {
+		t.Fatalf("%d notifier goroutines after a reader's Close, want %d", n, before)
+	}
+}
+
+// TestWatchManyWriters: many writers of two stores append to many threads
+// at once (several writers to each): their notifications, queued and sent
+// in batches, all arrive, each thread's versions in order, none missing,
+// and no gap.
+func TestWatchManyWriters(t *testing.T) {
+	hold := watchHold
+	watchHold = 10 * time.Second // a slow machine must not make a gap
+	t.Cleanup(func() { watchHold = hold })
+	dsn := testserver.Postgres(t)
+	a, b, l := open(t, dsn, &Options{MaxConns: 8}), open(t, dsn, &Options{MaxConns: 8}), open(t, dsn, nil)
+	ctx := t.Context()
+	var h heard
+	if err := l.Watch(ctx, func(cs []thread.Change) { h.add(cs...) }); err != nil {
+		t.Fatal(err)
+	}
+	const writers, threads, each = 48, 12, 10
+	dbs := []*thread.DB{thread.New(a, &thread.Options{AppendRetries: 1000}), thread.New(b, &thread.Options{AppendRetries: 1000})}
+	for i := range threads {
+		if _, err := dbs[i%2].Create(ctx, thread.CreateOptions{ID: fmt.Sprint("t", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Go(func() {
+			th, err := dbs[i%2].Thread(ctx, fmt.Sprint("t", i%threads))
+			if err != nil {
+				errs <- err
+				return
+			}
+			for j := range each {
+				if _, err := th.Append(context.Background(), message.User(fmt.Sprint(i, "/", j))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got := h.wait(t, threads+writers*each, "many writers")
+	last := map[string]int64{}
+	for _, c := range got {
+		switch c.Kind {
+		case thread.ChangeCreate:
+			if _, ok := last[c.Thread]; ok || c.Version != 1 {
+				t.Fatalf("heard %+v after version %d", c, last[c.Thread])
+			}
+		case thread.ChangeMove:
+			if c.Version != last[c.Thread]+1 {
+				t.Fatalf("heard %+v after version %d", c, last[c.Thread])
+			}
+		default:
+			t.Fatalf("heard %+v", c)
+		}
+		last[c.Thread] = c.Version
+	}
+	for i := range threads {
+		if v := last[fmt.Sprint("t", i)]; v != 1+writers/threads*each {
+			t.Fatalf("thread t%d: heard up to version %d, want %d", i, v, 1+writers/threads*each)
+		}
+	}
+}
