@@ -50,6 +50,15 @@
 // costs the same in every tenant and a store needs no per-tenant commit
 // table.
 //
+// DB.Search finds the messages of a tenant's threads that hold every word
+// of a query, newest first, in every version a thread keeps: a store that
+// is a Searcher answers from its index (SQLite FTS5, PostgreSQL tsvector),
+// any other is scanned. DB.Watch tells a listener of every create, move,
+// checkpoint and delete of its tenant's threads: a store that is a Watcher
+// (PostgreSQL LISTEN/NOTIFY, Redis pub/sub) reports what every process
+// does, any other what the DBs of this process do; a ChangeGap says some
+// changes may have been missed. DB.Family returns a thread's fork family.
+//
 // Storage is a Store: a small interface that backends implement and
 // thread/storetest checks. Open picks one by URL ("memory://" is built in;
 // sqlite://, postgres://, redis:// and file:// join when their packages are
