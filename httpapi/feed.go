@@ -219,11 +219,7 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 			if e.Version <= last {
 				break
 			}
-			kind := thread.ChangeMove
-			if e.Version == 1 {
-				kind = thread.ChangeCreate
-			}
-			replay = append(replay, thread.Change{Kind: kind, Thread: id, Version: e.Version, Head: e.Commit, Op: e.Op, Time: e.Time})
+			replay = append(replay, historyChange(id, e))
 		}
 		if len(replay) > feedReplay {
 			replay, gap = nil, true
@@ -363,6 +359,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
+// historyChange is the change a history entry of thread id records.
+func historyChange(id string, e thread.HistoryEntry) thread.Change {
+	kind := thread.ChangeMove
+	if e.Version == 1 {
+		kind = thread.ChangeCreate
+	}
+	return thread.Change{Kind: kind, Thread: id, Version: e.Version, Head: e.Commit, Op: e.Op, Time: e.Time}
+}
+
 // changesSince reads the creates and moves of db's threads made at or
 // after since, oldest first, or reports a gap when there are more than a
 // feed replays.
@@ -384,11 +389,7 @@ func changesSince(ctx context.Context, db *thread.DB, since time.Time) ([]thread
 			if e.Time.Before(since) {
 				break
 			}
-			kind := thread.ChangeMove
-			if e.Version == 1 {
-				kind = thread.ChangeCreate
-			}
-			mine = append(mine, thread.Change{Kind: kind, Thread: rec.ID, Version: e.Version, Head: e.Commit, Op: e.Op, Time: e.Time})
+			mine = append(mine, historyChange(rec.ID, e))
 		}
 		if out = append(out, mine...); len(out) > feedReplay {
 			return nil, true, nil
