@@ -6,8 +6,8 @@ package webui_test
 //
 // Chromium is found on PATH (chromium, chromium-browser, google-chrome);
 // without it the tests are skipped, unless LOOM_REQUIRE_SERVERS=1, which
-// makes that a failure. Subtests that need an API route the server does
-// not have yet (search, family, events) skip and say so.
+// makes that a failure. Subtests that need an API route the server
+// lacks (search, family, events) fail and say which.
 
 import (
 	"bufio"
@@ -244,7 +244,7 @@ func appendMsg(t testing.TB, base, id, role, text string) {
 }
 
 // hasRoute reports whether the server has a route for GET path: a 404 of
-// the API's own "no route" is a route not there (yet).
+// the API's own "no route" is a route not there.
 func hasRoute(t testing.TB, base, path string) bool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -262,10 +262,11 @@ func hasRoute(t testing.TB, base, path string) bool {
 	return !strings.Contains(string(b), "no route for")
 }
 
+// needRoute fails the test when the server lacks a route the page uses.
 func needRoute(t *testing.T, base, path string) {
 	t.Helper()
 	if !hasRoute(t, base, path) {
-		t.Skipf("skipping: the server has no route GET %s yet", strings.SplitN(path, "?", 2)[0])
+		t.Fatalf("the server has no route GET %s, which the page uses", strings.SplitN(path, "?", 2)[0])
 	}
 }
 
