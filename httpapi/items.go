@@ -123,6 +123,36 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// maxSessionsListed caps a page of GET /v1/sessions.
+const maxSessionsListed = 100
+
+type sessionsResponse struct {
+	Sessions []worklog.Session `json:"sessions"`
+}
+
+// listSessions: GET /v1/sessions?project=&limit= — the closed sessions,
+// newest first, with the items each carried.
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	l, err := s.workLog(r)
+	if err != nil {
+		return err
+	}
+	n, err := intParam(r.URL.Query(), "limit", 20)
+	if err != nil {
+		return err
+	}
+	if n < 1 || n > maxSessionsListed {
+		return invalidf("query parameter limit=%d: 1 to %d", n, maxSessionsListed)
+	}
+	s.metrics.StoreOp("session_list")
+	ss, err := l.ClosedSessions(r.Context(), int(n))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sessionsResponse{Sessions: orEmpty(ss)})
+	return nil
+}
+
 // getItem: GET /v1/items/{id}?project=
 func (s *Server) getItem(w http.ResponseWriter, r *http.Request) error {
 	id, err := itemID(r)

@@ -277,6 +277,32 @@ func TestItems(t *testing.T) {
 		if got := len(closedSessions(t, env.sessions)); got != 2 {
 			t.Errorf("%d closed sessions in the store, want 2", got)
 		}
+		// The closed sessions, newest first, with what each carried.
+		var listed sessionsResponse
+		must(t, s, req{method: "GET", path: "/v1/sessions?limit=10"}, http.StatusOK, &listed)
+		// (Both closed in the same millisecond here: either may come first.)
+		var ids []string
+		for _, ss := range listed.Sessions {
+			ids = append(ids, ss.ID)
+			if len(ss.OpenThreads) != 2 || ss.ClosedAt.IsZero() {
+				t.Errorf("session %s listed with %d items, closed at %v", ss.ID, len(ss.OpenThreads), ss.ClosedAt)
+			}
+		}
+		slices.Sort(ids)
+		if want := []string{start.SessionID, "sess-3"}; !slices.Equal(ids, slices.Sorted(slices.Values(want))) {
+			t.Errorf("sessions listed: %v, want %v", ids, want)
+		}
+		listed = sessionsResponse{}
+		must(t, s, req{method: "GET", path: "/v1/sessions?limit=1"}, http.StatusOK, &listed)
+		if len(listed.Sessions) != 1 {
+			t.Errorf("one session listed: %+v", listed.Sessions)
+		}
+		wantError(t, s, req{method: "GET", path: "/v1/sessions?limit=101"}, http.StatusBadRequest, "invalid")
+		listed = sessionsResponse{}
+		must(t, s, req{method: "GET", path: "/v1/sessions?project=elsewhere"}, http.StatusOK, &listed)
+		if len(listed.Sessions) != 0 {
+			t.Errorf("another project's sessions: %+v", listed.Sessions)
+		}
 
 		// Every work-item route answered a 2xx (TestEveryRouteHappyPath
 		// leaves them to this test).

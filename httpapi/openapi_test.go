@@ -14,6 +14,7 @@ import (
 	"github.com/loomthreads/loom/conversation"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
+	"github.com/loomthreads/loom/worklog"
 )
 
 func loadOpenAPI(t *testing.T) map[string]any {
@@ -171,6 +172,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Change":                    thread.Change{},
 		"SearchHit":                 searchHitJSON{},
 		"SearchResults":             searchResponse{},
+		"SessionList":               sessionsResponse{},
+		"Session":                   worklog.Session{},
 	} {
 		s, ok := schemas[name].(map[string]any)
 		if !ok {

@@ -146,6 +146,7 @@ var routes = []route{
 	{pattern: "POST /v1/items", handle: (*Server).createItem},
 	{pattern: "POST /v1/items/resolve", handle: (*Server).resolveItem},
 	{pattern: "GET /v1/items/{id}", handle: (*Server).getItem},
+	{pattern: "GET /v1/sessions", handle: (*Server).listSessions},
 	{pattern: "POST /v1/sessions", handle: (*Server).startSession},
 	{pattern: "POST /v1/sessions/{id}/close", handle: (*Server).closeSession},
 	{pattern: "GET /v1/openapi.json", handle: (*Server).openAPI},

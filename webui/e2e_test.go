@@ -492,13 +492,16 @@ func TestE2E(t *testing.T) {
 
 	t.Run("Items", func(t *testing.T) {
 		call(t, e.url, "", "POST", "/v1/items?project=web", map[string]any{"text": "fix the flaky deploy"}, nil)
+		call(t, e.url, "", "POST", "/v1/sessions?project=web", map[string]any{"session_id": "sess-web-1"}, nil)
+		call(t, e.url, "", "POST", "/v1/sessions/sess-web-1/close?project=web", map[string]any{"open_threads": []any{"carry this on"}}, nil)
 		ctx := tab(t, browser, timeout)
-		run(t, ctx, "a project's items",
+		run(t, ctx, "a project's items and sessions",
 			chromedp.Navigate(e.url+"/#/items"),
 			chromedp.WaitVisible(chromedp.CSS(`#items`)),
 			chromedp.SetValue(chromedp.CSS(`#project`), "web"),
 			chromedp.Click(chromedp.CSS(`#items-form button[type=submit]`)),
 			waitJS(`document.querySelector('#items').innerText.includes('fix the flaky deploy')`),
+			waitJS(`document.querySelector('#sessions')?.innerText.includes('sess-web-1')`),
 		)
 	})
 

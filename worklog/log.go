@@ -171,6 +171,17 @@ type ListOptions struct {
 	Project string
 }
 
+// ClosedSessions returns the project's closed sessions, newest close
+// first: at most limit of them (DefaultMaxSessions when limit is 0 or
+// less), each with the items it carried when it closed.
+func (l *Log) ClosedSessions(ctx context.Context, limit int) ([]Session, error) {
+	ss, err := l.sessions.ClosedSessions(ctx, ClosedOptions{Project: l.project, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("worklog: sessions of %s: %w", l.project, err)
+	}
+	return ss, nil
+}
+
 // List lists the items, oldest first, without those that record project
 // state. TotalOpen and TotalResolved count them all.
 func (l *Log) List(ctx context.Context, opts ListOptions) (*ListResult, error) {

@@ -1,4 +1,4 @@
-// The work items of a project, and the sessions they name.
+// The work items of a project, and its closed sessions.
 
 import { get, APIError } from './api.js';
 import { h, fmtTime, showError } from './dom.js';
@@ -26,13 +26,15 @@ export async function itemsPage(main, _id, params) {
       }
       throw e;
     }
-    const sessions = new Map();
+    const closed = await get('/v1/sessions?' + new URLSearchParams({ project: q.get('project'), limit: 20 }));
+    const counts = new Map();
     const note = (sid, what) => {
       if (!sid) return;
-      if (!sessions.has(sid)) sessions.set(sid, { created: 0, resolved: 0 });
-      sessions.get(sid)[what]++;
+      if (!counts.has(sid)) counts.set(sid, { created: 0, resolved: 0 });
+      counts.get(sid)[what]++;
     };
     for (const it of res.threads) { note(it.source_session, 'created'); note(it.resolved_by_session, 'resolved'); }
+    const n = (sid, what) => (counts.get(sid) || {})[what] || 0;
     out.replaceChildren(
       h('p', { class: 'muted' }, `${res.total_open} open, ${res.total_resolved} resolved`),
       h('ol', { class: 'items' }, res.threads.map((it) => h('li', { class: `item ${it.status}` },
@@ -46,12 +48,17 @@ export async function itemsPage(main, _id, params) {
           it.resolution_note ? ` · ${it.resolution_note}` : '')))),
       res.threads.length ? null : h('p', { class: 'muted' }, 'No items.'),
       h('h2', {}, 'Sessions'),
-      sessions.size
+      closed.sessions.length
         ? h('table', { class: 'list', id: 'sessions' },
-          h('thead', {}, h('tr', {}, ['Session', 'Items created', 'Items resolved'].map((c) => h('th', { scope: 'col' }, c)))),
-          h('tbody', {}, [...sessions].map(([sid, n]) => h('tr', {}, h('td', {}, h('code', {}, sid)), h('td', { class: 'num' }, n.created), h('td', { class: 'num' }, n.resolved)))))
-        : h('p', { class: 'muted' }, 'No sessions named by these items.'),
-      h('p', { class: 'muted small' }, 'The API lists sessions only through the items they created and resolved.'));
+          h('thead', {}, h('tr', {}, ['Session', 'Started', 'Closed', 'Items carried', 'Items created', 'Items resolved'].map((c) => h('th', { scope: 'col' }, c)))),
+          h('tbody', {}, closed.sessions.map((ss) => h('tr', {},
+            h('td', {}, h('code', {}, ss.id)),
+            h('td', {}, ss.started_at ? fmtTime(ss.started_at) : '—'),
+            h('td', {}, fmtTime(ss.closed_at)),
+            h('td', { class: 'num' }, (ss.open_threads || []).length),
+            h('td', { class: 'num' }, n(ss.id, 'created')),
+            h('td', { class: 'num' }, n(ss.id, 'resolved'))))))
+        : h('p', { class: 'muted' }, 'No closed sessions.'));
   }
   form.addEventListener('submit', (e) => {
     e.preventDefault();
