@@ -34,11 +34,14 @@ function dataContent(c) {
         h('img', { src: `data:${type};base64,${c.data}`, alt: c.name || 'image', loading: 'lazy' }),
         c.name ? h('figcaption', {}, c.name) : null);
     }
-    const a = h('a', { href: '#', class: 'data', download: c.name || 'data' }, `Download ${name}`);
+    // The name and type come from the message: the file is saved, never
+    // opened, as bytes (octet-stream) under a name with no path in it.
+    const file = (c.name || 'data').replace(/[\\/\u0000-\u001f\u007f]/g, '_').replace(/^\.+/, '_').slice(0, 120) || 'data';
+    const a = h('a', { href: '#', class: 'data', download: file }, `Download ${name}`);
     a.addEventListener('click', (e) => {
       e.preventDefault();
-      const url = URL.createObjectURL(base64Blob(c.data, type));
-      const tmp = h('a', { href: url, download: c.name || 'data' });
+      const url = URL.createObjectURL(base64Blob(c.data, 'application/octet-stream'));
+      const tmp = h('a', { href: url, download: file });
       tmp.click();
       setTimeout(() => URL.revokeObjectURL(url), 1000);
     });
