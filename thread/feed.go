@@ -175,7 +175,9 @@ func (l *listener) send(changes []Change) {
 // fn runs on a goroutine of its own, one call at a time.
 //
 // A store that is a Watcher reports the changes every process makes; any
-// other, those made through DBs of this process on the same store value.
+// other, those made through DBs of this process on the same store value,
+// in the order their writes returned (two goroutines writing one thread at
+// once may be heard in either order: a listener keeps the higher version).
 // A listener that falls behind by more than a few thousand changes, or a
 // store whose listening connection dropped, is told so by a ChangeGap.
 func (db *DB) Watch(ctx context.Context, fn func(Change)) error {
