@@ -6,6 +6,9 @@ import (
 	"iter"
 	"log/slog"
 	"reflect"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -42,6 +45,19 @@ type Options struct {
 	// Logger logs what a run cannot return, such as a context provider's
 	// failed Invoked hook. nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, when not nil, gets a span for each run
+	// ("invoke_agent <Name>"), each model request ("chat <model>") and
+	// each tool call ("execute_tool <tool>"), with the attributes of the
+	// OpenTelemetry GenAI semantic conventions (gen_ai.operation.name,
+	// gen_ai.request.model, gen_ai.usage.input_tokens, gen_ai.tool.name, …).
+	// A run's spans are children of the span in its context. nil means no
+	// spans, at no cost; the global provider is not used.
+	TracerProvider trace.TracerProvider
+	// OnToolCall, when not nil, is told of each tool call the agent ran,
+	// with its result and how long it took, for metrics such as
+	// httpapi.Metrics.ObserveToolCall. It runs on the call's goroutine
+	// and should return quickly.
+	OnToolCall func(ctx context.Context, call message.FunctionCall, result message.FunctionResult, took time.Duration)
 }
 
 // Agent runs a chat client on threads. It is safe for concurrent use, and
@@ -54,6 +70,9 @@ type Agent struct {
 	providers []ContextProvider
 	log       *slog.Logger
 	err       error
+	// tracer makes the spans of Options.TracerProvider; nil makes none.
+	tracer   trace.Tracer
+	provider string // gen_ai.provider.name
 }
 
 // New returns an agent that runs client with opts (nil means the zero
@@ -76,6 +95,9 @@ func New(client ChatClient, opts *Options) *Agent {
 	}
 	if isNil(client) {
 		a.err = fmt.Errorf("agent: no chat client: %w", thread.ErrInvalid)
+	} else if a.opts.TracerProvider != nil {
+		a.tracer = a.opts.TracerProvider.Tracer(tracerName)
+		a.provider = providerName(client)
 	}
 	a.tools = make(map[string]Tool, len(a.opts.Tools))
 	for _, t := range a.opts.Tools {

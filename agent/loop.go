@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -325,7 +326,16 @@ func (r *run) prompt(ctx context.Context) ([]message.Message, *ChatOptions, erro
 func ptr[T any](v T) *T { return &v }
 
 // call makes one request, streamed when the run is.
-func (r *run) call(ctx context.Context, msgs []message.Message, opts *ChatOptions) (*ChatResponse, error) {
+func (r *run) call(ctx context.Context, msgs []message.Message, opts *ChatOptions) (resp *ChatResponse, err error) {
+	ctx, span := r.startChat(ctx, opts)
+	if span != nil {
+		defer func() { endChat(span, resp, err) }()
+	}
+	return r.request(ctx, msgs, opts)
+}
+
+// request makes one request, streamed when the run is.
+func (r *run) request(ctx context.Context, msgs []message.Message, opts *ChatOptions) (*ChatResponse, error) {
 	if r.emit == nil {
 		resp, err := r.a.client.Response(ctx, msgs, opts)
 		if err == nil && resp == nil {
@@ -502,7 +512,13 @@ func (r *run) execute(ctx context.Context, calls []message.FunctionCall) []messa
 			return
 		}
 		defer func() { <-sem }()
-		results[i] = callTool(ctx, r.tools[c.Name], c)
+		tctx, span := r.startTool(ctx, c)
+		start := time.Now()
+		results[i] = callTool(tctx, r.tools[c.Name], c)
+		if f := r.a.opts.OnToolCall; f != nil {
+			f(tctx, c, results[i], time.Since(start))
+		}
+		endTool(span, results[i])
 	}
 	for i, c := range calls {
 		t, ok := r.tools[c.Name]

@@ -51,12 +51,16 @@ type run struct {
 	orphans []PendingCall // claimed calls of a run that stopped
 }
 
-func (a *Agent) invoke(ctx context.Context, th *thread.Thread, req Request, emit func(Event) bool) (*Result, error) {
+func (a *Agent) invoke(ctx context.Context, th *thread.Thread, req Request, emit func(Event) bool) (res *Result, err error) {
 	if a.err != nil {
 		return nil, a.err
 	}
 	if th == nil {
 		return nil, fmt.Errorf("run: no thread: %w", thread.ErrInvalid)
+	}
+	ctx, span := a.startRun(ctx, th.ID())
+	if span != nil {
+		defer func() { endRun(span, res, err) }()
 	}
 	rctx, release, err := acquire(ctx, keyOf(th.DB(), th.ID()), req.OnBusy)
 	if err != nil {

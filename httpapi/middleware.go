@@ -10,6 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/internal/ids"
 )
@@ -99,7 +104,7 @@ func (s *Server) done(r *http.Request, info *reqInfo, sw *statusWriter, d time.D
 	if route == "" {
 		route = "unmatched"
 	}
-	s.metrics.Request(route, r.Method, code, d)
+	s.metrics.ObserveRequest(r.Context(), route, r.Method, code, d)
 	level := slog.LevelInfo
 	if code >= 500 && code != http.StatusNotImplemented {
 		level = slog.LevelWarn
@@ -241,4 +246,51 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 func tenant(r *http.Request) string {
 	t, _ := auth.Tenant(r.Context())
 	return t
+}
+
+// tracing returns the otelhttp options of a server traced by tp: spans of
+// tp, parents from prop (nil means W3C Trace Context).
+func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) []otelhttp.Option {
+	if prop == nil {
+		prop = propagation.TraceContext{}
+	}
+	return []otelhttp.Option{otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(prop)}
+}
+
+// traced wraps h, outermost, in a span per request when the server traces
+// (Options.TracerProvider). The span is named by the route: the pattern
+// of the server's mux, or with outerRoute (Protect) that of the mux that
+// calls h; a request that matches no route is "<METHOD> unmatched".
+func (s *Server) traced(h http.Handler, outerRoute bool) http.Handler {
+	if s.tracing == nil {
+		return h
+	}
+	route := func(r *http.Request) string {
+		if outerRoute {
+			return r.Pattern
+		}
+		_, p := s.mux.Handler(r)
+		return p
+	}
+	name := func(_ string, r *http.Request) string {
+		switch rt := route(r); {
+		case rt == "":
+			return r.Method + " unmatched"
+		case strings.Contains(rt, " "):
+			return rt
+		default:
+			return r.Method + " " + rt
+		}
+	}
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt := route(r); rt != "" {
+			_, path, _ := strings.Cut(rt, " ")
+			if path == "" {
+				path = rt
+			}
+			trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("http.route", path))
+		}
+		h.ServeHTTP(w, r)
+	})
+	return otelhttp.NewHandler(inner, "http", append(s.tracing, otelhttp.WithSpanNameFormatter(name))...)
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -127,8 +128,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 	_ = rc.SetWriteDeadline(time.Time{})
 	// The run follows the client: if it goes away the run is cancelled,
 	// and commits what it completed.
+	start := time.Now()
 	if !wantsStream(r, req.Stream) {
 		res, err := s.agent.Invoke(r.Context(), th, areq)
+		s.metrics.runDone(start, res, err)
 		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 		if err != nil {
 			return err
@@ -139,8 +142,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 	}
 	sse := &sseWriter{w: w, rc: rc}
 	defer sse.heartbeat(s.heartbeat)()
+	ended := false // recorded in the metrics
+	defer func() {
+		if !ended { // the client went away: the run was cancelled
+			s.metrics.runDone(start, nil, context.Canceled)
+		}
+	}()
 	for ev, err := range s.agent.InvokeStream(r.Context(), th, areq) {
 		if err != nil {
+			ended = true
+			s.metrics.runDone(start, nil, err)
 			if !sse.started {
 				// Nothing was sent yet (busy, approvals missing): an
 				// ordinary error response.
@@ -166,6 +177,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 			st := ev.Step
 			werr = sse.event("step", stepJSON{Kind: st.Kind, Commit: st.Commit, Version: st.Version, Messages: orEmpty(st.Messages)})
 		case ev.Result != nil:
+			ended = true
+			s.metrics.runDone(start, ev.Result, nil)
 			werr = sse.event("result", resultJSON(ev.Result))
 		}
 		if werr != nil {

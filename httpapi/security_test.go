@@ -116,10 +116,10 @@ func TestUnauthenticated(t *testing.T) {
 	var metrics strings.Builder
 	s.Metrics().WriteTo(&metrics)
 	for _, want := range []string{
-		`loom_http_requests_total{route="/mcp",method="POST",code="200"} 1`,
-		`loom_http_requests_total{route="GET /v1/threads",method="GET",code="200"} 2`,
-		`loom_http_requests_total{route="unmatched",method="GET",code="404"} 1`,
-		`loom_http_requests_total{route="GET /v1/threads",method="GET",code="401"} 2`,
+		`loom_http_requests_total{code="200",method="POST",route="/mcp"} 1`,
+		`loom_http_requests_total{code="200",method="GET",route="GET /v1/threads"} 2`,
+		`loom_http_requests_total{code="404",method="GET",route="unmatched"} 1`,
+		`loom_http_requests_total{code="401",method="GET",route="GET /v1/threads"} 2`,
 	} {
 		if !strings.Contains(metrics.String(), want) {
 			t.Errorf("metrics lack %s:\n%s", want, metrics.String())
@@ -231,11 +231,11 @@ func TestMetricsText(t *testing.T) {
 	text := w.Body.String()
 	for _, want := range []string{
 		`# TYPE loom_http_requests_total counter`,
-		`loom_http_requests_total{route="POST /v1/threads",method="POST",code="201"} 1`,
-		`loom_http_requests_total{route="POST /v1/threads/{id}/messages",method="POST",code="201"} 1`,
-		`loom_http_requests_total{route="POST /v1/threads/{id}/messages",method="POST",code="412"} 1`,
-		`loom_http_requests_total{route="GET /v1/threads/{id}",method="GET",code="404"} 1`,
-		`loom_http_requests_total{route="unmatched",method="GET",code="404"} 1`,
+		`loom_http_requests_total{code="201",method="POST",route="POST /v1/threads"} 1`,
+		`loom_http_requests_total{code="201",method="POST",route="POST /v1/threads/{id}/messages"} 1`,
+		`loom_http_requests_total{code="412",method="POST",route="POST /v1/threads/{id}/messages"} 1`,
+		`loom_http_requests_total{code="404",method="GET",route="GET /v1/threads/{id}"} 1`,
+		`loom_http_requests_total{code="404",method="GET",route="unmatched"} 1`,
 		`# TYPE loom_http_request_duration_seconds histogram`,
 		`loom_http_request_duration_seconds_bucket{route="POST /v1/threads/{id}/messages",le="+Inf"} 2`,
 		`loom_http_request_duration_seconds_count{route="POST /v1/threads/{id}/messages"} 2`,
@@ -251,7 +251,7 @@ func TestMetricsText(t *testing.T) {
 	}
 	// Every line is a comment or "name{labels} value".
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
-		if !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "loom_") {
+		if !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "loom_") && !strings.HasPrefix(line, "go_") && !strings.HasPrefix(line, "process_") {
 			t.Errorf("bad line %q", line)
 		}
 	}

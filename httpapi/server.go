@@ -8,6 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/thread"
@@ -58,6 +62,22 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported by /healthz.
 	Version string
+	// TracerProvider, when not nil, gets a span for each request (by
+	// otelhttp), named by its route, such as "POST /v1/threads/{id}/runs".
+	// Its parent is the trace context of the request's headers, read by
+	// Propagator; the request's context, which runs and store operations
+	// see, carries the span. Give DB and Agent the same provider for their
+	// spans. nil means no spans, at no cost; the global provider is not
+	// used.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context of a request's headers when
+	// TracerProvider is set; nil means W3C Trace Context (traceparent,
+	// tracestate). The global propagator is not used.
+	Propagator propagation.TextMapPropagator
+	// Metrics are what /metrics serves; nil means NewMetrics(). Pass your
+	// own to record into them from outside the server, such as the tool
+	// calls of Agent (agent.Options.OnToolCall: Metrics.ObserveToolCall).
+	Metrics *Metrics
 }
 
 // Server is loom's JSON API over HTTP: /v1/… for threads, runs and work
@@ -79,6 +99,9 @@ type Server struct {
 	log       *slog.Logger
 	version   string
 	metrics   *Metrics
+	// tracing are the otelhttp options of Options.TracerProvider; nil
+	// traces nothing.
+	tracing []otelhttp.Option
 	// closing is closed by Close: the change feeds end.
 	closing chan struct{}
 	// feeds counts each tenant's open change feeds.
@@ -161,10 +184,13 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		db: opts.DB, keys: opts.Keys, agent: opts.Agent, chat: opts.Chat, worklog: opts.Worklog, maxBody: opts.MaxBodyBytes,
-		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, metrics: newMetrics(),
+		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, metrics: opts.Metrics,
 		mux: http.NewServeMux(), publicPaths: map[string]bool{}, closing: make(chan struct{}),
 	}
 	s.feeds.n = map[string]int{}
+	if s.metrics == nil {
+		s.metrics = NewMetrics()
+	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
@@ -195,6 +221,10 @@ func New(opts Options) *Server {
 	}
 	s.api = s.chain(http.HandlerFunc(s.dispatch), true, false)
 	s.public = s.chain(http.HandlerFunc(s.dispatch), false, false)
+	if opts.TracerProvider != nil {
+		s.tracing = tracing(opts.TracerProvider, opts.Propagator)
+		s.api, s.public = s.traced(s.api, false), s.traced(s.public, false)
+	}
 	return s
 }
 
@@ -212,7 +242,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // requests with a valid key (when keys are configured) and finds their
 // tenant with auth.Tenant(r.Context()). The route in logs and metrics is the
 // pattern of the mux that calls the result, such as "/mcp".
-func (s *Server) Protect(h http.Handler) http.Handler { return s.chain(h, true, true) }
+func (s *Server) Protect(h http.Handler) http.Handler {
+	return s.traced(s.chain(h, true, true), true)
+}
 
 // Metrics returns the server's metrics, for handlers mounted beside it to
 // count their thread operations in.

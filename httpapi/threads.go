@@ -58,7 +58,7 @@ func (s *Server) thread(r *http.Request) (*thread.Thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.metrics.StoreOp("get")
+	defer s.metrics.StartStoreOp("get")()
 	return s.tenantDB(r).Thread(r.Context(), id)
 }
 
@@ -204,9 +204,10 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req, true); err != nil {
 		return err
 	}
-	s.metrics.StoreOp("create")
+	done := s.metrics.StartStoreOp("create")
 	th, err := s.tenantDB(r).Create(write(r), thread.CreateOptions{ID: req.ID, Kind: req.Kind, Title: req.Title,
 		Labels: req.Labels, Messages: req.Messages, State: req.State})
+	done()
 	if err != nil {
 		return err
 	}
@@ -340,8 +341,9 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	s.metrics.StoreOp("messages")
+	done := s.metrics.StartStoreOp("messages")
 	msgs, err := th.Messages(r.Context(), thread.ReadOptions{Version: version, Last: int(min(last, 1<<31)), Before: before})
+	done()
 	if err != nil {
 		w.Header().Del("ETag")
 		return err
@@ -377,8 +379,9 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 		}
 		opts.IfVersion = want.version
 	}
-	s.metrics.StoreOp("append")
+	done := s.metrics.StartStoreOp("append")
 	c, err := th.Commit(write(r), opts)
+	done()
 	if err != nil {
 		return err
 	}
@@ -425,8 +428,9 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) error {
 		// A summary is committed once it is paid for.
 		ctx = write(r)
 	}
-	s.metrics.StoreOp("view")
+	done := s.metrics.StartStoreOp("view")
 	v, err := th.View(ctx, opts)
+	done()
 	if err != nil {
 		return err
 	}
@@ -509,10 +513,11 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.metrics.StoreOp("fork")
+	done := s.metrics.StartStoreOp("fork")
 	// The new thread is made through the same tenant's DB: it belongs to
 	// the caller, and an id taken by any thread is a conflict.
 	f, err := th.Fork(write(r), thread.ForkOptions{At: req.At, Version: req.Version, ID: req.ID, Title: req.Title, Labels: req.Labels})
+	done()
 	if err != nil {
 		return err
 	}
@@ -533,8 +538,9 @@ func (s *Server) copyThread(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.metrics.StoreOp("copy")
+	done := s.metrics.StartStoreOp("copy")
 	c, err := th.Copy(write(r), thread.ForkOptions{Version: req.Version, ID: req.ID, Title: req.Title, Labels: req.Labels})
+	done()
 	if err != nil {
 		return err
 	}
@@ -625,8 +631,9 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	s.metrics.StoreOp("checkpoint")
+	done := s.metrics.StartStoreOp("checkpoint")
 	cp, err := th.Checkpoint(write(r), req.Name)
+	done()
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configure a DB. The zero value means the defaults.
@@ -26,6 +27,12 @@ type Options struct {
 	// Now is the clock; nil means time.Now. Times are kept in UTC with
 	// microsecond precision, which every store can hold exactly.
 	Now func() time.Time
+	// TracerProvider, when not nil, gets a span for each operation on
+	// threads (create, open, refresh, commit, messages, state, view, fork,
+	// copy, delete), named "thread.<operation>", with the store's name and
+	// the thread's id (AttrStore, AttrThread). nil means no spans, at no
+	// cost; the global provider is not used.
+	TracerProvider trace.TracerProvider
 }
 
 // Limits cap the size of what is written. Zero fields take the defaults.
@@ -73,6 +80,8 @@ type DB struct {
 	retries int
 	now     func() time.Time
 	local   *localHub // the change feed's hub of a store that is no pointer
+	// tracer makes the spans of Options.TracerProvider; nil makes none.
+	tracer *tracer
 }
 
 // New returns a DB on store; opts may be nil.
@@ -88,6 +97,9 @@ func New(store Store, opts *Options) *DB {
 	}
 	if db.now == nil {
 		db.now = time.Now
+	}
+	if o.TracerProvider != nil {
+		db.tracer = &tracer{o.TracerProvider.Tracer(tracerName), storeName(store)}
 	}
 	return db
 }
@@ -105,6 +117,18 @@ func (db *DB) Tenant() string { return db.tenant }
 func (db *DB) WithTenant(tenant string) *DB {
 	c := *db
 	c.scope(tenant)
+	return &c
+}
+
+// WithTracerProvider returns a DB on the same store, tenant and options
+// whose operations make spans with tp, as Options.TracerProvider does; nil
+// makes none.
+func (db *DB) WithTracerProvider(tp trace.TracerProvider) *DB {
+	c := *db
+	c.tracer = nil
+	if tp != nil {
+		c.tracer = &tracer{tp.Tracer(tracerName), storeName(db.raw)}
+	}
 	return &c
 }
 
@@ -158,7 +182,9 @@ func NewThreadID() string { return ids.New("th_") }
 
 // Create makes a new thread. An existing id is ErrConflict; a Parent that
 // does not exist is ErrNotFound.
-func (db *DB) Create(ctx context.Context, opts CreateOptions) (*Thread, error) {
+func (db *DB) Create(ctx context.Context, opts CreateOptions) (_ *Thread, err error) {
+	ctx, span := db.startSpan(ctx, "create", opts.ID)
+	defer endSpan(span, &err)
 	if opts.Parent != "" {
 		if _, err := db.record(ctx, opts.Parent); err != nil {
 			return nil, fmt.Errorf("create: parent: %w", err)
@@ -207,7 +233,9 @@ func (db *DB) createInto(opts CreateOptions, b *Batch) (*Record, *Commit, error)
 }
 
 // Thread returns a handle on the thread id at its current version.
-func (db *DB) Thread(ctx context.Context, id string) (*Thread, error) {
+func (db *DB) Thread(ctx context.Context, id string) (_ *Thread, err error) {
+	ctx, span := db.startSpan(ctx, "open", id)
+	defer endSpan(span, &err)
 	r, err := db.record(ctx, id)
 	if err != nil {
 		return nil, err

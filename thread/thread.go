@@ -62,7 +62,9 @@ func (t *Thread) advance(r *Record, head *Commit) {
 func (t *Thread) DB() *DB { return t.db }
 
 // Refresh moves the handle to the thread's current version.
-func (t *Thread) Refresh(ctx context.Context) error {
+func (t *Thread) Refresh(ctx context.Context) (err error) {
+	ctx, span := t.db.startSpan(ctx, "refresh", t.ID())
+	defer endSpan(span, &err)
 	r, err := t.db.record(ctx, t.ID())
 	if err != nil {
 		return err
@@ -144,13 +146,15 @@ type CommitOptions struct {
 // The returned commit is the caller's: the store keeps its own copy. Its
 // messages are the ones given, with ids and times filled in, and share their
 // contents with them.
-func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (*Commit, error) {
+func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (_ *Commit, err error) {
 	if opts.Op == "" {
 		opts.Op = OpAppend
 		if len(opts.Messages) == 0 {
 			opts.Op = OpState
 		}
 	}
+	ctx, span := t.db.startSpan(ctx, "commit", t.ID(), AttrOp.String(string(opts.Op)))
+	defer endSpan(span, &err)
 	if len(opts.Messages) == 0 && opts.State == nil {
 		return nil, fmt.Errorf("commit to %s: no messages and no state: %w", t.ID(), ErrInvalid)
 	}
@@ -321,7 +325,9 @@ type ReadOptions struct {
 }
 
 // Messages returns messages of the thread, oldest first.
-func (t *Thread) Messages(ctx context.Context, opts ReadOptions) ([]message.Message, error) {
+func (t *Thread) Messages(ctx context.Context, opts ReadOptions) (_ []message.Message, err error) {
+	ctx, span := t.db.startSpan(ctx, "messages", t.ID())
+	defer endSpan(span, &err)
 	if opts.Last < 0 {
 		return nil, fmt.Errorf("read %s: negative Last: %w", t.ID(), ErrInvalid)
 	}
@@ -446,7 +452,9 @@ func (db *DB) readRange(ctx context.Context, head *Commit, floor, ceil int64) ([
 }
 
 // State returns the thread's state at version (0: the handle's version).
-func (t *Thread) State(ctx context.Context, version int64) (map[string]json.RawMessage, error) {
+func (t *Thread) State(ctx context.Context, version int64) (_ map[string]json.RawMessage, err error) {
+	ctx, span := t.db.startSpan(ctx, "state", t.ID())
+	defer endSpan(span, &err)
 	c, err := t.commitAt(ctx, version)
 	if err != nil {
 		return nil, err
@@ -644,7 +652,9 @@ func (t *Thread) Update(ctx context.Context, opts UpdateOptions) error {
 // that no other thread or checkpoint reaches, in O(history entries +
 // checkpoints + commits freed). It fails with ErrConflict if the thread has
 // moved past the handle's version.
-func (t *Thread) Delete(ctx context.Context) error {
+func (t *Thread) Delete(ctx context.Context) (err error) {
+	ctx, span := t.db.startSpan(ctx, "delete", t.ID())
+	defer endSpan(span, &err)
 	r := t.snapshot()
 	if err := t.db.apply(ctx, &Batch{Delete: []Deletion{{Thread: r.ID, Version: r.Version}}}); err != nil {
 		return fmt.Errorf("delete %s: %w", r.ID, err)
@@ -688,7 +698,9 @@ func (t *Thread) Copy(ctx context.Context, opts ForkOptions) (*Thread, error) {
 	return t.fork(ctx, opts, OpCopy)
 }
 
-func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (*Thread, error) {
+func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (_ *Thread, err error) {
+	ctx, span := t.db.startSpan(ctx, string(op), t.ID())
+	defer endSpan(span, &err)
 	b := &Batch{}
 	r, head, err := t.forkInto(ctx, opts, op, b)
 	if err != nil {

@@ -177,7 +177,9 @@ var errRestart = errors.New("restart view")
 // in Instructions, or compact. A view whose limits are never reached (no
 // Budget, MaxMessages or SlidingWindow) reads the whole thread back to its
 // last compaction.
-func (t *Thread) View(ctx context.Context, opts ViewOptions) (*View, error) {
+func (t *Thread) View(ctx context.Context, opts ViewOptions) (_ *View, err error) {
+	ctx, span := t.db.startSpan(ctx, "view", t.ID())
+	defer endSpan(span, &err)
 	v, err := t.view(ctx, opts, false)
 	if errors.Is(err, errRestart) {
 		opts.Version = 0
