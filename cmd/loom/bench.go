@@ -55,7 +55,7 @@ type benchJSON struct {
 
 // Run implements Command.
 func (c *BenchCommand) Run(ctx context.Context, args []string) (err error) {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	switch {

@@ -109,7 +109,7 @@ func (s slowStream) Stream(ctx context.Context, msgs []message.Message, opts *ag
 
 // Run implements Command.
 func (c *ChatCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	client, err := chatClient(c.Provider, c.Model, c.foundry)

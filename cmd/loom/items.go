@@ -102,7 +102,7 @@ func (c *ItemsListCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ItemsListCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	status := worklog.Status(c.Status)
@@ -150,7 +150,7 @@ func (c *ItemsCreateCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ItemsCreateCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, -1)
+	pos, err := c.positional(args, 1, -1)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (c *ItemsResolveCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ItemsResolveCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 0, 1)
+	pos, err := c.positional(args, 0, 1)
 	if err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func (c *SessionStartCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *SessionStartCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	wl, err := c.openLog(ctx, c.Store, c.Tenant)
@@ -327,7 +327,7 @@ func (c *SessionCloseCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *SessionCloseCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	var open []json.RawMessage

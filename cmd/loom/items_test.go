@@ -242,12 +242,18 @@ func TestHelpAndCompletionListItemsAndSession(t *testing.T) {
 	if r := loom(t, "items", "--help").ok(t); !strings.Contains(r.stdout, "resolve") {
 		t.Errorf("items --help:\n%s", r.stdout)
 	}
-	for _, shell := range []string{"bash", "zsh", "fish"} {
-		script := loom(t, "completion", shell).ok(t).stdout
-		for _, w := range []string{"items", "session", "resolve", "match", "open"} {
-			if !strings.Contains(script, w) {
-				t.Errorf("%s completion lacks %q", shell, w)
-			}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{""}, "items"},
+		{[]string{""}, "session"},
+		{[]string{"items", ""}, "resolve"},
+		{[]string{"items", "resolve", "--"}, "--match"},
+		{[]string{"session", "close", "--"}, "--open"},
+	} {
+		if offered := completions(t, tc.args...); !slices.Contains(offered, tc.want) {
+			t.Errorf("completion of %q offers %v, not %q", tc.args, offered, tc.want)
 		}
 	}
 }

@@ -38,7 +38,7 @@
 //	loom bench [--duration D] [--writers N]
 //	loom serve, loom mcp            the HTTP and MCP servers
 //	loom version
-//	loom completion bash|zsh|fish
+//	loom completion bash|zsh|fish|powershell
 //	loom help [COMMAND]
 //
 // Output is for people (tables, sentences) unless --json asks for one JSON
@@ -48,8 +48,13 @@
 // "loom: <message>"; the exit code is 0 on success, 1 on an error and 2 on a
 // usage error (a delete without --yes where no one can be asked is one).
 //
+// A mistyped command name gets suggestions (loom thread list: Did you mean
+// "threads"?). Flags may follow positional arguments; "--" ends them.
+//
 // Each command is a type in this package with Flags and Run(ctx, args); the
-// command table (commands, in run.go) makes dispatch, help and completion.
+// command table (commands, in run.go) becomes a tree of spf13/cobra
+// commands (cli.go), which parses the flags, dispatches, prints help and
+// generates the completion scripts.
 package main
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -501,7 +503,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"copy", st, "--to", store}, "the same store"},
 		{[]string{"bench", "--store", "memory://", "--duration", "0s"}, "--duration must be positive"},
 		{[]string{"completion"}, "missing"},
-		{[]string{"completion", "powershell"}, `unknown shell "powershell"`},
+		{[]string{"completion", "tcsh"}, `unknown shell "tcsh"`},
 		{[]string{"help", "nope"}, `unknown command "nope"`},
 	} {
 		r := loom(t, tc.args...)
@@ -841,30 +843,116 @@ func TestBenchLeavesNothingBehind(t *testing.T) {
 	}
 }
 
-func TestCompletionMentionsEveryCommand(t *testing.T) {
+// completions returns the words cobra's completion offers after args, as
+// the shells' scripts ask for them (loom __complete ARGS… WORD).
+func completions(t testing.TB, args ...string) []string {
+	t.Helper()
+	out := loom(t, append([]string{cobra.ShellCompRequestCmd}, args...)...).ok(t).stdout
+	var words []string
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, ":") { // the directive ends the list
+			break
+		}
+		word, _, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
+		words = append(words, word)
+	}
+	return words
+}
+
+func TestCompletionScripts(t *testing.T) {
 	t.Parallel()
-	for _, shell := range []string{"bash", "zsh", "fish"} {
+	for shell, marker := range map[string]string{
+		"bash":       "complete -o default -F __start_loom loom",
+		"zsh":        "#compdef loom",
+		"fish":       "complete -c loom",
+		"powershell": "Register-ArgumentCompleter -CommandName 'loom'",
+	} {
 		script := loom(t, "completion", shell).ok(t).stdout
-		if !strings.Contains(script, "loom") {
-			t.Errorf("%s: no loom in the script", shell)
+		// The scripts are cobra's: they ask loom what may follow.
+		if !strings.Contains(script, marker) || !strings.Contains(script, "__complete") {
+			t.Errorf("%s completion script:\n%.400s", shell, script)
 		}
-		for _, s := range commands {
-			for _, w := range strings.Fields(s.Name) {
-				if !strings.Contains(script, w) {
-					t.Errorf("%s completion lacks the command %q", shell, s.Name)
-				}
-			}
-			fs := s.New(base{Env: &Env{}, name: s.Name}).Flags()
-			for _, name := range []string{"store", "tenant", "json"} {
-				if fs.Lookup(name) == nil {
-					t.Errorf("%s has no --%s", s.Name, name)
-				}
+	}
+}
+
+func TestCompletionOffersEveryCommand(t *testing.T) {
+	t.Parallel()
+	for _, s := range commands {
+		words := strings.Fields(s.Name)
+		if offered := completions(t, append(words[:len(words)-1:len(words)-1], "")...); !slices.Contains(offered, words[len(words)-1]) {
+			t.Errorf("completion does not offer %q: %v", s.Name, offered)
+		}
+		fs := s.New(base{Env: &Env{}, name: s.Name}).Flags()
+		for _, name := range []string{"store", "tenant", "json"} {
+			if fs.Lookup(name) == nil {
+				t.Errorf("%s has no --%s", s.Name, name)
 			}
 		}
-		for _, flag := range []string{"if-version", "max-messages", "all-tenants", "strategy", "history", "writers"} {
-			if !strings.Contains(script, flag) {
-				t.Errorf("%s completion lacks --%s", shell, flag)
+		offered := completions(t, append(words, "--")...)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !slices.Contains(offered, dashed(f.Name)) && !slices.Contains(offered, "--"+f.Name) {
+				t.Errorf("completion of %s does not offer --%s: %v", s.Name, f.Name, offered)
 			}
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"threads", "append", "th_x", "--if"}, "--if-version"},
+		{[]string{"threads", "view", "th_x", "--max"}, "--max-messages"},
+		{[]string{"copy", "--all"}, "--all-tenants"},
+		{[]string{"completion", ""}, "powershell"},
+		{[]string{"help", "threads", ""}, "append"},
+		{[]string{"--st"}, "--store"},
+	} {
+		if offered := completions(t, tc.args...); !slices.Contains(offered, tc.want) {
+			t.Errorf("completion of %q offers %v, not %q", tc.args, offered, tc.want)
+		}
+	}
+}
+
+func TestTypoSuggestions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args      []string
+		msg, hint string
+	}{
+		{[]string{"thread", "list"}, `unknown command "thread"`, `Did you mean "threads"?`},
+		{[]string{"threads", "lst"}, `unknown command "threads lst"`, `Did you mean "list"?`},
+		{[]string{"workflow"}, `unknown command "workflow"`, `Did you mean "workflows"?`},
+		{[]string{"exprt", "th_x"}, `unknown command "exprt"`, `Did you mean "export"?`},
+	} {
+		r := loom(t, tc.args...)
+		if r.code != 2 || !strings.HasPrefix(r.stderr, "loom: "+tc.msg+"\n"+tc.hint+"\n") && !strings.Contains(r.stderr, "\nloom: "+tc.msg+"\n"+tc.hint+"\n") {
+			t.Errorf("loom %s: code %d, stderr:\n%s", strings.Join(tc.args, " "), r.code, r.stderr)
+		}
+	}
+	if r := loom(t, "zzzzzz"); r.code != 2 || strings.Contains(r.stderr, "Did you mean") {
+		t.Errorf("loom zzzzzz: code %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+func TestHelpOnANestedCommand(t *testing.T) {
+	t.Parallel()
+	want := loom(t, "threads", "checkpoint", "--help").ok(t).stdout
+	for _, args := range [][]string{
+		{"threads", "checkpoint", "-h"},
+		{"threads", "checkpoint", "th_x", "--list", "--help"},
+		{"--store", "memory://", "threads", "checkpoint", "--help"},
+		{"help", "threads", "checkpoint"},
+	} {
+		if r := loom(t, args...).ok(t); r.stdout != want || r.stderr != "" {
+			t.Errorf("loom %s:\n%s\nwant:\n%s", strings.Join(args, " "), r.stdout, want)
+		}
+	}
+	for _, s := range []string{
+		"Usage: loom threads checkpoint ID (NAME | --list | --delete NAME)\n",
+		"\nFlags:\n", "--delete NAME", "--list", "\nGlobal flags:\n", "--tenant T",
+		"\nExamples:\n  loom threads checkpoint th_01jq… before-refund\n", "  loom threads checkpoint th_01jq… --list\n",
+	} {
+		if !strings.Contains(want, s) {
+			t.Errorf("threads checkpoint --help lacks %q:\n%s", s, want)
 		}
 	}
 }
@@ -884,7 +972,7 @@ func TestVersion(t *testing.T) {
 	}
 	stdout.Reset()
 	c.JSON = true
-	if err := c.Run(t.Context(), []string{"--json"}); err != nil {
+	if err := c.Run(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
 	var v versionJSON

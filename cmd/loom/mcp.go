@@ -35,7 +35,7 @@ func (c *MCPCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *MCPCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/loomthreads/loom/thread"
 
 	// The stores, so that --store takes any of their URLs.
@@ -27,9 +29,10 @@ const defaultStore = "sqlite://./loom.db"
 // Command is one subcommand of loom. Its fields are its flags.
 type Command interface {
 	// Flags returns the command's flag set, bound to the command's fields
-	// (the global flags included). Completion reads it too.
+	// (the global flags included). Its flags become the cobra command's.
 	Flags() *flag.FlagSet
-	// Run parses args (everything after the command's name) and runs.
+	// Run runs with the positional arguments: cobra has parsed the flags
+	// into the fields ("--" ends them, and they may follow arguments).
 	Run(ctx context.Context, args []string) error
 }
 
@@ -44,7 +47,8 @@ type spec struct {
 	Summary, Help string
 	// Examples are whole command lines.
 	Examples []string
-	// Words are the values completion offers for positional arguments.
+	// Words are the values completion offers for positional arguments
+	// (the cobra command's ValidArgs).
 	Words []string
 	// New makes the command on the shared base.
 	New func(b base) Command
@@ -58,7 +62,8 @@ var groups = map[string]string{
 	"session":   "start and close the working sessions that carry the work items of --dir",
 }
 
-// commands is the command table: dispatch, help and completion read it.
+// commands is the command table: newRoot (cli.go) makes the cobra command
+// tree of it, which dispatches, prints help and completes.
 // A new command is one more entry here and a type in its own file.
 var commands = []spec{
 	{Name: "threads list", Synopsis: "[--label k=v]... [--kind K] [--limit N]",
@@ -355,14 +360,15 @@ var commands = []spec{
 			"loom version --json",
 		},
 		New: func(b base) Command { return &VersionCommand{base: b} }},
-	{Name: "completion", Synopsis: "bash|zsh|fish",
+	{Name: "completion", Synopsis: "bash|zsh|fish|powershell",
 		Summary: "print a shell completion script",
 		Examples: []string{
 			"source <(loom completion bash)",
 			"loom completion zsh > \"${fpath[1]}/_loom\"",
 			"loom completion fish > ~/.config/fish/completions/loom.fish",
+			"loom completion powershell | Out-String | Invoke-Expression",
 		},
-		Words: []string{"bash", "zsh", "fish"},
+		Words: []string{"bash", "zsh", "fish", "powershell"},
 		New:   func(b base) Command { return &CompletionCommand{base: b} }},
 	{Name: "help", Synopsis: "[COMMAND]",
 		Summary: "show the help of loom or of a command",
@@ -414,10 +420,13 @@ func (e *Env) Main(ctx context.Context, args []string) int {
 	err := e.Run(ctx, args)
 	var ue *usageError
 	switch {
-	case err == nil, errors.Is(err, errHelp):
+	case err == nil:
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.Stderr, "loom: %s\n", ue.msg)
+		if ue.hint != "" {
+			fmt.Fprintf(e.Stderr, "%s\n", ue.hint)
+		}
 		if s := lookup(ue.cmd); s != nil {
 			fmt.Fprintf(e.Stderr, "usage: %s\n", usageLine(s))
 			fmt.Fprintf(e.Stderr, "Run 'loom %s --help' for more.\n", s.Name)
@@ -431,75 +440,11 @@ func (e *Env) Main(ctx context.Context, args []string) int {
 	}
 }
 
-// Run finds the command args name and runs it.
-func (e *Env) Run(ctx context.Context, args []string) error {
-	// Global flags may come before the command's name: they are handed on.
-	var lead []string
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		a := args[0]
-		if a == "-h" || a == "-help" || a == "--help" {
-			e.printTopHelp(e.Stdout)
-			return errHelp
-		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		switch {
-		case name == "json":
-			lead, args = append(lead, a), args[1:]
-		case (name == "store" || name == "tenant") && hasValue:
-			lead, args = append(lead, a), args[1:]
-		case (name == "store" || name == "tenant") && len(args) > 1:
-			lead, args = append(lead, a, args[1]), args[2:]
-		case name == "version":
-			args = []string{"version"}
-		default:
-			return &usageError{msg: fmt.Sprintf("unknown global flag %s (the global flags are --store, --tenant, --json)", a)}
-		}
-	}
-	if len(args) == 0 {
-		e.printTopHelp(e.Stderr)
-		return &usageError{msg: "no command given"}
-	}
-	s, rest := resolve(args)
-	if s == nil {
-		if _, ok := groups[args[0]]; ok {
-			if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
-				e.printGroupHelp(e.Stdout, args[0])
-				return errHelp
-			}
-			e.printGroupHelp(e.Stderr, args[0])
-			if len(args) == 1 {
-				return &usageError{msg: fmt.Sprintf("%s needs a subcommand", args[0])}
-			}
-			return &usageError{msg: fmt.Sprintf("unknown command %q", args[0]+" "+args[1])}
-		}
-		return &usageError{msg: fmt.Sprintf("unknown command %q", args[0])}
-	}
-	return s.New(base{Env: e, name: s.Name}).Run(ctx, append(lead, rest...))
-}
-
-// resolve finds the command args start with and returns it with the
-// arguments after its name.
-func resolve(args []string) (*spec, []string) {
-	if len(args) >= 2 {
-		if s := lookup(args[0] + " " + args[1]); s != nil {
-			return s, args[2:]
-		}
-	}
-	if _, ok := groups[args[0]]; ok {
-		return nil, nil
-	}
-	if s := lookup(args[0]); s != nil {
-		return s, args[1:]
-	}
-	return nil, nil
-}
-
-// errHelp is returned when help was asked for and printed.
-var errHelp = errors.New("help printed")
-
 // usageError is a command line that does not make sense; it exits with 2.
 type usageError struct {
 	cmd, msg string
+	// hint is a line for after the message: a suggestion.
+	hint string
 }
 
 func (e *usageError) Error() string { return e.msg }
@@ -532,6 +477,9 @@ func errorOf(kind error, format string, args ...any) error {
 type base struct {
 	*Env
 	name string
+	// cmd is the cobra command that runs the command (nil in tests that
+	// make a command by hand).
+	cmd *cobra.Command
 
 	// Store is the store URL (--store).
 	Store string
@@ -561,36 +509,9 @@ func (b *base) flagSet() *flag.FlagSet {
 	return fs
 }
 
-// parse parses args with fs, flags and positional arguments in any order
-// ("--" ends the flags), and checks that there are between min and max
-// positional arguments (max < 0: no limit). -h and --help print the help.
-func (b *base) parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				b.printHelp(b.Stdout, fs)
-				return nil, errHelp
-			}
-			msg := err.Error()
-			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-				msg = "unknown flag " + dashed(strings.TrimLeft(name, "-"))
-			} else if value, rest, ok := strings.Cut(strings.TrimPrefix(msg, "invalid value "), " for flag -"); ok && strings.HasPrefix(msg, "invalid value ") {
-				name, why, _ := strings.Cut(rest, ": ")
-				msg = fmt.Sprintf("invalid %s %s: %s", dashed(name), value, why)
-			}
-			return nil, b.usage("%s", msg)
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			pos = append(pos, rest...) // after "--": all positional
-			break
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
+// positional checks that there are between min and max positional
+// arguments (max < 0: no limit); cobra has parsed the flags already.
+func (b *base) positional(pos []string, min, max int) ([]string, error) {
 	switch {
 	case len(pos) < min && min == 1 && max == 1:
 		return nil, b.usage("missing the thread ID")
@@ -764,22 +685,18 @@ func (c *HelpCommand) Flags() *flag.FlagSet { return c.flagSet() }
 
 // Run implements Command.
 func (c *HelpCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 0, 2)
+	pos, err := c.positional(args, 0, 2)
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		c.printTopHelp(c.Stdout)
-		return nil
+	found, rest, err := c.cmd.Root().Find(pos)
+	if err != nil {
+		return c.usage("unknown command %q", strings.Join(pos, " "))
 	}
-	if s, _ := resolve(pos); s != nil {
-		cmd := s.New(base{Env: c.Env, name: s.Name})
-		(&base{Env: c.Env, name: s.Name}).printHelp(c.Stdout, cmd.Flags())
-		return nil
+	if len(rest) > 0 {
+		err := unknownCommand(found, rest)
+		err.cmd = c.name
+		return err
 	}
-	if _, ok := groups[pos[0]]; ok && len(pos) == 1 {
-		c.printGroupHelp(c.Stdout, pos[0])
-		return nil
-	}
-	return c.usage("unknown command %q", strings.Join(pos, " "))
+	return found.Help()
 }

@@ -39,7 +39,7 @@ type searchHitJSON struct {
 
 // Run implements Command.
 func (c *SearchCommand) Run(ctx context.Context, args []string) error {
-	words, err := c.parse(c.Flags(), args, 1, -1)
+	words, err := c.positional(args, 1, -1)
 	if err != nil {
 		return err
 	}

@@ -242,8 +242,7 @@ func (c *ServeCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ServeCommand) Run(ctx context.Context, args []string) error {
-	fs := c.Flags()
-	if _, err := c.parse(fs, args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	if c.cfg.maxBody <= 0 {

@@ -36,7 +36,7 @@ func (c *ThreadsListCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ThreadsListCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	if c.Limit < 0 {
@@ -98,7 +98,7 @@ type showJSON struct {
 
 // Run implements Command.
 func (c *ThreadsShowCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 1)
+	pos, err := c.positional(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (c *ThreadsCreateCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ThreadsCreateCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	db, err := c.open(ctx)
@@ -220,7 +220,7 @@ type appendJSON struct {
 
 // Run implements Command.
 func (c *ThreadsAppendCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, -1)
+	pos, err := c.positional(args, 1, -1)
 	if err != nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func (c *ThreadsForkCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ThreadsForkCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 1)
+	pos, err := c.positional(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -347,7 +347,7 @@ func (c *ThreadsCopyCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ThreadsCopyCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 1)
+	pos, err := c.positional(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -378,7 +378,7 @@ func (c *ThreadsHistoryCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ThreadsHistoryCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 1)
+	pos, err := c.positional(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -440,7 +440,7 @@ func (c *ThreadsCheckpointCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ThreadsCheckpointCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 2)
+	pos, err := c.positional(args, 1, 2)
 	if err != nil {
 		return err
 	}
@@ -515,7 +515,7 @@ func (c *ThreadsRollbackCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ThreadsRollbackCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 2)
+	pos, err := c.positional(args, 1, 2)
 	if err != nil {
 		return err
 	}
@@ -555,7 +555,7 @@ func (c *ThreadsResetCommand) Flags() *flag.FlagSet { return c.flagSet() }
 
 // Run implements Command.
 func (c *ThreadsResetCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 1)
+	pos, err := c.positional(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -603,7 +603,7 @@ type viewJSON struct {
 
 // Run implements Command.
 func (c *ThreadsViewCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 1)
+	pos, err := c.positional(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -660,7 +660,7 @@ func (c *ThreadsDeleteCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ThreadsDeleteCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 1)
+	pos, err := c.positional(args, 1, 1)
 	if err != nil {
 		return err
 	}

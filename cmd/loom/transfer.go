@@ -34,7 +34,7 @@ func (c *ExportCommand) Flags() *flag.FlagSet {
 
 // Run implements Command. --json changes nothing: the document is JSON.
 func (c *ExportCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 1, 1)
+	pos, err := c.positional(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (c *ImportCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *ImportCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.parse(c.Flags(), args, 0, 1)
+	pos, err := c.positional(args, 0, 1)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ type copyLineJSON struct {
 
 // Run implements Command.
 func (c *CopyCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	if c.From == "" {

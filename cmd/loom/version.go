@@ -32,7 +32,7 @@ type versionJSON struct {
 
 // Run implements Command.
 func (c *VersionCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	read := c.buildInfo

@@ -16,8 +16,8 @@ import (
 
 // workflowArgs parses a workflows command's arguments: the workflow's id
 // first, then up to more.
-func (b *base) workflowArgs(fs *flag.FlagSet, args []string, more int) ([]string, error) {
-	pos, err := b.parse(fs, args, 0, 1+more)
+func (b *base) workflowArgs(args []string, more int) ([]string, error) {
+	pos, err := b.positional(args, 0, 1+more)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (c *WorkflowsListCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *WorkflowsListCommand) Run(ctx context.Context, args []string) error {
-	if _, err := c.parse(c.Flags(), args, 0, 0); err != nil {
+	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
 	if c.Limit < 0 {
@@ -131,7 +131,7 @@ func (c *WorkflowsShowCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *WorkflowsShowCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.workflowArgs(c.Flags(), args, 0)
+	pos, err := c.workflowArgs(args, 0)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (c *WorkflowsHistoryCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *WorkflowsHistoryCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.workflowArgs(c.Flags(), args, 0)
+	pos, err := c.workflowArgs(args, 0)
 	if err != nil {
 		return err
 	}
@@ -273,7 +273,7 @@ func (c *WorkflowsCheckpointCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *WorkflowsCheckpointCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.workflowArgs(c.Flags(), args, 1)
+	pos, err := c.workflowArgs(args, 1)
 	if err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func (c *WorkflowsRestoreCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *WorkflowsRestoreCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.workflowArgs(c.Flags(), args, 1)
+	pos, err := c.workflowArgs(args, 1)
 	if err != nil {
 		return err
 	}
@@ -390,7 +390,7 @@ func (c *WorkflowsForkCommand) Flags() *flag.FlagSet {
 
 // Run implements Command.
 func (c *WorkflowsForkCommand) Run(ctx context.Context, args []string) error {
-	pos, err := c.workflowArgs(c.Flags(), args, 1)
+	pos, err := c.workflowArgs(args, 1)
 	if err != nil {
 		return err
 	}

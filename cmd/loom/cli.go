@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Run finds the command args name and runs it: the command table (commands)
+// becomes a cobra command tree, which parses the flags, finds the command,
+// prints help and makes the completions.
+func (e *Env) Run(ctx context.Context, args []string) error {
+	root := e.newRoot()
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+// newRoot builds the cobra command tree of the command table: a group
+// command for each name in groups, and a command for each entry whose flags
+// are the entry's Command's flag set, bound to its fields.
+func (e *Env) newRoot() *cobra.Command {
+	global := &base{Env: e}
+	root := &cobra.Command{
+		Use:                        "loom",
+		Short:                      "keep the threads of AI agents: durable, cheap to fork, checkpoint and roll back",
+		Args:                       cobra.ArbitraryArgs,
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+		DisableFlagsInUseLine:      true,
+		SuggestionsMinimumDistance: 2,
+		CompletionOptions:          cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetIn(e.Stdin)
+	root.SetOut(e.Stdout)
+	root.SetErr(e.Stderr)
+	// The global flags, for before the command's name; every command has
+	// them among its own flags too, bound to its fields.
+	root.PersistentFlags().AddGoFlagSet(global.flagSet())
+	root.PersistentFlags().VisitAll(unquoteUsage)
+	version := root.Flags().Bool("version", false, "print loom's version")
+	root.Flags().MarkHidden("version")
+	root.SetFlagErrorFunc(flagError)
+	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		if cmd == root {
+			e.printTopHelp(e.Stdout)
+		} else {
+			e.printGroupHelp(e.Stdout, cmd.Name())
+		}
+	})
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if *version {
+			return e.Run(cmd.Context(), []string{"version", "--json=" + strconv.FormatBool(global.JSON)})
+		}
+		if len(args) == 0 {
+			e.printTopHelp(e.Stderr)
+			return &usageError{msg: "no command given"}
+		}
+		return unknownCommand(cmd, args)
+	}
+
+	parents := map[string]*cobra.Command{}
+	for _, s := range commands {
+		if group, _, ok := strings.Cut(s.Name, " "); ok && parents[group] == nil {
+			parents[group] = e.newGroup(group)
+			root.AddCommand(parents[group])
+		}
+	}
+	for i := range commands {
+		s := &commands[i]
+		parent, name := root, s.Name
+		if group, sub, ok := strings.Cut(s.Name, " "); ok {
+			parent, name = parents[group], sub
+		}
+		cmd := e.newCommand(s, name)
+		parent.AddCommand(cmd)
+		if s.Name == "help" {
+			cmd.ValidArgsFunction = completeCommands
+			root.SetHelpCommand(cmd)
+		}
+	}
+	return root
+}
+
+// newGroup makes the command that holds the subcommands of group. Alone or
+// followed by an unknown name it is a usage error.
+func (e *Env) newGroup(group string) *cobra.Command {
+	return &cobra.Command{
+		Use:                        group + " COMMAND [ARGS]",
+		Short:                      groups[group],
+		Args:                       cobra.ArbitraryArgs,
+		DisableFlagsInUseLine:      true,
+		SuggestionsMinimumDistance: 2,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e.printGroupHelp(e.Stderr, group)
+			if len(args) == 0 {
+				return &usageError{msg: group + " needs a subcommand"}
+			}
+			return unknownCommand(cmd, args)
+		},
+	}
+}
+
+// newCommand makes the cobra command of the table's entry s, called name
+// under its group: its Summary, Help and Examples are its Short, Long and
+// Example, its Command's flags its flags, and its Run what it runs with the
+// positional arguments.
+func (e *Env) newCommand(s *spec, name string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                   strings.TrimSpace(name + " " + s.Synopsis),
+		Short:                 s.Summary,
+		Long:                  capitalize(s.Summary) + ".",
+		ValidArgs:             s.Words,
+		DisableFlagsInUseLine: true,
+	}
+	if s.Help != "" {
+		cmd.Long += "\n\n" + s.Help
+	}
+	if len(s.Examples) > 0 {
+		cmd.Example = "  " + strings.Join(s.Examples, "\n  ")
+	}
+	c := s.New(base{Env: e, name: s.Name, cmd: cmd})
+	fs := c.Flags()
+	cmd.Flags().AddGoFlagSet(fs)
+	cmd.Flags().VisitAll(unquoteUsage)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return c.Run(cmd.Context(), args)
+	}
+	cmd.SetHelpFunc(func(*cobra.Command, []string) {
+		(&base{Env: e, name: s.Name}).printHelp(e.Stdout, fs)
+	})
+	return cmd
+}
+
+// unquoteUsage drops the backquotes that name a flag's value (`URL`) from
+// the usage completion shows; help reads the Go flag, where they still are.
+func unquoteUsage(f *pflag.Flag) {
+	f.Usage = strings.ReplaceAll(f.Usage, "`", "")
+}
+
+// completeCommands offers the commands that may follow args, for loom help.
+func completeCommands(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	parent, rest, err := cmd.Root().Find(args)
+	if err != nil || len(rest) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var words []cobra.Completion
+	for _, sub := range parent.Commands() {
+		if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+			words = append(words, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+		}
+	}
+	return words, cobra.ShellCompDirectiveNoFileComp
+}
+
+// unknownCommand is the usage error for args[0] under cmd, with cobra's
+// suggestions: loom thread list → Did you mean "threads"?
+func unknownCommand(cmd *cobra.Command, args []string) *usageError {
+	name := strings.TrimPrefix(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()), " ")
+	name = strings.TrimSpace(name + " " + args[0])
+	err := &usageError{msg: fmt.Sprintf("unknown command %q", name)}
+	if sugg := cmd.SuggestionsFor(args[0]); len(sugg) > 0 {
+		quoted := make([]string, len(sugg))
+		for i, s := range sugg {
+			quoted[i] = strconv.Quote(s)
+		}
+		err.hint = "Did you mean " + strings.Join(quoted, " or ") + "?"
+	}
+	return err
+}
+
+// flagError turns pflag's errors into usage errors worded as loom's.
+func flagError(cmd *cobra.Command, err error) error {
+	name := strings.TrimPrefix(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()), " ")
+	var notExist *pflag.NotExistError
+	var invalid *pflag.InvalidValueError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &notExist):
+		flag := "--" + notExist.GetSpecifiedName()
+		if notExist.GetSpecifiedShortnames() != "" {
+			flag = "-" + notExist.GetSpecifiedName()
+		}
+		if cmd == cmd.Root() {
+			msg = fmt.Sprintf("unknown global flag %s (the global flags are --store, --tenant, --json)", flag)
+		} else {
+			msg = "unknown flag " + flag
+		}
+	case errors.As(err, &invalid):
+		why := err
+		if inner := errors.Unwrap(invalid); inner != nil {
+			why = inner
+		}
+		msg = fmt.Sprintf("invalid %s %q: %v", dashed(invalid.GetFlag().Name), invalid.GetValue(), why)
+	}
+	return &usageError{cmd: name, msg: msg}
+}
+
+// dashed writes a flag as the shells show it: -o, --name.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
