@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomthreads/loom/thread"
 )
@@ -30,6 +31,11 @@ type Options struct {
 	// AddTool) to every server New makes, after the thread tools; Handler,
 	// Serve and ServeStdio then serve them too.
 	AddTools func(s *mcp.Server)
+	// TracerProvider, when not nil, gets an "execute_tool <name>" span for
+	// each tool call, a child of the span in the call's context (over
+	// HTTP, the request's). nil means no spans; the global provider is not
+	// used.
+	TracerProvider trace.TracerProvider
 }
 
 func (o *Options) logger() *slog.Logger {
@@ -58,6 +64,9 @@ func New(db *thread.DB, opts *Options) *mcp.Server {
 		Instructions: instructions,
 		Logger:       quiet(logger),
 	})
+	if opts != nil && opts.TracerProvider != nil {
+		s.AddReceivingMiddleware(traceTools(opts.TracerProvider))
+	}
 	register(s, db, logger)
 	if opts != nil && opts.AddTools != nil {
 		opts.AddTools(s)

@@ -51,7 +51,7 @@ func chatClient(provider, model string, f foundryFlags) (agent.ChatClient, error
 		c.Repeat, c.Record = true, false
 		return slowStream{c}, nil
 	}
-	return newClient(provider, model, f)
+	return newClient(provider, model, f, nil)
 }
 
 // demoModel is the scripted provider's model in chat: it says back what it

@@ -47,8 +47,13 @@ func (c *MCPCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
+	tp, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	ctx = auth.WithTenant(ctx, c.Tenant)
-	return mcpserver.Serve(ctx, db, &mcpserver.Options{Logger: log, Version: moduleVersion()}, c.transport())
+	return mcpserver.Serve(ctx, db.WithTracerProvider(tp), &mcpserver.Options{Logger: log, Version: moduleVersion(), TracerProvider: tp}, c.transport())
 }
 
 // serveWorklog serves the work-item tools on the items of c.Dir until ctx

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/anthropic"
@@ -22,6 +24,7 @@ import (
 	"github.com/loomthreads/loom/mcpserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/openai"
+	"github.com/loomthreads/loom/telemetry"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/webui"
 	"github.com/loomthreads/loom/worklog"
@@ -36,6 +39,11 @@ type serveConfig struct {
 	foundry         foundryFlags
 	maxBody         int64
 	shutdown        time.Duration
+	// tracer gets the spans of requests, runs, model calls, tool calls
+	// and store operations; nil traces nothing (telemetry.FromEnv).
+	tracer trace.TracerProvider
+	// tools are the agent's tools. The command gives it none; tests do.
+	tools []agent.Tool
 }
 
 // isLoopback reports whether addr's host only ever listens on loopback.
@@ -51,16 +59,6 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// newAgent builds the agent runs use, from the provider named on the
-// command line; "" means none (runs answer 501).
-func newAgent(provider, model string) (*agent.Agent, error) {
-	client, err := newClient(provider, model, foundryFlags{})
-	if client == nil || err != nil {
-		return nil, err
-	}
-	return agent.New(client, &agent.Options{Name: "loom", Model: model}), nil
-}
-
 // foundryFlags name the Foundry project and agent of --provider foundry
 // and foundry-classic; the environment fills what they leave empty.
 type foundryFlags struct{ endpoint, agent string }
@@ -71,14 +69,16 @@ func (f *foundryFlags) flags(fs *flag.FlagSet) {
 }
 
 // newClient builds the chat client of the provider named on the command
-// line; "" means none.
-func newClient(provider, model string, f foundryFlags) (agent.ChatClient, error) {
+// line; "" means none. Its HTTP requests are traced with tp (nil: not),
+// and carry the trace context to the provider.
+func newClient(provider, model string, f foundryFlags, tp trace.TracerProvider) (agent.ChatClient, error) {
 	var client agent.ChatClient
+	hc := telemetry.HTTPClient(tp, nil)
 	switch provider {
 	case "foundry":
-		return foundry.NewCurrent(foundry.Options{Endpoint: f.endpoint, Agent: f.agent})
+		return foundry.NewCurrent(foundry.Options{Endpoint: f.endpoint, Agent: f.agent, HTTPClient: hc})
 	case "foundry-classic":
-		return foundry.NewClassic(foundry.ClassicOptions{Endpoint: f.endpoint, Agent: f.agent})
+		return foundry.NewClassic(foundry.ClassicOptions{Endpoint: f.endpoint, Agent: f.agent, HTTPClient: hc})
 	case "", "none":
 		return nil, nil
 	case "scripted":
@@ -86,11 +86,11 @@ func newClient(provider, model string, f foundryFlags) (agent.ChatClient, error)
 		c.Repeat, c.Record = true, false
 		client = c
 	case "openai":
-		client = openai.NewChat(openai.Options{Model: model})
+		client = openai.NewChat(openai.Options{Model: model, HTTPClient: hc})
 	case "responses":
-		client = openai.NewResponses(openai.ResponsesOptions{Options: openai.Options{Model: model}})
+		client = openai.NewResponses(openai.ResponsesOptions{Options: openai.Options{Model: model, HTTPClient: hc}})
 	case "anthropic":
-		client = anthropic.New(anthropic.Options{Model: model})
+		client = anthropic.New(anthropic.Options{Model: model, HTTPClient: hc})
 	default:
 		return nil, fmt.Errorf("--provider %q: want scripted, openai, responses, anthropic, foundry or foundry-classic", provider)
 	}
@@ -112,24 +112,28 @@ func echo(_ context.Context, r scripted.Request) (*agent.ChatResponse, error) {
 
 // serveOn serves db on l until ctx ends, then shuts down gracefully: it
 // stops accepting, lets the requests in flight (accepted writes) finish for
-// up to cfg.shutdown, and returns. wl keeps the work items of /v1/items,
+// up to cfg.shutdown, and returns. Requests, runs, model and tool calls
+// are traced with cfg.tracer; db's operations are if the caller gave it
+// the same provider (DB.WithTracerProvider). wl keeps the work items of /v1/items,
 // /v1/sessions and the work-item tools of /mcp; nil serves none.
 func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Logs, keys *auth.Keys, cfg serveConfig, version string, log *slog.Logger, stderr io.Writer) error {
 	defer l.Close()
 	if !keys.Enabled() && !isLoopback(l.Addr().String()) {
 		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", l.Addr())
 	}
-	client, err := newClient(cfg.provider, cfg.model, cfg.foundry)
+	client, err := newClient(cfg.provider, cfg.model, cfg.foundry, cfg.tracer)
 	if err != nil {
 		return err
 	}
+	metrics := httpapi.NewMetrics()
 	var ag *agent.Agent
 	if client != nil {
-		ag = agent.New(client, &agent.Options{Name: "loom", Model: cfg.model})
+		ag = agent.New(client, &agent.Options{Name: "loom", Model: cfg.model, Tools: cfg.tools,
+			TracerProvider: cfg.tracer, OnToolCall: metrics.ObserveToolCall})
 	}
 	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Agent: ag, Chat: client, MaxBodyBytes: cfg.maxBody,
-		AllowOrigins: cfg.origins, Worklog: wl, Logger: log, Version: version})
-	mcpOpts := &mcpserver.Options{Logger: log, Version: version}
+		AllowOrigins: cfg.origins, Worklog: wl, Logger: log, Version: version, TracerProvider: cfg.tracer, Metrics: metrics})
+	mcpOpts := &mcpserver.Options{Logger: log, Version: version, TracerProvider: cfg.tracer}
 	if wl != nil {
 		mcpOpts.AddTools = worklogTools(db, wl, log)
 	}
@@ -193,6 +197,25 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	}
 	fmt.Fprintln(stderr, "loom stopped")
 	return err
+}
+
+// startTracing returns the tracer provider of the environment: traces go
+// by OTLP when the standard variables name an endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT, …; telemetry.FromEnv), and otherwise tp
+// is nil and nothing is traced. stop flushes what was traced, but never
+// hangs a shutdown on an unreachable collector for more than 5 seconds.
+func startTracing(ctx context.Context, log *slog.Logger) (tp trace.TracerProvider, stop func(), err error) {
+	tp, shutdown, err := telemetry.FromEnv(ctx, "loom", moduleVersion())
+	if err != nil {
+		return nil, nil, err
+	}
+	return tp, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}, nil
 }
 
 // loopbackHostOnly refuses requests whose Host header is not a loopback
@@ -269,6 +292,13 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := importFileSessions(ctx, c.Store, db, log); err != nil {
 		return err
 	}
+	tp, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	c.cfg.tracer = tp
+	db = db.WithTracerProvider(tp)
 	l, err := listen(c.cfg.addr)
 	if err != nil {
 		return err
