@@ -40,11 +40,16 @@ func enabled(getenv func(string) string) bool {
 //
 // When Enabled is false, it returns a nil provider, which loom's packages
 // take as "no spans", and a shutdown that does nothing. It sets nothing
-// global.
+// global. A protocol other than http/protobuf
+// (OTEL_EXPORTER_OTLP_PROTOCOL=grpc) is an error: loom has no gRPC
+// exporter.
 func FromEnv(ctx context.Context, service, version string, opts ...otlptracehttp.Option) (trace.TracerProvider, func(context.Context) error, error) {
 	none := func(context.Context) error { return nil }
 	if !Enabled() {
 		return nil, none, nil
+	}
+	if err := checkProtocol(os.Getenv); err != nil {
+		return nil, none, err
 	}
 	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
@@ -61,6 +66,22 @@ func FromEnv(ctx context.Context, service, version string, opts ...otlptracehttp
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return tp, tp.Shutdown, nil
+}
+
+// checkProtocol refuses an OTLP protocol other than http/protobuf, the one
+// loom exports with, rather than send to a gRPC port what it cannot read.
+func checkProtocol(getenv func(string) string) error {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		switch p := strings.TrimSpace(getenv(k)); p {
+		case "":
+			continue
+		case "http/protobuf":
+			return nil
+		default:
+			return fmt.Errorf("%s=%q: loom exports traces by OTLP over HTTP only (http/protobuf, usually port 4318)", k, p)
+		}
+	}
+	return nil
 }
 
 // HTTPClient returns a copy of base whose transport makes a client span

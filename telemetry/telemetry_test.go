@@ -112,6 +112,35 @@ func TestFromEnvOff(t *testing.T) {
 	}
 }
 
+// TestFromEnvProtocol checks that a protocol loom does not export with is
+// a clear error, and that the traces-only variable wins over the general.
+func TestFromEnvProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		traces, all string
+		ok          bool
+	}{
+		{"", "", true},
+		{"", "http/protobuf", true},
+		{"", "grpc", false},
+		{"http/json", "", false},
+		{"http/protobuf", "grpc", true},
+		{"grpc", "http/protobuf", false},
+	} {
+		t.Setenv("OTEL_SDK_DISABLED", "")
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", tc.traces)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.all)
+		tp, shutdown, err := FromEnv(t.Context(), "loom", "")
+		if (err == nil) != tc.ok || (tp != nil) != tc.ok {
+			t.Errorf("traces %q, all %q: provider %v, error %v; want ok %v", tc.traces, tc.all, tp, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "http/protobuf") {
+			t.Errorf("error %q does not say what loom speaks", err)
+		}
+		shutdown(t.Context())
+	}
+}
+
 // TestHTTPClientPropagates checks that a request through HTTPClient
 // carries its context's trace in a traceparent header.
 func TestHTTPClientPropagates(t *testing.T) {

@@ -334,9 +334,15 @@ var commands = []spec{
 			"every store (sqlite, postgres, redis, file://DIR; memory:// keeps them until it\n" +
 			"stops), each tenant's in its own namespace of thread ids. Session records that an\n" +
 			"older loom kept beside the threads (a sessions table, Redis keys, DIR/worklog)\n" +
-			"are carried into threads when the store is opened.",
+			"are carried into threads when the store is opened.\n\n" +
+			"/metrics is Prometheus's text format. Traces go by OTLP over HTTP when the standard\n" +
+			"environment names an endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or\n" +
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER and the\n" +
+			"rest apply): a span for each request, run, model call, tool call and store\n" +
+			"operation, continuing an incoming traceparent. Logs are JSON lines on stderr.",
 		Examples: []string{
 			"loom serve",
+			"OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 loom serve",
 			"loom serve --store postgres://localhost/loom --addr :8080 --keys ./keys",
 			"loom serve --store redis://localhost:6379/0 --keys ./keys",
 			"OPENAI_API_KEY=… loom serve --provider openai --model gpt-4o-mini",
@@ -530,7 +536,17 @@ func (b *base) usage(format string, args ...any) error {
 
 // open opens the store with the tenant.
 func (b *base) open(ctx context.Context) (*thread.DB, error) {
-	return openDB(ctx, b.Store, b.Tenant)
+	return b.openURL(ctx, b.Store, b.Tenant)
+}
+
+// openURL opens the store rawURL scoped to tenant, as openDB does, and
+// draws the progress of a migration on stderr if it is a terminal
+// (migrationBar).
+func (b *base) openURL(ctx context.Context, rawURL, tenant string) (*thread.DB, error) {
+	mctx, end := b.migrationBar(ctx, rawURL)
+	db, err := openDB(mctx, rawURL, tenant)
+	end()
+	return db, err
 }
 
 // openDB opens the store rawURL scoped to tenant.
