@@ -307,9 +307,10 @@ func (s *Store) unlock() {
 	<-s.sem
 }
 
-// migrations[i] brings a directory from schema i to schema i+1.
-var migrations = []func(s *Store) error{
-	0: func(s *Store) error {
+// migrations[i] brings a directory from schema i to schema i+1; ctx is
+// Open's, for thread.ReportMigration.
+var migrations = []func(ctx context.Context, s *Store) error{
+	0: func(_ context.Context, s *Store) error {
 		for _, d := range []string{"commits", "refs", "threads", "history"} {
 			if err := s.root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 				return err
@@ -322,7 +323,7 @@ var migrations = []func(s *Store) error{
 	// nothing references and that read as stored. Schema 2 writes them
 	// under temporary names and renames them in the intent; this removes
 	// the leftovers of schema 1: commit files without a refs file.
-	1: func(s *Store) error {
+	1: func(_ context.Context, s *Store) error {
 		d, err := s.root.Open("commits")
 		if err != nil {
 			return err
@@ -380,7 +381,7 @@ func (s *Store) migrate(ctx context.Context, m metaFile) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := migrations[m.Schema](s); err != nil {
+		if err := migrations[m.Schema](ctx, s); err != nil {
 			return fmt.Errorf("migrate to schema %d: %w", m.Schema+1, err)
 		}
 		m.Schema++

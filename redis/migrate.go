@@ -193,9 +193,15 @@ return 0
 // migrateToKeys brings data of schema 1 to schema 2: it moves the threads
 // of tenants other than the default to their keys (moveToKey), then
 // carries the session records of the work log into threads
-// (carrySessions).
+// (carrySessions). It reports after each thread it looks at, the default
+// tenant's that keep their ids too (thread.ReportMigration).
 func migrateToKeys(ctx context.Context, s *Store, l *migrationLock) error {
 	const page = 256
+	total, err := s.rdb.ZCard(ctx, s.allKey()).Result()
+	if err != nil {
+		return fmt.Errorf("count threads: %w", err)
+	}
+	p := thread.MigrationProgress{Store: "redis", Step: "tenant keys", Total: int(total)}
 	// Paged in lexical order after the last id seen, which neither the
 	// removal of moved ids nor the keys added (skipped: they hold a '/')
 	// disturbs.
@@ -214,11 +220,18 @@ func migrateToKeys(ctx context.Context, s *Store, l *migrationLock) error {
 			if err := s.moveToKey(ctx, id); err != nil {
 				return fmt.Errorf("thread %s: %w", id, err)
 			}
+			p.Done = min(p.Done+1, p.Total)
+			thread.ReportMigration(ctx, p)
 		}
 		if len(ids) < page {
 			break
 		}
 		after = "(" + ids[len(ids)-1]
+	}
+	if p.Done < p.Total {
+		// Keys that a run cut short moved already, skipped above.
+		p.Done = p.Total
+		thread.ReportMigration(ctx, p)
 	}
 	return s.carrySessions(ctx, l)
 }
@@ -384,7 +397,7 @@ func (s *Store) scan(ctx context.Context, pattern string) ([]string, error) {
 // is made by one batch (one family, so a cluster takes it); a crash before
 // the deletes leaves the keys, and the next run finds the threads it made
 // (ErrConflict: made whole by an earlier run, from the same keys) and
-// deletes them.
+// deletes them. It reports each thread made (thread.ReportMigration).
 func (s *Store) carrySessions(ctx context.Context, l *migrationLock) error {
 	keys, err := s.scan(ctx, s.prefix+":s:{*")
 	if err != nil {
@@ -439,6 +452,7 @@ func (s *Store) carrySessions(ctx context.Context, l *migrationLock) error {
 	if err != nil {
 		return fmt.Errorf("carry the session records into threads: %w", err)
 	}
+	p := thread.MigrationProgress{Store: "redis", Step: "session records", Total: len(b.Create)}
 	for i, cr := range b.Create {
 		if err := l.hold(ctx); err != nil {
 			return err
@@ -447,6 +461,8 @@ func (s *Store) carrySessions(ctx context.Context, l *migrationLock) error {
 		if err := s.Apply(ctx, one); err != nil && !errors.Is(err, thread.ErrConflict) {
 			return fmt.Errorf("carry the session records into threads: %w", err)
 		}
+		p.Done++
+		thread.ReportMigration(ctx, p)
 	}
 	if err := l.hold(ctx); err != nil {
 		return err

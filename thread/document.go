@@ -252,6 +252,22 @@ func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, err
 type LoadOptions struct {
 	// ID, when not "", names the loaded thread instead of the document's id.
 	ID string
+	// Progress, when set, is called after each commit that Load builds
+	// from the document, and once more when the thread is written (with
+	// Written set). Nil reports nothing.
+	Progress func(LoadProgress)
+}
+
+// LoadProgress reports how far a Load has got.
+type LoadProgress struct {
+	// Done counts the messages of the commits built so far, Total the
+	// messages of every commit the document makes (the messages of its
+	// line, or of each of its commits with history).
+	Done, Total int
+	// Commits counts the commits built so far.
+	Commits int
+	// Written is set in the last report: the thread is in the store.
+	Written bool
 }
 
 // Load reads a portable document written by Save and creates the thread it
@@ -317,18 +333,37 @@ func (db *DB) load(ctx context.Context, doc *document, opts LoadOptions) (*Threa
 		names[cp.Name] = true
 	}
 	b := &Batch{}
+	var p LoadProgress
+	if doc.History != nil {
+		for _, dc := range doc.History.Commits {
+			p.Total += len(dc.Messages)
+		}
+	} else {
+		p.Total = len(doc.Messages)
+	}
+	built := func(c *Commit) {
+		if opts.Progress != nil {
+			p.Commits++
+			p.Done += len(c.Messages)
+			opts.Progress(p)
+		}
+	}
 	var head *Commit
 	var err error
 	if doc.History != nil {
-		head, err = db.loadHistory(doc, rec, b, now)
+		head, err = db.loadHistory(doc, rec, b, now, built)
 	} else {
-		head, err = db.loadLine(doc, rec, b, now)
+		head, err = db.loadLine(doc, rec, b, now, built)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if err := db.apply(ctx, b); err != nil {
 		return nil, err
+	}
+	if opts.Progress != nil {
+		p.Written = true
+		opts.Progress(p)
 	}
 	return db.handle(rec, head), nil
 }
@@ -360,7 +395,8 @@ func (db *DB) loadCommit(parent *Commit, msgs []message.Message, snapshot map[st
 
 // loadLine builds the head's line of a document without history: one load
 // commit per checkpoint position, so that every checkpoint lands on a commit.
-func (db *DB) loadLine(doc *document, rec *Record, b *Batch, now time.Time) (*Commit, error) {
+// It calls built after each commit.
+func (db *DB) loadLine(doc *document, rec *Record, b *Batch, now time.Time, built func(*Commit)) (*Commit, error) {
 	type cpAt struct {
 		i     int
 		depth int64
@@ -419,6 +455,7 @@ func (db *DB) loadLine(doc *document, rec *Record, b *Batch, now time.Time) (*Co
 			}
 			b.Commits = append(b.Commits, c)
 			head, msgs = c, msgs[n:]
+			built(c)
 		}
 		return nil
 	}
@@ -458,8 +495,9 @@ func sameState(a, b map[string]json.RawMessage) bool {
 	return true
 }
 
-// loadHistory builds every commit of a document with history.
-func (db *DB) loadHistory(doc *document, rec *Record, b *Batch, now time.Time) (*Commit, error) {
+// loadHistory builds every commit of a document with history, calling built
+// after each.
+func (db *DB) loadHistory(doc *document, rec *Record, b *Batch, now time.Time, built func(*Commit)) (*Commit, error) {
 	h := doc.History
 	commits := make([]*Commit, len(h.Commits))
 	at := func(i int, what string) (*Commit, error) {
@@ -481,6 +519,7 @@ func (db *DB) loadHistory(doc *document, rec *Record, b *Batch, now time.Time) (
 			return nil, fmt.Errorf("commit %d: %w", i, err)
 		}
 		commits[i] = c
+		built(c)
 	}
 	b.Commits = commits
 	head, err := at(h.Head, "head")

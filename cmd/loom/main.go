@@ -48,6 +48,14 @@
 // "loom: <message>"; the exit code is 0 on success, 1 on an error and 2 on a
 // usage error (a delete without --yes where no one can be asked is one).
 //
+// On a terminal, loom copy and loom import of a large document draw a
+// progress bar on stdout, and a store that migrates its data as it opens
+// draws one on stderr; with --json, or when the output is not a terminal,
+// there are no bars and the output is plain.
+//
+// loom serve and loom mcp send OpenTelemetry traces by OTLP over HTTP when
+// the standard environment names an endpoint (OTEL_EXPORTER_OTLP_ENDPOINT).
+//
 // A mistyped command name gets suggestions (loom thread list: Did you mean
 // "threads"?). Flags may follow positional arguments; "--" ends them.
 //

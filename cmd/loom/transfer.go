@@ -107,7 +107,12 @@ func (c *ImportCommand) Flags() *flag.FlagSet {
 	return fs
 }
 
-// Run implements Command.
+// importBarMin is the number of messages from which an import draws a
+// progress bar on a terminal: fewer load in a blink.
+const importBarMin = 1000
+
+// Run implements Command. On a terminal (and without --json) an import of
+// importBarMin messages or more draws a progress bar as it goes.
 func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 	pos, err := c.positional(args, 0, 1)
 	if err != nil {
@@ -131,7 +136,23 @@ func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	th, err := db.Load(ctx, r, thread.LoadOptions{ID: c.ID})
+	opts := thread.LoadOptions{ID: c.ID}
+	bar := &progressLine{w: c.Stdout}
+	if !c.JSON && c.IsTerminal != nil && c.IsTerminal(c.Stdout) {
+		opts.Progress = func(p thread.LoadProgress) {
+			if p.Total < importBarMin {
+				return
+			}
+			line := fmt.Sprintf("%s %d/%d messages  %s", progressBar(p.Done, p.Total, 24), p.Done, p.Total,
+				plural(p.Commits, "commit", "commits"))
+			if p.Done == p.Total && !p.Written {
+				line += "  writing"
+			}
+			bar.draw(line, p.Done, p.Total)
+		}
+	}
+	th, err := db.Load(ctx, r, opts)
+	bar.end()
 	if err != nil {
 		if errors.Is(err, thread.ErrConflict) && c.ID == "" {
 			return fmt.Errorf("import %s: %w (give the copy another id with --id)", src, err)
@@ -206,12 +227,12 @@ func (c *CopyCommand) Run(ctx context.Context, args []string) error {
 	if now == nil {
 		now = time.Now
 	}
-	src, err := openDB(ctx, c.From, "")
+	src, err := c.openURL(ctx, c.From, "")
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	dst, err := openDB(ctx, c.To, "")
+	dst, err := c.openURL(ctx, c.To, "")
 	if err != nil {
 		return err
 	}
@@ -300,6 +321,61 @@ func progressBar(done, total, width int) string {
 		n = done * width / total
 	}
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+// progressLine is a line of progress redrawn in place (\r) on a terminal.
+type progressLine struct {
+	w     io.Writer
+	drawn bool // a line is on screen that no newline ended yet
+	shown int  // the thousandths done that the line on screen shows
+}
+
+// draw redraws the line as s, for done of total; it skips a line that
+// shows the same thousandths done as the one on screen, short of the end,
+// so that a million steps make a thousand lines.
+func (l *progressLine) draw(s string, done, total int) {
+	k := 1000
+	if total > 0 {
+		k = done * 1000 / total
+	}
+	if l.drawn && k == l.shown && done < total {
+		return
+	}
+	fmt.Fprintf(l.w, "\r%-78s", s)
+	l.drawn, l.shown = true, k
+}
+
+// end ends the line on screen, if there is one, with a newline.
+func (l *progressLine) end() {
+	if l.drawn {
+		fmt.Fprintln(l.w)
+		l.drawn = false
+	}
+}
+
+// migrationBar returns ctx for opening the store rawURL: when stderr is a
+// terminal, a migration of the store as it opens draws a progress bar
+// there (thread.WithMigrationProgress), "migrating URL: [##..] n/m
+// threads (step)", with the URL redacted. Call end once the store is open:
+// it ends the bar's line. Off a terminal it returns ctx as it is.
+func (b *base) migrationBar(ctx context.Context, rawURL string) (_ context.Context, end func()) {
+	if b.Env == nil || b.IsTerminal == nil || b.Stderr == nil || !b.IsTerminal(b.Stderr) {
+		return ctx, func() {}
+	}
+	line := &progressLine{w: b.Stderr}
+	step := ""
+	ctx = thread.WithMigrationProgress(ctx, func(p thread.MigrationProgress) {
+		if p.Step != step {
+			line.end() // a bar per step
+			step = p.Step
+		}
+		s := fmt.Sprintf("migrating %s: %s %d/%d threads", redact(rawURL), progressBar(p.Done, p.Total, 24), p.Done, p.Total)
+		if p.Step != "" {
+			s += " (" + p.Step + ")"
+		}
+		line.draw(s, p.Done, p.Total)
+	})
+	return ctx, line.end
 }
 
 // onlyThreads is a store whose listing holds only the threads ids (keys in
