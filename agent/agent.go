@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/loomthreads/loom/internal/genai"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -97,7 +98,7 @@ func New(client ChatClient, opts *Options) *Agent {
 		a.err = fmt.Errorf("agent: no chat client: %w", thread.ErrInvalid)
 	} else if a.opts.TracerProvider != nil {
 		a.tracer = a.opts.TracerProvider.Tracer(tracerName)
-		a.provider = providerName(client)
+		a.provider = genai.ProviderName(client)
 	}
 	a.tools = make(map[string]Tool, len(a.opts.Tools))
 	for _, t := range a.opts.Tools {

@@ -111,6 +111,10 @@ type Agent struct {
 	cancel  context.CancelFunc
 	turn    int
 	done    chan struct{}
+
+	// trc makes the spans of the agent's streams; nil makes none. Set
+	// before the agent's first stream.
+	trc *tracing
 }
 
 // block is a content block being streamed.
@@ -295,7 +299,12 @@ func (a *Agent) Compact(n int, replacements []message.Message) error {
 
 // Continue starts streaming the model's answer to the messages. Streaming
 // already, or with calls unanswered, it is ErrState.
-func (a *Agent) Continue() error {
+func (a *Agent) Continue() error { return a.continueIn(ctxBG) }
+
+// continueIn is Continue with the stream's span a child of the span in
+// parent, which must not end before the stream does (a context without
+// cancellation, such as Conversation.ctx).
+func (a *Agent) continueIn(parent context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.status.Kind == Streaming {
@@ -304,7 +313,7 @@ func (a *Agent) Continue() error {
 	if open := a.openCalls(); len(open) > 0 {
 		return fmt.Errorf("continue with %d tool calls unanswered: %w", len(open), ErrState)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(parent)
 	a.turn++
 	a.status, a.asst, a.partial, a.cancel = Status{Kind: Streaming}, -1, nil, cancel
 	done := make(chan struct{})
@@ -338,6 +347,7 @@ func (a *Agent) Abort() {
 // agent's current stream.
 func (a *Agent) stream(ctx context.Context, turn int, msgs []message.Message, done chan struct{}) {
 	defer close(done)
+	ctx, span := a.startChat(ctx)
 	// current reports whether this stream is still the agent's, not
 	// aborted. Callers hold mu.
 	current := func() bool { return a.turn == turn && a.status.Kind == Streaming }
@@ -345,11 +355,15 @@ func (a *Agent) stream(ctx context.Context, turn int, msgs []message.Message, do
 		a.mu.Lock()
 		if !current() {
 			a.mu.Unlock()
+			endChat(span, nil, true, nil)
 			return
 		}
+		// The span ends before the event is sent: a conversation that
+		// handled the event finds it ended.
 		if err != nil {
 			a.fail(err)
 			a.mu.Unlock()
+			endChat(span, nil, false, err)
 			a.dispatch(AgentError{Turn: turn, Err: err})
 			return
 		}
@@ -357,6 +371,7 @@ func (a *Agent) stream(ctx context.Context, turn int, msgs []message.Message, do
 			reason := a.finish(u.Response)
 			usage := a.usage
 			a.mu.Unlock()
+			endChat(span, u.Response, false, nil)
 			a.dispatch(AgentStopped{Turn: turn, Reason: reason, Usage: usage})
 			return
 		}
@@ -370,11 +385,13 @@ func (a *Agent) stream(ctx context.Context, turn int, msgs []message.Message, do
 	a.mu.Lock()
 	if !current() {
 		a.mu.Unlock()
+		endChat(span, nil, true, nil)
 		return
 	}
 	err := errors.New("the stream ended without a response")
 	a.fail(err)
 	a.mu.Unlock()
+	endChat(span, nil, false, err)
 	a.dispatch(AgentError{Turn: turn, Err: err})
 }
 

@@ -1,6 +1,7 @@
 package conversation
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/message"
@@ -116,6 +119,19 @@ type Options struct {
 	Title string
 	// ID names the thread New makes; "" means a fresh id.
 	ID string
+	// TracerProvider, when not nil, gets a span for each turn
+	// ("invoke_agent" and the thread's title, or "conversation"), each
+	// model stream ("chat <model>") and each tool call, the
+	// conversation's own included ("execute_tool <tool>"), with the
+	// attributes of the OpenTelemetry GenAI semantic conventions, as
+	// package agent makes them; gen_ai.conversation.id is the thread's
+	// id. A turn's streams and tool calls are children of its span, and so
+	// are the thread operations it does when the DB traces too
+	// (thread.Options.TracerProvider). A span of something the user
+	// aborted has AttrAborted, and no error status. Sub-agents and forks
+	// inherit it. nil means no spans, at no cost; the global provider is
+	// not used.
+	TracerProvider trace.TracerProvider
 }
 
 // Conversation orchestrates an interactive session: it owns one Agent,
@@ -147,7 +163,14 @@ type Conversation struct {
 	handled   int // the agent's last turn whose stop was handled
 	tools_    *toolRound
 	children  map[string]*Conversation
-	nextCmp   string // the next prompt of a compact the user asked for
+	nextCmp   string        // the next prompt of a compact the user asked for
+	turn      trace.Span    // the turn in flight, when tracing (see beginTurn)
+	turnUsage message.Usage // of the turn in flight
+
+	// trc makes the spans; nil makes none. name is the conversation's, in
+	// its turns' spans.
+	trc  *tracing
+	name string
 
 	// finished is closed when a sub-agent is done (yielded, failed,
 	// aborted, or ended its turn), with outcome set.
@@ -232,7 +255,7 @@ func Open(ctx context.Context, db *thread.DB, id string, opts Options) (*Convers
 		case sub && len(msgs) > 0 && msgs[len(msgs)-1].Role == message.RoleUser && status.Kind == Stopped:
 			// A sub-agent stopped after its prompt was kept and before it
 			// answered: it answers now.
-			if err := c.agent.Continue(); err != nil {
+			if err := c.cont(); err != nil {
 				c.notify(Notice{Kind: "error", Err: err})
 			}
 		case sub && status.Kind == Errored:
@@ -260,6 +283,12 @@ func start(db *thread.DB, th *thread.Thread, opts Options, parent *Conversation,
 	copts.Tools = append(copts.Tools, ownTools(c.sub)...)
 	c.agent = NewAgent(opts.Client, copts, msgs, c.dispatch)
 	c.agent.status = status
+	if c.trc = newTracing(opts.TracerProvider, opts.Client, th.ID()); c.trc != nil {
+		// The thread's title rather than Options.Title: it stays when the
+		// conversation is opened again, and a sub-agent's is its own.
+		c.name = cmp.Or(th.Record().Title, "conversation")
+		c.agent.trc = c.trc
+	}
 	go c.loop()
 	return c
 }
@@ -383,7 +412,14 @@ func (c *Conversation) Send(text string) error {
 // SendMessage sends m (see Send); queued holds it while a turn is in
 // flight.
 func (c *Conversation) SendMessage(m message.Message, queued bool) error {
-	return c.do(func() error { return c.send(m, queued) })
+	return c.SendMessageContext(ctxBG, m, queued)
+}
+
+// SendMessageContext is SendMessage with the span in ctx (a request's, say)
+// the parent of the turn that m begins, when the conversation traces
+// (Options.TracerProvider). ctx does not bound the turn, which outlives it.
+func (c *Conversation) SendMessageContext(ctx context.Context, m message.Message, queued bool) error {
+	return c.do(func() error { return c.send(ctx, m, queued) })
 }
 
 // catchUp handles a stop of the agent whose event is still in the queue,
@@ -400,7 +436,7 @@ func (c *Conversation) catchUp() {
 	c.onStop(turn, AgentStopped{Turn: turn, Reason: st.Reason, Usage: c.agent.Usage()})
 }
 
-func (c *Conversation) send(m message.Message, queued bool) error {
+func (c *Conversation) send(parent context.Context, m message.Message, queued bool) error {
 	c.catchUp()
 	if c.mode.yielded() {
 		return fmt.Errorf("conversation %s has yielded to its parent: %w", c.ID(), ErrState)
@@ -417,8 +453,20 @@ func (c *Conversation) send(m message.Message, queued bool) error {
 	}
 	// The message is kept before the turn starts: a crash while it streams
 	// loses the answer, not the question.
-	c.commitStop(ctxBG)
-	return c.agent.Continue()
+	c.beginTurn(parent)
+	c.commitStop(c.ctx())
+	return c.cont()
+}
+
+// cont starts the agent's next stream in the turn in flight, or in a new
+// one. A turn that cannot go on ends.
+func (c *Conversation) cont() error {
+	c.beginTurn(ctxBG)
+	err := c.agent.continueIn(c.ctx())
+	if err != nil && !c.busy() {
+		c.endTurn(false, err)
+	}
+	return err
 }
 
 // Abort aborts what is in flight — the stream, the tools, the sub-agents —
@@ -456,7 +504,7 @@ func (c *Conversation) abort() {
 		c.agent.answerOpen(resultAborted)
 		c.agent.mu.Unlock()
 		c.setMode(Mode{Kind: ModeNormal})
-		c.commitStop(ctxBG)
+		c.commitStop(c.ctx())
 	}
 	// Messages queued for the turn's end are kept, in order, not sent: the
 	// next turn (the next message, or Continue) takes them.
@@ -465,8 +513,9 @@ func (c *Conversation) abort() {
 			c.agent.AppendUserMessage(m)
 		}
 		c.queued = nil
-		c.commitStop(ctxBG)
+		c.commitStop(c.ctx())
 	}
+	c.endTurn(true, nil)
 	if c.sub {
 		c.finish(map[string]string{"aborted": "aborted"})
 	}
@@ -487,7 +536,8 @@ func (c *Conversation) onEvent(ev Event) {
 		}
 		c.handled = ev.Turn
 		c.setMode(Mode{Kind: ModeNormal})
-		c.commitStop(ctxBG)
+		c.commitStop(c.ctx())
+		c.endTurn(false, ev.Err)
 		c.notify(Notice{Kind: "error", Err: ev.Err})
 		if c.sub {
 			c.finish(map[string]string{"error": ev.Err.Error()})
@@ -525,11 +575,13 @@ func (c *Conversation) onStop(turn int, ev AgentStopped) {
 		return
 	}
 	c.handled = turn
+	c.turnUsage.InputTokens += ev.Usage.InputTokens
+	c.turnUsage.OutputTokens += ev.Usage.OutputTokens
 	switch ev.Reason {
 	case ToolUse:
 		mode := interpretToolUse(c.agent.OpenCalls(), c.sub)
 		c.setMode(mode)
-		c.commitStop(ctxBG)
+		c.commitStop(c.ctx())
 		c.notify(Notice{Kind: "stopped"})
 		if mode.Kind == ModeToolUse {
 			c.runTools(mode)
@@ -538,7 +590,8 @@ func (c *Conversation) onStop(turn int, ev AgentStopped) {
 		}
 	default:
 		c.setMode(Mode{Kind: ModeNormal})
-		c.commitStop(ctxBG)
+		c.commitStop(c.ctx())
+		c.endTurn(ev.Reason == Aborted, nil)
 		c.notify(Notice{Kind: "stopped"})
 		if c.sub && ev.Reason != Aborted {
 			// A sub-agent that ends its turn without yielding gives its
@@ -573,7 +626,7 @@ func (c *Conversation) sendQueued() {
 		}
 	}
 	c.queued = nil
-	if err := c.agent.Continue(); err != nil {
+	if err := c.cont(); err != nil {
 		c.notify(Notice{Kind: "error", Err: err})
 	}
 }
@@ -617,7 +670,8 @@ func (c *Conversation) state() (map[string]json.RawMessage, error) {
 // runTools runs the calls of mode's tool round, each on its own goroutine;
 // their results come back on the loop.
 func (c *Conversation) runTools(mode Mode) {
-	ctx, cancel := context.WithCancel(context.Background())
+	c.beginTurn(ctxBG) // a conversation opened again in tool use
+	ctx, cancel := context.WithCancel(c.ctx())
 	r := &toolRound{cancel: cancel, results: map[string]message.FunctionResult{}}
 	c.tools_ = r
 	// Every open call runs (ActiveTools names them for display).
@@ -628,17 +682,20 @@ func (c *Conversation) runTools(mode Mode) {
 	for _, id := range slices.Sorted(maps.Keys(calls)) {
 		call := calls[id]
 		r.wg.Add(1)
-		run := c.toolFunc(call)
+		ctx, span := c.startTool(ctx, call)
+		run := c.toolFunc(ctx, call)
 		go func() {
 			defer r.wg.Done()
 			out, err := run(ctx)
 			res := message.FunctionResult{CallID: id, Result: out}
+			aborted := false
 			if err != nil {
 				res = message.FunctionResult{CallID: id, Result: err.Error(), IsError: true}
-				if ctx.Err() != nil {
+				if aborted = ctx.Err() != nil; aborted {
 					res.Result = "aborted by the user while the tool ran"
 				}
 			}
+			endTool(span, res, aborted)
 			r.mu.Lock()
 			r.results[id] = res
 			all := len(r.results) == len(calls)
@@ -658,8 +715,9 @@ func (c *Conversation) runTools(mode Mode) {
 }
 
 // toolFunc returns what runs a call: a tool of the agent's, one of the
-// conversation's own, or an error for a tool there is not.
-func (c *Conversation) toolFunc(call message.FunctionCall) func(context.Context) (string, error) {
+// conversation's own, or an error for a tool there is not. What it does on
+// the loop, now, it does in ctx (the call's span).
+func (c *Conversation) toolFunc(ctx context.Context, call message.FunctionCall) func(context.Context) (string, error) {
 	if t, ok := c.tools[call.Name]; ok {
 		return func(ctx context.Context) (string, error) { return t.Call(ctx, call.Arguments) }
 	}
@@ -668,7 +726,7 @@ func (c *Conversation) toolFunc(call message.FunctionCall) func(context.Context)
 		var args struct{ Prompt, Title string }
 		err := json.Unmarshal([]byte(call.Arguments), &args)
 		// Spawning changes the loop's state: it runs there, now.
-		child, serr := c.spawn(call.CallID, args.Prompt, args.Title)
+		child, serr := c.spawn(ctx, call.CallID, args.Prompt, args.Title)
 		return func(context.Context) (string, error) {
 			if err != nil {
 				return "", fmt.Errorf("spawn_subagent: arguments: %v", err)
@@ -687,8 +745,8 @@ func (c *Conversation) toolFunc(call message.FunctionCall) func(context.Context)
 			k := c.children[id]
 			if k == nil {
 				// A sub-agent of an earlier run of this conversation.
-				if th, err := c.db.Thread(ctxBG, id); err == nil && th.Record().Labels[labelParent] == c.ID() {
-					if k, err = Open(ctxBG, c.db, id, c.opts); err == nil {
+				if th, err := c.db.Thread(ctx, id); err == nil && th.Record().Labels[labelParent] == c.ID() {
+					if k, err = Open(ctx, c.db, id, c.opts); err == nil {
 						c.children[id] = k
 					}
 				}
@@ -725,7 +783,8 @@ func (c *Conversation) toolsDone(r *toolRound) {
 	}
 	c.setMode(Mode{Kind: ModeNormal})
 	if r.aborted {
-		c.commitStop(ctxBG)
+		c.commitStop(c.ctx())
+		c.endTurn(true, nil)
 		return
 	}
 	for _, m := range c.queued {
@@ -735,7 +794,7 @@ func (c *Conversation) toolsDone(r *toolRound) {
 		}
 	}
 	c.queued = nil
-	if err := c.agent.Continue(); err != nil {
+	if err := c.cont(); err != nil {
 		c.notify(Notice{Kind: "error", Err: err})
 	}
 }
@@ -743,6 +802,8 @@ func (c *Conversation) toolsDone(r *toolRound) {
 // controlFlow carries out a compact, fork or yield the agent asked for.
 func (c *Conversation) controlFlow(mode Mode) {
 	op := mode.Op
+	c.beginTurn(ctxBG) // a conversation opened again in control flow
+	ctx, span := c.startTool(c.ctx(), message.FunctionCall{CallID: op.CallID, Name: opTools[op.Kind]})
 	// The answer's other calls do not run.
 	for _, call := range c.agent.OpenCalls() {
 		if call.CallID != op.CallID {
@@ -755,25 +816,30 @@ func (c *Conversation) controlFlow(mode Mode) {
 		if next == "" {
 			next, c.nextCmp = c.nextCmp, ""
 		}
-		if err := c.compact(op.Summary); err != nil {
+		if err := c.compact(ctx, op.Summary); err != nil {
 			// The model is told, and may try again.
-			c.agent.answer(op.CallID, message.FunctionResult{Result: "compact failed: " + err.Error(), IsError: true})
+			res := message.FunctionResult{Result: "compact failed: " + err.Error(), IsError: true}
+			c.agent.answer(op.CallID, res)
+			endTool(span, res, false)
 			c.setMode(Mode{Kind: ModeNormal})
-			c.commitStop(ctxBG)
-			if err := c.agent.Continue(); err != nil {
+			c.commitStop(c.ctx())
+			if err := c.cont(); err != nil {
 				c.notify(Notice{Kind: "error", Err: err})
 			}
 			return
 		}
+		endTool(span, message.FunctionResult{}, false)
 		c.setMode(Mode{Kind: ModeNormal})
-		c.commitStop(ctxBG)
+		c.commitStop(c.ctx())
 		if next != "" {
-			c.send(message.User(next), false)
+			// The same turn goes on with the next prompt.
+			c.send(ctxBG, message.User(next), false)
 		} else {
+			c.endTurn(false, nil)
 			c.sendQueued()
 		}
 	case OpFork:
-		f, err := c.fork(op.NextPrompt)
+		f, err := c.fork(ctx, op.NextPrompt)
 		result := message.FunctionResult{Result: "forked"}
 		if err != nil {
 			result = message.FunctionResult{Result: "fork failed: " + err.Error(), IsError: true}
@@ -785,15 +851,18 @@ func (c *Conversation) controlFlow(mode Mode) {
 
 		}
 		c.agent.answer(op.CallID, result)
+		endTool(span, result, false)
 		c.setMode(Mode{Kind: ModeNormal})
-		c.commitStop(ctxBG)
+		c.commitStop(c.ctx())
 		// The source goes on.
-		if err := c.agent.Continue(); err != nil {
+		if err := c.cont(); err != nil {
 			c.notify(Notice{Kind: "error", Err: err})
 		}
 	case OpYield:
 		c.agent.answer(op.CallID, message.FunctionResult{Result: "yielded to the parent conversation"})
-		c.commitStop(ctxBG)
+		endTool(span, message.FunctionResult{}, false)
+		c.commitStop(c.ctx())
+		c.endTurn(false, nil)
 		c.notify(Notice{Kind: "yielded"})
 		c.finish(map[string]string{"result": op.Response})
 	}
@@ -801,14 +870,14 @@ func (c *Conversation) controlFlow(mode Mode) {
 
 // compact replaces the conversation with summary: a compact commit on the
 // thread (the originals stay in its history), and the agent's messages.
-func (c *Conversation) compact(summary string) error {
+func (c *Conversation) compact(ctx context.Context, summary string) error {
 	if summary == "" {
 		return fmt.Errorf("compact: an empty summary: %w", thread.ErrInvalid)
 	}
 	m := message.User("Summary of the conversation so far:\n" + summary)
 	m.AuthorName = compactAuthor
 	msgs := c.agent.Messages()
-	if _, err := c.th.Commit(ctxBG, thread.CommitOptions{Messages: []message.Message{m}, Op: thread.OpCompact}); err != nil {
+	if _, err := c.th.Commit(ctx, thread.CommitOptions{Messages: []message.Message{m}, Op: thread.OpCompact}); err != nil {
 		return err
 	}
 	if err := c.agent.Compact(len(msgs), []message.Message{m}); err != nil {
@@ -825,7 +894,7 @@ func (c *Conversation) compact(summary string) error {
 func (c *Conversation) Compact(prompt string) error {
 	return c.do(func() error {
 		c.nextCmp = prompt
-		return c.send(message.User("Call the compact tool now with a summary of this conversation that keeps what is needed to go on."), false)
+		return c.send(ctxBG, message.User("Call the compact tool now with a summary of this conversation that keeps what is needed to go on."), false)
 	})
 }
 
@@ -838,18 +907,18 @@ func (c *Conversation) Fork(prompt string) (*Conversation, error) {
 	var f *Conversation
 	err := c.do(func() error {
 		var err error
-		f, err = c.fork(prompt)
+		f, err = c.fork(ctxBG, prompt)
 		return err
 	})
 	return f, err
 }
 
-func (c *Conversation) fork(prompt string) (*Conversation, error) {
-	th, err := c.th.Fork(ctxBG, thread.ForkOptions{})
+func (c *Conversation) fork(ctx context.Context, prompt string) (*Conversation, error) {
+	th, err := c.th.Fork(ctx, thread.ForkOptions{})
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := load(ctxBG, th)
+	msgs, err := load(ctx, th)
 	if err != nil {
 		return nil, err
 	}
@@ -863,7 +932,7 @@ func (c *Conversation) fork(prompt string) (*Conversation, error) {
 				return err
 			}
 		}
-		f.commitStop(ctxBG)
+		f.commitStop(ctx)
 		return nil
 	})
 	if err != nil {
@@ -876,12 +945,12 @@ func (c *Conversation) fork(prompt string) (*Conversation, error) {
 // Continue starts the agent's next turn on what it has (a fork's prompt,
 // a conversation resumed after a stop).
 func (c *Conversation) Continue() error {
-	return c.do(func() error { return c.agent.Continue() })
+	return c.do(func() error { return c.cont() })
 }
 
 // spawn starts a sub-agent on a thread of its own, linked to this one's,
 // with prompt.
-func (c *Conversation) spawn(callID, prompt, title string) (*Conversation, error) {
+func (c *Conversation) spawn(ctx context.Context, callID, prompt, title string) (*Conversation, error) {
 	if strings.TrimSpace(prompt) == "" {
 		return nil, fmt.Errorf("spawn_subagent: an empty prompt: %w", thread.ErrInvalid)
 	}
@@ -896,14 +965,14 @@ func (c *Conversation) spawn(callID, prompt, title string) (*Conversation, error
 	if k := c.children[id]; k != nil {
 		return k, nil
 	}
-	th, err := c.db.Create(ctxBG, thread.CreateOptions{ID: id, Kind: thread.KindLocal, Title: title, Parent: c.ID(),
+	th, err := c.db.Create(ctx, thread.CreateOptions{ID: id, Kind: thread.KindLocal, Title: title, Parent: c.ID(),
 		Labels: map[string]string{labelParent: c.ID()}, State: initialState()})
 	if errors.Is(err, thread.ErrConflict) {
-		old, oerr := c.db.Thread(ctxBG, id)
+		old, oerr := c.db.Thread(ctx, id)
 		if oerr != nil || old.Record().Labels[labelParent] != c.ID() {
 			return nil, fmt.Errorf("spawn_subagent: thread %s exists and is not this conversation's sub-agent: %w", id, thread.ErrConflict)
 		}
-		child, oerr := Open(ctxBG, c.db, id, c.opts)
+		child, oerr := Open(ctx, c.db, id, c.opts)
 		if oerr != nil {
 			return nil, oerr
 		}
@@ -916,7 +985,8 @@ func (c *Conversation) spawn(callID, prompt, title string) (*Conversation, error
 	child := start(c.db, th, c.opts, c, true, nil, Status{Kind: Stopped, Reason: EndTurn}, Mode{Kind: ModeNormal}, nil)
 	c.children[child.ID()] = child
 	c.notify(Notice{Kind: "spawned", Thread: child.ID()})
-	if err := child.SendMessage(message.User(prompt), false); err != nil {
+	// The sub-agent's first turn is a child of the spawn_subagent call.
+	if err := child.SendMessageContext(ctx, message.User(prompt), false); err != nil {
 		return nil, err
 	}
 	return child, nil

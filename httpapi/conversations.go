@@ -126,7 +126,7 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 	// Opened outside the lock: it reads the store (and may run again the
 	// tools of a conversation that stopped in tool use).
 	l := &live{subs: map[chan conversation.Notice]struct{}{}}
-	opts := conversation.Options{Client: s.chat, Notify: l.notify, Title: title, ID: id}
+	opts := conversation.Options{Client: s.chat, Notify: l.notify, Title: title, ID: id, TracerProvider: s.tp}
 	var conv *conversation.Conversation
 	var err error
 	// Conversations outlive the request that opened them.
@@ -265,7 +265,8 @@ func (s *Server) conversationCommand(w http.ResponseWriter, r *http.Request) err
 	var fork string
 	switch req.Command {
 	case "send":
-		err = c.SendMessage(message.User(req.Text), req.Queued)
+		// The turn the message begins is a child of this request's span.
+		err = c.SendMessageContext(r.Context(), message.User(req.Text), req.Queued)
 	case "abort":
 		c.Abort()
 	case "compact":

@@ -66,8 +66,9 @@ type Options struct {
 	// otelhttp), named by its route, such as "POST /v1/threads/{id}/runs".
 	// Its parent is the trace context of the request's headers, read by
 	// Propagator; the request's context, which runs and store operations
-	// see, carries the span. Give DB and Agent the same provider for their
-	// spans. nil means no spans, at no cost; the global provider is not
+	// see, carries the span; live conversations (/v1/conversations) make
+	// their turn, model and tool spans with it. Give DB and Agent the same
+	// provider for their spans. nil means no spans, at no cost; the global provider is not
 	// used.
 	TracerProvider trace.TracerProvider
 	// Propagator reads the trace context of a request's headers when
@@ -102,6 +103,8 @@ type Server struct {
 	// tracing are the otelhttp options of Options.TracerProvider; nil
 	// traces nothing.
 	tracing []otelhttp.Option
+	// tp is Options.TracerProvider, for live conversations' spans.
+	tp trace.TracerProvider
 	// closing is closed by Close: the change feeds end.
 	closing chan struct{}
 	// feeds counts each tenant's open change feeds.
@@ -222,6 +225,7 @@ func New(opts Options) *Server {
 	s.api = s.chain(http.HandlerFunc(s.dispatch), true, false)
 	s.public = s.chain(http.HandlerFunc(s.dispatch), false, false)
 	if opts.TracerProvider != nil {
+		s.tp = opts.TracerProvider
 		s.tracing = tracing(opts.TracerProvider, opts.Propagator)
 		s.api, s.public = s.traced(s.api, false), s.traced(s.public, false)
 	}
