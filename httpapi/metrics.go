@@ -53,9 +53,10 @@ type Metrics struct {
 	// The children of the vectors for the label values seen, which are
 	// few (routes, operations): looking them up here costs a fraction of
 	// WithLabelValues's hashing and locking.
-	reqChildren sync.Map // requestKey → prometheus.Counter
-	durChildren sync.Map // route → prometheus.Observer
-	opChildren  sync.Map // op → prometheus.Counter
+	reqChildren   sync.Map // requestKey → prometheus.Counter
+	durChildren   sync.Map // route → prometheus.Observer
+	opChildren    sync.Map // op → prometheus.Counter
+	opDurChildren sync.Map // op → prometheus.Observer
 }
 
 type requestKey struct {
@@ -178,18 +179,17 @@ func (m *Metrics) StoreOp(op string) {
 	c.(prometheus.Counter).Inc()
 }
 
-// StoreOpDuration records that a thread operation op, counted with StoreOp,
-// took d.
-func (m *Metrics) StoreOpDuration(op string, d time.Duration) {
-	m.opDurations.WithLabelValues(op).Observe(d.Seconds())
-}
-
-// StartStoreOp counts one thread operation, as StoreOp does, and returns a
-// function to call when it is over, which records how long it took.
-func (m *Metrics) StartStoreOp(op string) (done func()) {
+// StoreOpSince counts one thread operation, such as "append", that began
+// at start and ended now, and observes its duration: call it as
+// defer m.StoreOpSince("append", time.Now()), which allocates nothing.
+func (m *Metrics) StoreOpSince(op string, start time.Time) {
+	d := time.Since(start)
 	m.StoreOp(op)
-	start := time.Now()
-	return func() { m.StoreOpDuration(op, time.Since(start)) }
+	o, ok := m.opDurChildren.Load(op)
+	if !ok {
+		o, _ = m.opDurChildren.LoadOrStore(op, m.opDurations.WithLabelValues(op))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }
 
 // Conflict counts one write that lost a compare-and-swap (thread.ErrConflict).

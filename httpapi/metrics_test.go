@@ -108,7 +108,7 @@ func TestMetricsParse(t *testing.T) {
 	m.ToolCall("search", 20*time.Millisecond)
 	m.Tokens("gpt-4.1", message.Usage{InputTokens: 120, OutputTokens: 30})
 	m.Tokens("gpt-4.1", message.Usage{InputTokens: 80})
-	m.StoreOpDuration("append", time.Millisecond)
+	m.StoreOpSince("append", time.Now().Add(-time.Millisecond))
 	after := scrape(t, s)
 
 	appendRoute := map[string]string{"route": "POST /v1/threads/{id}/messages", "method": "POST", "code": "201"}
@@ -122,7 +122,7 @@ func TestMetricsParse(t *testing.T) {
 		{"loom_http_requests_total", map[string]string{"route": "GET /v1/threads/{id}", "method": "GET", "code": "404"}, -1, 1},
 		{"loom_http_requests_total", map[string]string{"route": "GET /metrics", "method": "GET", "code": "200"}, -1, 1},
 		{"loom_http_request_duration_seconds", map[string]string{"route": "POST /v1/threads/{id}/messages"}, 1, 2},
-		{"loom_store_operations_total", map[string]string{"op": "append"}, 1, 2},
+		{"loom_store_operations_total", map[string]string{"op": "append"}, 1, 3},
 		{"loom_store_operations_total", map[string]string{"op": "get"}, 1, 3},
 		{"loom_store_operation_duration_seconds", map[string]string{"op": "append"}, 1, 3},
 		{"loom_store_operation_duration_seconds", map[string]string{"op": "get"}, 1, 3},

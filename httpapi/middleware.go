@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -254,7 +255,10 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) []otel
 	if prop == nil {
 		prop = propagation.TraceContext{}
 	}
-	return []otelhttp.Option{otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(prop)}
+	// otelhttp's own HTTP metrics would go to the global MeterProvider,
+	// which loom never sets: a no-op one skips the cost of looking it up
+	// and recording for nothing (/metrics has loom's own).
+	return []otelhttp.Option{otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(prop), otelhttp.WithMeterProvider(noop.NewMeterProvider())}
 }
 
 // traced wraps h, outermost, in a span per request when the server traces

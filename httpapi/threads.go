@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -58,7 +59,7 @@ func (s *Server) thread(r *http.Request) (*thread.Thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer s.metrics.StartStoreOp("get")()
+	defer s.metrics.StoreOpSince("get", time.Now())
 	return s.tenantDB(r).Thread(r.Context(), id)
 }
 
@@ -204,10 +205,10 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req, true); err != nil {
 		return err
 	}
-	done := s.metrics.StartStoreOp("create")
+	opStart := time.Now()
 	th, err := s.tenantDB(r).Create(write(r), thread.CreateOptions{ID: req.ID, Kind: req.Kind, Title: req.Title,
 		Labels: req.Labels, Messages: req.Messages, State: req.State})
-	done()
+	s.metrics.StoreOpSince("create", opStart)
 	if err != nil {
 		return err
 	}
@@ -341,9 +342,9 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	done := s.metrics.StartStoreOp("messages")
+	opStart := time.Now()
 	msgs, err := th.Messages(r.Context(), thread.ReadOptions{Version: version, Last: int(min(last, 1<<31)), Before: before})
-	done()
+	s.metrics.StoreOpSince("messages", opStart)
 	if err != nil {
 		w.Header().Del("ETag")
 		return err
@@ -379,9 +380,9 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 		}
 		opts.IfVersion = want.version
 	}
-	done := s.metrics.StartStoreOp("append")
+	opStart := time.Now()
 	c, err := th.Commit(write(r), opts)
-	done()
+	s.metrics.StoreOpSince("append", opStart)
 	if err != nil {
 		return err
 	}
@@ -428,9 +429,9 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) error {
 		// A summary is committed once it is paid for.
 		ctx = write(r)
 	}
-	done := s.metrics.StartStoreOp("view")
+	opStart := time.Now()
 	v, err := th.View(ctx, opts)
-	done()
+	s.metrics.StoreOpSince("view", opStart)
 	if err != nil {
 		return err
 	}
@@ -513,11 +514,11 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	done := s.metrics.StartStoreOp("fork")
+	opStart := time.Now()
 	// The new thread is made through the same tenant's DB: it belongs to
 	// the caller, and an id taken by any thread is a conflict.
 	f, err := th.Fork(write(r), thread.ForkOptions{At: req.At, Version: req.Version, ID: req.ID, Title: req.Title, Labels: req.Labels})
-	done()
+	s.metrics.StoreOpSince("fork", opStart)
 	if err != nil {
 		return err
 	}
@@ -538,9 +539,9 @@ func (s *Server) copyThread(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	done := s.metrics.StartStoreOp("copy")
+	opStart := time.Now()
 	c, err := th.Copy(write(r), thread.ForkOptions{Version: req.Version, ID: req.ID, Title: req.Title, Labels: req.Labels})
-	done()
+	s.metrics.StoreOpSince("copy", opStart)
 	if err != nil {
 		return err
 	}
@@ -631,9 +632,9 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	done := s.metrics.StartStoreOp("checkpoint")
+	opStart := time.Now()
 	cp, err := th.Checkpoint(write(r), req.Name)
-	done()
+	s.metrics.StoreOpSince("checkpoint", opStart)
 	if err != nil {
 		return err
 	}

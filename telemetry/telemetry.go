@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -109,6 +110,7 @@ func HTTPClient(tp trace.TracerProvider, base *http.Client) *http.Client {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	c.Transport = otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(propagation.TraceContext{}))
+	c.Transport = otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithMeterProvider(noop.NewMeterProvider())) // no global meter: loom sets none
 	return &c
 }
