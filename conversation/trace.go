@@ -19,6 +19,9 @@ const tracerName = "github.com/loomthreads/loom/conversation"
 // error status.
 const AttrAborted = attribute.Key("loom.aborted")
 
+// ownTool holds the names of the conversation's own tools.
+var ownTool = map[string]bool{ToolSpawn: true, ToolWaitSubs: true, ToolCompact: true, ToolFork: true, ToolYield: true}
+
 // opTools names the tool of each control flow operation, for its span.
 var opTools = map[string]string{OpCompact: ToolCompact, OpFork: ToolFork, OpYield: ToolYield}
 
@@ -101,9 +104,14 @@ func endChat(span trace.Span, resp *agent.ChatResponse, aborted bool, err error)
 }
 
 // startTool starts the span of one tool call, the user's or the
-// conversation's own: "execute_tool" and the tool's name.
+// conversation's own: "execute_tool" and the tool's name. A call of a tool
+// there is not gets none, as in package agent: the model may invent any
+// name, and span names must stay few.
 func (c *Conversation) startTool(ctx context.Context, call message.FunctionCall) (context.Context, trace.Span) {
 	if c.trc == nil {
+		return ctx, nil
+	}
+	if _, ok := c.tools[call.Name]; !ok && !ownTool[call.Name] {
 		return ctx, nil
 	}
 	name, attrs := genai.Tool(call.Name, call.CallID)

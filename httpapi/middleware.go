@@ -276,14 +276,16 @@ func (s *Server) traced(h http.Handler, outerRoute bool) http.Handler {
 		_, p := s.mux.Handler(r)
 		return p
 	}
+	// The method is the client's to choose: an unknown one is OTHER, as in
+	// the metrics, so that span names stay few.
 	name := func(_ string, r *http.Request) string {
 		switch rt := route(r); {
 		case rt == "":
-			return r.Method + " unmatched"
+			return normalMethod(r.Method) + " unmatched"
 		case strings.Contains(rt, " "):
 			return rt
 		default:
-			return r.Method + " " + rt
+			return normalMethod(r.Method) + " " + rt
 		}
 	}
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -2,7 +2,10 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
+	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -27,13 +30,19 @@ func traceTools(tp trace.TracerProvider) mcp.Middleware {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
 				name = p.Name
 			}
-			ctx, span := tr.Start(ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+			// The span is named once the SDK has found the tool: a name a
+			// client invents must not become a span name.
+			ctx, span := tr.Start(ctx, "execute_tool", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 				semconv.GenAIOperationNameExecuteTool,
-				semconv.GenAIToolName(name),
 				semconv.GenAIToolType("function"),
 			))
 			defer span.End()
 			res, err := next(ctx, method, req)
+			var werr *jsonrpc.Error
+			if !(errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams && strings.HasPrefix(werr.Message, "unknown tool")) {
+				span.SetName("execute_tool " + name)
+				span.SetAttributes(semconv.GenAIToolName(name))
+			}
 			switch r, _ := res.(*mcp.CallToolResult); {
 			case err != nil:
 				span.RecordError(err)

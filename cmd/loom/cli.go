@@ -15,15 +15,70 @@ import (
 // becomes a cobra command tree, which parses the flags, finds the command,
 // prints help and makes the completions.
 func (e *Env) Run(ctx context.Context, args []string) error {
-	root := e.newRoot()
-	root.SetArgs(args)
-	return root.ExecuteContext(ctx)
+	var helpErr error
+	root := e.newRoot(&helpErr)
+	root.SetArgs(goStyleFlags(root, args))
+	if err := root.ExecuteContext(ctx); err != nil {
+		return err
+	}
+	return helpErr
+}
+
+// goStyleFlags rewrites the single-dash long flags that loom took when it
+// parsed with package flag (-json, -limit 5, -store=URL, -help, -version)
+// as pflag reads them (--json, …), up to "--"; pflag would read -json as
+// the shorthands j, s, o and n. A word that is the value of the flag before
+// it (--title -json) stays as it is.
+func goStyleFlags(root *cobra.Command, args []string) []string {
+	// takesValue holds every long flag of the tree: whether it takes a
+	// value (a bool does not).
+	takesValue := map[string]bool{"help": false}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		visit := func(f *pflag.Flag) { takesValue[f.Name] = f.NoOptDefVal == "" }
+		c.Flags().VisitAll(visit)
+		c.PersistentFlags().VisitAll(visit)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	out := make([]string, len(args))
+	value := false // args[i] is the value of the flag before it
+	for i, a := range args {
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		out[i] = a
+		if value {
+			value = false
+			continue
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		takes, known := takesValue[name]
+		if !known {
+			continue
+		}
+		if len(name) > 1 && !strings.HasPrefix(a, "--") {
+			out[i] = "-" + a
+		}
+		value = takes && !hasValue
+	}
+	return out
 }
 
 // newRoot builds the cobra command tree of the command table: a group
 // command for each name in groups, and a command for each entry whose flags
 // are the entry's Command's flag set, bound to its fields.
-func (e *Env) newRoot() *cobra.Command {
+//
+// A help flag on a root or group followed by a word that names no command
+// (loom bogus --help) is a usage error, set in *helpErr: cobra would print
+// the help and succeed.
+func (e *Env) newRoot(helpErr *error) *cobra.Command {
 	global := &base{Env: e}
 	root := &cobra.Command{
 		Use:                        "loom",
@@ -46,6 +101,13 @@ func (e *Env) newRoot() *cobra.Command {
 	root.Flags().MarkHidden("version")
 	root.SetFlagErrorFunc(flagError)
 	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		if pos := cmd.Flags().Args(); len(pos) > 0 && cmd.HasSubCommands() {
+			if cmd != root {
+				e.printGroupHelp(e.Stderr, cmd.Name())
+			}
+			*helpErr = unknownCommand(cmd, pos)
+			return
+		}
 		if cmd == root {
 			e.printTopHelp(e.Stdout)
 		} else {
@@ -162,6 +224,13 @@ func completeCommands(cmd *cobra.Command, args []string, toComplete string) ([]c
 func unknownCommand(cmd *cobra.Command, args []string) *usageError {
 	name := strings.TrimPrefix(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()), " ")
 	name = strings.TrimSpace(name + " " + args[0])
+	for _, sub := range cmd.Commands() {
+		if sub.Name() == args[0] {
+			// It is a command, given after "--", which ends the flags and
+			// the command's name.
+			return &usageError{msg: fmt.Sprintf("%q after \"--\": a command's name comes before it", name)}
+		}
+	}
 	err := &usageError{msg: fmt.Sprintf("unknown command %q", name)}
 	if sugg := cmd.SuggestionsFor(args[0]); len(sugg) > 0 {
 		quoted := make([]string, len(sugg))

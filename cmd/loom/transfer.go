@@ -359,7 +359,7 @@ func (l *progressLine) end() {
 // threads (step)", with the URL redacted. Call end once the store is open:
 // it ends the bar's line. Off a terminal it returns ctx as it is.
 func (b *base) migrationBar(ctx context.Context, rawURL string) (_ context.Context, end func()) {
-	if b.Env == nil || b.IsTerminal == nil || b.Stderr == nil || !b.IsTerminal(b.Stderr) {
+	if b.JSON || b.Env == nil || b.IsTerminal == nil || b.Stderr == nil || !b.IsTerminal(b.Stderr) {
 		return ctx, func() {}
 	}
 	line := &progressLine{w: b.Stderr}
