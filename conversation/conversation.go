@@ -832,8 +832,11 @@ func (c *Conversation) controlFlow(mode Mode) {
 		c.setMode(Mode{Kind: ModeNormal})
 		c.commitStop(c.ctx())
 		if next != "" {
-			// The same turn goes on with the next prompt.
-			c.send(ctxBG, message.User(next), false)
+			// The same turn goes on with the next prompt; a turn that
+			// cannot is over.
+			if err := c.send(ctxBG, message.User(next), false); err != nil {
+				c.endTurn(false, err)
+			}
 		} else {
 			c.endTurn(false, nil)
 			c.sendQueued()
