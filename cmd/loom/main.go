@@ -57,7 +57,8 @@
 // the standard environment names an endpoint (OTEL_EXPORTER_OTLP_ENDPOINT).
 //
 // A mistyped command name gets suggestions (loom thread list: Did you mean
-// "threads"?). Flags may follow positional arguments; "--" ends them.
+// "threads"?). Flags may follow positional arguments, and long ones may
+// be written with one dash (-json) as well as two; "--" ends them.
 //
 // Each command is a type in this package with Flags and Run(ctx, args); the
 // command table (commands, in run.go) becomes a tree of spf13/cobra
