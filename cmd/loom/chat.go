@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
@@ -45,13 +48,13 @@ func (c *ChatCommand) Flags() *flag.FlagSet {
 
 // chatClient returns the chat client of a provider, as `loom serve` makes
 // them; the scripted one streams a word or so at a time, like a model.
-func chatClient(provider, model string, f foundryFlags) (agent.ChatClient, error) {
+func chatClient(provider, model string, f foundryFlags, tp trace.TracerProvider) (agent.ChatClient, error) {
 	if provider == "scripted" {
 		c := scripted.New(scripted.Step{Func: demoModel})
 		c.Repeat, c.Record = true, false
 		return slowStream{c}, nil
 	}
-	return newClient(provider, model, f, nil)
+	return newClient(provider, model, f, tp)
 }
 
 // demoModel is the scripted provider's model in chat: it says back what it
@@ -78,6 +81,10 @@ func demoModel(ctx context.Context, r scripted.Request) (*agent.ChatResponse, er
 // slowStream streams a scripted client's answers a few runes at a time,
 // with a pause between, as a model does: enough to watch it, and to abort it.
 type slowStream struct{ *scripted.Client }
+
+// ProviderName implements agent.ProviderNamer: spans name the scripted
+// provider, not this package.
+func (slowStream) ProviderName() string { return "scripted" }
 
 func (s slowStream) Stream(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions) iter.Seq2[agent.Update, error] {
 	return func(yield func(agent.Update, error) bool) {
@@ -112,7 +119,14 @@ func (c *ChatCommand) Run(ctx context.Context, args []string) error {
 	if _, err := c.positional(args, 0, 0); err != nil {
 		return err
 	}
-	client, err := chatClient(c.Provider, c.Model, c.foundry)
+	// Traces, as loom serve sends them; a failed flush is told once the
+	// terminal is the shell's again.
+	tp, stopTracing, err := startTracing(ctx, slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	client, err := chatClient(c.Provider, c.Model, c.foundry, tp)
 	if err != nil {
 		return c.usage("%v", err)
 	}
@@ -121,7 +135,8 @@ func (c *ChatCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	s := &chatSession{db: db, opts: conversation.Options{Client: client, Model: c.Model, Title: c.Title}}
+	db = db.WithTracerProvider(tp)
+	s := &chatSession{db: db, opts: conversation.Options{Client: client, Model: c.Model, Title: c.Title, TracerProvider: tp}}
 	terminal := c.IsTerminal != nil && c.IsTerminal(c.Stdin) && c.IsTerminal(c.Stdout)
 	if terminal {
 		s.relay = make(chan struct{}, 1)

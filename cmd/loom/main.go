@@ -53,8 +53,9 @@
 // draws one on stderr; with --json, or when the output is not a terminal,
 // there are no bars and the output is plain.
 //
-// loom serve and loom mcp send OpenTelemetry traces by OTLP over HTTP when
-// the standard environment names an endpoint (OTEL_EXPORTER_OTLP_ENDPOINT).
+// loom serve, loom mcp and loom chat send OpenTelemetry traces by OTLP over
+// HTTP when the standard environment names an endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT).
 //
 // A mistyped command name gets suggestions (loom thread list: Did you mean
 // "threads"?). Flags may follow positional arguments, and long ones may

@@ -467,3 +467,39 @@ func TestServeExportsOTLP(t *testing.T) {
 		t.Errorf("a commit's loom.store is %q, want sqlite", got)
 	}
 }
+
+// TestChatExportsOTLP runs loom chat on piped input with the OTLP
+// environment pointing at a local collector, and finds its turn, its model
+// stream and its store operations in what arrives.
+func TestChatExportsOTLP(t *testing.T) {
+	col := &otlpCollector{}
+	cs := httptest.NewServer(col)
+	t.Cleanup(cs.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", cs.URL)
+	t.Setenv("OTEL_SDK_DISABLED", "")
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	loomWith(t, loomOpts{stdin: "hello\n"}, "chat", "--store", sqliteStore(t), "--thread", "traced", "--title", "helper").ok(t)
+
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	seen := map[string]otlpSpan{}
+	for _, sp := range col.spans {
+		seen[sp.name] = sp
+	}
+	for _, name := range []string{"invoke_agent helper", "chat", "thread.commit"} {
+		if _, ok := seen[name]; !ok {
+			var names []string
+			for _, sp := range col.spans {
+				names = append(names, sp.name)
+			}
+			t.Fatalf("no span %q arrived; got %v", name, names)
+		}
+	}
+	if got := seen["chat"].attrs["gen_ai.provider.name"]; got != "scripted" {
+		t.Errorf("the stream's provider is %q, want scripted", got)
+	}
+	if got := seen["invoke_agent helper"].attrs["gen_ai.conversation.id"]; got != "traced" {
+		t.Errorf("the turn's conversation is %q, want traced", got)
+	}
+}
