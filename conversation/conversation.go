@@ -283,7 +283,7 @@ func start(db *thread.DB, th *thread.Thread, opts Options, parent *Conversation,
 	copts.Tools = append(copts.Tools, ownTools(c.sub)...)
 	c.agent = NewAgent(opts.Client, copts, msgs, c.dispatch)
 	c.agent.status = status
-	if c.trc = newTracing(opts.TracerProvider, opts.Client, th.ID()); c.trc != nil {
+	if c.trc = newTracing(opts.TracerProvider, opts.Client, th.ID(), copts.Tools); c.trc != nil {
 		// The thread's title rather than Options.Title: it stays when the
 		// conversation is opened again, and a sub-agent's is its own.
 		c.name = cmp.Or(th.Record().Title, "conversation")

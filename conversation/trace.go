@@ -19,9 +19,6 @@ const tracerName = "github.com/loomthreads/loom/conversation"
 // error status.
 const AttrAborted = attribute.Key("loom.aborted")
 
-// ownTool holds the names of the conversation's own tools.
-var ownTool = map[string]bool{ToolSpawn: true, ToolWaitSubs: true, ToolCompact: true, ToolFork: true, ToolYield: true}
-
 // opTools names the tool of each control flow operation, for its span.
 var opTools = map[string]string{OpCompact: ToolCompact, OpFork: ToolFork, OpYield: ToolYield}
 
@@ -31,13 +28,20 @@ type tracing struct {
 	tracer   trace.Tracer
 	provider string // gen_ai.provider.name
 	convID   string // gen_ai.conversation.id: the thread's id
+	// tools names the tools the agent is offered, the user's and the
+	// conversation's own: a call of any other gets no span.
+	tools map[string]bool
 }
 
-func newTracing(tp trace.TracerProvider, client agent.ChatClient, convID string) *tracing {
+func newTracing(tp trace.TracerProvider, client agent.ChatClient, convID string, tools []agent.ToolSpec) *tracing {
 	if tp == nil {
 		return nil
 	}
-	return &tracing{tracer: tp.Tracer(tracerName), provider: genai.ProviderName(client), convID: convID}
+	t := &tracing{tracer: tp.Tracer(tracerName), provider: genai.ProviderName(client), convID: convID, tools: map[string]bool{}}
+	for _, s := range tools {
+		t.tools[s.Name] = true
+	}
+	return t
 }
 
 // ctx returns the context of the turn in flight: its span, without
@@ -105,13 +109,13 @@ func endChat(span trace.Span, resp *agent.ChatResponse, aborted bool, err error)
 
 // startTool starts the span of one tool call, the user's or the
 // conversation's own: "execute_tool" and the tool's name. A call of a tool
-// there is not gets none, as in package agent: the model may invent any
-// name, and span names must stay few.
+// the agent is not offered gets none, as in package agent: the model may
+// invent any name, and span names must stay few.
 func (c *Conversation) startTool(ctx context.Context, call message.FunctionCall) (context.Context, trace.Span) {
 	if c.trc == nil {
 		return ctx, nil
 	}
-	if _, ok := c.tools[call.Name]; !ok && !ownTool[call.Name] {
+	if !c.trc.tools[call.Name] {
 		return ctx, nil
 	}
 	name, attrs := genai.Tool(call.Name, call.CallID)

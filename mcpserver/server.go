@@ -33,8 +33,9 @@ type Options struct {
 	AddTools func(s *mcp.Server)
 	// TracerProvider, when not nil, gets an "execute_tool <name>" span for
 	// each tool call, a child of the span in the call's context (over
-	// HTTP, the request's). nil means no spans; the global provider is not
-	// used.
+	// HTTP, the request's); a tool added with the SDK's Server.AddTool
+	// rather than AddTool leaves it unnamed ("execute_tool"). nil means no
+	// spans; the global provider is not used.
 	TracerProvider trace.TracerProvider
 }
 

@@ -60,6 +60,7 @@ func AddTool[In, Out any](s *mcp.Server, t *mcp.Tool, logger *slog.Logger, h fun
 	tt.InputSchema, tt.OutputSchema = inSchema, outSchema
 	name := tt.Name
 	s.AddTool(&tt, func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+		nameToolSpan(ctx, name)
 		defer func() {
 			if p := recover(); p != nil {
 				logger.ErrorContext(ctx, "mcp tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))

@@ -2,10 +2,7 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
-	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -18,7 +15,10 @@ const tracerName = "github.com/loomthreads/loom/mcpserver"
 // traceTools is a receiving middleware that wraps each tools/call in an
 // "execute_tool <name>" span with the GenAI attributes, so that a tool's
 // store operations (thread.<op> spans, when the DB traces) hang under it.
-// Every tool gets one, those of AddTools (the work log's) included.
+// Every call gets one; the handler of a tool added with AddTool (each of
+// loom's, the work log's included) names it, so only a tool the server has
+// names a span: a name a client invents reaches no handler, and its span
+// stays "execute_tool".
 func traceTools(tp trace.TracerProvider) mcp.Middleware {
 	tr := tp.Tracer(tracerName)
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
@@ -26,23 +26,12 @@ func traceTools(tp trace.TracerProvider) mcp.Middleware {
 			if method != "tools/call" {
 				return next(ctx, method, req)
 			}
-			name := ""
-			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
-				name = p.Name
-			}
-			// The span is named once the SDK has found the tool: a name a
-			// client invents must not become a span name.
 			ctx, span := tr.Start(ctx, "execute_tool", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 				semconv.GenAIOperationNameExecuteTool,
 				semconv.GenAIToolType("function"),
 			))
 			defer span.End()
-			res, err := next(ctx, method, req)
-			var werr *jsonrpc.Error
-			if !(errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams && strings.HasPrefix(werr.Message, "unknown tool")) {
-				span.SetName("execute_tool " + name)
-				span.SetAttributes(semconv.GenAIToolName(name))
-			}
+			res, err := next(context.WithValue(ctx, toolSpanKey{}, span), method, req)
 			switch r, _ := res.(*mcp.CallToolResult); {
 			case err != nil:
 				span.RecordError(err)
@@ -53,5 +42,18 @@ func traceTools(tp trace.TracerProvider) mcp.Middleware {
 			}
 			return res, err
 		}
+	}
+}
+
+// toolSpanKey is the context key of the span traceTools made for a tool
+// call, for the tool's handler to name (nameToolSpan).
+type toolSpanKey struct{}
+
+// nameToolSpan names the span of the tool call in ctx after the tool, if
+// traceTools made one.
+func nameToolSpan(ctx context.Context, tool string) {
+	if span, ok := ctx.Value(toolSpanKey{}).(trace.Span); ok {
+		span.SetName("execute_tool " + tool)
+		span.SetAttributes(semconv.GenAIToolName(tool))
 	}
 }

@@ -69,9 +69,11 @@ func (w workflowInfo) line() string {
 	return fmt.Sprintf("%s %q: %s, round %d, version %d, sub-threads %s", w.ID, w.Title, w.Status, w.Round, w.Version, strings.Join(w.SubThreads, ", "))
 }
 
-func workflowOf(w *workflow.Workflow, ex *workflow.Execution) workflowInfo {
+// workflowOf describes w as of its handle's version, from what the handle
+// holds: no step record is read.
+func workflowOf(w *workflow.Workflow) workflowInfo {
 	r := w.Thread().Record()
-	return workflowInfo{ID: r.ID, Title: r.Title, Version: ex.Version, Status: ex.Status, Round: ex.Round, SubThreads: w.SubThreadKeys(), UpdatedAt: r.UpdatedAt}
+	return workflowInfo{ID: r.ID, Title: r.Title, Version: w.Version(), Status: w.Status(), Round: w.Round(), SubThreads: w.SubThreadKeys(), UpdatedAt: r.UpdatedAt}
 }
 
 // --- workflow_list
@@ -112,11 +114,7 @@ func (t *threadTools) workflowList(ctx context.Context, in workflowListIn) (work
 			out.NextCursor = out.Workflows[limit-1].ID
 			break
 		}
-		ex, err := w.Execution(ctx, 0)
-		if err != nil {
-			return workflowListOut{}, err
-		}
-		out.Workflows = append(out.Workflows, workflowOf(w, ex))
+		out.Workflows = append(out.Workflows, workflowOf(w))
 	}
 	return out, nil
 }
@@ -182,11 +180,7 @@ func (t *threadTools) workflowGet(ctx context.Context, in workflowGetIn) (workfl
 	} else if out.Execution, err = w.Execution(ctx, in.Version); err != nil {
 		return workflowGetOut{}, err
 	}
-	now, err := w.Execution(ctx, 0)
-	if err != nil {
-		return workflowGetOut{}, err
-	}
-	out.Workflow = workflowOf(w, now)
+	out.Workflow = workflowOf(w)
 	for cp, err := range w.Checkpoints(ctx) {
 		if err != nil {
 			return workflowGetOut{}, err
@@ -255,9 +249,5 @@ func (t *threadTools) workflowRestore(ctx context.Context, in rollbackIn) (workf
 	if err := w.Restore(ctx, workflow.Point{Checkpoint: in.Checkpoint, Version: in.Version}); err != nil {
 		return workflowRestoreOut{}, err
 	}
-	ex, err := w.Execution(ctx, 0)
-	if err != nil {
-		return workflowRestoreOut{}, err
-	}
-	return workflowRestoreOut{Workflow: workflowOf(w, ex)}, nil
+	return workflowRestoreOut{Workflow: workflowOf(w)}, nil
 }

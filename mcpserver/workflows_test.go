@@ -68,7 +68,8 @@ func TestWorkflowTools(t *testing.T) {
 	if err := w.Provide(ctx, "review", true); err != nil {
 		t.Fatal(err)
 	}
-	if ex, err := w.Run(ctx, g, nil); err != nil || ex.Status != workflow.StatusDone {
+	ex, err := w.Run(ctx, g, nil)
+	if err != nil || ex.Status != workflow.StatusDone {
 		t.Fatalf("run: %v", err)
 	}
 	hist := ok[historyOut](t, alpha, "workflow_history", map[string]any{"id": "post", "limit": 2})
@@ -78,6 +79,10 @@ func TestWorkflowTools(t *testing.T) {
 	old := ok[workflowGetOut](t, alpha, "workflow_get", map[string]any{"id": "post", "version": cp.Checkpoint.Version})
 	if old.Execution.Status != workflow.StatusWaiting || old.Workflow.Status != workflow.StatusDone {
 		t.Fatalf("get at the checkpoint's version: %s, now %s", old.Execution.Status, old.Workflow.Status)
+	}
+	if old.Execution.Version != cp.Checkpoint.Version || old.Workflow.Version != w.Version() || old.Workflow.Round != ex.Round {
+		t.Fatalf("get at version %d: read at %d, now version %d round %d; want now %d round %d",
+			cp.Checkpoint.Version, old.Execution.Version, old.Workflow.Version, old.Workflow.Round, w.Version(), ex.Round)
 	}
 	for _, bad := range []map[string]any{{"id": "post"}, {"id": "post", "checkpoint": "drafted", "version": 1}, {"id": "post", "version": -1}} {
 		if msg := fails(t, alpha, "workflow_restore", bad); !strings.HasPrefix(msg, "invalid") {
@@ -96,5 +101,9 @@ func TestWorkflowTools(t *testing.T) {
 	}
 	if err := w.Refresh(ctx); err != nil || w.Status() != workflow.StatusWaiting {
 		t.Fatalf("the workflow after the restore: %s, %v", w.Status(), err)
+	}
+	// What the restore reports is the workflow after it, as a fresh read has it.
+	if ex, err := w.Execution(ctx, 0); err != nil || back.Workflow.Version != ex.Version || back.Workflow.Round != ex.Round {
+		t.Fatalf("restored %+v; the workflow is at version %d, round %d (%v)", back.Workflow, ex.Version, ex.Round, err)
 	}
 }

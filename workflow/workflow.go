@@ -260,6 +260,14 @@ func (w *Workflow) Status() Status {
 	return w.ex.Status
 }
 
+// Round returns the round in progress as of the handle's version: 0 while
+// the workflow is pending, then from 1 (see Execution.Round).
+func (w *Workflow) Round() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ex.Round
+}
+
 // Refresh moves the handle to the workflow's current version.
 func (w *Workflow) Refresh(ctx context.Context) error {
 	w.mu.Lock()

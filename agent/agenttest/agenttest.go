@@ -41,7 +41,7 @@ type Provider struct {
 	NewServiceID func(t *testing.T) string
 }
 
-// RunKindRules runs the ten rules of seed 000 on p, each a subtest.
+// RunKindRules runs the rules of seed 000 on p, each a subtest.
 func RunKindRules(t *testing.T, p Provider) {
 	for _, r := range []struct {
 		name string
@@ -182,7 +182,10 @@ func isServiceManaged(t *testing.T, p Provider) {
 	local := must[*thread.Thread](t)(a.NewLocalThread(ctx, db, thread.CreateOptions{}))
 	und := must[*thread.Thread](t)(a.NewThread(ctx, db, thread.CreateOptions{}))
 	if !agent.IsServiceManaged(svc) || agent.IsServiceManaged(local) || agent.IsServiceManaged(und) {
-		t.Fatal("IsServiceManaged")
+		t.Fatalf("IsServiceManaged: service %v local %v undetermined %v", agent.IsServiceManaged(svc), agent.IsServiceManaged(local), agent.IsServiceManaged(und))
+	}
+	if svc.Kind() != thread.KindService || local.Kind() != thread.KindLocal || und.Kind() != thread.KindUndetermined {
+		t.Fatalf("kinds %s %s %s", svc.Kind(), local.Kind(), und.Kind())
 	}
 }
 
