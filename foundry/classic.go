@@ -146,10 +146,8 @@ type (
 		} `json:"usage"`
 	}
 	wireList[T any] struct {
-		Data    []T    `json:"data"`
-		FirstID string `json:"first_id"`
-		LastID  string `json:"last_id"`
-		HasMore bool   `json:"has_more"`
+		Data    []T  `json:"data"`
+		HasMore bool `json:"has_more"`
 	}
 )
 
@@ -423,29 +421,51 @@ type MessagesOptions struct {
 // Messages yields a Foundry thread's messages, oldest first, a page at a
 // time (the service's cursors: after, has_more).
 func (c *Classic) Messages(ctx context.Context, threadID string, opts MessagesOptions) iter.Seq2[message.Message, error] {
-	threadID = ThreadID(threadID)
+	path := "/threads/" + ThreadID(threadID) + "/messages"
 	return func(yield func(message.Message, error) bool) {
+		for wm, err := range pages(ctx, c.t, path, map[string]string{"run_id": opts.RunID}, opts, func(wm wireMessage) string { return wm.ID }) {
+			if err != nil {
+				yield(message.Message{}, err)
+				return
+			}
+			if !yield(fromWire(wm), nil) {
+				return
+			}
+		}
+	}
+}
+
+// pages yields the items of a list the service reads a page at a time,
+// oldest first: q with order, limit (opts.PageSize, 100 when 0) and after
+// (opts.After at first, then the id of each page's last item) while the
+// service says has_more.
+func pages[T any](ctx context.Context, t *transport, path string, q map[string]string, opts MessagesOptions, id func(T) string) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		size := opts.PageSize
 		if size <= 0 {
 			size = 100
 		}
 		after := opts.After
 		for {
-			var page wireList[wireMessage]
-			q := map[string]string{"order": "asc", "limit": fmt.Sprint(size), "after": after, "run_id": opts.RunID}
-			if err := c.t.do(ctx, "GET", "/threads/"+threadID+"/messages", q, nil, &page); err != nil {
-				yield(message.Message{}, err)
+			var page wireList[T]
+			pq := map[string]string{"order": "asc", "limit": fmt.Sprint(size), "after": after}
+			for k, v := range q {
+				pq[k] = v
+			}
+			if err := t.do(ctx, "GET", path, pq, nil, &page); err != nil {
+				var zero T
+				yield(zero, err)
 				return
 			}
-			for _, wm := range page.Data {
-				if !yield(fromWire(wm), nil) {
+			for _, it := range page.Data {
+				if !yield(it, nil) {
 					return
 				}
 			}
 			if !page.HasMore || len(page.Data) == 0 {
 				return
 			}
-			after = page.Data[len(page.Data)-1].ID
+			after = id(page.Data[len(page.Data)-1])
 		}
 	}
 }

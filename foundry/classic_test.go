@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/loomthreads/loom/internal/foundrytest"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/internal/foundrytest"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -29,6 +29,18 @@ func classicClient(t *testing.T, url string, opts ClassicOptions) *Classic {
 	}
 	return c
 }
+
+// clock is a test's clock, for tokens that expire: it moves when told.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 
 func weatherTool(t *testing.T) agent.Tool {
 	tool, err := agent.NewFunc("get_weather", "the weather in a city", func(ctx context.Context, in struct {
@@ -127,23 +139,15 @@ func TestClassicToolRoundTrip(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		a := agent.New(classicClient(t, ts.URL, ClassicOptions{}), &agent.Options{Tools: []agent.Tool{weatherTool(t)}})
 		th, _ := a.NewThread(ctx, db, thread.CreateOptions{})
-		var res *agent.Result
-		var err error
 		if stream {
-			for u, e := range a.RunStream(ctx, th, message.User("what is the weather?")) {
-				if e != nil {
-					err = e
+			for _, err := range a.RunStream(ctx, th, message.User("what is the weather?")) {
+				if err != nil {
+					t.Fatal(err)
 				}
-				_ = u
 			}
-			res = &agent.Result{}
-		} else {
-			res, err = a.Run(ctx, th, message.User("what is the weather?"))
-		}
-		if err != nil {
+		} else if _, err := a.Run(ctx, th, message.User("what is the weather?")); err != nil {
 			t.Fatal(err)
 		}
-		_ = res
 		msgs, _ := th.Messages(ctx, thread.ReadOptions{})
 		// What the run wrote before it asked comes before the call.
 		want := []string{"user: what is the weather?", "assistant: Let me look.", "assistant:  call get_weather", "tool:  result sunny in Paris", "assistant: The weather: sunny in Paris"}
@@ -228,13 +232,11 @@ func TestClassicErrors(t *testing.T) {
 // replaced; a token the service refuses is replaced once at once.
 func TestClassicTokens(t *testing.T) {
 	srv, ts := foundrytest.NewClassic(t)
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	cred := &foundrytest.Credential{TTL: time.Hour, Now: clock}
+	clock := newClock()
+	cred := &foundrytest.Credential{TTL: time.Hour, Now: clock.now}
 	srv.Cred = cred
 	c := classicClient(t, ts.URL, ClassicOptions{Credential: cred})
-	c.t.tokens.now = clock
+	c.t.tokens.now = clock.now
 	ctx := t.Context()
 	for range 3 {
 		if _, err := c.Response(ctx, []message.Message{message.User("hi")}, nil); err != nil {
@@ -244,9 +246,7 @@ func TestClassicTokens(t *testing.T) {
 	if cred.Calls() != 1 {
 		t.Fatalf("%d tokens for requests within one token's life", cred.Calls())
 	}
-	mu.Lock()
-	now = now.Add(59 * time.Minute) // within refreshBefore of its expiry
-	mu.Unlock()
+	clock.add(59 * time.Minute) // within refreshBefore of its expiry
 	if _, err := c.Response(ctx, []message.Message{message.User("hi")}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"iter"
 	"net/http"
@@ -145,50 +144,39 @@ func (f *foundryTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // first, a page at a time (its cursors: after, has_more): what the
 // conversation holds, whoever wrote it.
 func (c *Current) Messages(ctx context.Context, conversationID string, opts MessagesOptions) iter.Seq2[message.Message, error] {
+	type item struct {
+		ID      string `json:"id"`
+		Type    string `json:"type"`
+		Role    string `json:"role"`
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	path := "/conversations/" + conversationID + "/items"
 	return func(yield func(message.Message, error) bool) {
-		size := opts.PageSize
-		if size <= 0 {
-			size = 100
-		}
-		after := opts.After
-		for {
-			var page wireList[struct {
-				ID      string `json:"id"`
-				Type    string `json:"type"`
-				Role    string `json:"role"`
-				Content []struct {
-					Type string `json:"type"`
-					Text string `json:"text"`
-				} `json:"content"`
-			}]
-			q := map[string]string{"order": "asc", "limit": fmt.Sprint(size), "after": after}
-			if err := c.t.do(ctx, "GET", "/conversations/"+conversationID+"/items", q, nil, &page); err != nil {
+		for it, err := range pages(ctx, c.t, path, nil, opts, func(it item) string { return it.ID }) {
+			if err != nil {
 				yield(message.Message{}, err)
 				return
 			}
-			for _, it := range page.Data {
-				if it.Type != "message" {
-					continue
-				}
-				role := message.RoleAssistant
-				if it.Role == "user" {
-					role = message.RoleUser
-				}
-				m := message.New(role)
-				for _, p := range it.Content {
-					if p.Text != "" {
-						m.Contents = append(m.Contents, message.Text{Text: p.Text})
-					}
-				}
-				m.Metadata = map[string]any{"foundry.item_id": it.ID}
-				if !yield(m, nil) {
-					return
+			if it.Type != "message" {
+				continue
+			}
+			role := message.RoleAssistant
+			if it.Role == "user" {
+				role = message.RoleUser
+			}
+			m := message.New(role)
+			for _, p := range it.Content {
+				if p.Text != "" {
+					m.Contents = append(m.Contents, message.Text{Text: p.Text})
 				}
 			}
-			if !page.HasMore || len(page.Data) == 0 {
+			m.Metadata = map[string]any{"foundry.item_id": it.ID}
+			if !yield(m, nil) {
 				return
 			}
-			after = page.LastID
 		}
 	}
 }

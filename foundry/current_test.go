@@ -2,19 +2,18 @@ package foundry
 
 import (
 	"errors"
-	"github.com/loomthreads/loom/internal/foundrytest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/internal/foundrytest"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
 
-func currentClient(t *testing.T, url string, opts Options) agent.ChatClient {
+func currentClient(t *testing.T, url string, opts Options) *Current {
 	t.Helper()
 	opts.Endpoint, opts.Agent = url, "trip-planner"
 	if opts.APIKey == "" && opts.Credential == nil {
@@ -44,11 +43,17 @@ func TestCurrentServiceThread(t *testing.T) {
 		run := func(text string) {
 			t.Helper()
 			if stream {
-				for ev, err := range a.RunStream(ctx, th, message.User(text)) {
+				var deltas []string
+				for u, err := range a.RunStream(ctx, th, message.User(text)) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					_ = ev
+					if u.Update != nil && u.Update.Text != "" {
+						deltas = append(deltas, u.Update.Text)
+					}
+				}
+				if len(deltas) < 2 {
+					t.Fatalf("streamed %q: want the answer in pieces", deltas)
 				}
 				return
 			}
@@ -76,12 +81,11 @@ func TestCurrentServiceThread(t *testing.T) {
 // Entra ID tokens are kept for their life; 429 is retried.
 func TestCurrentTokensAndThrottling(t *testing.T) {
 	srv, ts := foundrytest.NewCurrent(t)
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	cred := &foundrytest.Credential{TTL: time.Hour, Now: clock}
+	clock := newClock()
+	cred := &foundrytest.Credential{TTL: time.Hour, Now: clock.now}
 	srv.Cred = cred
 	c := currentClient(t, ts.URL, Options{Credential: cred})
+	c.t.tokens.now = clock.now
 	ctx := t.Context()
 	for range 3 {
 		if _, err := c.Response(ctx, []message.Message{message.User("hi")}, &agent.ChatOptions{}); err != nil {
@@ -106,16 +110,11 @@ func TestCurrentTokensAndThrottling(t *testing.T) {
 // deleted; a token is replaced before it expires.
 func TestCurrentMessagesDeleteAndRefresh(t *testing.T) {
 	srv, ts := foundrytest.NewCurrent(t)
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	cred := &foundrytest.Credential{TTL: time.Hour, Now: clock}
+	clock := newClock()
+	cred := &foundrytest.Credential{TTL: time.Hour, Now: clock.now}
 	srv.Cred = cred
-	c, err := NewCurrent(Options{Endpoint: ts.URL, Agent: "trip-planner", Credential: cred})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.t.tokens.now = clock
+	c := currentClient(t, ts.URL, Options{Credential: cred})
+	c.t.tokens.now = clock.now
 	ctx := t.Context()
 	a := agent.New(c, nil)
 	th, _ := a.NewThread(ctx, thread.New(thread.NewMemoryStore(), nil), thread.CreateOptions{})
@@ -138,9 +137,7 @@ func TestCurrentMessagesDeleteAndRefresh(t *testing.T) {
 	if cred.Calls() != 1 {
 		t.Fatalf("%d tokens", cred.Calls())
 	}
-	mu.Lock()
-	now = now.Add(59 * time.Minute)
-	mu.Unlock()
+	clock.add(59 * time.Minute)
 	if err := c.DeleteConversation(ctx, id); err != nil {
 		t.Fatal(err)
 	}

@@ -96,10 +96,6 @@ func model(def string, opts *agent.ChatOptions) (string, error) {
 	return "", fmt.Errorf("openai: no model: set Options.Model or ChatOptions.Model: %w", thread.ErrInvalid)
 }
 
-// wrapError turns what the SDK returned into the error loom callers match:
-// context errors stay themselves, HTTP errors become *agent.ProviderError.
-// raw is the HTTP response, when there was one; it recovers the status of
-// error bodies the SDK could not decode.
 // requestID names the service's request id, for errors: OpenAI's
 // x-request-id, or Azure's.
 func requestID(h http.Header) string {
@@ -111,6 +107,10 @@ func requestID(h http.Header) string {
 	return ""
 }
 
+// wrapError turns what the SDK returned into the error loom callers match:
+// context errors stay themselves, HTTP errors become *agent.ProviderError.
+// raw is the HTTP response, when there was one; it recovers the status of
+// error bodies the SDK could not decode.
 func wrapError(ctx context.Context, err error, raw *http.Response) error {
 	if err == nil {
 		return nil

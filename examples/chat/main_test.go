@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/loomthreads/loom/internal/proctest"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -36,17 +34,8 @@ func TestChild(t *testing.T) {
 func TestKilledRunResumes(t *testing.T) {
 	store := "sqlite://" + filepath.Join(t.TempDir(), "chat.db")
 	spec, _ := json.Marshal(map[string]string{"Store": store, "Say": "Weather in Lisbon?"})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.v")
-	cmd.Env = append(os.Environ(), envChild+"="+string(spec))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child: %v, want killed by SIGKILL\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), `← {"city":"Lisbon"`) {
-		t.Fatalf("child output:\n%s", out.String())
+	if out := proctest.Killed(t, "TestChild", envChild, string(spec)); !strings.Contains(out, `← {"city":"Lisbon"`) {
+		t.Fatalf("child output:\n%s", out)
 	}
 
 	// The next start resumes from the committed tool step.

@@ -3,14 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/loomthreads/loom/internal/proctest"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
 )
@@ -31,18 +29,10 @@ func TestChild(t *testing.T) {
 
 func TestKilledWorkflowResumes(t *testing.T) {
 	store := "sqlite://" + filepath.Join(t.TempDir(), "workflow.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.v")
-	cmd.Env = append(os.Environ(), envChild+"="+store)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child: %v, want killed by SIGKILL\n%s", err, out.String())
-	}
+	out := proctest.Killed(t, "TestChild", envChild, store)
 	for _, want := range []string{"hotels researches", "food researches", "writer writes from 2 findings (attempt 1)", "crashing now"} {
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("child output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Fatalf("child output lacks %q:\n%s", want, out)
 		}
 	}
 

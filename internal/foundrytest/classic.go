@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,6 @@ import (
 // in-memory state. Its agent says back what it is told, and asks for the
 // get_weather tool when asked about the weather.
 type Classic struct {
-	t       testing.TB
 	mu      sync.Mutex
 	n       int
 	threads map[string]*fakeThread
@@ -31,10 +31,8 @@ type Classic struct {
 	// auth
 	APIKey string
 	Cred   *Credential
-	// failures to inject: the next n requests get 429 with retry-after-ms.
-	throttle     int
-	throttleMS   int
-	throttledAt  []time.Time
+	// failures to inject
+	throttle
 	fails        int
 	failStatus   int
 	retryAfterS  int
@@ -57,7 +55,7 @@ type fakeRun struct {
 }
 
 func NewClassic(t testing.TB) (*Classic, *httptest.Server) {
-	s := &Classic{t: t, threads: map[string]*fakeThread{}, runs: map[string]*fakeRun{}, apiVersions: map[string]bool{}, pollsPerStep: 1}
+	s := &Classic{threads: map[string]*fakeThread{}, runs: map[string]*fakeRun{}, apiVersions: map[string]bool{}, pollsPerStep: 1}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts
@@ -94,13 +92,11 @@ func (s *Classic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, s.failStatus, "ServiceUnavailable", "The service is busy.")
 		return
 	}
-	if s.throttle > 0 {
-		s.throttle--
-		s.throttledAt = append(s.throttledAt, time.Now())
+	if ms, ok := s.refuse(); ok {
 		if s.retryAfterS > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterS))
 		} else {
-			w.Header().Set("retry-after-ms", strconv.Itoa(s.throttleMS))
+			w.Header().Set("retry-after-ms", strconv.Itoa(ms))
 			w.Header().Set("Retry-After", "1")
 		}
 		s.fail(w, 429, "TooManyRequests", "Rate limit is exceeded.")
@@ -260,14 +256,14 @@ func (s *Classic) advance(th *fakeThread, run *fakeRun) {
 		last := ""
 		for _, m := range th.msgs {
 			if m["role"] == "user" {
-				last = m["content"].([]any)[0].(map[string]any)["text"].(map[string]any)["value"].(string)
+				last = textOf(m)
 			}
 		}
 		switch {
 		case len(run.outputs) > 0:
 			s.message(th, "assistant", "The weather: "+run.outputs[0]["output"], run.id)
 			run.status = "completed"
-		case strings.Contains(last, "weather") && contains(run.tools, "get_weather"):
+		case strings.Contains(last, "weather") && slices.Contains(run.tools, "get_weather"):
 			s.message(th, "assistant", "Let me look.", run.id)
 			run.calls = []map[string]any{{"id": s.id("call"), "type": "function", "function": map[string]any{"name": "get_weather", "arguments": `{"city":"Paris"}`}}}
 			run.status = "requires_action"
@@ -280,13 +276,9 @@ func (s *Classic) advance(th *fakeThread, run *fakeRun) {
 	}
 }
 
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
+// textOf is the text of a message of a thread, as message makes it.
+func textOf(m map[string]any) string {
+	return m["content"].([]any)[0].(map[string]any)["text"].(map[string]any)["value"].(string)
 }
 
 func (s *Classic) runJSON(run *fakeRun) map[string]any {
@@ -325,7 +317,7 @@ func (s *Classic) respondRun(w http.ResponseWriter, th *fakeThread, run *fakeRun
 	if len(th.msgs) > before {
 		m := th.msgs[len(th.msgs)-1]
 		send("thread.message.created", m)
-		text := m["content"].([]any)[0].(map[string]any)["text"].(map[string]any)["value"].(string)
+		text := textOf(m)
 		for i := 0; i < len(text); i += 5 {
 			chunk := text[i:min(i+5, len(text))]
 			send("thread.message.delta", map[string]any{"id": m["id"], "object": "thread.message.delta",
@@ -435,19 +427,41 @@ func (s *Classic) APIVersions() []string {
 	return out
 }
 
+// throttle refuses requests with 429 when it is told to, and keeps when
+// it did; both servers embed it.
+type throttle struct {
+	mu sync.Mutex
+	n  int
+	ms int
+	at []time.Time
+}
+
 // Throttle makes the next n requests fail with 429, asking to retry after
 // ms milliseconds.
-func (s *Classic) Throttle(n, ms int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.throttle, s.throttleMS = n, ms
+func (t *throttle) Throttle(n, ms int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n, t.ms = n, ms
 }
 
 // ThrottledAt returns when it refused requests with 429.
-func (s *Classic) ThrottledAt() []time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.throttledAt...)
+func (t *throttle) ThrottledAt() []time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]time.Time(nil), t.at...)
+}
+
+// refuse reports whether this request is to be refused with 429, and the
+// milliseconds after which to retry it.
+func (t *throttle) refuse() (ms int, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n <= 0 {
+		return 0, false
+	}
+	t.n--
+	t.at = append(t.at, time.Now())
+	return t.ms, true
 }
 
 // Fail makes the next n requests fail with status (a 5xx).
@@ -467,21 +481,6 @@ func (s *Classic) ExpireRuns() {
 			run.status = "expired"
 		}
 	}
-}
-
-// Messages returns the texts of the thread id's messages, as role: text.
-func (s *Classic) Messages(id string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	th := s.threads[id]
-	if th == nil {
-		return nil
-	}
-	var out []string
-	for _, m := range th.msgs {
-		out = append(out, fmt.Sprint(m["role"])+": "+m["content"].([]any)[0].(map[string]any)["text"].(map[string]any)["value"].(string))
-	}
-	return out
 }
 
 // RetryAfter sets the Retry-After (in seconds) of the 429 answers.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,23 +20,19 @@ import (
 // says back what it is told, and calls get_weather when asked about the
 // weather.
 type Current struct {
-	t             testing.TB
 	mu            sync.Mutex
 	n             int
 	conversations map[string][]map[string]any
 	APIKey        string
 	Cred          *Credential
-	throttle      int
-	throttleMS    int
-	throttledAt   []time.Time
-	bodies        []map[string]any
+	throttle
 	// OpenAI serves OpenAI's own API: a model and no agent, a bearer key,
 	// no api-version.
 	OpenAI bool
 }
 
 func NewCurrent(t testing.TB) (*Current, *httptest.Server) {
-	s := &Current{t: t, conversations: map[string][]map[string]any{}}
+	s := &Current{conversations: map[string][]map[string]any{}}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts
@@ -66,16 +63,13 @@ func (s *Current) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, 401, "invalid_request_error", "PermissionDenied", "Access token is missing, invalid or expired.")
 		return
 	}
-	if s.throttle > 0 {
-		s.throttle--
-		s.throttledAt = append(s.throttledAt, time.Now())
-		w.Header().Set("retry-after-ms", strconv.Itoa(s.throttleMS))
+	if ms, ok := s.refuse(); ok {
+		w.Header().Set("retry-after-ms", strconv.Itoa(ms))
 		s.fail(w, 429, "rate_limit_error", "TooManyRequests", "Rate limit is exceeded.")
 		return
 	}
 	var body map[string]any
 	json.NewDecoder(r.Body).Decode(&body)
-	s.bodies = append(s.bodies, body)
 	switch {
 	case r.Method == "POST" && r.URL.Path == "/openai/conversations":
 		id := s.id("conv")
@@ -182,7 +176,7 @@ func (s *Current) respond(w http.ResponseWriter, body map[string]any) {
 	case output != "":
 		out = map[string]any{"type": "message", "id": s.id("msg"), "status": "completed", "role": "assistant",
 			"content": []any{map[string]any{"type": "output_text", "text": "The weather: " + output, "annotations": []any{}}}}
-	case strings.Contains(last, "weather") && contains(tools, "get_weather"):
+	case strings.Contains(last, "weather") && slices.Contains(tools, "get_weather"):
 		out = map[string]any{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"), "name": "get_weather", "arguments": `{"city":"Paris"}`, "status": "completed"}
 	default:
 		out = map[string]any{"type": "message", "id": s.id("msg"), "status": "completed", "role": "assistant",
@@ -243,19 +237,4 @@ func (s *Current) CreateConversation() string {
 	id := s.id("conv")
 	s.conversations[id] = nil
 	return id
-}
-
-// Throttle makes the next n requests fail with 429, asking to retry after
-// ms milliseconds.
-func (s *Current) Throttle(n, ms int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.throttle, s.throttleMS = n, ms
-}
-
-// ThrottledAt returns when it refused requests with 429.
-func (s *Current) ThrottledAt() []time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.throttledAt...)
 }

@@ -12,12 +12,17 @@
 //
 // A child opens the store with thread.Open, so the store's package (imported
 // by its own test binary) must register its URL scheme.
+//
+// Killed is the same re-execution for a program that kills itself in the
+// middle of a run (the examples' -crash), so that a test can show that the
+// next run resumes.
 package proctest
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -178,6 +183,21 @@ func (c *child) wait() error {
 	err := c.cmd.Wait()
 	<-c.done
 	return err
+}
+
+// Killed runs the test binary again, to run only its test named test with
+// the environment variable env set to value, and fails t unless that child
+// was killed by SIGKILL. It returns what the child wrote, stdout and stderr.
+func Killed(t *testing.T, test, env, value string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env+"="+value)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("%s: %v, want killed by SIGKILL\n%s", test, err, out)
+	}
+	return string(out)
 }
 
 func open(t *testing.T, url string) *thread.DB {
