@@ -64,7 +64,7 @@ func fastAppend(b *thread.Batch) bool {
 
 // queueAppend queues loom_append for b (fastAppend's shape) on q. Its
 // notifications are queued after the commit (Store.notify), not sent in
-// loom_append.
+// loom_append: its notes are NULL, which the landed schemaV4 still takes.
 func queueAppend(q *pgx.Batch, b *thread.Batch) error {
 	c, m := b.Commits[0], b.Moves[0]
 	msgs, err := encodeMessages(c.Messages)
@@ -81,13 +81,12 @@ func queueAppend(q *pgx.Batch, b *thread.Batch) error {
 	}
 	// The commit's index entries, under the thread (the batch commits it
 	// for the thread it moves).
-	var rows searchRows
-	rows.add(0, m.Thread, c.Messages)
+	idxs, words := messageWords(nil, nil, c.Messages)
 	tenant, _ := thread.SplitKey(m.Thread)
 	q.Queue(`SELECT loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
 			$14::text, $15::integer[], $16::text[], $17::text[])`,
 		m.Thread, m.From, c.ID, c.Parent, c.Depth, string(c.Op), c.Time, c.StateFrom, msgs, state, meta, string(m.Op), m.Time,
-		tenant, rows.idxs, rows.words, []string(nil))
+		tenant, idxs, words, []string(nil))
 	return nil
 }
 

@@ -1,16 +1,12 @@
 package postgres
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/loomthreads/loom/internal/testserver"
-	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -142,9 +138,7 @@ func TestWatchOutOfOrder(t *testing.T) {
 // losers of a race queue for its row, AppendAt): the listener hears every
 // version, once, in order, and no gap.
 func TestWatchRacingWriters(t *testing.T) {
-	hold := watchHold
-	watchHold = 10 * time.Second // a slow machine must not make a gap
-	t.Cleanup(func() { watchHold = hold })
+	holdLong(t)
 	dsn := testserver.Postgres(t)
 	a, b := open(t, dsn, &Options{MaxConns: 8}), open(t, dsn, &Options{MaxConns: 8})
 	ctx := t.Context()
@@ -153,32 +147,11 @@ func TestWatchRacingWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	const writers, each = 16, 15
-	dbs := []*thread.DB{thread.New(a, &thread.Options{AppendRetries: 1000}), thread.New(b, &thread.Options{AppendRetries: 1000})}
+	dbs := writingDBs(a, b)
 	if _, err := dbs[0].Create(ctx, thread.CreateOptions{ID: "hot"}); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for i := range writers {
-		wg.Go(func() {
-			th, err := dbs[i%2].Thread(ctx, "hot")
-			if err != nil {
-				errs <- err
-				return
-			}
-			for j := range each {
-				if _, err := th.Append(context.Background(), message.User(fmt.Sprint(i, "/", j))); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	appendAtOnce(t, dbs, writers, each, func(int) string { return "hot" })
 	got := h.wait(t, 1+writers*each, "racing writers")
 	for i, c := range got {
 		want := brief{thread.ChangeMove, "hot", int64(i + 1)}

@@ -185,17 +185,27 @@ type searchRows struct {
 // add adds the entries of a commit's messages, under the thread key.
 func (r *searchRows) add(seq int64, key string, msgs []message.Message) {
 	tenant, _ := thread.SplitKey(key)
+	n := len(r.idxs)
+	r.idxs, r.words = messageWords(r.idxs, r.words, msgs)
+	for range len(r.idxs) - n {
+		r.commits = append(r.commits, seq)
+		r.tenants = append(r.tenants, tenant)
+		r.threads = append(r.threads, key)
+	}
+}
+
+// messageWords appends to idxs and words the index and searchWords of
+// each of msgs that has words, and returns them.
+func messageWords(idxs []int32, words []string, msgs []message.Message) ([]int32, []string) {
 	for i, m := range msgs {
 		w := searchWords(m)
 		if w == "" || i > math.MaxInt32 {
 			continue
 		}
-		r.commits = append(r.commits, seq)
-		r.idxs = append(r.idxs, int32(i))
-		r.tenants = append(r.tenants, tenant)
-		r.threads = append(r.threads, key)
-		r.words = append(r.words, w)
+		idxs = append(idxs, int32(i))
+		words = append(words, w)
 	}
+	return idxs, words
 }
 
 // queue queues the writing of the entries on q, if there are any.

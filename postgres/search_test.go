@@ -134,10 +134,14 @@ func TestSearchQuoting(t *testing.T) {
 		}
 	}
 	for _, cursor := range []string{"x", "-1", "0", "1.5", "99999999999999999999"} {
+		// Exactly one yield, the error: a cursor taken would yield
+		// nothing on an empty store.
+		var errs []error
 		for _, err := range s.Search(ctx, thread.SearchOptions{Words: []string{"a"}, Before: cursor}) {
-			if !errors.Is(err, thread.ErrInvalid) {
-				t.Errorf("cursor %q: %v, want ErrInvalid", cursor, err)
-			}
+			errs = append(errs, err)
+		}
+		if len(errs) != 1 || !errors.Is(errs[0], thread.ErrInvalid) {
+			t.Errorf("cursor %q: %v, want one ErrInvalid", cursor, errs)
 		}
 	}
 }

@@ -89,21 +89,27 @@ func waitListening(t *testing.T, s *Store, want int) {
 	}
 }
 
-// watchGoroutines counts the goroutines of watches, once their number is
-// at most want (one that Close waited for may still be returning), or
-// after two seconds.
-func watchGoroutines(want ...int) int {
+// goroutines counts the goroutines in the function fn (as a stack names
+// it), once their number is at most want (one that Close waited for may
+// still be returning from fn for a moment), or after two seconds.
+func goroutines(fn string, want ...int) int {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		n := strings.Count(string(buf), "postgres.(*Store).watch(")
+		n := strings.Count(string(buf), fn+"(")
 		if len(want) == 0 || n <= want[0] || time.Now().After(deadline) {
 			return n
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// The functions of Watch's and the notifier's goroutines, for goroutines.
+const (
+	watchFn    = "postgres.(*Store).watch"
+	notifierFn = "postgres.(*notifier).run"
+)
 
 // TestWatchTwoStores is two servers on one database: what one writes,
 // the other's listeners hear, in order, each tenant its own; once a
@@ -323,7 +329,7 @@ func TestNotes(t *testing.T) {
 // closed, and leaves no goroutine.
 func TestWatchEnds(t *testing.T) {
 	dsn := testserver.Postgres(t)
-	before := watchGoroutines()
+	before := goroutines(watchFn)
 	s, err := Open(t.Context(), dsn, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +347,7 @@ func TestWatchEnds(t *testing.T) {
 	cancel()
 	waitListening(t, s, 1)
 	s.Close() // ends the third
-	if n := watchGoroutines(before); n > before {
+	if n := goroutines(watchFn, before); n > before {
 		t.Fatalf("%d watch goroutines after Close, want %d", n, before)
 	}
 	if err := s.Watch(t.Context(), func([]thread.Change) {}); err == nil {
@@ -431,27 +437,11 @@ func TestNoNotify(t *testing.T) {
 	}
 }
 
-// notifierGoroutines counts the goroutines of notifiers, once their
-// number is at most want (a goroutine that Close waited for may still be
-// returning from run for a moment), or after two seconds.
-func notifierGoroutines(want ...int) int {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		n := strings.Count(string(buf), "postgres.(*notifier).run(")
-		if len(want) == 0 || n <= want[0] || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestWatchCloseFlushes: the notifications still queued when a store is
 // closed are sent before Close returns; its notifier is gone after.
 func TestWatchCloseFlushes(t *testing.T) {
 	dsn := testserver.Postgres(t)
-	before := notifierGoroutines()
+	before := goroutines(notifierFn)
 	b := open(t, dsn, nil)
 	ctx := t.Context()
 	var h heard
@@ -473,7 +463,7 @@ func TestWatchCloseFlushes(t *testing.T) {
 		}
 	}
 	a.Close()
-	if n := notifierGoroutines(before); n > before {
+	if n := goroutines(notifierFn, before); n > before {
 		t.Fatalf("%d notifier goroutines after Close, want %d", n, before)
 	}
 	got := h.wait(t, 1+appends, "the writes made before Close")
@@ -489,7 +479,7 @@ func TestWatchCloseFlushes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	if n := notifierGoroutines(before); n > before {
+	if n := goroutines(notifierFn, before); n > before {
 		t.Fatalf("%d notifier goroutines after a reader's Close, want %d", n, before)
 	}
 }
@@ -499,9 +489,7 @@ func TestWatchCloseFlushes(t *testing.T) {
 // in batches, all arrive, each thread's versions in order, none missing,
 // and no gap.
 func TestWatchManyWriters(t *testing.T) {
-	hold := watchHold
-	watchHold = 10 * time.Second // a slow machine must not make a gap
-	t.Cleanup(func() { watchHold = hold })
+	holdLong(t)
 	dsn := testserver.Postgres(t)
 	a, b, l := open(t, dsn, &Options{MaxConns: 8}), open(t, dsn, &Options{MaxConns: 8}), open(t, dsn, nil)
 	ctx := t.Context()
@@ -510,34 +498,13 @@ func TestWatchManyWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	const writers, threads, each = 48, 12, 10
-	dbs := []*thread.DB{thread.New(a, &thread.Options{AppendRetries: 1000}), thread.New(b, &thread.Options{AppendRetries: 1000})}
+	dbs := writingDBs(a, b)
 	for i := range threads {
 		if _, err := dbs[i%2].Create(ctx, thread.CreateOptions{ID: fmt.Sprint("t", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for i := range writers {
-		wg.Go(func() {
-			th, err := dbs[i%2].Thread(ctx, fmt.Sprint("t", i%threads))
-			if err != nil {
-				errs <- err
-				return
-			}
-			for j := range each {
-				if _, err := th.Append(context.Background(), message.User(fmt.Sprint(i, "/", j))); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	appendAtOnce(t, dbs, writers, each, func(i int) string { return fmt.Sprint("t", i%threads) })
 	got := h.wait(t, threads+writers*each, "many writers")
 	last := map[string]int64{}
 	for _, c := range got {
@@ -559,5 +526,53 @@ func TestWatchManyWriters(t *testing.T) {
 		if v := last[fmt.Sprint("t", i)]; v != 1+writers/threads*each {
 			t.Fatalf("thread t%d: heard up to version %d, want %d", i, v, 1+writers/threads*each)
 		}
+	}
+}
+
+// holdLong makes Watch hold a batch that skips a version for 10 s, for
+// the test: a slow machine must not make a gap.
+func holdLong(t *testing.T) {
+	hold := watchHold
+	watchHold = 10 * time.Second
+	t.Cleanup(func() { watchHold = hold })
+}
+
+// writingDBs returns a DB on each store that retries appends long enough
+// for many writers of one thread.
+func writingDBs(stores ...*Store) []*thread.DB {
+	var dbs []*thread.DB
+	for _, s := range stores {
+		dbs = append(dbs, thread.New(s, &thread.Options{AppendRetries: 1000}))
+	}
+	return dbs
+}
+
+// appendAtOnce runs writers goroutines at once, each appending each
+// messages, one by one, to the thread id(i) through dbs[i%len(dbs)], and
+// fails t if any of them fails.
+func appendAtOnce(t *testing.T, dbs []*thread.DB, writers, each int, id func(i int) string) {
+	t.Helper()
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Go(func() {
+			th, err := dbs[i%len(dbs)].Thread(ctx, id(i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			for j := range each {
+				if _, err := th.Append(context.Background(), message.User(fmt.Sprint(i, "/", j))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }

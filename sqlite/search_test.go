@@ -523,3 +523,24 @@ func TestSearchRowidReused(t *testing.T) {
 		t.Errorf("deleted messages found: %v", got)
 	}
 }
+
+// hasWords, which Apply asks instead of building a message's search text,
+// agrees with thread.SearchTokens(thread.SearchText(m)) for every kind of
+// content, so that no commit with words goes unqueued.
+func TestHasWords(t *testing.T) {
+	for _, m := range []message.Message{
+		message.User("words"), message.User(" ,.!? "), message.User(""),
+		message.New(message.RoleAssistant, message.Reasoning{Text: "thinking"}),
+		message.New(message.RoleAssistant, message.Reasoning{Text: "…"}),
+		message.ToolCall("c1", "lookup", "{}"), message.ToolCall("c1", "", `{"q":1}`), message.ToolCall("c1", "", "{}"),
+		message.ToolResult("c1", "found"), message.ToolResult("c1", "[]"),
+		message.New(message.RoleAssistant, message.Error{Message: "oops"}),
+		message.New(message.RoleAssistant, message.Error{Message: "!"}),
+		message.New(message.RoleUser, message.Data{MediaType: "text/plain", Data: []byte("binary words")}),
+		message.New(message.RoleUser, message.Data{MediaType: "text/plain", Data: []byte("x")}, message.Text{Text: "e\u0301"}),
+	} {
+		if got, want := hasWords(m), len(thread.SearchTokens(thread.SearchText(m))) > 0; got != want {
+			t.Errorf("hasWords(%q) = %v, want %v", thread.SearchText(m), got, want)
+		}
+	}
+}

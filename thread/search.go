@@ -242,6 +242,7 @@ func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 		entries = scanSearch(ctx, db.raw, opts)
 	}
 	var hits []SearchHit
+	var c *Commit // the last hit's: a commit's hits come one after another
 	for e, err := range entries {
 		if err != nil {
 			return nil, err
@@ -250,9 +251,10 @@ func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 		if tenant != db.tenant {
 			continue // a store that filters badly must not leak
 		}
-		c, err := db.raw.Commit(ctx, e.Commit)
-		if err != nil {
-			return nil, err
+		if c == nil || c.ID != e.Commit {
+			if c, err = db.raw.Commit(ctx, e.Commit); err != nil {
+				return nil, err
+			}
 		}
 		if e.Index < 0 || e.Index >= len(c.Messages) {
 			return nil, fmt.Errorf("thread: search index names message %d of commit %s, which has %d", e.Index, e.Commit, len(c.Messages))

@@ -1,6 +1,7 @@
 package thread
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -146,5 +147,48 @@ func TestScanSearchPages(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %d hits, want %d; first %q", len(got), len(want), got[:min(5, len(got))])
+	}
+}
+
+// commitCounter counts the commits read from a MemoryStore.
+type commitCounter struct {
+	*MemoryStore
+	reads int
+}
+
+func (s *commitCounter) Commit(ctx context.Context, id string) (*Commit, error) {
+	s.reads++
+	return s.MemoryStore.Commit(ctx, id)
+}
+
+// TestSearchReadsCommitOnce: the hits in one commit read it once.
+func TestSearchReadsCommitOnce(t *testing.T) {
+	ctx := t.Context()
+	s := &commitCounter{MemoryStore: NewMemoryStore()}
+	db := New(s, nil)
+	th, err := db.Create(ctx, CreateOptions{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []message.Message
+	for i := range 10 {
+		msgs = append(msgs, message.User(fmt.Sprint("needle ", i)))
+	}
+	if _, err := th.Append(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := th.Append(ctx, message.User("needle again")); err != nil {
+		t.Fatal(err)
+	}
+	s.reads = 0
+	hits, err := db.Search(ctx, SearchQuery{Text: "needle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) != 11 || hits[0].Message.Text() != "needle again" || hits[1].Message.Text() != "needle 9" || hits[10].Message.Text() != "needle 0" {
+		t.Fatalf("%d hits: %+v", len(hits), hits)
+	}
+	if s.reads != 2 {
+		t.Errorf("%d commits read for hits in 2", s.reads)
 	}
 }
