@@ -181,3 +181,33 @@ func BenchmarkSearchAfterAppends(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSearchOneCommit searches a thread made of one commit of 1,000
+// messages that all hold the word, as an imported thread is: a page of 20
+// hits all in that commit.
+func BenchmarkSearchOneCommit(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(b.TempDir(), "one.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	db := thread.New(s, nil)
+	th, err := db.Create(ctx, thread.CreateOptions{ID: "imported"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := make([]message.Message, 1000)
+	for i := range msgs {
+		msgs[i] = message.User(fmt.Sprintf("needle number %d in a long imported thread of prose", i))
+	}
+	if _, err := th.Append(ctx, msgs...); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		h, err := db.Search(ctx, thread.SearchQuery{Text: "needle", Limit: 20})
+		if err != nil || len(h) != 20 {
+			b.Fatal(len(h), err)
+		}
+	}
+}
