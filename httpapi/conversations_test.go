@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"net/http"
@@ -21,46 +20,9 @@ func isConversationRoute(pattern string) bool {
 	return strings.HasPrefix(path, "/v1/conversations")
 }
 
-type convEvent struct {
-	name string
-	data conversationEvent
-}
-
-// events reads the SSE stream of path into a channel.
-func convEvents(t *testing.T, url, key string) (<-chan convEvent, func()) {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("events: %s %s", resp.Status, resp.Header.Get("Content-Type"))
-	}
-	ch := make(chan convEvent, 1000)
-	go func() {
-		defer close(ch)
-		sc := bufio.NewScanner(resp.Body)
-		var ev convEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.data)
-			case line == "" && ev.name != "":
-				ch <- ev
-				ev = convEvent{}
-			}
-		}
-	}()
-	return ch, func() { resp.Body.Close() }
-}
-
-func nextEvent(t *testing.T, ch <-chan convEvent, name string) convEvent {
+// nextEvent returns the data of the next event of ch named name, skipping
+// the others.
+func nextEvent(t *testing.T, ch <-chan sseEvent, name string) conversationEvent {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
@@ -69,9 +31,14 @@ func nextEvent(t *testing.T, ch <-chan convEvent, name string) convEvent {
 			if !ok {
 				t.Fatalf("the stream ended before %q", name)
 			}
-			if ev.name == name {
-				return ev
+			if ev.name != name {
+				continue
 			}
+			var data conversationEvent
+			if err := json.Unmarshal(ev.data, &data); err != nil {
+				t.Fatalf("event %s: %v", name, err)
+			}
+			return data
 		case <-timeout:
 			t.Fatalf("no %q event", name)
 		}
@@ -109,16 +76,16 @@ func TestConversationRoutes(t *testing.T) {
 	if resp, _ := post(t, ts.URL+"/v1/conversations", keyA, map[string]string{"id": "c1"}); resp.StatusCode != 409 {
 		t.Fatalf("create twice: %s", resp.Status)
 	}
-	evs, stop := convEvents(t, ts.URL+"/v1/conversations/c1/events", keyA)
+	evs, stop := streamEvents(t, ts.URL+"/v1/conversations/c1/events", keyA, "")
 	defer stop()
-	if ev := nextEvent(t, evs, "state"); ev.data.Status.Kind != conversation.Stopped || ev.data.Mode.Kind != conversation.ModeNormal {
+	if ev := nextEvent(t, evs, "state"); ev.Status.Kind != conversation.Stopped || ev.Mode.Kind != conversation.ModeNormal {
 		t.Fatalf("first event %+v", ev)
 	}
 	if resp, body := post(t, ts.URL+"/v1/conversations/c1/commands", keyA, map[string]any{"command": "send", "text": "hi"}); resp.StatusCode != 200 {
 		t.Fatalf("send: %s %s", resp.Status, body)
 	}
 	nextEvent(t, evs, "content")
-	if ev := nextEvent(t, evs, "stopped"); ev.data.Status != (conversation.Status{Kind: conversation.Stopped, Reason: conversation.EndTurn}) {
+	if ev := nextEvent(t, evs, "stopped"); ev.Status != (conversation.Status{Kind: conversation.Stopped, Reason: conversation.EndTurn}) {
 		t.Fatalf("stopped: %+v", ev)
 	}
 	var got conversationJSON
@@ -135,7 +102,7 @@ func TestConversationRoutes(t *testing.T) {
 	if resp, _ := post(t, ts.URL+"/v1/conversations/c1/commands", keyA, map[string]any{"command": "abort"}); resp.StatusCode != 200 {
 		t.Fatalf("abort: %s", resp.Status)
 	}
-	if ev := nextEvent(t, evs, "stopped"); ev.data.Status.Reason != conversation.Aborted {
+	if ev := nextEvent(t, evs, "stopped"); ev.Status.Reason != conversation.Aborted {
 		t.Fatalf("after abort: %+v", ev)
 	}
 	for _, bad := range []map[string]any{{"command": "dance"}, {"command": "send"}, {"command": "send", "text": "x", "extra": 1}} {
@@ -154,7 +121,7 @@ func TestConversationRoutes(t *testing.T) {
 	if resp, body := post(t, ts.URL+"/v1/conversations/"+forked.Fork+"/commands", keyA, map[string]any{"command": "continue"}); resp.StatusCode != 200 {
 		t.Fatalf("continue the fork: %s %s", resp.Status, body)
 	}
-	fevs, fstop := convEvents(t, ts.URL+"/v1/conversations/"+forked.Fork+"/events", keyA)
+	fevs, fstop := streamEvents(t, ts.URL+"/v1/conversations/"+forked.Fork+"/events", keyA, "")
 	defer fstop()
 	nextEvent(t, fevs, "state")
 	for {

@@ -2,13 +2,10 @@ package httpapi
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/thread"
@@ -19,9 +16,7 @@ import (
 // turn the message begins runs in the incoming trace, under the command's
 // request, with its stream and its store operations under it.
 func TestConversationSpans(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { tp.Shutdown(t.Context()) })
+	tp, exp := recordSpans(t)
 	db := thread.New(thread.NewMemoryStore(), &thread.Options{TracerProvider: tp})
 	s := newServer(t, Options{DB: db, Chat: scripted.New(scripted.Text("Hello over HTTP.")), TracerProvider: tp})
 	t.Cleanup(func() { s.Close() })
@@ -46,19 +41,7 @@ func TestConversationSpans(t *testing.T) {
 		}
 	}
 
-	byID := map[trace.SpanID]tracetest.SpanStub{}
-	for _, sp := range spans {
-		if got := sp.SpanContext.TraceID().String(); got != traceID {
-			t.Errorf("span %q in trace %s, want the incoming %s", sp.Name, got, traceID)
-		}
-		byID[sp.SpanContext.SpanID()] = sp
-	}
-	parentOf := func(sp tracetest.SpanStub) string {
-		if p, ok := byID[sp.Parent.SpanID()]; ok {
-			return p.Name
-		}
-		return "remote " + sp.Parent.SpanID().String()
-	}
+	parentOf := spanTree(t, spans, traceID)
 	count := map[string]int{}
 	for _, sp := range spans {
 		count[sp.Name]++
@@ -97,21 +80,4 @@ func ended(spans tracetest.SpanStubs, name string) bool {
 		}
 	}
 	return false
-}
-
-func spanNames(spans tracetest.SpanStubs) string {
-	var all []string
-	for _, sp := range spans {
-		all = append(all, sp.Name)
-	}
-	return strings.Join(all, ", ")
-}
-
-func attr(sp tracetest.SpanStub, key string) any {
-	for _, kv := range sp.Attributes {
-		if string(kv.Key) == key {
-			return kv.Value.AsInterface()
-		}
-	}
-	return nil
 }

@@ -181,7 +181,7 @@ func sendChange(sse *sseWriter, id string, c thread.Change) error {
 // id; a client that reconnects with Last-Event-ID: N gets the moves after
 // version N from the history first.
 func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
-	th, err := s.thread(r)
+	id, err := threadID(r)
 	if err != nil {
 		return err
 	}
@@ -193,18 +193,18 @@ func (s *Server) threadEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	id := th.ID()
 	f, release, err := s.subscribe(ctx, r, s.tenantDB(r), func(c thread.Change) bool { return c.Thread == id })
 	if err != nil {
 		return err
 	}
 	defer release()
-	// Listening: what the thread is now is what the history below ends at.
-	if err := th.Refresh(r.Context()); err != nil {
+	// Opened once listening: what the thread is now is what the history
+	// below ends at, and a move made in between is in both, which the
+	// version check below sends once.
+	th, err := s.thread(r)
+	if err != nil {
 		return err
 	}
-	// Listening before reading the history: a move made in between is in
-	// both, and the version check below sends it once.
 	var replay []thread.Change
 	gap := false
 	if now := th.Version(); last > now {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -17,53 +16,19 @@ type feedEvent struct {
 	change   thread.Change
 }
 
-// feedEvents reads the SSE stream at url into a channel; lastID, when not
-// "", is sent as Last-Event-ID.
-func feedEvents(t *testing.T, url, key, lastID string) (<-chan feedEvent, func()) {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("events: %s %s", resp.Status, resp.Header.Get("Content-Type"))
-	}
-	ch := make(chan feedEvent, 1000)
-	go func() {
-		defer close(ch)
-		sc := bufio.NewScanner(resp.Body)
-		var ev feedEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				ev.id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "event: "):
-				ev.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.change)
-			case line == "" && ev.name != "":
-				ch <- ev
-				ev = feedEvent{}
-			}
-		}
-	}()
-	return ch, func() { resp.Body.Close() }
-}
-
-func nextChange(t *testing.T, ch <-chan feedEvent) feedEvent {
+// nextChange returns the next event of a change feed.
+func nextChange(t *testing.T, ch <-chan sseEvent) feedEvent {
 	t.Helper()
 	select {
 	case ev, ok := <-ch:
 		if !ok {
 			t.Fatal("the stream ended")
 		}
-		return ev
+		out := feedEvent{id: ev.id, name: ev.name}
+		if err := json.Unmarshal(ev.data, &out.change); err != nil {
+			t.Fatalf("event %s: %v", ev.name, err)
+		}
+		return out
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event")
 	}
@@ -84,11 +49,11 @@ func TestFeedRoutes(t *testing.T) {
 	h := s
 	must(t, h, req{method: "POST", path: "/v1/threads", key: keyA, body: map[string]any{"id": "f1"}}, 201, nil)
 
-	one, stopOne := feedEvents(t, ts.URL+"/v1/threads/f1/events", keyA, "")
+	one, stopOne := streamEvents(t, ts.URL+"/v1/threads/f1/events", keyA, "")
 	defer stopOne()
-	all, stopAll := feedEvents(t, ts.URL+"/v1/events", keyA, "")
+	all, stopAll := streamEvents(t, ts.URL+"/v1/events", keyA, "")
 	defer stopAll()
-	other, stopOther := feedEvents(t, ts.URL+"/v1/events", keyB, "")
+	other, stopOther := streamEvents(t, ts.URL+"/v1/events", keyB, "")
 	defer stopOther()
 
 	must(t, h, req{method: "POST", path: "/v1/threads/f1/messages", key: keyA, body: map[string]any{"messages": []any{map[string]any{"role": "user", "contents": []any{map[string]any{"type": "text", "text": "hello"}}}}}}, 201, nil)
@@ -110,7 +75,7 @@ func TestFeedRoutes(t *testing.T) {
 	}
 
 	// Resumed after version 2: versions 3 and 4 from the history.
-	again, stopAgain := feedEvents(t, ts.URL+"/v1/threads/f1/events", keyA, "2")
+	again, stopAgain := streamEvents(t, ts.URL+"/v1/threads/f1/events", keyA, "2")
 	defer stopAgain()
 	for _, v := range []int64{3, 4} {
 		if ev := nextChange(t, again); ev.change.Version != v || ev.change.Kind != thread.ChangeMove {
@@ -118,7 +83,7 @@ func TestFeedRoutes(t *testing.T) {
 		}
 	}
 	// The tenant feed resumed from its first event: both moves again, in order.
-	allAgain, stopAllAgain := feedEvents(t, ts.URL+"/v1/events", keyA, tenantID)
+	allAgain, stopAllAgain := streamEvents(t, ts.URL+"/v1/events", keyA, tenantID)
 	defer stopAllAgain()
 	// It starts a few seconds early (a late commit may carry an earlier
 	// time), so the create may come again; in order, each once.
@@ -132,7 +97,7 @@ func TestFeedRoutes(t *testing.T) {
 	}
 	// A Last-Event-ID past the thread's version (a thread of the same id,
 	// deleted since) is a gap, and the feed goes on from the head.
-	past, stopPast := feedEvents(t, ts.URL+"/v1/threads/f1/events", keyA, "99")
+	past, stopPast := streamEvents(t, ts.URL+"/v1/threads/f1/events", keyA, "99")
 	defer stopPast()
 	if ev := nextChange(t, past); ev.name != "gap" || ev.id != "4" {
 		t.Fatalf("resumed past the head: %+v", ev)
@@ -149,7 +114,7 @@ func TestFeedRoutes(t *testing.T) {
 	// A tenant holds at most maxFeeds feeds (b has one open).
 	var stops []func()
 	for range maxFeeds - 1 {
-		_, stop := feedEvents(t, ts.URL+"/v1/events", keyB, "")
+		_, stop := streamEvents(t, ts.URL+"/v1/events", keyB, "")
 		stops = append(stops, stop)
 	}
 	wantError(t, h, req{method: "GET", path: "/v1/events", key: keyB}, http.StatusTooManyRequests, "too_many_feeds")
@@ -182,7 +147,7 @@ func TestFeedRoutes(t *testing.T) {
 	}
 }
 
-func drain(ch <-chan feedEvent) <-chan struct{} {
+func drain(ch <-chan sseEvent) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		for range ch {

@@ -145,17 +145,20 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 // duration's observation (shown to scrapers that negotiate OpenMetrics).
 func (m *Metrics) ObserveRequest(ctx context.Context, route, method string, status int, d time.Duration) {
 	method = normalMethod(method)
-	k := requestKey{route, method, status}
-	c, ok := m.reqChildren.Load(k)
+	child(&m.reqChildren, requestKey{route, method, status}, func() prometheus.Counter {
+		return m.requests.WithLabelValues(route, method, statusText(status))
+	}).Inc()
+	observe(ctx, child(&m.durChildren, route, func() prometheus.Observer { return m.durations.WithLabelValues(route) }), d)
+}
+
+// child returns the child of a metric vector that cache holds for key,
+// made by mk the first time.
+func child[K comparable, T any](cache *sync.Map, key K, mk func() T) T {
+	c, ok := cache.Load(key)
 	if !ok {
-		c, _ = m.reqChildren.LoadOrStore(k, m.requests.WithLabelValues(route, method, statusText(status)))
+		c, _ = cache.LoadOrStore(key, mk())
 	}
-	c.(prometheus.Counter).Inc()
-	o, ok := m.durChildren.Load(route)
-	if !ok {
-		o, _ = m.durChildren.LoadOrStore(route, m.durations.WithLabelValues(route))
-	}
-	observe(ctx, o.(prometheus.Observer), d)
+	return c.(T)
 }
 
 // observe observes d on o, with the trace id of ctx's span as the exemplar
@@ -172,11 +175,7 @@ func observe(ctx context.Context, o prometheus.Observer, d time.Duration) {
 
 // StoreOp counts one thread operation, such as "append" or "fork".
 func (m *Metrics) StoreOp(op string) {
-	c, ok := m.opChildren.Load(op)
-	if !ok {
-		c, _ = m.opChildren.LoadOrStore(op, m.ops.WithLabelValues(op))
-	}
-	c.(prometheus.Counter).Inc()
+	child(&m.opChildren, op, func() prometheus.Counter { return m.ops.WithLabelValues(op) }).Inc()
 }
 
 // StoreOpSince counts one thread operation, such as "append", that began
@@ -185,11 +184,7 @@ func (m *Metrics) StoreOp(op string) {
 func (m *Metrics) StoreOpSince(op string, start time.Time) {
 	d := time.Since(start)
 	m.StoreOp(op)
-	o, ok := m.opDurChildren.Load(op)
-	if !ok {
-		o, _ = m.opDurChildren.LoadOrStore(op, m.opDurations.WithLabelValues(op))
-	}
-	o.(prometheus.Observer).Observe(d.Seconds())
+	child(&m.opDurChildren, op, func() prometheus.Observer { return m.opDurations.WithLabelValues(op) }).Observe(d.Seconds())
 }
 
 // Conflict counts one write that lost a compare-and-swap (thread.ErrConflict).

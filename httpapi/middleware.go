@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -50,8 +49,9 @@ func RequestID(ctx context.Context) string {
 // chain wraps h in the middleware, outermost first: request id, logging
 // and metrics with panic recovery, CORS, the body limit, and (when
 // authenticate) the API key check. With outerRoute, the route of the logs
-// and metrics is the pattern of the mux that calls the chain (for
-// Protect); otherwise the route table's pattern.
+// and metrics is r.Pattern as the chain gets it: that of the mux that
+// calls the chain (Protect), or of the server's own mux (routed);
+// otherwise the chain matches r against the server's mux itself.
 func (s *Server) chain(h http.Handler, authenticate, outerRoute bool) http.Handler {
 	if authenticate {
 		h = s.authenticate(h)
@@ -262,24 +262,18 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) []otel
 }
 
 // traced wraps h, outermost, in a span per request when the server traces
-// (Options.TracerProvider). The span is named by the route: the pattern
-// of the server's mux, or with outerRoute (Protect) that of the mux that
-// calls h; a request that matches no route is "<METHOD> unmatched".
-func (s *Server) traced(h http.Handler, outerRoute bool) http.Handler {
+// (Options.TracerProvider). The route is r.Pattern as h gets it: that of
+// the mux that calls h (Protect), or of the server's own mux (routed).
+// It names the span, and otelhttp sets it as http.route; a request that
+// matches no route is "<METHOD> unmatched".
+func (s *Server) traced(h http.Handler) http.Handler {
 	if s.tracing == nil {
 		return h
-	}
-	route := func(r *http.Request) string {
-		if outerRoute {
-			return r.Pattern
-		}
-		_, p := s.mux.Handler(r)
-		return p
 	}
 	// The method is the client's to choose: an unknown one is OTHER, as in
 	// the metrics, so that span names stay few.
 	name := func(_ string, r *http.Request) string {
-		switch rt := route(r); {
+		switch rt := r.Pattern; {
 		case rt == "":
 			return normalMethod(r.Method) + " unmatched"
 		case strings.Contains(rt, " "):
@@ -288,15 +282,18 @@ func (s *Server) traced(h http.Handler, outerRoute bool) http.Handler {
 			return normalMethod(r.Method) + " " + rt
 		}
 	}
-	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rt := route(r); rt != "" {
-			_, path, _ := strings.Cut(rt, " ")
-			if path == "" {
-				path = rt
-			}
-			trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("http.route", path))
-		}
-		h.ServeHTTP(w, r)
+	return otelhttp.NewHandler(h, "http", append(s.tracing, otelhttp.WithSpanNameFormatter(name))...)
+}
+
+// routed sets r.Pattern, on a copy of r, to the pattern of the server's
+// mux that r matches ("" for none) before h runs: a traced request is
+// matched once, for its span (traced) and the chain below it (built with
+// outerRoute), before the mux serves it.
+func (s *Server) routed(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := new(http.Request)
+		*r2 = *r
+		_, r2.Pattern = s.mux.Handler(r)
+		h.ServeHTTP(w, r2)
 	})
-	return otelhttp.NewHandler(inner, "http", append(s.tracing, otelhttp.WithSpanNameFormatter(name))...)
 }

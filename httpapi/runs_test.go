@@ -38,15 +38,14 @@ func weatherScript() *scripted.Client {
 
 // sseEvent is one parsed Server-Sent Event.
 type sseEvent struct {
-	name string
-	data json.RawMessage
+	id, name string
+	data     json.RawMessage
 }
 
-// readEvents parses an event stream until it ends, or until stop returns
-// true for an event.
-func readEvents(t *testing.T, r io.Reader, stop func(sseEvent) bool) []sseEvent {
-	t.Helper()
-	var out []sseEvent
+// scanEvents parses an event stream, handing each event to each until it
+// returns false or the stream ends. It fails on an event whose data is not
+// JSON and on a line that belongs to no event.
+func scanEvents(r io.Reader, each func(sseEvent) bool) error {
 	var cur sseEvent
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
@@ -58,23 +57,70 @@ func readEvents(t *testing.T, r io.Reader, stop func(sseEvent) bool) []sseEvent 
 				continue
 			}
 			if !json.Valid(cur.data) {
-				t.Fatalf("event %s: data is not JSON: %s", cur.name, cur.data)
+				return fmt.Errorf("event %s: data is not JSON: %s", cur.name, cur.data)
 			}
-			out = append(out, cur)
-			if stop != nil && stop(cur) {
-				return out
+			if !each(cur) {
+				return nil
 			}
 			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = strings.TrimPrefix(line, "id: ")
 		case strings.HasPrefix(line, "event: "):
 			cur.name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
 			cur.data = json.RawMessage(strings.TrimPrefix(line, "data: "))
 		case strings.HasPrefix(line, ":"): // a comment: the heartbeat
 		default:
-			t.Fatalf("unexpected line %q", line)
+			return fmt.Errorf("unexpected line %q", line)
 		}
 	}
+	return nil
+}
+
+// readEvents parses an event stream until it ends, or until stop returns
+// true for an event.
+func readEvents(t *testing.T, r io.Reader, stop func(sseEvent) bool) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	err := scanEvents(r, func(ev sseEvent) bool {
+		out = append(out, ev)
+		return stop == nil || !stop(ev)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return out
+}
+
+// streamEvents opens the event stream at url with key, and lastID (when
+// not "") as Last-Event-ID, and reads its events into a channel. The
+// channel is closed when the stream ends, or at a line that is not of an
+// event; stop closes the stream.
+func streamEvents(t *testing.T, url, key, lastID string) (<-chan sseEvent, func()) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		resp.Body.Close()
+		t.Fatalf("events: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	ch := make(chan sseEvent, 1000)
+	go func() {
+		defer close(ch)
+		scanEvents(resp.Body, func(ev sseEvent) bool {
+			ch <- ev
+			return true
+		})
+	}()
+	return ch, func() { resp.Body.Close() }
 }
 
 // TestRunJSON checks a run answered as JSON: the result, and the thread's

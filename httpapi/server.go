@@ -222,12 +222,17 @@ func New(opts Options) *Server {
 			s.publicPaths[path] = true
 		}
 	}
-	s.api = s.chain(http.HandlerFunc(s.dispatch), true, false)
-	s.public = s.chain(http.HandlerFunc(s.dispatch), false, false)
-	if opts.TracerProvider != nil {
+	// A span is named by its route before the chain runs: a traced request
+	// is matched once, by routed, and the chain reads the route it found.
+	traced := opts.TracerProvider != nil
+	if traced {
 		s.tp = opts.TracerProvider
 		s.tracing = tracing(opts.TracerProvider, opts.Propagator)
-		s.api, s.public = s.traced(s.api, false), s.traced(s.public, false)
+	}
+	s.api = s.chain(http.HandlerFunc(s.dispatch), true, traced)
+	s.public = s.chain(http.HandlerFunc(s.dispatch), false, traced)
+	if traced {
+		s.api, s.public = s.routed(s.traced(s.api)), s.routed(s.traced(s.public))
 	}
 	return s
 }
@@ -247,7 +252,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // tenant with auth.Tenant(r.Context()). The route in logs and metrics is the
 // pattern of the mux that calls the result, such as "/mcp".
 func (s *Server) Protect(h http.Handler) http.Handler {
-	return s.traced(s.chain(h, true, true), true)
+	return s.traced(s.chain(h, true, true))
 }
 
 // Metrics returns the server's metrics, for handlers mounted beside it to
@@ -271,8 +276,8 @@ func (s *Server) endpoint(rt route) http.Handler {
 // with the JSON error shape (404, or 405 with an Allow header) rather than
 // the mux's plain text.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
-	// observe has matched r against the mux already: its route is the
-	// pattern, "" when none matched.
+	// The chain has matched r against the mux already (observe, or routed
+	// for a traced request): its route is the pattern, "" when none matched.
 	var pattern string
 	if info := infoOf(r.Context()); info != nil {
 		pattern = info.route

@@ -605,8 +605,14 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.StoreOp("checkpoints")
+	return writeCheckpoints(w, th.Checkpoints(r.Context()))
+}
+
+// writeCheckpoints answers with the checkpoints of cps, of a thread or a
+// workflow.
+func writeCheckpoints(w http.ResponseWriter, cps iter.Seq2[thread.Checkpoint, error]) error {
 	resp := checkpointsResponse{Checkpoints: []checkpointJSON{}}
-	for cp, err := range th.Checkpoints(r.Context()) {
+	for cp, err := range cps {
 		if err != nil {
 			return err
 		}

@@ -1,11 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
+	"github.com/google/go-cmp/cmp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -19,9 +20,7 @@ import (
 // span tree: request → run → model calls, tool call and store operations,
 // with the GenAI attributes, all in the incoming trace.
 func TestRunSpans(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { tp.Shutdown(t.Context()) })
+	tp, exp := recordSpans(t)
 	db := thread.New(thread.NewMemoryStore(), &thread.Options{TracerProvider: tp})
 	ag := agent.New(weatherScript(), &agent.Options{Name: "weatherbot", Model: "test-model", Tools: []agent.Tool{weatherTool()}, TracerProvider: tp})
 	s := newServer(t, Options{DB: db, Agent: ag, TracerProvider: tp})
@@ -37,13 +36,7 @@ func TestRunSpans(t *testing.T) {
 		header: map[string]string{"traceparent": "00-" + traceID + "-" + parent + "-01"}}, http.StatusOK, &res)
 
 	spans := exp.GetSpans()
-	byID := map[trace.SpanID]tracetest.SpanStub{}
-	for _, sp := range spans {
-		if got := sp.SpanContext.TraceID().String(); got != traceID {
-			t.Errorf("span %q in trace %s, want the incoming %s", sp.Name, got, traceID)
-		}
-		byID[sp.SpanContext.SpanID()] = sp
-	}
+	parentOf := spanTree(t, spans, traceID)
 	named := func(name string) []tracetest.SpanStub {
 		var out []tracetest.SpanStub
 		for _, sp := range spans {
@@ -57,34 +50,15 @@ func TestRunSpans(t *testing.T) {
 		t.Helper()
 		got := named(name)
 		if len(got) != 1 {
-			var all []string
-			for _, sp := range spans {
-				all = append(all, sp.Name)
-			}
-			t.Fatalf("%d spans %q, want 1; spans: %s", len(got), name, strings.Join(all, ", "))
+			t.Fatalf("%d spans %q, want 1; spans: %s", len(got), name, spanNames(spans))
 		}
 		return got[0]
 	}
-	parentOf := func(sp tracetest.SpanStub) string {
-		if p, ok := byID[sp.Parent.SpanID()]; ok {
-			return p.Name
-		}
-		return "remote " + sp.Parent.SpanID().String()
-	}
-	attrs := func(sp tracetest.SpanStub) map[attribute.Key]attribute.Value {
-		m := map[attribute.Key]attribute.Value{}
-		for _, kv := range sp.Attributes {
-			m[kv.Key] = kv.Value
-		}
-		return m
-	}
 	wantAttrs := func(sp tracetest.SpanStub, want map[string]any) {
 		t.Helper()
-		got := attrs(sp)
 		for k, v := range want {
-			g, ok := got[attribute.Key(k)]
-			if !ok || g.AsInterface() != v {
-				t.Errorf("span %q: %s = %v, want %v", sp.Name, k, g.AsInterface(), v)
+			if got := attr(sp, k); got != v {
+				t.Errorf("span %q: %s = %v, want %v", sp.Name, k, got, v)
 			}
 		}
 	}
@@ -139,4 +113,84 @@ func TestRunSpans(t *testing.T) {
 	if n := len(named("thread.commit")); n != 3 {
 		t.Errorf("%d commits, want 3 (input, tools, answer)", n)
 	}
+}
+
+// TestRouteSpans checks the names and http.route of request spans: a
+// route of the server's, a handler mounted with Protect (the pattern of
+// the mux that calls it), and a request that matches no route.
+func TestRouteSpans(t *testing.T) {
+	tp, exp := recordSpans(t)
+	s := newServer(t, Options{TracerProvider: tp})
+	mux := http.NewServeMux()
+	mux.Handle("/hook", s.Protect(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	mux.Handle("/", s)
+	do(t, mux, req{method: "GET", path: "/v1/threads"})
+	do(t, mux, req{method: "POST", path: "/hook"})
+	do(t, mux, req{method: "GET", path: "/v1/nowhere"})
+	got := map[string]any{}
+	var listed string // the trace of GET /v1/threads
+	for _, sp := range exp.GetSpans() {
+		got[sp.Name] = attr(sp, "http.route")
+		if sp.Name == "GET /v1/threads" {
+			listed = sp.SpanContext.TraceID().String()
+		}
+	}
+	want := map[string]any{"GET /v1/threads": "/v1/threads", "POST /hook": "/hook", "GET unmatched": nil}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("spans' http.route (-want +got):\n%s", diff)
+	}
+	// The request's span is the exemplar of its duration.
+	w := do(t, s, req{method: "GET", path: "/metrics", header: map[string]string{"Accept": "application/openmetrics-text; version=1.0.0"}})
+	if !strings.Contains(w.Body.String(), `loom_http_request_duration_seconds_bucket{route="GET /v1/threads",le="0.0005"}`) ||
+		!strings.Contains(w.Body.String(), `# {trace_id="`+listed+`"}`) {
+		t.Errorf("no exemplar of trace %s:\n%s", listed, grepLines(w.Body.String(), "GET /v1/threads"))
+	}
+}
+
+// recordSpans returns a tracer provider that records every span, as it
+// ends, in exp.
+func recordSpans(tb testing.TB) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	tb.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tb.Cleanup(func() { tp.Shutdown(context.Background()) })
+	return tp, exp
+}
+
+// spanTree checks that every span is in the trace traceID, and returns
+// parentOf, which names a span's parent: the parent's name, or "remote
+// <span id>" for a parent outside spans.
+func spanTree(t *testing.T, spans tracetest.SpanStubs, traceID string) (parentOf func(tracetest.SpanStub) string) {
+	t.Helper()
+	byID := map[trace.SpanID]tracetest.SpanStub{}
+	for _, sp := range spans {
+		if got := sp.SpanContext.TraceID().String(); got != traceID {
+			t.Errorf("span %q in trace %s, want the incoming %s", sp.Name, got, traceID)
+		}
+		byID[sp.SpanContext.SpanID()] = sp
+	}
+	return func(sp tracetest.SpanStub) string {
+		if p, ok := byID[sp.Parent.SpanID()]; ok {
+			return p.Name
+		}
+		return "remote " + sp.Parent.SpanID().String()
+	}
+}
+
+func spanNames(spans tracetest.SpanStubs) string {
+	var all []string
+	for _, sp := range spans {
+		all = append(all, sp.Name)
+	}
+	return strings.Join(all, ", ")
+}
+
+// attr returns the value of sp's attribute key, nil when it has none.
+func attr(sp tracetest.SpanStub, key string) any {
+	for _, kv := range sp.Attributes {
+		if string(kv.Key) == key {
+			return kv.Value.AsInterface()
+		}
+	}
+	return nil
 }

@@ -130,15 +130,7 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ex, err := wf.Execution(r.Context(), v)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, struct {
-		workflowJSON
-		Execution *workflow.Execution `json:"execution"`
-	}{workflowOf(wf, ex), ex})
-	return nil
+	return s.answerWorkflow(w, r, http.StatusOK, wf, v)
 }
 
 // deleteWorkflow: DELETE /v1/workflows/{id}
@@ -171,15 +163,7 @@ func (s *Server) workflowCheckpoints(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	resp := checkpointsResponse{Checkpoints: []checkpointJSON{}}
-	for cp, err := range wf.Checkpoints(r.Context()) {
-		if err != nil {
-			return err
-		}
-		resp.Checkpoints = append(resp.Checkpoints, checkpointOf(cp))
-	}
-	writeJSON(w, http.StatusOK, resp)
-	return nil
+	return writeCheckpoints(w, wf.Checkpoints(r.Context()))
 }
 
 // checkpointWorkflow: POST /v1/workflows/{id}/checkpoints {name}
@@ -218,7 +202,7 @@ func (s *Server) restoreWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err := wf.Restore(write(r), p); err != nil {
 		return err
 	}
-	return s.answerWorkflow(w, r, http.StatusOK, wf)
+	return s.answerWorkflow(w, r, http.StatusOK, wf, 0)
 }
 
 // forkWorkflow: POST /v1/workflows/{id}/fork {checkpoint|version, id, title, labels}
@@ -240,7 +224,7 @@ func (s *Server) forkWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", workflowLocation(f.ID()))
-	return s.answerWorkflow(w, r, http.StatusCreated, f)
+	return s.answerWorkflow(w, r, http.StatusCreated, f, 0)
 }
 
 // workflowInput: POST /v1/workflows/{id}/input {step, input} — the input a
@@ -260,7 +244,7 @@ func (s *Server) workflowInput(w http.ResponseWriter, r *http.Request) error {
 	if err := wf.Provide(write(r), req.Step, req.Input); err != nil {
 		return err
 	}
-	return s.answerWorkflow(w, r, http.StatusOK, wf)
+	return s.answerWorkflow(w, r, http.StatusOK, wf, 0)
 }
 
 // workflowAt: GET /v1/workflows/{id}/at?checkpoint=|version=&last= — the
@@ -295,9 +279,10 @@ func (s *Server) workflowAt(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// answerWorkflow answers with the workflow and its execution state now.
-func (s *Server) answerWorkflow(w http.ResponseWriter, r *http.Request, status int, wf *workflow.Workflow) error {
-	ex, err := wf.Execution(r.Context(), 0)
+// answerWorkflow answers with the workflow and its execution state at
+// version (0: now).
+func (s *Server) answerWorkflow(w http.ResponseWriter, r *http.Request, status int, wf *workflow.Workflow, version int64) error {
+	ex, err := wf.Execution(r.Context(), version)
 	if err != nil {
 		return err
 	}
