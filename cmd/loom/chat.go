@@ -58,7 +58,7 @@ func chatClient(provider, model string, f foundryFlags, tp trace.TracerProvider)
 }
 
 // demoModel is the scripted provider's model in chat: it says back what it
-// was told, and compacts when asked to.
+// was told (echo, as loom serve's), and compacts when asked to.
 func demoModel(ctx context.Context, r scripted.Request) (*agent.ChatResponse, error) {
 	var said []string
 	for _, m := range r.Messages {
@@ -66,16 +66,12 @@ func demoModel(ctx context.Context, r scripted.Request) (*agent.ChatResponse, er
 			said = append(said, m.Text())
 		}
 	}
-	last := ""
-	if len(said) > 0 {
-		last = said[len(said)-1]
+	if len(said) == 0 || !strings.HasPrefix(said[len(said)-1], "Call the compact tool") {
+		return echo(ctx, r)
 	}
-	if strings.HasPrefix(last, "Call the compact tool") {
-		args, _ := json.Marshal(map[string]string{"summary": "The user said: " + strings.Join(said[:len(said)-1], " / ")})
-		m := message.New(message.RoleAssistant, message.FunctionCall{CallID: message.NewID(), Name: conversation.ToolCompact, Arguments: string(args)})
-		return &agent.ChatResponse{Messages: []message.Message{m}, FinishReason: agent.FinishToolCalls}, nil
-	}
-	return &agent.ChatResponse{Messages: []message.Message{message.Assistant("You said: " + last)}, FinishReason: agent.FinishStop}, nil
+	args, _ := json.Marshal(map[string]string{"summary": "The user said: " + strings.Join(said[:len(said)-1], " / ")})
+	m := message.New(message.RoleAssistant, message.FunctionCall{CallID: message.NewID(), Name: conversation.ToolCompact, Arguments: string(args)})
+	return &agent.ChatResponse{Messages: []message.Message{m}, FinishReason: agent.FinishToolCalls}, nil
 }
 
 // slowStream streams a scripted client's answers a few runes at a time,

@@ -65,7 +65,11 @@ var (
 func (m *chatModel) Init() tea.Cmd { return textinput.Blink }
 
 func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	// The conversation is rendered again when it may have changed, or the
+	// screen did; not for each key typed or blink of the cursor.
+	redraw := true
 	switch msg := msg.(type) {
+	case changed:
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 		m.view.Width, m.view.Height = msg.Width, max(msg.Height-4, 3)
@@ -105,12 +109,16 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 				m.note = "error: " + err.Error()
 			}
 		default:
-			m.armed = false
+			m.armed, redraw = false, false
 		}
+	default:
+		redraw = false
 	}
 	var cmd tea.Cmd
 	m.input, cmd = m.input.Update(msg)
-	m.refresh()
+	if redraw {
+		m.refresh()
+	}
 	return m, cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,48 +28,75 @@ func (e *Env) Run(ctx context.Context, args []string) error {
 // goStyleFlags rewrites the single-dash long flags that loom took when it
 // parsed with package flag (-json, -limit 5, -store=URL, -help, -version)
 // as pflag reads them (--json, …), up to "--"; pflag would read -json as
-// the shorthands j, s, o and n. A word that is the value of the flag before
-// it (--title -json) stays as it is.
+// the shorthands j, s, o and n. Each flag is looked up on the command the
+// words before it name, as cobra finds it (the root's bool -version is not
+// threads show's -version V). A word that is the value of the flag before
+// it (--title -json) stays as it is, and so does a cluster of the
+// command's shorthands (-oFILE).
 func goStyleFlags(root *cobra.Command, args []string) []string {
-	// takesValue holds every long flag of the tree: whether it takes a
-	// value (a bool does not).
-	takesValue := map[string]bool{"help": false}
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		visit := func(f *pflag.Flag) { takesValue[f.Name] = f.NoOptDefVal == "" }
-		c.Flags().VisitAll(visit)
-		c.PersistentFlags().VisitAll(visit)
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
-	out := make([]string, len(args))
+	out := slices.Clone(args)
+	cmd := root
+	naming := true // no positional argument yet: a word may name a subcommand of cmd
 	value := false // args[i] is the value of the flag before it
 	for i, a := range args {
-		if a == "--" {
-			copy(out[i:], args[i:])
-			break
-		}
-		out[i] = a
-		if value {
+		switch {
+		case a == "--":
+			return out
+		case value:
 			value = false
 			continue
-		}
-		if !strings.HasPrefix(a, "-") {
+		case !strings.HasPrefix(a, "-") || a == "-":
+			if naming {
+				if sub := subcommand(cmd, a); sub != nil {
+					cmd = sub
+					continue
+				}
+			}
+			naming = false
 			continue
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		takes, known := takesValue[name]
-		if !known {
-			continue
+		f := findFlag(cmd, name)
+		if f == nil && (name == "" || !isLetter(name[0]) || cmd.Flags().ShorthandLookup(name[:1]) != nil) {
+			continue // not a long flag: -5, or a cluster of shorthands
 		}
 		if len(name) > 1 && !strings.HasPrefix(a, "--") {
 			out[i] = "-" + a
 		}
-		value = takes && !hasValue
+		// An unknown flag takes a value, as cobra reads it when it finds
+		// the command.
+		value = !hasValue && (f == nil || f.NoOptDefVal == "")
 	}
 	return out
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// subcommand returns the subcommand of cmd called name, or nil.
+func subcommand(cmd *cobra.Command, name string) *cobra.Command {
+	for _, sub := range cmd.Commands() {
+		if sub.Name() == name {
+			return sub
+		}
+	}
+	return nil
+}
+
+// findFlag returns the flag name of cmd, its own or one it inherits; help
+// (-h) is every command's bool flag.
+func findFlag(cmd *cobra.Command, name string) *pflag.Flag {
+	if name == "help" || name == "h" {
+		return &pflag.Flag{Name: "help", NoOptDefVal: "true"}
+	}
+	if f := cmd.Flags().Lookup(name); f != nil {
+		return f
+	}
+	for c := cmd; c != nil; c = c.Parent() {
+		if f := c.PersistentFlags().Lookup(name); f != nil {
+			return f
+		}
+	}
+	return nil
 }
 
 // newRoot builds the cobra command tree of the command table: a group
@@ -224,12 +252,10 @@ func completeCommands(cmd *cobra.Command, args []string, toComplete string) ([]c
 func unknownCommand(cmd *cobra.Command, args []string) *usageError {
 	name := strings.TrimPrefix(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()), " ")
 	name = strings.TrimSpace(name + " " + args[0])
-	for _, sub := range cmd.Commands() {
-		if sub.Name() == args[0] {
-			// It is a command, given after "--", which ends the flags and
-			// the command's name.
-			return &usageError{msg: fmt.Sprintf("%q after \"--\": a command's name comes before it", name)}
-		}
+	if subcommand(cmd, args[0]) != nil {
+		// It is a command, given after "--", which ends the flags and the
+		// command's name.
+		return &usageError{msg: fmt.Sprintf("%q after \"--\": a command's name comes before it", name)}
 	}
 	err := &usageError{msg: fmt.Sprintf("unknown command %q", name)}
 	if sugg := cmd.SuggestionsFor(args[0]); len(sugg) > 0 {

@@ -58,3 +58,55 @@ func TestReviewNoMigrationBarWithJSON(t *testing.T) {
 		t.Errorf("with --json a migration drew %q on stderr", r.stderr)
 	}
 }
+
+// goStyleFlags looked flags up in one map of every command's flags, where
+// threads show's --version V hid the root's bool --version: -version took
+// -json as its value and left it to pflag as the shorthands j, s, o, n
+// (exit 2; before cobra it was 0). A long flag no command has was left as
+// shorthands too: "unknown flag -b" for -bogus.
+func TestReviewSingleDashFlagsAreTheCommandsOwn(t *testing.T) {
+	for _, args := range [][]string{{"-version", "-json"}, {"--version", "-json"}} {
+		var v versionJSON
+		loom(t, args...).ok(t).decode(t, &v)
+		if v.Module == "" {
+			t.Errorf("loom %s printed %+v", strings.Join(args, " "), v)
+		}
+	}
+	r := loom(t, "threads", "show", "th", "-version", "2", "-json", "--store", "memory://")
+	if r.code != 1 || !strings.Contains(r.stderr, `thread "th" not found`) {
+		t.Errorf("threads show th -version 2 -json: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"threads", "create", "-bogus"}, "unknown flag --bogus"},
+		{[]string{"threads", "create", "-list"}, "unknown flag --list"},
+		{[]string{"-bogus", "threads", "list"}, "unknown global flag --bogus"},
+		{[]string{"threads", "append", "th", "-5"}, "unknown flag -5"},
+	} {
+		r := loom(t, append(c.args, "--store", "memory://")...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.msg) {
+			t.Errorf("loom %s: exit %d, stderr %q; want 2 and %q", strings.Join(c.args, " "), r.code, r.stderr, c.msg)
+		}
+	}
+}
+
+func TestGoStyleFlags(t *testing.T) {
+	root := (&Env{Getenv: func(string) string { return "" }}).newRoot(new(error))
+	for _, c := range []struct{ in, want string }{
+		{"-version -json", "--version --json"},
+		{"threads show th -version 2 -json", "threads show th --version 2 --json"},
+		{"-store memory:// threads list -limit=5", "--store memory:// threads list --limit=5"},
+		{"threads create -title -json", "threads create --title -json"},
+		{"export th -ofile.json -history", "export th -ofile.json --history"},
+		{"threads append th -- -json", "threads append th -- -json"},
+		{"import - -id x", "import - --id x"},
+		{"help threads -help", "help threads --help"},
+		{"-h threads list -json", "-h threads list --json"},
+	} {
+		if got := strings.Join(goStyleFlags(root, strings.Fields(c.in)), " "); got != c.want {
+			t.Errorf("goStyleFlags(%s) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}

@@ -576,13 +576,18 @@ func (b *base) openThread(ctx context.Context, id string) (*thread.DB, *thread.T
 func getThread(ctx context.Context, db *thread.DB, id, store string) (*thread.Thread, error) {
 	th, err := db.Thread(ctx, id)
 	if errors.Is(err, thread.ErrNotFound) {
-		where := redact(store)
-		if db.Tenant() != "" {
-			where += fmt.Sprintf(" (tenant %q)", db.Tenant())
-		}
-		return nil, errorOf(thread.ErrNotFound, "thread %q not found in %s", id, where)
+		return nil, errorOf(thread.ErrNotFound, "thread %q not found in %s", id, storeName(store, db.Tenant()))
 	}
 	return th, err
+}
+
+// storeName names the store rawURL, and the tenant when not "", for
+// errors: "sqlite://a.db (tenant "acme")", without a password.
+func storeName(rawURL, tenant string) string {
+	if tenant == "" {
+		return redact(rawURL)
+	}
+	return fmt.Sprintf("%s (tenant %q)", redact(rawURL), tenant)
 }
 
 // redact returns a store URL without its password.

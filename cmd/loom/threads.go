@@ -163,7 +163,7 @@ func (c *ThreadsCreateCommand) Flags() *flag.FlagSet {
 	fs.StringVar(&c.ID, "id", "", "the thread's `ID` (default: a fresh one)")
 	fs.StringVar(&c.Title, "title", "", "the thread's title `T`")
 	fs.Var(&c.Labels, "label", "a `k=v` label (repeatable)")
-	fs.Var(&c.Kind, "kind", "the thread's kind `K`: undetermined (the default), local or service")
+	fs.Var(&c.Kind, "kind", "the thread's kind `K`: undetermined (the default), local, service or workflow")
 	return fs
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -360,6 +361,47 @@ type otlpCollector struct {
 	bad   []string
 }
 
+// newOTLPCollector serves a collector for the test, and points the
+// standard OTLP environment at it (and at nothing else that could change
+// what arrives).
+func newOTLPCollector(t *testing.T) *otlpCollector {
+	col := &otlpCollector{}
+	cs := httptest.NewServer(col)
+	t.Cleanup(cs.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", cs.URL)
+	t.Setenv("OTEL_SDK_DISABLED", "")
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	return col
+}
+
+// arrived returns the spans the collector got, by name and all of them,
+// once it has checked that it could read every request, that every span came from
+// service "loom", and that a span of each name in want arrived.
+func (c *otlpCollector) arrived(t *testing.T, want ...string) (byName map[string]otlpSpan, all []otlpSpan) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.bad) > 0 {
+		t.Errorf("the collector got requests it could not read: %v", c.bad)
+	}
+	seen := map[string]otlpSpan{}
+	var names []string
+	for _, sp := range c.spans {
+		if sp.service != "loom" {
+			t.Errorf("span %q from service %q, want loom", sp.name, sp.service)
+		}
+		seen[sp.name] = sp
+		names = append(names, sp.name)
+	}
+	for _, name := range want {
+		if _, ok := seen[name]; !ok {
+			t.Fatalf("no span %q arrived; got %v", name, names)
+		}
+	}
+	return seen, slices.Clone(c.spans)
+}
+
 func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	var req coltracepb.ExportTraceServiceRequest
@@ -407,13 +449,7 @@ func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // flushes), and decodes what arrived: the request, the run, the model call
 // and the store operations, in the incoming trace, from service "loom".
 func TestServeExportsOTLP(t *testing.T) {
-	col := &otlpCollector{}
-	cs := httptest.NewServer(col)
-	t.Cleanup(cs.Close)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", cs.URL)
-	t.Setenv("OTEL_SDK_DISABLED", "")
-	t.Setenv("OTEL_SERVICE_NAME", "")
-	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	col := newOTLPCollector(t)
 	s := startServer(t, "sqlite://"+filepath.Join(t.TempDir(), "loom.db"), "--provider", "scripted")
 
 	const traceID = "0af7651916cd43dd8448eb211c80319c"
@@ -436,28 +472,10 @@ func TestServeExportsOTLP(t *testing.T) {
 	do("POST", "/v1/threads/th/runs", `{"input":"hello"}`)
 	s.stop(t)
 
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	if len(col.bad) > 0 {
-		t.Errorf("the collector got requests it could not read: %v", col.bad)
-	}
-	seen := map[string]otlpSpan{}
-	for _, sp := range col.spans {
+	seen, all := col.arrived(t, "POST /v1/threads", "POST /v1/threads/{id}/runs", "invoke_agent loom", "chat", "thread.create", "thread.commit")
+	for _, sp := range all {
 		if sp.traceID != traceID {
 			t.Errorf("span %q in trace %s, want the incoming %s", sp.name, sp.traceID, traceID)
-		}
-		if sp.service != "loom" {
-			t.Errorf("span %q from service %q, want loom", sp.name, sp.service)
-		}
-		seen[sp.name] = sp
-	}
-	for _, name := range []string{"POST /v1/threads", "POST /v1/threads/{id}/runs", "invoke_agent loom", "chat", "thread.create", "thread.commit"} {
-		if _, ok := seen[name]; !ok {
-			var names []string
-			for _, sp := range col.spans {
-				names = append(names, sp.name)
-			}
-			t.Fatalf("no span %q arrived; got %v", name, names)
 		}
 	}
 	if got := seen["chat"].attrs["gen_ai.operation.name"]; got != "chat" {
@@ -472,30 +490,10 @@ func TestServeExportsOTLP(t *testing.T) {
 // environment pointing at a local collector, and finds its turn, its model
 // stream and its store operations in what arrives.
 func TestChatExportsOTLP(t *testing.T) {
-	col := &otlpCollector{}
-	cs := httptest.NewServer(col)
-	t.Cleanup(cs.Close)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", cs.URL)
-	t.Setenv("OTEL_SDK_DISABLED", "")
-	t.Setenv("OTEL_SERVICE_NAME", "")
-	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	col := newOTLPCollector(t)
 	loomWith(t, loomOpts{stdin: "hello\n"}, "chat", "--store", sqliteStore(t), "--thread", "traced", "--title", "helper").ok(t)
 
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	seen := map[string]otlpSpan{}
-	for _, sp := range col.spans {
-		seen[sp.name] = sp
-	}
-	for _, name := range []string{"invoke_agent helper", "chat", "thread.commit"} {
-		if _, ok := seen[name]; !ok {
-			var names []string
-			for _, sp := range col.spans {
-				names = append(names, sp.name)
-			}
-			t.Fatalf("no span %q arrived; got %v", name, names)
-		}
-	}
+	seen, _ := col.arrived(t, "invoke_agent helper", "chat", "thread.commit")
 	if got := seen["chat"].attrs["gen_ai.provider.name"]; got != "scripted" {
 		t.Errorf("the stream's provider is %q, want scripted", got)
 	}

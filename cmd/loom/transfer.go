@@ -240,10 +240,6 @@ func (c *CopyCommand) Run(ctx context.Context, args []string) error {
 
 	var from thread.Store = src.Store()
 	if len(c.Threads) > 0 {
-		where := redact(c.From)
-		if c.Tenant != "" {
-			where += fmt.Sprintf(" (tenant %q)", c.Tenant)
-		}
 		keys := c.Threads
 		if !c.AllTenants {
 			// The ids are the tenant's: its keys in the store (thread.Key).
@@ -252,9 +248,12 @@ func (c *CopyCommand) Run(ctx context.Context, args []string) error {
 				keys[i] = thread.Key(c.Tenant, id)
 			}
 		}
-		from = onlyThreads{Store: from, ids: keys, where: where}
+		from = onlyThreads{Store: from, ids: keys, where: storeName(c.From, c.Tenant)}
 	}
-	bar := !c.JSON && c.IsTerminal != nil && c.IsTerminal(c.Stdout)
+	var bar *progressLine
+	if !c.JSON && c.IsTerminal != nil && c.IsTerminal(c.Stdout) {
+		bar = &progressLine{w: c.Stdout}
+	}
 	start := now()
 	var last thread.CopyProgress
 	var werr error
@@ -272,10 +271,9 @@ func (c *CopyCommand) Run(ctx context.Context, args []string) error {
 		case c.JSON:
 			werr = errors.Join(werr, writeJSONLine(c.Stdout, copyLineJSON{Event: "thread", Thread: p.Thread, Status: status,
 				Done: p.Done, Total: p.Total, Copied: p.Copied, Skipped: p.Skipped, Commits: p.Commits}))
-		case bar:
+		case bar != nil:
 			rate := float64(p.Done) / max(now().Sub(start).Seconds(), 1e-9)
-			line := fmt.Sprintf("%s %d/%d threads  %d commits  %.1f threads/s", progressBar(p.Done, p.Total, 24), p.Done, p.Total, p.Commits, rate)
-			fmt.Fprintf(c.Stdout, "\r%-78s", line)
+			bar.draw(fmt.Sprintf("%s %d/%d threads  %d commits  %.1f threads/s", progressBar(p.Done, p.Total, 24), p.Done, p.Total, p.Commits, rate), p.Done, p.Total)
 		default:
 			switch status {
 			case "copied":
@@ -291,8 +289,8 @@ func (c *CopyCommand) Run(ctx context.Context, args []string) error {
 		Filter:   thread.ListOptions{Tenant: c.Tenant, AllTenants: c.AllTenants},
 		Progress: progress,
 	})
-	if bar && last.Done > 0 {
-		fmt.Fprintln(c.Stdout)
+	if bar != nil {
+		bar.end()
 	}
 	elapsed := now().Sub(start)
 	if err != nil && last.Done > 0 {

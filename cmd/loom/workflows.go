@@ -36,11 +36,7 @@ func (b *base) openWorkflow(ctx context.Context, id string) (*thread.DB, *workfl
 	}
 	w, err := workflow.Open(ctx, db, id)
 	if errors.Is(err, thread.ErrNotFound) {
-		where := redact(b.Store)
-		if db.Tenant() != "" {
-			where += fmt.Sprintf(" (tenant %q)", db.Tenant())
-		}
-		err = errorOf(thread.ErrNotFound, "workflow %q not found in %s", id, where)
+		err = errorOf(thread.ErrNotFound, "workflow %q not found in %s", id, storeName(b.Store, db.Tenant()))
 	}
 	if err != nil {
 		db.Close()
@@ -93,18 +89,15 @@ func (c *WorkflowsListCommand) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("list workflows: %w", err)
 		}
+		// The handle holds status and round: no step record is read.
 		r := w.Thread().Record()
-		ex, err := w.Execution(ctx, 0)
-		if err != nil {
-			return err
-		}
 		if c.JSON {
-			if err := writeJSONLine(c.Stdout, workflowLine{r.ID, r.Title, ex.Status, ex.Round, r.Version, w.SubThreadKeys()}); err != nil {
+			if err := writeJSONLine(c.Stdout, workflowLine{r.ID, r.Title, w.Status(), w.Round(), r.Version, w.SubThreadKeys()}); err != nil {
 				return err
 			}
 			continue
 		}
-		t.row(r.ID, clip(r.Title, 40), string(ex.Status), strconv.Itoa(ex.Round), strconv.FormatInt(r.Version, 10), formatTime(r.UpdatedAt), strings.Join(w.SubThreadKeys(), ","))
+		t.row(r.ID, clip(r.Title, 40), string(w.Status()), strconv.Itoa(w.Round()), strconv.FormatInt(r.Version, 10), formatTime(r.UpdatedAt), strings.Join(w.SubThreadKeys(), ","))
 	}
 	if t != nil {
 		return t.flush()
