@@ -28,13 +28,13 @@ type workflowJSON struct {
 	UpdatedAt  time.Time         `json:"updated_at"`
 }
 
-func workflowOf(w *workflow.Workflow, ex *workflow.Execution) workflowJSON {
+func workflowOf(w *workflow.Workflow, status workflow.Status, round int) workflowJSON {
 	r := w.Thread().Record()
 	labels := r.Labels
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	return workflowJSON{ID: r.ID, Title: r.Title, Labels: labels, Version: r.Version, Status: ex.Status, Round: ex.Round,
+	return workflowJSON{ID: r.ID, Title: r.Title, Labels: labels, Version: r.Version, Status: status, Round: round,
 		SubThreads: w.SubThreadKeys(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
@@ -105,11 +105,8 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 			resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(resp.Workflows[limit-1].ID))
 			break
 		}
-		ex, err := wf.Execution(r.Context(), 0)
-		if err != nil {
-			return err
-		}
-		resp.Workflows = append(resp.Workflows, workflowOf(wf, ex))
+		// The handle holds status and round: no step record is read.
+		resp.Workflows = append(resp.Workflows, workflowOf(wf, wf.Status(), wf.Round()))
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
@@ -289,6 +286,6 @@ func (s *Server) answerWorkflow(w http.ResponseWriter, r *http.Request, status i
 	writeJSON(w, status, struct {
 		workflowJSON
 		Execution *workflow.Execution `json:"execution"`
-	}{workflowOf(wf, ex), ex})
+	}{workflowOf(wf, ex.Status, ex.Round), ex})
 	return nil
 }
