@@ -15,19 +15,21 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/redis"
 	"github.com/loomthreads/loom/thread"
 )
 
 // startCluster starts a Redis Cluster of n masters, each serving an equal
-// range of slots, and returns the URL a store opens it by. It skips the
-// test when redis-server is not on PATH.
+// range of slots, and returns the URL a store opens it by. Without
+// redis-server on PATH it skips the test, or fails it where servers are
+// required (testserver.Unavailable).
 func startCluster(t testing.TB, n int) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skip("skipping: no redis-server on PATH")
+		testserver.Unavailable(t, "redis-server (cluster mode)", err)
 	}
 	ports := make([]int, n)
 	for i := range ports {

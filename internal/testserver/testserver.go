@@ -60,7 +60,10 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-func unavailable(t testing.TB, what string, err error) {
+// Unavailable skips t because what (a server it needs) could not be
+// started, or fails it when LOOM_REQUIRE_SERVERS=1: for a test that starts
+// a server of its own, such as a Redis Cluster.
+func Unavailable(t testing.TB, what string, err error) {
 	t.Helper()
 	if os.Getenv(RequireEnv) == "1" {
 		t.Fatalf("%s is required (%s=1) but could not be started: %v", what, RequireEnv, err)
@@ -100,7 +103,7 @@ func Postgres(t testing.TB) string {
 		}
 	}
 	if pgErr != nil {
-		unavailable(t, "PostgreSQL", pgErr)
+		Unavailable(t, "PostgreSQL", pgErr)
 	}
 	pg.next++
 	name := fmt.Sprintf("loom_%d", pg.next)
@@ -223,7 +226,7 @@ func Redis(t testing.TB) string {
 		}
 	}
 	if rdErr != nil {
-		unavailable(t, "Redis", rdErr)
+		Unavailable(t, "Redis", rdErr)
 	}
 	rd.next++
 	if rd.next >= redisDatabases {
