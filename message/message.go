@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -191,8 +192,17 @@ func (w *walk) clone(v any, depth int) any {
 // Size returns about how many bytes the message takes: the lengths of its
 // strings and raw JSON plus a small overhead per part. It is what size limits
 // are checked against, and costs no encoding.
+//
+// It measures the message as a thread stores it, so that one message has one
+// size wherever it is checked (appended, loaded from a document, compared
+// with a limit before a commit): a message without an id counts the id a
+// thread gives it, and a number in Metadata counts the digits it is written
+// with, which is what it reads back as.
 func (m Message) Size() int {
 	n := 64 + len(m.ID) + len(m.Role) + len(m.AuthorName)
+	if m.ID == "" {
+		n += newIDLen
+	}
 	for _, c := range m.Contents {
 		n += 16 + contentSize(c)
 	}
@@ -235,22 +245,96 @@ func (w *walk) size(v any, depth int) int {
 	case string:
 		return len(v) + 2
 	case map[string]any:
+		if v == nil {
+			return len("null")
+		}
 		n := 2
 		for k, x := range v {
 			n += len(k) + 4 + w.size(x, depth+1)
 		}
 		return n
 	case []any:
+		if v == nil {
+			return len("null")
+		}
 		n := 2
 		for _, x := range v {
 			n += 1 + w.size(x, depth+1)
 		}
 		return n
+	case json.Number:
+		return max(len(v), 1) // "" is written as 0
+	case nil:
+		return len("null")
+	case bool:
+		if v {
+			return len("true")
+		}
+		return len("false")
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+		return numberLen(v)
 	case fmt.Stringer:
 		return len(v.String())
 	default:
 		return 8
 	}
+}
+
+// newIDLen is the length of the ids NewID makes.
+var newIDLen = len(NewID())
+
+// numberLen returns the length of a Go number as encoding/json writes it:
+// the length of the json.Number it reads back as.
+func numberLen(v any) int {
+	var buf [40]byte
+	b := buf[:0]
+	switch v := v.(type) {
+	case int:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int8:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int16:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int32:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int64:
+		b = strconv.AppendInt(b, v, 10)
+	case uint:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint8:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint16:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint32:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint64:
+		b = strconv.AppendUint(b, v, 10)
+	case float32:
+		b = appendFloat(b, float64(v), 32)
+	case float64:
+		b = appendFloat(b, v, 64)
+	}
+	return len(b)
+}
+
+// appendFloat appends f as encoding/json writes it.
+func appendFloat(b []byte, f float64, bits int) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...) // Validate refuses it; any length will do
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21)) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, bits)
+	if format == 'e' {
+		// clean up e-09 to e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
 
 // MaxRoleLen is the longest role Validate accepts.

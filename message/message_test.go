@@ -346,7 +346,7 @@ func TestSize(t *testing.T) {
 		name    string
 		message func(s string) message.Message
 	}{
-		{"id", func(s string) message.Message { return message.Message{ID: s} }},
+		{"id", func(s string) message.Message { return message.Message{ID: "m" + s} }},
 		{"role", func(s string) message.Message { return message.Message{Role: message.Role(s)} }},
 		{"author_name", func(s string) message.Message { return message.Message{AuthorName: s} }},
 		{"text", func(s string) message.Message { return message.User(s) }},

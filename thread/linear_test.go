@@ -53,8 +53,8 @@ func TestLinearServiceThreadRefusesGoingBack(t *testing.T) {
 }
 
 func TestCheckCommit(t *testing.T) {
-	db := thread.New(thread.NewMemoryStore(), &thread.Options{Limits: thread.Limits{MessageBytes: 100}})
-	if db.Limits().MessageBytes != 100 || db.Limits().StateBytes == 0 {
+	db := thread.New(thread.NewMemoryStore(), &thread.Options{Limits: thread.Limits{MessageBytes: 150}})
+	if db.Limits().MessageBytes != 150 || db.Limits().StateBytes == 0 {
 		t.Fatalf("limits %+v", db.Limits())
 	}
 	big := message.User(string(make([]byte, 200)))
