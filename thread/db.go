@@ -50,6 +50,12 @@ type Limits struct {
 	Labels, LabelBytes int
 	// DocumentBytes caps a document read by Load; default 256 MiB.
 	DocumentBytes int64
+	// JSONDepth caps how deeply the JSON a thread holds may nest: each
+	// state value, a message's metadata (one level for the metadata object
+	// itself) and the raw JSON of a content of a type this version does not
+	// know; default 128. Deeper JSON is ErrTooDeep. Function call arguments
+	// and results are text, whatever they hold, and are not counted.
+	JSONDepth int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -64,6 +70,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.TitleBytes, 1<<10)
 	def(&l.Labels, 64)
 	def(&l.LabelBytes, 256)
+	def(&l.JSONDepth, 128)
 	if l.DocumentBytes <= 0 {
 		l.DocumentBytes = 256 << 20
 	}

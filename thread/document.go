@@ -1,6 +1,7 @@
 package thread
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -99,12 +100,80 @@ func (t *Thread) Save(ctx context.Context, w io.Writer, opts SaveOptions) error 
 	if err != nil {
 		return fmt.Errorf("save %s: %w", t.ID(), err)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", t.ID(), err)
+	}
+	bw := bufio.NewWriter(w)
+	writeIndented(bw, b, indentLevels)
+	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("save %s: %w", t.ID(), err)
 	}
 	return nil
+}
+
+// indentLevels is how many levels of a document Save indents. The
+// document's own structure is at most 8 levels deep (a content's fields,
+// in a document with history) and the values in it get two more; deeper
+// values are written on one line. Indenting every level would make a
+// document grow with the square of its values' depth (each of n levels
+// indented by up to n), where this keeps it linear in what it holds.
+const indentLevels = 10
+
+// writeIndented writes the compact JSON src to w as json.Indent with two
+// spaces would, and a newline after it, down to levels deep; what is
+// nested deeper stays compact.
+func writeIndented(w *bufio.Writer, src []byte, levels int) {
+	depth := 0
+	newline := func() {
+		w.WriteByte('\n')
+		for range depth {
+			w.WriteString("  ")
+		}
+	}
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; c {
+		case '"':
+			j := i + 1
+			for ; j < len(src) && src[j] != '"'; j++ {
+				if src[j] == '\\' {
+					j++
+				}
+			}
+			w.Write(src[i:min(j+1, len(src))])
+			i = j
+		case '{', '[':
+			w.WriteByte(c)
+			if i+1 < len(src) && (src[i+1] == '}' || src[i+1] == ']') {
+				w.WriteByte(src[i+1])
+				i++
+				continue
+			}
+			depth++
+			if depth <= levels {
+				newline()
+			}
+		case '}', ']':
+			depth--
+			if depth < levels {
+				newline()
+			}
+			w.WriteByte(c)
+		case ',':
+			w.WriteByte(c)
+			if depth <= levels {
+				newline()
+			}
+		case ':':
+			w.WriteByte(c)
+			if depth <= levels {
+				w.WriteByte(' ')
+			}
+		default:
+			w.WriteByte(c)
+		}
+	}
+	w.WriteByte('\n')
 }
 
 func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, error) {

@@ -1,6 +1,9 @@
 package thread
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The errors of package thread. Every store returns them (wrapped with
 // context), callers match them with errors.Is, and the server maps them to
@@ -19,4 +22,8 @@ var (
 	// ErrUnsupported is returned when a store or a thread kind cannot do what
 	// was asked.
 	ErrUnsupported = errors.New("unsupported")
+	// ErrTooDeep is returned when JSON that a thread would hold (a state
+	// value, a message's metadata, a content's raw JSON) nests deeper than
+	// Limits.JSONDepth. It wraps ErrInvalid: nothing was changed.
+	ErrTooDeep = fmt.Errorf("JSON nested too deeply: %w", ErrInvalid)
 )

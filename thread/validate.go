@@ -3,11 +3,13 @@ package thread
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/internal/jsonguard"
 	"github.com/loomthreads/loom/message"
 )
 
@@ -64,6 +66,9 @@ func (db *DB) checkMessages(msgs []message.Message) error {
 		if n := m.Size(); n > db.limits.MessageBytes {
 			return fmt.Errorf("message %d: %d bytes over the limit of %d: %w", i, n, db.limits.MessageBytes, ErrInvalid)
 		}
+		if err := db.checkMessageJSON(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
 		if m.ID != "" {
 			if seen[m.ID] {
 				return fmt.Errorf("message %d: id %q twice in one commit: %w", i, m.ID, ErrInvalid)
@@ -72,6 +77,46 @@ func (db *DB) checkMessages(msgs []message.Message) error {
 		}
 	}
 	return nil
+}
+
+// checkMessageJSON checks the JSON a message carries as JSON: its metadata
+// and the raw JSON of its unknown contents (see checkJSON).
+func (db *DB) checkMessageJSON(m message.Message) error {
+	for i, c := range m.Contents {
+		if u, ok := c.(message.Unknown); ok {
+			if err := db.checkJSON(u.Raw); err != nil {
+				return fmt.Errorf("contents[%d]: %w", i, err)
+			}
+		}
+	}
+	if len(m.Metadata) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(m.Metadata)
+	if err != nil {
+		return fmt.Errorf("metadata: %v: %w", err, ErrInvalid)
+	}
+	if err := db.checkJSON(b); err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	return nil
+}
+
+// checkJSON checks raw JSON that a thread would hold for what encoding/json
+// lets through: bytes that are not UTF-8 and \u escapes of lone surrogates
+// (read back as U+FFFD, so not what was sent) are ErrInvalid, and nesting
+// deeper than Limits.JSONDepth is ErrTooDeep. Its syntax is checked where
+// it is decoded or compacted.
+func (db *DB) checkJSON(data []byte) error {
+	err := jsonguard.Check(data, db.limits.JSONDepth)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jsonguard.ErrDepth):
+		return fmt.Errorf("nested deeper than %d levels: %w", db.limits.JSONDepth, ErrTooDeep)
+	default:
+		return fmt.Errorf("%v: %w", err, ErrInvalid)
+	}
 }
 
 // MaxStateKeyLen is the longest state key accepted.
@@ -91,6 +136,9 @@ func (db *DB) applyPatch(base, patch map[string]json.RawMessage) (map[string]jso
 		if v == nil {
 			delete(out, k)
 			continue
+		}
+		if err := db.checkJSON(v); err != nil {
+			return nil, fmt.Errorf("state %q: %w", k, err)
 		}
 		c, err := compactJSON(v)
 		if err != nil {
