@@ -389,7 +389,9 @@ func (r *run) commit(ctx context.Context, kind StepKind, msgs []message.Message,
 			meta["response"] = r.res.Response.ResponseID
 		}
 	}
-	opts := thread.CommitOptions{Messages: msgs, State: patch, Kind: tk, IfVersion: r.version, Metadata: meta}
+	// A service thread's messages mirror the service's conversation: what
+	// the run sent it and what it answered.
+	opts := thread.CommitOptions{Messages: msgs, State: patch, Kind: tk, IfVersion: r.version, Metadata: meta, Mirror: r.kind == thread.KindService}
 	c, err := r.th.Commit(context.WithoutCancel(ctx), opts)
 	if err != nil && errors.Is(err, thread.ErrInvalid) && r.dropProviderStates(patch) {
 		// A provider's state the thread refuses (over its size limit)

@@ -171,7 +171,9 @@ type CreateOptions struct {
 	Kind   Kind
 	Title  string
 	Labels map[string]string
-	// Messages, when given, are the thread's first commit.
+	// Messages, when given, are the thread's first commit. A service
+	// thread (KindService) cannot start with messages (ErrInvalid): its
+	// service's conversation would not hold them.
 	Messages []message.Message
 	// State, when given, is the thread's initial state.
 	State map[string]json.RawMessage
@@ -223,6 +225,9 @@ func (db *DB) createInto(opts CreateOptions, b *Batch) (*Record, *Commit, error)
 	}
 	if opts.Parent != "" && (!ids.Valid(opts.Parent) || opts.Parent == opts.ID) {
 		return nil, nil, fmt.Errorf("create %s: parent %q: %w", opts.ID, clip(opts.Parent), ErrInvalid)
+	}
+	if err := checkMirror(opts.Kind, len(opts.Messages), false); err != nil {
+		return nil, nil, fmt.Errorf("create %s: %w", opts.ID, err)
 	}
 	r := &Record{ID: opts.ID, Tenant: db.tenant, Kind: opts.Kind, Title: opts.Title, Labels: cloneLabels(opts.Labels),
 		Version: 1, CreatedAt: now, UpdatedAt: now, ForkedFrom: ForkPoint{Thread: opts.Parent}}

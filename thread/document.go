@@ -342,7 +342,10 @@ type LoadProgress struct {
 // Load reads a portable document written by Save and creates the thread it
 // describes, with fresh commit ids. A thread with the same id is ErrConflict
 // (use LoadOptions.ID to load a second copy); a malformed or inconsistent
-// document is ErrInvalid, and nothing is written.
+// document is ErrInvalid, and nothing is written. A service-managed thread
+// that holds messages (the mirror of its service's conversation) loads
+// under its own id only: under another, it would be a second thread with
+// messages of its own and the service's id (ErrInvalid).
 func (db *DB) Load(ctx context.Context, r io.Reader, opts LoadOptions) (*Thread, error) {
 	limit := db.limits.DocumentBytes
 	if limit < math.MaxInt64 {
@@ -380,6 +383,9 @@ func (db *DB) load(ctx context.Context, doc *document, opts LoadOptions) (*Threa
 	}
 	if err := db.checkRecord(d.ID, d.Kind, d.Title, d.Labels); err != nil {
 		return nil, err
+	}
+	if d.ID != doc.Thread.ID && d.Kind == KindService && doc.holdsMessages() {
+		return nil, fmt.Errorf("a service-managed thread's messages mirror its service's conversation under id %s: not loaded under id %s: %w", clip(doc.Thread.ID), d.ID, ErrInvalid)
 	}
 	if d.ForkedFrom != (docForkPoint{}) && !(ids.Valid(d.ForkedFrom.Thread) && validOptionalID(d.ForkedFrom.Message)) {
 		return nil, fmt.Errorf("forked_from: %w", ErrInvalid)
@@ -435,6 +441,21 @@ func (db *DB) load(ctx context.Context, doc *document, opts LoadOptions) (*Threa
 		opts.Progress(p)
 	}
 	return db.handle(rec, head), nil
+}
+
+// holdsMessages reports whether any commit of the document holds messages.
+func (doc *document) holdsMessages() bool {
+	if len(doc.Messages) > 0 {
+		return true
+	}
+	if doc.History != nil {
+		for _, c := range doc.History.Commits {
+			if len(c.Messages) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func validOptionalID(s string) bool { return s == "" || ids.Valid(s) }

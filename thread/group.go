@@ -156,6 +156,9 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 			e.head = h
 		}
 	}
+	if err := checkMirror(e.rec.Kind, len(opts.Messages), opts.Mirror); err != nil {
+		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
+	}
 	var st map[string]json.RawMessage
 	if opts.State != nil {
 		if st, err = t.stateAt(ctx, e.head); err != nil {

@@ -12,22 +12,25 @@ import (
 func TestLinearServiceThreadRefusesGoingBack(t *testing.T) {
 	ctx := t.Context()
 	db := thread.New(thread.NewMemoryStore(), nil)
-	th, err := db.Create(ctx, thread.CreateOptions{Kind: thread.KindService, Messages: []message.Message{message.User("before")}})
+	th, err := db.Create(ctx, thread.CreateOptions{Kind: thread.KindService})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := th.Commit(ctx, thread.CommitOptions{Messages: []message.Message{message.User("before")}, Mirror: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := th.Checkpoint(ctx, "before"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := th.Commit(ctx, thread.CommitOptions{Messages: []message.Message{message.User("in conversation")},
-		State: map[string]json.RawMessage{thread.StateLinear: json.RawMessage("true")}}); err != nil {
+		State: map[string]json.RawMessage{thread.StateLinear: json.RawMessage("true")}, Mirror: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := th.Checkpoint(ctx, "after"); err != nil {
 		t.Fatal(err)
 	}
 	v := th.Version()
-	if _, err := th.Append(ctx, message.User("more")); err != nil {
+	if _, err := th.Commit(ctx, thread.CommitOptions{Messages: []message.Message{message.User("more")}, Mirror: true}); err != nil {
 		t.Fatal(err)
 	}
 	for name, op := range map[string]func() error{

@@ -136,6 +136,15 @@ type CommitOptions struct {
 	// IfVersion, when not 0, commits only if the thread is at this version,
 	// and never retries (an HTTP If-Match).
 	IfVersion int64
+	// Mirror says that Messages mirror the conversation a chat service
+	// keeps for a service-managed thread (KindService), which holds no
+	// messages of its own (DESIGN §2: service-managed or local, never
+	// both): it is the only way messages go into such a thread, and it is
+	// ErrInvalid on a thread that is not, or does not become (Kind),
+	// service-managed. Package agent sets it on the steps of a service
+	// thread's runs; an append through any face leaves it unset, and is
+	// ErrInvalid on a service thread.
+	Mirror bool
 }
 
 // Commit writes one commit and moves the head to it. A pure append (only
@@ -192,6 +201,9 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 		mv  Move
 	)
 	err := ap.AppendAt(ctx, t.ID(), func(r *Record, head *Commit) (*Batch, error) {
+		if err := checkMirror(r.Kind, len(opts.Messages), opts.Mirror); err != nil {
+			return nil, err
+		}
 		now := t.db.clock()
 		cc, err := t.db.newCommit(head, nil, opts.Messages, nil, opts.Op, opts.Metadata, now)
 		if err != nil {
@@ -239,6 +251,13 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	}
 	if opts.Kind != "" && opts.Kind != r.Kind && (r.Kind != KindUndetermined || !opts.Kind.valid() || opts.Kind == KindUndetermined) {
 		return nil, fmt.Errorf("commit to %s: kind %s cannot become %q: %w", r.ID, r.Kind, clip(string(opts.Kind)), ErrInvalid)
+	}
+	kind := r.Kind
+	if opts.Kind != "" {
+		kind = opts.Kind
+	}
+	if err := checkMirror(kind, len(opts.Messages), opts.Mirror); err != nil {
+		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
 	var parentState map[string]json.RawMessage
 	if opts.State != nil {

@@ -119,6 +119,20 @@ func (db *DB) checkJSON(data []byte) error {
 	}
 }
 
+// checkMirror keeps DESIGN §2, "service-managed or local, never both": a
+// thread that is (or becomes) of kind after a commit of n messages takes
+// them only as a mirror of its service's conversation when it is a service
+// thread, and a mirror only then (CommitOptions.Mirror).
+func checkMirror(kind Kind, n int, mirror bool) error {
+	switch {
+	case kind == KindService && n > 0 && !mirror:
+		return fmt.Errorf("a service-managed thread holds only a mirror of its service's conversation, not messages of its own: %w", ErrInvalid)
+	case mirror && kind != KindService:
+		return fmt.Errorf("a mirror of a service's conversation on a thread of kind %s: %w", kind, ErrInvalid)
+	}
+	return nil
+}
+
 // MaxStateKeyLen is the longest state key accepted.
 const MaxStateKeyLen = 256
 
