@@ -523,8 +523,9 @@ func (db *DB) loadLine(doc *document, rec *Record, b *Batch, now time.Time, buil
 			}
 		}
 		// Pieces of at most MessagesPerCommit messages, cut before an id
-		// that repeats (the line may hold one id twice; a commit may not).
-		// The state goes on the last piece.
+		// that repeats (the line may hold one id twice, a compact commit
+		// restating messages before it; a commit may not). The state goes
+		// on the last piece.
 		msgs := doc.Messages[from:upto]
 		for first := true; first || len(msgs) > 0; first = false {
 			n, seen := 0, map[string]bool{}

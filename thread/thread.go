@@ -172,12 +172,14 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (_ *Commit, err
 	defer t.wmu.Unlock()
 	for attempt := 0; ; attempt++ {
 		c, err := t.commitOnce(ctx, opts)
-		if err == nil || !pure || !errors.Is(err, ErrConflict) || t.db.retries < 0 || attempt >= t.db.retries {
+		if err == nil || !pure || !errors.Is(err, ErrConflict) || errors.Is(err, errIDTaken) || t.db.retries < 0 || attempt >= t.db.retries {
 			return c, err
 		}
 		// A hot thread: where the store can, wait for the thread's lock in
-		// its queue and append onto whatever head is there then.
-		if ap, ok := appender(t.db.store); ok {
+		// its queue and append onto whatever head is there then. Messages
+		// with ids of their own are checked against the head they go on,
+		// which build cannot read: they rebase and try again instead.
+		if ap, ok := appender(t.db.store); ok && !ownIDs(opts.Messages) {
 			return t.appendLocked(ctx, ap, opts)
 		}
 		if attempt > 0 {
@@ -257,6 +259,9 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 		kind = opts.Kind
 	}
 	if err := checkMirror(kind, len(opts.Messages), opts.Mirror); err != nil {
+		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
+	}
+	if err := t.db.checkNewIDs(ctx, head, opts.Messages, opts.Op); err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
 	var parentState map[string]json.RawMessage

@@ -103,6 +103,7 @@ var cases = []suiteCase{
 	{"CASOneWinnerPerVersion", casOneWinnerPerVersion},
 	{"ConcurrentAppendsLoseNothing", concurrentAppendsLoseNothing},
 	{"ForkAtMessage", forkAtMessage},
+	{"MessageIDsOncePerThread", messageIDsOncePerThread},
 	{"DeepForkChain", deepForkChain},
 	{"DeleteKeepsSharedPrefixes", deleteKeepsSharedPrefixes},
 	{"HostileIDs", hostileIDs},
