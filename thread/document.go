@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/internal/jsonguard"
 	"github.com/loomthreads/loom/message"
 )
 
@@ -357,6 +358,12 @@ func (db *DB) Load(ctx context.Context, r io.Reader, opts LoadOptions) (*Thread,
 	}
 	if int64(len(data)) > db.limits.DocumentBytes {
 		return nil, fmt.Errorf("load: document over the limit of %d bytes: %w", db.limits.DocumentBytes, ErrInvalid)
+	}
+	// encoding/json reads bytes that are not UTF-8, and \u escapes of lone
+	// surrogates, as U+FFFD: a document that holds them would load as
+	// something else than it says.
+	if err := jsonguard.Check(data, 0); err != nil {
+		return nil, fmt.Errorf("load: %v: %w", err, ErrInvalid)
 	}
 	var doc document
 	dec := json.NewDecoder(bytes.NewReader(data))

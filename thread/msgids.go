@@ -7,10 +7,6 @@ import (
 	"github.com/loomthreads/loom/message"
 )
 
-// errIDTaken is the ErrConflict of a message whose id the thread holds
-// already: a conflict no retry resolves.
-var errIDTaken = fmt.Errorf("the thread holds a message with this id already: %w", ErrConflict)
-
 // ownIDs reports whether any of msgs comes with an id of its own.
 func ownIDs(msgs []message.Message) bool {
 	for _, m := range msgs {
@@ -21,7 +17,7 @@ func ownIDs(msgs []message.Message) bool {
 	return false
 }
 
-// checkNewIDs returns errIDTaken when the line of head (nil: the empty
+// checkNewIDs returns ErrDuplicateID when the line of head (nil: the empty
 // root) holds a message with an id one of msgs, committed with op, brings
 // along: a message is appended to a thread once, so that its id names one
 // place in it (to fork at, to read before). A compact commit is the one
@@ -46,7 +42,7 @@ func (db *DB) checkNewIDs(ctx context.Context, head *Commit, msgs []message.Mess
 		}
 		for _, m := range c.Messages {
 			if want[m.ID] {
-				return fmt.Errorf("message id %q: %w", clip(m.ID), errIDTaken)
+				return fmt.Errorf("message id %q: %w", clip(m.ID), ErrDuplicateID)
 			}
 		}
 	}

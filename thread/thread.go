@@ -172,7 +172,7 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (_ *Commit, err
 	defer t.wmu.Unlock()
 	for attempt := 0; ; attempt++ {
 		c, err := t.commitOnce(ctx, opts)
-		if err == nil || !pure || !errors.Is(err, ErrConflict) || errors.Is(err, errIDTaken) || t.db.retries < 0 || attempt >= t.db.retries {
+		if err == nil || !pure || !errors.Is(err, ErrConflict) || errors.Is(err, ErrDuplicateID) || t.db.retries < 0 || attempt >= t.db.retries {
 			return c, err
 		}
 		// A hot thread: where the store can, wait for the thread's lock in

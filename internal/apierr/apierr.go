@@ -105,7 +105,9 @@ var errorTable = []errorRow{
 	{
 		match: func(err error) bool { return errors.Is(err, thread.ErrConflict) },
 		reply: func(err error, ifMatch bool) (int, string, string) {
-			if ifMatch {
+			// A message id the thread holds is no version that moved: 409
+			// even under If-Match.
+			if ifMatch && !errors.Is(err, thread.ErrDuplicateID) {
 				return http.StatusPreconditionFailed, "precondition_failed", err.Error()
 			}
 			return http.StatusConflict, "conflict", err.Error()

@@ -34,7 +34,7 @@ func messageIDsOncePerThread(t T, s thread.Store, o *Options) {
 
 	for _, id := range []string{"m1", "m2"} {
 		_, err = th.Append(ctx, withID(message.User("again"), id))
-		wantErr(t, err, thread.ErrConflict, "append "+id+" again")
+		wantErr(t, err, thread.ErrDuplicateID, "append "+id+" again")
 		_, err = th.Commit(ctx, thread.CommitOptions{Messages: []message.Message{message.User("new"), withID(message.User("again"), id)}, IfVersion: v})
 		wantErr(t, err, thread.ErrConflict, "commit "+id+" again with IfVersion")
 		g := db.Group()
