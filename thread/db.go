@@ -87,6 +87,7 @@ type DB struct {
 	retries int
 	now     func() time.Time
 	local   *localHub // the change feed's hub of a store that is no pointer
+	ids     *idLines  // the message ids of recent lines (msgids.go)
 	// tracer makes the spans of Options.TracerProvider; nil makes none.
 	tracer *tracer
 }
@@ -97,7 +98,7 @@ func New(store Store, opts *Options) *DB {
 	if opts != nil {
 		o = *opts
 	}
-	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now, local: &localHub{}}
+	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now, local: &localHub{}, ids: &idLines{}}
 	db.scope(o.Tenant)
 	if db.retries == 0 {
 		db.retries = 100

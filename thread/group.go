@@ -159,9 +159,11 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 	if err := checkMirror(e.rec.Kind, len(opts.Messages), opts.Mirror); err != nil {
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
-	if err := g.db.checkNewIDs(ctx, e.head, opts.Messages, opts.Op); err != nil {
+	line, err := g.db.checkNewIDs(ctx, e.head, opts.Messages, opts.Op)
+	if err != nil {
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
+	g.db.putLine(line, e.head, nil)
 	var st map[string]json.RawMessage
 	if opts.State != nil {
 		if st, err = t.stateAt(ctx, e.head); err != nil {

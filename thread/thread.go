@@ -261,18 +261,21 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	if err := checkMirror(kind, len(opts.Messages), opts.Mirror); err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
-	if err := t.db.checkNewIDs(ctx, head, opts.Messages, opts.Op); err != nil {
+	line, err := t.db.checkNewIDs(ctx, head, opts.Messages, opts.Op)
+	if err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
 	var parentState map[string]json.RawMessage
 	if opts.State != nil {
 		if parentState, err = t.stateAt(ctx, head); err != nil {
+			t.db.putLine(line, head, nil)
 			return nil, err
 		}
 	}
 	now := t.db.clock()
 	c, err := t.db.newCommit(head, parentState, opts.Messages, opts.State, opts.Op, opts.Metadata, now)
 	if err != nil {
+		t.db.putLine(line, head, nil)
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
 	mv := Move{Thread: r.ID, From: from, Head: c.ID, Op: opts.Op, Time: now}
@@ -287,8 +290,10 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	}{c: [1]*Commit{c}, m: [1]Move{mv}}
 	one.b.Commits, one.b.Moves = one.c[:], one.m[:]
 	if err := t.db.apply(ctx, &one.b); err != nil {
+		t.db.putLine(line, head, nil)
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
+	t.db.putLine(line, head, c)
 	// The store kept its own copy of c, and the handle keeps only the
 	// header: c is the caller's.
 	t.advance(moved(r, mv), c.header())

@@ -47,6 +47,17 @@ func messageIDsOncePerThread(t T, s thread.Store, o *Options) {
 	}
 	wantTexts(t, read(t, th, thread.ReadOptions{}), []string{"first", "no id", "second"}, "after refused appends")
 
+	// Another DB on the store (another process) appends an id: this one,
+	// which remembers the ids of the line it wrote, sees it all the same.
+	other2, err := thread.New(s, nil).Thread(ctx, "ids")
+	check(t, err, "open ids through another DB")
+	_, err = other2.Append(ctx, withID(message.User("third"), "m3"))
+	check(t, err, "append m3 through another DB")
+	_, err = th.Append(ctx, withID(message.User("again"), "m3"))
+	wantErr(t, err, thread.ErrDuplicateID, "append m3, appended through another DB")
+	check(t, th.Refresh(ctx), "refresh")
+	wantTexts(t, read(t, th, thread.ReadOptions{}), []string{"first", "no id", "second", "third"}, "after another DB's append")
+
 	// A fork shares the messages, and with them their ids.
 	fork, err := th.Fork(ctx, thread.ForkOptions{ID: "ids-fork"})
 	check(t, err, "fork")
