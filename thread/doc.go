@@ -19,7 +19,9 @@
 //
 // What each operation costs:
 //
-//	Append, Commit            O(messages appended); one atomic store write
+//	Append, Commit            O(messages appended); one atomic store write (a
+//	                          message with an id of its own is looked for in the
+//	                          thread: O(commits since the DB last wrote to it))
 //	Messages (Last: k)        O(k): walks back only the commits that hold them
 //	Fork at the head, Copy    O(1): a new head on an existing commit
 //	Fork at a message         O(messages after it) to find it; at most one new commit
@@ -35,6 +37,14 @@
 // succeed from one version: the loser gets ErrConflict and nothing is lost.
 // Pure appends commute, so Append rebases onto the new head and retries;
 // rollback, restore, reset and state changes never retry silently.
+//
+// What a thread holds is checked once, here, for every face: a message id
+// is in a thread once (a second append of it is ErrDuplicateID, an
+// ErrConflict); every string is UTF-8; messages and state stay within
+// Limits, JSON nesting included (ErrTooDeep); and a thread is
+// service-managed or local, never both: a service thread holds only the
+// mirror of its service's conversation, written by commits that say so
+// (CommitOptions.Mirror).
 //
 // A thread also has a small key→JSON state, versioned with its messages: time
 // travel restores both. Keys are namespaced by convention: ctx/<provider>
