@@ -230,9 +230,27 @@ func contentSize(c Content) int {
 	case Error:
 		return len(v.Code) + len(v.Message)
 	case Unknown:
-		return len(v.Raw)
+		return len(v.Raw) + escapeGrowth(v.Raw)
 	}
 	return 0
+}
+
+// escapeGrowth is how much longer raw gets when it is written in canonical
+// form (see Unknown): <, > and & become \u003c and its kind, U+2028 and
+// U+2029 \u2028 and \u2029. Counting it makes an Unknown that a caller
+// built measure what it reads back as. (Whitespace that canonical form
+// drops still counts: a message only gets smaller on the way.)
+func escapeGrowth(raw []byte) int {
+	n := 0
+	for i, c := range raw {
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			n += 5
+		case c == 0xE2 && i+2 < len(raw) && raw[i+1] == 0x80 && (raw[i+2] == 0xA8 || raw[i+2] == 0xA9):
+			n += 3
+		}
+	}
+	return n
 }
 
 // size is the size of a metadata value; past the walk's bounds it counts

@@ -23,6 +23,9 @@ func TestSizeSurvivesTheWire(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := message.User("hi")
+			// An unknown content a caller built, written back in canonical
+			// form: compact, with <, >, &, U+2028 and U+2029 escaped.
+			m.Contents = append(m.Contents, message.Unknown{Raw: []byte("{\"type\":\"x\",\"v\":\"<a & b>\u2028\u2029\"}")})
 			m.Metadata = md
 			want := m.Size()
 			m.ID = message.NewID()

@@ -21,7 +21,8 @@
 //
 //	Append, Commit            O(messages appended); one atomic store write (a
 //	                          message with an id of its own is looked for in the
-//	                          thread: O(commits since the DB last wrote to it))
+//	                          thread: O(commits since this DB last did so there;
+//	                          the whole thread the first time))
 //	Messages (Last: k)        O(k): walks back only the commits that hold them
 //	Fork at the head, Copy    O(1): a new head on an existing commit
 //	Fork at a message         O(messages after it) to find it; at most one new commit

@@ -199,7 +199,15 @@ func (g *gen) message() message.Message {
 		case 4:
 			c = message.Usage{InputTokens: g.r.Int64N(100), OutputTokens: g.r.Int64N(100)}
 		case 5:
-			c = message.Unknown{Raw: []byte(fmt.Sprintf(`{"type":"citation","n":%d}`, g.r.IntN(9)))}
+			// As a caller may build it: spaces, and <, > and & unescaped,
+			// which the wire writes escaped.
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(g.text(8)); err != nil {
+				panic(err)
+			}
+			c = message.Unknown{Raw: []byte(fmt.Sprintf(`{"type": "citation", "n": %d, "t": %s}`, g.r.IntN(9), bytes.TrimSpace(b.Bytes())))}
 		default:
 			c = message.Text{Text: g.text(40)}
 		}
