@@ -130,6 +130,19 @@ func (s piecemeal) Apply(ctx context.Context, b *thread.Batch) error {
 	return errors.Join(errs...)
 }
 
+// shallowWalk answers Ancestors with the first commit alone, as a store
+// whose walk stopped early would: the messages further back go unseen.
+type shallowWalk struct{ *thread.MemoryStore }
+
+func (s shallowWalk) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
+	return func(yield func(*thread.Commit, error) bool) {
+		for c, err := range s.MemoryStore.Ancestors(ctx, id, floor) {
+			yield(c, err)
+			return
+		}
+	}
+}
+
 func TestSuiteCatchesBrokenStores(t *testing.T) {
 	mem := func() *thread.MemoryStore { return thread.NewMemoryStore() }
 	forgetful := &Options{Reopen: func(thread.Store) (thread.Store, error) { return thread.NewMemoryStore(), nil }}
@@ -143,6 +156,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"aliasing", func() thread.Store { return &aliasing{MemoryStore: mem(), seen: map[string]*thread.Commit{}} }, nil, []string{"CommitsAreImmutable"}},
 		{"greedy delete", func() thread.Store { return &greedyDelete{MemoryStore: mem(), gone: map[string]bool{}} }, nil, []string{"DeleteKeepsSharedPrefixes"}},
 		{"piecemeal", func() thread.Store { return piecemeal{mem()} }, nil, []string{"BatchIsAtomic"}},
+		{"shallow walk", func() thread.Store { return shallowWalk{mem()} }, nil, []string{"MessageIDsOncePerThread"}},
 		{"forgetful", func() thread.Store { return mem() }, forgetful, []string{"Reopen"}},
 	}
 	for _, tt := range tests {
