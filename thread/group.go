@@ -159,11 +159,6 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 	if err := checkMirror(e.rec.Kind, len(opts.Messages), opts.Mirror); err != nil {
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
-	line, err := g.db.checkNewIDs(ctx, e.head, opts.Messages, opts.Op)
-	if err != nil {
-		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
-	}
-	g.db.putLine(line, e.head, nil)
 	var st map[string]json.RawMessage
 	if opts.State != nil {
 		if st, err = t.stateAt(ctx, e.head); err != nil {
@@ -174,6 +169,11 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 	if err != nil {
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
+	line, err := g.db.checkNewIDs(ctx, e.head, opts.Messages, opts.Op)
+	if err != nil {
+		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
+	}
+	g.db.putLine(line, e.head, nil)
 	g.b.Commits = append(g.b.Commits, c)
 	e.committed = true
 	if e.move >= 0 {

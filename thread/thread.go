@@ -261,21 +261,21 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	if err := checkMirror(kind, len(opts.Messages), opts.Mirror); err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
-	line, err := t.db.checkNewIDs(ctx, head, opts.Messages, opts.Op)
-	if err != nil {
-		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
-	}
 	var parentState map[string]json.RawMessage
 	if opts.State != nil {
 		if parentState, err = t.stateAt(ctx, head); err != nil {
-			t.db.putLine(line, head, nil)
 			return nil, err
 		}
 	}
 	now := t.db.clock()
 	c, err := t.db.newCommit(head, parentState, opts.Messages, opts.State, opts.Op, opts.Metadata, now)
 	if err != nil {
-		t.db.putLine(line, head, nil)
+		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
+	}
+	// The messages are valid: look for the ids they came with (not those
+	// newCommit gave them) on the head's line.
+	line, err := t.db.checkNewIDs(ctx, head, opts.Messages, opts.Op)
+	if err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
 	mv := Move{Thread: r.ID, From: from, Head: c.ID, Op: opts.Op, Time: now}
