@@ -378,6 +378,36 @@ func (c *Conversation) Close() error {
 	return nil
 }
 
+// Suspend stops the conversation as a process that ends would, without
+// aborting anything: its event loop stops, its stream and tools are
+// cancelled, and nothing more is committed, so that its thread keeps what
+// its last commit says — a turn in flight, tools running — and the next
+// Open takes it up again. A server that shuts down suspends its
+// conversations; Close is for a user who is done with one. The
+// conversation and its sub-agents are closed after it. It may be called
+// more than once.
+func (c *Conversation) Suspend() {
+	// A stop whose event is still queued is handled, and so committed,
+	// first.
+	c.do(func() error {
+		c.catchUp()
+		return nil
+	})
+	c.closeOnce.Do(func() { close(c.quit) })
+	<-c.ended
+	// The loop has ended: what it owned is this goroutine's now. What the
+	// stream and the tools post after this is never handled.
+	c.agent.Abort()
+	if r := c.tools_; r != nil {
+		r.cancel()
+		r.wg.Wait()
+	}
+	for _, k := range c.children {
+		k.Suspend()
+	}
+	c.endTurn(true, nil)
+}
+
 // ID returns the id of the conversation's thread.
 func (c *Conversation) ID() string { return c.th.ID() }
 

@@ -29,6 +29,8 @@
 // last stop: tools that were running run again, a compact or fork under
 // way is done again, and a turn in flight is asked of the model again (or,
 // with Options.StopInterrupted, left stopped/interrupted for Continue).
+// Close aborts what is in flight; Suspend, for a server that shuts down,
+// stops without aborting, and the next Open takes the turn up again.
 //
 // What the thread cannot hold is refused before it is accepted: a message
 // over the DB's limits (thread.DB.CheckCommit) is ErrInvalid, and changes

@@ -165,3 +165,64 @@ func TestOpenResumesATurnInFlight(t *testing.T) {
 		})
 	}
 }
+
+// Suspend stops a conversation without aborting it: the turn in flight —
+// a stream, or tools that run — is taken up by the next Open, as after a
+// crash.
+func TestSuspendLeavesTheTurnInFlight(t *testing.T) {
+	db := memDB(t)
+	g := newGated()
+	g.add(textScript("half an ", "answer"))
+	c, err := New(t.Context(), db, Options{Client: g, ID: "streaming"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send("where was I?"); err != nil {
+		t.Fatal(err)
+	}
+	g.release(1)
+	eventually(t, "half an answer streams", func() bool { return c.Agent().Partial() == "half an " })
+	c.Suspend()
+	c.Close() // after Suspend, it aborts and commits nothing
+	client := scripted.New(scripted.Text("again"))
+	c, err = Open(t.Context(), db, "streaming", Options{Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle(t, c)
+	c.Close()
+	if got, want := savedTexts(t, db, "streaming"), []string{"user: where was I?", "assistant: again"}; !slices.Equal(got, want) {
+		t.Fatalf("saved %q, want %q", got, want)
+	}
+
+	// Tools that run when it is suspended run again.
+	started := make(chan struct{}, 1)
+	slow := agent.MustFunc("slow", "Take your time.", func(ctx context.Context, _ struct{}) (string, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	c, err = New(t.Context(), db, Options{Client: scripted.New(scripted.Calls(message.FunctionCall{CallID: "s1", Name: "slow", Arguments: `{}`})),
+		ID: "tools", Tools: []agent.Tool{slow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send("go"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	c.Suspend()
+	if got := savedTexts(t, db, "tools"); len(got) != 2 {
+		t.Fatalf("after Suspend the thread holds %q", got)
+	}
+	fast := agent.MustFunc("slow", "Quick now.", func(context.Context, struct{}) (string, error) { return "done", nil })
+	c, err = Open(t.Context(), db, "tools", Options{Client: scripted.New(scripted.Text("all done")), Tools: []agent.Tool{fast}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	idle(t, c)
+	if got, want := savedTexts(t, db, "tools"), []string{"user: go", "assistant:  call slow({})", "tool:  result done", "assistant: all done"}; !slices.Equal(got, want) {
+		t.Fatalf("saved %q, want %q", got, want)
+	}
+}

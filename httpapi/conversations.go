@@ -172,9 +172,10 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 	return l, nil
 }
 
-// Close aborts and closes the server's live conversations and ends their
-// event streams; call it when the server shuts down. Requests for
-// conversations after it are refused (503).
+// Close suspends the server's live conversations (a turn in flight is not
+// aborted: the next server that opens the conversation asks the model
+// again) and ends their event streams; call it when the server shuts down.
+// Requests for conversations after it are refused (503).
 func (s *Server) Close() error {
 	s.lives.mu.Lock()
 	if !s.lives.closed {
@@ -185,7 +186,7 @@ func (s *Server) Close() error {
 	s.lives.m = nil
 	s.lives.mu.Unlock()
 	for _, l := range all {
-		l.conv.Close()
+		l.conv.Suspend()
 		l.mu.Lock()
 		l.closed = true
 		for ch := range l.subs {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
@@ -195,4 +196,44 @@ func shorten(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// A server that shuts down (Close) while a conversation's answer streams
+// leaves the turn in flight, not aborted: the next server asks the model
+// again on the conversation's first request, and saves the answer.
+func TestConversationResumesAfterTheServerCloses(t *testing.T) {
+	db := thread.New(thread.NewMemoryStore(), nil)
+	gate := make(chan struct{}, 10)
+	first := scripted.New(scripted.Step{Chunks: []agent.Update{{Text: "half "}, {Text: "an answer"}}, Text: "half an answer", Gate: gate})
+	s := newServer(t, Options{DB: db, Chat: first, Keys: twoTenants(t)})
+	must(t, s, req{method: "POST", path: "/v1/conversations", key: keyA, body: map[string]any{"id": "cv1"}}, 201, nil)
+	must(t, s, req{method: "POST", path: "/v1/conversations/cv1/commands", key: keyA, body: map[string]any{"command": "send", "text": "where was I?"}}, 200, nil)
+	gate <- struct{}{}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		var got conversationJSON
+		must(t, s, req{method: "GET", path: "/v1/conversations/cv1", key: keyA}, 200, &got)
+		if got.Partial != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the answer never streamed")
+		}
+	}
+	s.Close()
+
+	again := scripted.New(scripted.Text("the answer"))
+	s2 := newServer(t, Options{DB: db, Chat: again, Keys: twoTenants(t)})
+	defer s2.Close()
+	var got conversationJSON
+	must(t, s2, req{method: "GET", path: "/v1/conversations/cv1", key: keyA}, 200, &got)
+	want := []string{"user: where was I?", "assistant: the answer"}
+	for deadline := time.Now().Add(10 * time.Second); !slices.Equal(savedMessages(t, db, "cv1"), want); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("saved %q, want %q; the conversation is %+v", savedMessages(t, db, "cv1"), want, got)
+		}
+	}
+	must(t, s2, req{method: "GET", path: "/v1/conversations/cv1", key: keyA}, 200, &got)
+	if got.Status != (conversation.Status{Kind: conversation.Stopped, Reason: conversation.EndTurn}) || len(again.Requests()) != 1 {
+		t.Fatalf("after the restart: %+v, %d requests", got, len(again.Requests()))
+	}
 }
