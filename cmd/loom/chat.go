@@ -389,13 +389,14 @@ func (s *chatSession) lines(ctx context.Context, in io.Reader, out io.Writer) er
 	return sc.Err()
 }
 
-// resumed tells of a turn that a crash or a kill cut short: asked again
-// (Open does), it is shown when it ends; left stopped/interrupted
+// resumed tells of a turn that a crash or a kill cut short: taken up again
+// (Open asks the model again, or runs the tools again), it is shown when it
+// ends; left stopped/interrupted
 // (--stop-interrupted), it is said so.
 func (s *chatSession) resumed(ctx context.Context, out io.Writer) error {
 	switch st := s.conv.Agent().Status(); {
-	case st.Kind == conversation.Streaming:
-		fmt.Fprintln(out, "asking again for the answer a crash cut short…")
+	case s.busy():
+		fmt.Fprintln(out, "going on with the turn a crash cut short…")
 		return s.showTurn(ctx, out, len(s.conv.Agent().Messages()))
 	case st.Kind == conversation.Stopped && st.Reason == conversation.Interrupted:
 		fmt.Fprintln(out, "the last turn was cut short (stopped/interrupted): /continue asks again")
