@@ -31,6 +31,10 @@ const (
 	ToolUse   StopReason = "tool_use"
 	MaxTokens StopReason = "max_tokens"
 	Aborted   StopReason = "aborted"
+	// Interrupted is the stop of a turn that was in flight when the
+	// conversation's process was killed or crashed, as Open finds it with
+	// Options.StopInterrupted.
+	Interrupted StopReason = "interrupted"
 )
 
 // Status is an agent's status: streaming, stopped for a reason, or failed
@@ -88,6 +92,14 @@ const (
 // tool result when it is not stopped on tool use, or for a call it did
 // not make; a message while it streams); it changes nothing.
 var ErrState = fmt.Errorf("not now: %w", thread.ErrConflict)
+
+// ErrNotSaved is returned (wrapped, with the cause) by a command whose
+// commit failed, and is the Err of the error notice that tells of a stop
+// that could not be saved. The conversation is then stopped with the
+// status error, and its agent knows what the thread holds: the messages
+// the commit did not save are dropped, and the next commit saves what
+// comes next.
+var ErrNotSaved = errors.New("not saved")
 
 // Agent is the actor that streams from a model. Its conversation commands
 // it synchronously — after a command returns, its state reflects it — and
@@ -258,6 +270,15 @@ func (a *Agent) answer(id string, result message.FunctionResult) {
 		result.CallID = id
 		a.msgs = append(a.msgs, message.New(message.RoleTool, result))
 	}
+}
+
+// reset makes the agent know msgs, with status: the conversation's
+// messages as its thread holds them after a commit failed. The agent is
+// not streaming.
+func (a *Agent) reset(msgs []message.Message, status Status) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.msgs, a.status, a.partial, a.asst = slices.Clone(msgs), status, nil, -1
 }
 
 // answerOpen answers every open call with an error result. Callers hold

@@ -132,6 +132,13 @@ type Options struct {
 	// inherit it. nil means no spans, at no cost; the global provider is
 	// not used.
 	TracerProvider trace.TracerProvider
+	// StopInterrupted makes Open leave a turn that was in flight when the
+	// conversation last ran (its process was killed, or crashed, while the
+	// model answered) stopped with the reason Interrupted: nothing is
+	// asked until Continue or the next message. By default Open asks the
+	// model again, as a workflow runs again a step that started and did
+	// not end.
+	StopInterrupted bool
 }
 
 // Conversation orchestrates an interactive session: it owns one Agent,
@@ -205,7 +212,10 @@ func New(ctx context.Context, db *thread.DB, opts Options) (*Conversation, error
 
 // Open resumes the conversation on the thread id, in the mode of its last
 // stop: tools that were running when it stopped run again; a compact or
-// fork that was under way is done again.
+// fork that was under way is done again; a turn that was in flight (the
+// user's message, or tool results, kept and the model's answer not) is
+// asked of the model again — unless opts.StopInterrupted, which opens it
+// stopped/interrupted.
 func Open(ctx context.Context, db *thread.DB, id string, opts Options) (*Conversation, error) {
 	if opts.Client == nil {
 		return nil, fmt.Errorf("conversation: no client: %w", thread.ErrInvalid)
@@ -224,9 +234,12 @@ func Open(ctx context.Context, db *thread.DB, id string, opts Options) (*Convers
 	}
 	status, mode := Status{Kind: Stopped, Reason: EndTurn}, Mode{Kind: ModeNormal}
 	var queued []message.Message
+	inFlight := false // a turn was in flight when the conversation last ran
 	if raw, ok := st[stateStatus]; ok {
-		if err := json.Unmarshal(raw, &status); err != nil || status.Kind == Streaming {
+		if err := json.Unmarshal(raw, &status); err != nil {
 			status = Status{Kind: Stopped, Reason: Aborted}
+		} else if status.Kind == Streaming {
+			status, inFlight = Status{Kind: Stopped, Reason: Interrupted}, true
 		}
 	}
 	raw, ok := st[stateMode]
@@ -252,6 +265,14 @@ func Open(ctx context.Context, db *thread.DB, id string, opts Options) (*Convers
 			c.finish(map[string]string{"result": mode.Op.Response})
 		case mode.Kind == ModeControlFlow:
 			c.controlFlow(mode)
+		case inFlight && (sub || !opts.StopInterrupted):
+			// The turn in flight is asked again; a sub-agent's always, for
+			// its parent waits on it.
+			if err := c.cont(); err != nil {
+				c.notify(Notice{Kind: "error", Err: err})
+			}
+		case inFlight:
+			// Stopped/interrupted: Continue asks again.
 		case sub && len(msgs) > 0 && msgs[len(msgs)-1].Role == message.RoleUser && status.Kind == Stopped:
 			// A sub-agent stopped after its prompt was kept and before it
 			// answered: it answers now.
@@ -357,6 +378,36 @@ func (c *Conversation) Close() error {
 	return nil
 }
 
+// Suspend stops the conversation as a process that ends would, without
+// aborting anything: its event loop stops, its stream and tools are
+// cancelled, and nothing more is committed, so that its thread keeps what
+// its last commit says — a turn in flight, tools running — and the next
+// Open takes it up again. A server that shuts down suspends its
+// conversations; Close is for a user who is done with one. The
+// conversation and its sub-agents are closed after it. It may be called
+// more than once.
+func (c *Conversation) Suspend() {
+	// A stop whose event is still queued is handled, and so committed,
+	// first.
+	c.do(func() error {
+		c.catchUp()
+		return nil
+	})
+	c.closeOnce.Do(func() { close(c.quit) })
+	<-c.ended
+	// The loop has ended: what it owned is this goroutine's now. What the
+	// stream and the tools post after this is never handled.
+	c.agent.Abort()
+	if r := c.tools_; r != nil {
+		r.cancel()
+		r.wg.Wait()
+	}
+	for _, k := range c.children {
+		k.Suspend()
+	}
+	c.endTurn(true, nil)
+}
+
 // ID returns the id of the conversation's thread.
 func (c *Conversation) ID() string { return c.th.ID() }
 
@@ -441,6 +492,9 @@ func (c *Conversation) send(parent context.Context, m message.Message, queued bo
 	if c.mode.yielded() {
 		return fmt.Errorf("conversation %s has yielded to its parent: %w", c.ID(), ErrState)
 	}
+	if err := c.check(m, queued && c.busy()); err != nil {
+		return err
+	}
 	if c.busy() {
 		if queued {
 			c.queued = append(c.queued, m)
@@ -451,11 +505,11 @@ func (c *Conversation) send(parent context.Context, m message.Message, queued bo
 	if err := c.agent.AppendUserMessage(m); err != nil {
 		return err
 	}
-	// The message is kept before the turn starts: a crash while it streams
-	// loses the answer, not the question.
+	// The message is kept before the turn starts, marked in flight: a crash
+	// while it streams loses the answer, not the question, and Open asks
+	// again.
 	c.beginTurn(parent)
-	c.commitStop(c.ctx())
-	return c.cont()
+	return c.goOn()
 }
 
 // cont starts the agent's next stream in the turn in flight, or in a new
@@ -581,7 +635,9 @@ func (c *Conversation) onStop(turn int, ev AgentStopped) {
 	case ToolUse:
 		mode := interpretToolUse(c.agent.OpenCalls(), c.sub)
 		c.setMode(mode)
-		c.commitStop(c.ctx())
+		if c.commitStop(c.ctx()) != nil {
+			return // no tool runs for an answer that was not saved
+		}
 		c.notify(Notice{Kind: "stopped"})
 		if mode.Kind == ModeToolUse {
 			c.runTools(mode)
@@ -590,7 +646,9 @@ func (c *Conversation) onStop(turn int, ev AgentStopped) {
 		}
 	default:
 		c.setMode(Mode{Kind: ModeNormal})
-		c.commitStop(c.ctx())
+		if c.commitStop(c.ctx()) != nil {
+			return
+		}
 		c.endTurn(ev.Reason == Aborted, nil)
 		c.notify(Notice{Kind: "stopped"})
 		if c.sub && ev.Reason != Aborted {
@@ -626,45 +684,128 @@ func (c *Conversation) sendQueued() {
 		}
 	}
 	c.queued = nil
-	if err := c.cont(); err != nil {
+	// A turn of their own, kept before it starts as a message sent is.
+	c.beginTurn(ctxBG)
+	if err := c.goOn(); err != nil && !errors.Is(err, ErrNotSaved) {
 		c.notify(Notice{Kind: "error", Err: err})
 	}
 }
 
 // commitStop commits the agent's messages since the last stop, with the
 // mode and status, to the thread: every stop is durable, and Open resumes
-// from it.
-func (c *Conversation) commitStop(ctx context.Context) {
+// from it. A commit that fails is the conversation's error (see
+// saveFailed), which it returns: the caller goes no further.
+func (c *Conversation) commitStop(ctx context.Context) error {
+	return c.commit(ctx, false)
+}
+
+// goOn commits what the agent has with the status streaming — the mark of
+// a turn in flight, which Open finds if the process dies before the next
+// stop — and starts the agent's next stream.
+func (c *Conversation) goOn() error {
+	if err := c.commit(c.ctx(), true); err != nil {
+		return err
+	}
+	return c.cont()
+}
+
+func (c *Conversation) commit(ctx context.Context, inFlight bool) error {
 	fresh, n := c.agent.since(c.committed)
-	state, err := c.state()
+	state, err := c.state(inFlight, c.queued)
 	if err == nil {
 		_, err = c.th.Commit(ctx, thread.CommitOptions{Messages: fresh, State: state, Kind: thread.KindLocal})
 	}
 	if err != nil {
-		c.notify(Notice{Kind: "error", Err: fmt.Errorf("commit the stop: %w", err)})
-		return
+		return c.saveFailed(ctx, err)
 	}
 	c.committed = n
+	return nil
 }
 
-func (c *Conversation) state() (map[string]json.RawMessage, error) {
+// saveFailed makes a commit that failed the conversation's error: the turn
+// ends, the agent's status is error, an error notice tells of it, and the
+// agent knows again what the thread holds (the messages the commit did not
+// save are dropped, and a thread that another writer moved is read again),
+// so that the next commit saves what comes next. It returns err, wrapped.
+func (c *Conversation) saveFailed(ctx context.Context, err error) error {
+	err = fmt.Errorf("conversation %s: %w: %w", c.ID(), ErrNotSaved, err)
+	msgs, _ := c.agent.since(0)
+	msgs = msgs[:min(c.committed, len(msgs))]
+	if rerr := c.th.Refresh(ctx); rerr == nil {
+		if held, lerr := load(ctx, c.th); lerr == nil {
+			msgs = held
+		}
+	}
+	c.agent.reset(msgs, Status{Kind: Errored, Err: notSaved(err)})
+	c.committed = len(msgs)
+	c.handled = max(c.handled, c.agent.Turn())
+	if c.mode.Kind != ModeNormal {
+		c.setMode(Mode{Kind: ModeNormal})
+	}
+	c.endTurn(false, err)
+	c.notify(Notice{Kind: "error", Err: err})
+	if c.sub {
+		c.finish(map[string]string{"error": notSaved(err)})
+	}
+	return err
+}
+
+// notSaved is the status text of a commit that failed: the thread's own
+// errors name ids and limits, and are told; a store's may name its
+// internals (paths, hosts), and are not.
+func notSaved(err error) string {
+	for _, known := range []error{thread.ErrInvalid, thread.ErrConflict, thread.ErrNotFound, thread.ErrUnsupported} {
+		if errors.Is(err, known) {
+			return err.Error()
+		}
+	}
+	return "conversation not saved: the store failed"
+}
+
+// check refuses, before it is accepted, a message the thread cannot hold
+// (thread.DB.CheckCommit), or one that the messages queued with it would
+// take over the state's limit: nothing is changed.
+func (c *Conversation) check(m message.Message, queued bool) error {
+	if err := c.db.CheckCommit(thread.CommitOptions{Messages: []message.Message{m}}); err != nil {
+		return fmt.Errorf("conversation %s: %w", c.ID(), err)
+	}
+	if !queued {
+		return nil
+	}
+	state, err := c.state(false, append(slices.Clone(c.queued), m))
+	if err == nil {
+		err = c.db.CheckCommit(thread.CommitOptions{State: state})
+	}
+	if err != nil {
+		return fmt.Errorf("conversation %s: queue a message: %w", c.ID(), err)
+	}
+	return nil
+}
+
+// state is the thread's state for a commit: the mode, the status
+// (streaming when inFlight) and the messages queued.
+func (c *Conversation) state(inFlight bool, queued []message.Message) (map[string]json.RawMessage, error) {
 	mode, err := json.Marshal(c.mode)
 	if err != nil {
 		return nil, err
 	}
-	status, err := json.Marshal(c.agent.Status())
+	st := c.agent.Status()
+	if inFlight {
+		st = Status{Kind: Streaming}
+	}
+	status, err := json.Marshal(st)
 	if err != nil {
 		return nil, err
 	}
-	st := map[string]json.RawMessage{stateMode: mode, stateStatus: status, stateQueued: nil}
-	if len(c.queued) > 0 {
-		q, err := json.Marshal(c.queued)
+	state := map[string]json.RawMessage{stateMode: mode, stateStatus: status, stateQueued: nil}
+	if len(queued) > 0 {
+		q, err := json.Marshal(queued)
 		if err != nil {
 			return nil, err
 		}
-		st[stateQueued] = q
+		state[stateQueued] = q
 	}
-	return st, nil
+	return state, nil
 }
 
 // runTools runs the calls of mode's tool round, each on its own goroutine;
@@ -794,7 +935,9 @@ func (c *Conversation) toolsDone(r *toolRound) {
 		}
 	}
 	c.queued = nil
-	if err := c.cont(); err != nil {
+	// The results are kept before the answer to them streams: a tool that
+	// ended does not run again after a crash.
+	if err := c.goOn(); err != nil && !errors.Is(err, ErrNotSaved) {
 		c.notify(Notice{Kind: "error", Err: err})
 	}
 }
@@ -822,20 +965,22 @@ func (c *Conversation) controlFlow(mode Mode) {
 			c.agent.answer(op.CallID, res)
 			endTool(span, res, false)
 			c.setMode(Mode{Kind: ModeNormal})
-			c.commitStop(c.ctx())
-			if err := c.cont(); err != nil {
+			if err := c.goOn(); err != nil && !errors.Is(err, ErrNotSaved) {
 				c.notify(Notice{Kind: "error", Err: err})
 			}
 			return
 		}
 		endTool(span, message.FunctionResult{}, false)
 		c.setMode(Mode{Kind: ModeNormal})
-		c.commitStop(c.ctx())
+		if c.commitStop(c.ctx()) != nil {
+			return
+		}
 		if next != "" {
 			// The same turn goes on with the next prompt; a turn that
 			// cannot is over.
-			if err := c.send(ctxBG, message.User(next), false); err != nil {
+			if err := c.send(ctxBG, message.User(next), false); err != nil && !errors.Is(err, ErrNotSaved) {
 				c.endTurn(false, err)
+				c.notify(Notice{Kind: "error", Err: err})
 			}
 		} else {
 			c.endTurn(false, nil)
@@ -856,15 +1001,16 @@ func (c *Conversation) controlFlow(mode Mode) {
 		c.agent.answer(op.CallID, result)
 		endTool(span, result, false)
 		c.setMode(Mode{Kind: ModeNormal})
-		c.commitStop(c.ctx())
 		// The source goes on.
-		if err := c.cont(); err != nil {
+		if err := c.goOn(); err != nil && !errors.Is(err, ErrNotSaved) {
 			c.notify(Notice{Kind: "error", Err: err})
 		}
 	case OpYield:
 		c.agent.answer(op.CallID, message.FunctionResult{Result: "yielded to the parent conversation"})
 		endTool(span, message.FunctionResult{}, false)
-		c.commitStop(c.ctx())
+		if c.commitStop(c.ctx()) != nil {
+			return
+		}
 		c.endTurn(false, nil)
 		c.notify(Notice{Kind: "yielded"})
 		c.finish(map[string]string{"result": op.Response})
@@ -896,6 +1042,11 @@ func (c *Conversation) compact(ctx context.Context, summary string) error {
 // the compaction the conversation goes on with prompt, if any.
 func (c *Conversation) Compact(prompt string) error {
 	return c.do(func() error {
+		if prompt != "" {
+			if err := c.check(message.User(prompt), false); err != nil {
+				return err
+			}
+		}
 		c.nextCmp = prompt
 		return c.send(ctxBG, message.User("Call the compact tool now with a summary of this conversation that keeps what is needed to go on."), false)
 	})
@@ -917,6 +1068,11 @@ func (c *Conversation) Fork(prompt string) (*Conversation, error) {
 }
 
 func (c *Conversation) fork(ctx context.Context, prompt string) (*Conversation, error) {
+	if prompt != "" {
+		if err := c.check(message.User(prompt), false); err != nil {
+			return nil, err
+		}
+	}
 	th, err := c.th.Fork(ctx, thread.ForkOptions{})
 	if err != nil {
 		return nil, err
@@ -935,8 +1091,7 @@ func (c *Conversation) fork(ctx context.Context, prompt string) (*Conversation, 
 				return err
 			}
 		}
-		f.commitStop(ctx)
-		return nil
+		return f.commitStop(ctx)
 	})
 	if err != nil {
 		f.Close()
@@ -948,7 +1103,13 @@ func (c *Conversation) fork(ctx context.Context, prompt string) (*Conversation, 
 // Continue starts the agent's next turn on what it has (a fork's prompt,
 // a conversation resumed after a stop).
 func (c *Conversation) Continue() error {
-	return c.do(func() error { return c.cont() })
+	return c.do(func() error {
+		if c.busy() || c.mode.Kind != ModeNormal || len(c.agent.OpenCalls()) > 0 {
+			return c.cont() // as the agent says (ErrState while it streams)
+		}
+		c.beginTurn(ctxBG)
+		return c.goOn()
+	})
 }
 
 // spawn starts a sub-agent on a thread of its own, linked to this one's,

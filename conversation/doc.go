@@ -22,10 +22,22 @@
 // sub-agent, yield_to_parent.
 //
 // Every stop of the agent is a commit of the thread — the turn's messages
-// with the mode and status — and so is each message the user sends, before
-// its turn starts. Open resumes a conversation after a restart in the mode
-// of its last stop: tools that ran run again, a compact or fork under way is
-// done again.
+// with the mode and status — and so is each message the user sends, and
+// each round of tool results, before the stream that answers it starts;
+// that commit marks the turn in flight (the status streaming). Open
+// resumes a conversation after a restart, or a crash, in the mode of its
+// last stop: tools that were running run again, a compact or fork under
+// way is done again, and a turn in flight is asked of the model again (or,
+// with Options.StopInterrupted, left stopped/interrupted for Continue).
+// Close aborts what is in flight; Suspend, for a server that shuts down,
+// stops without aborting, and the next Open takes the turn up again.
+//
+// What the thread cannot hold is refused before it is accepted: a message
+// over the DB's limits (thread.DB.CheckCommit) is ErrInvalid, and changes
+// nothing. A commit that fails all the same (the store is down) is never a
+// quiet stop: the command returns ErrNotSaved, or an error notice carries
+// it, the agent's status is error, and the conversation shows what its
+// thread holds, so the next message is saved.
 //
 // The smallest use:
 //

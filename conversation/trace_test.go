@@ -180,10 +180,11 @@ func TestTurnSpans(t *testing.T) {
 	}
 	st.wantAttrs(b, map[string]any{"gen_ai.tool.name": "broken", "gen_ai.tool.call.id": "c2", "error.type": "tool_error"})
 
-	// The thread: the question, the stop on tool use, the answer.
+	// The thread: the question, the stop on tool use, the results (kept
+	// before the answer to them streams), the answer.
 	commits := st.named("thread.commit")
-	if len(commits) != 3 {
-		t.Errorf("%d commits, want 3; spans:\n\t%s", len(commits), st.names())
+	if len(commits) != 4 {
+		t.Errorf("%d commits, want 4; spans:\n\t%s", len(commits), st.names())
 	}
 	for _, sp := range commits {
 		if !isChild(sp, turn) {
@@ -194,8 +195,8 @@ func TestTurnSpans(t *testing.T) {
 	if open := st.one("thread.open"); !isChild(open, w) {
 		t.Errorf("the tool's store operation's parent %q", st.parent(open))
 	}
-	if len(st.spans) != 1+2+2+3+1 {
-		t.Errorf("%d spans, want 9:\n\t%s", len(st.spans), st.names())
+	if len(st.spans) != 1+2+2+4+1 {
+		t.Errorf("%d spans, want 10:\n\t%s", len(st.spans), st.names())
 	}
 }
 

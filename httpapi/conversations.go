@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/loomthreads/loom/conversation"
+	"github.com/loomthreads/loom/internal/apierr"
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -126,7 +128,16 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 	// Opened outside the lock: it reads the store (and may run again the
 	// tools of a conversation that stopped in tool use).
 	l := &live{subs: map[chan conversation.Notice]struct{}{}}
-	opts := conversation.Options{Client: s.chat, Notify: l.notify, Title: title, ID: id, TracerProvider: s.tp}
+	tenant := db.Tenant()
+	notify := func(n conversation.Notice) {
+		if n.Kind == "error" && n.Err != nil {
+			// What failed, in full, for the operator; the client's event
+			// says what the error table lets it.
+			s.log.Warn("conversation error", "tenant", tenant, "conversation", n.Conversation, "err", n.Err)
+		}
+		l.notify(n)
+	}
+	opts := conversation.Options{Client: s.chat, Notify: notify, Title: title, ID: id, TracerProvider: s.tp}
 	var conv *conversation.Conversation
 	var err error
 	// Conversations outlive the request that opened them.
@@ -161,9 +172,10 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 	return l, nil
 }
 
-// Close aborts and closes the server's live conversations and ends their
-// event streams; call it when the server shuts down. Requests for
-// conversations after it are refused (503).
+// Close suspends the server's live conversations (a turn in flight is not
+// aborted: the next server that opens the conversation asks the model
+// again) and ends their event streams; call it when the server shuts down.
+// Requests for conversations after it are refused (503).
 func (s *Server) Close() error {
 	s.lives.mu.Lock()
 	if !s.lives.closed {
@@ -174,7 +186,7 @@ func (s *Server) Close() error {
 	s.lives.m = nil
 	s.lives.mu.Unlock()
 	for _, l := range all {
-		l.conv.Close()
+		l.conv.Suspend()
 		l.mu.Lock()
 		l.closed = true
 		for ch := range l.subs {
@@ -297,6 +309,17 @@ type conversationEvent struct {
 	Error   string              `json:"error,omitzero"`
 }
 
+// eventError is the text of an error event: what the error table tells a
+// client of err (the store's or a provider's own text is logged, not
+// sent).
+func eventError(err error) string {
+	_, code, msg := apierr.Classify(err, false)
+	if code == apierr.Internal && errors.Is(err, conversation.ErrNotSaved) {
+		msg = "not saved: the store failed"
+	}
+	return "the conversation failed: " + msg
+}
+
 // conversationEvents: GET /v1/conversations/{id}/events — the
 // conversation's changes as Server-Sent Events: first its state, then an
 // event per change (content, stopped, error, mode, compacted, forked,
@@ -317,7 +340,7 @@ func (s *Server) conversationEvents(w http.ResponseWriter, r *http.Request) erro
 			ev.Partial = a.Partial()
 		}
 		if n.Err != nil {
-			ev.Error = "the conversation failed: " + n.Err.Error()
+			ev.Error = eventError(n.Err)
 		}
 		return ev
 	}

@@ -32,7 +32,10 @@ type ChatCommand struct {
 	Provider string
 	Model    string
 	Title    string
-	foundry  foundryFlags
+	// StopInterrupted opens a conversation whose turn a crash cut short
+	// stopped/interrupted, rather than ask the model again.
+	StopInterrupted bool
+	foundry         foundryFlags
 }
 
 // Flags implements Command.
@@ -42,6 +45,7 @@ func (c *ChatCommand) Flags() *flag.FlagSet {
 	fs.StringVar(&c.Provider, "provider", "scripted", "the model's provider: scripted (no key: it says back what it is told), openai, responses, anthropic, foundry, foundry-classic; keys from the environment")
 	fs.StringVar(&c.Model, "model", "", "the `MODEL` (the provider's default when empty)")
 	fs.StringVar(&c.Title, "title", "chat", "the `TITLE` of a new conversation's thread")
+	fs.BoolVar(&c.StopInterrupted, "stop-interrupted", false, "open a conversation whose last turn a crash or a kill cut short stopped/interrupted (/continue asks again), rather than ask the model again")
 	c.foundry.flags(fs)
 	return fs
 }
@@ -132,7 +136,7 @@ func (c *ChatCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer db.Close()
 	db = db.WithTracerProvider(tp)
-	s := &chatSession{db: db, opts: conversation.Options{Client: client, Model: c.Model, Title: c.Title, TracerProvider: tp}}
+	s := &chatSession{db: db, opts: conversation.Options{Client: client, Model: c.Model, Title: c.Title, TracerProvider: tp, StopInterrupted: c.StopInterrupted}}
 	terminal := c.IsTerminal != nil && c.IsTerminal(c.Stdin) && c.IsTerminal(c.Stdout)
 	if terminal {
 		s.relay = make(chan struct{}, 1)
@@ -191,6 +195,7 @@ func (s *chatSession) busy() bool {
 
 const chatHelp = `/compact [prompt]     replace the conversation with a summary, then go on with prompt
 /fork [prompt]        go on in a fork of this conversation (this one stays as it is)
+/continue             ask the model to go on (after an abort, or a turn a crash cut short)
 /history              the versions of this conversation's thread
 /checkpoint NAME      name this point, to roll back to it
 /rollback NAME|V      go back to a checkpoint or a version (a new version: nothing is lost)
@@ -211,6 +216,8 @@ func (s *chatSession) command(ctx context.Context, line string) (string, bool, e
 		return "", true, nil
 	case "compact":
 		return "compacting…", false, s.conv.Compact(arg)
+	case "continue":
+		return "", false, s.conv.Continue()
 	case "fork":
 		f, err := s.conv.Fork(arg)
 		if err != nil {
@@ -336,6 +343,9 @@ func render(msgs []message.Message) string {
 // or a command, each answered before the next is read.
 func (s *chatSession) lines(ctx context.Context, in io.Reader, out io.Writer) error {
 	fmt.Fprintf(out, "conversation %s\n", s.conv.ID())
+	if err := s.resumed(ctx, out); err != nil {
+		return err
+	}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -377,6 +387,21 @@ func (s *chatSession) lines(ctx context.Context, in io.Reader, out io.Writer) er
 		}
 	}
 	return sc.Err()
+}
+
+// resumed tells of a turn that a crash or a kill cut short: taken up again
+// (Open asks the model again, or runs the tools again), it is shown when it
+// ends; left stopped/interrupted
+// (--stop-interrupted), it is said so.
+func (s *chatSession) resumed(ctx context.Context, out io.Writer) error {
+	switch st := s.conv.Agent().Status(); {
+	case s.busy():
+		fmt.Fprintln(out, "going on with the turn a crash cut short…")
+		return s.showTurn(ctx, out, len(s.conv.Agent().Messages()))
+	case st.Kind == conversation.Stopped && st.Reason == conversation.Interrupted:
+		fmt.Fprintln(out, "the last turn was cut short (stopped/interrupted): /continue asks again")
+	}
+	return nil
 }
 
 // showTurn waits for the turn to end and writes its messages from the

@@ -10,6 +10,8 @@ import (
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+
+	"github.com/loomthreads/loom/conversation"
 )
 
 // runTUI is loom chat on a terminal, on Bubble Tea: the conversation above
@@ -21,6 +23,9 @@ func runTUI(ctx context.Context, s *chatSession, in io.Reader, out io.Writer) er
 	ti.Focus()
 	ti.CharLimit = 0
 	m := &chatModel{ctx: ctx, s: s, input: ti, view: viewport.New(80, 20)}
+	if st := s.conv.Agent().Status(); st.Kind == conversation.Stopped && st.Reason == conversation.Interrupted {
+		m.note = "the last turn was cut short: /continue asks again"
+	}
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
 	// The conversation's changes reach the program from a goroutine of
 	// their own: Notify never blocks the conversation's loop.

@@ -179,9 +179,11 @@ var commands = []spec{
 	{Name: "chat", Synopsis: "[--thread ID] [--provider P] [--model M] [--title T]",
 		Summary: "talk to a model in a live conversation kept in the store: stream, abort, fork, compact",
 		Help: "A live conversation (package conversation) on a thread of the store: the answer streams;\n" +
-			"Ctrl-C aborts the turn, and twice on an idle prompt quits; /compact, /fork, /history,\n" +
-			"/checkpoint, /rollback, /threads, /switch and /help work on it. --thread resumes a\n" +
-			"conversation (or starts one with that id). The scripted provider (the default) needs no\n" +
+			"Ctrl-C aborts the turn, and twice on an idle prompt quits; /compact, /fork, /continue,\n" +
+			"/history, /checkpoint, /rollback, /threads, /switch and /help work on it. --thread resumes a\n" +
+			"conversation (or starts one with that id) where it was left, after a crash too: a turn\n" +
+			"that a crash or a kill cut short is asked of the model again (with --stop-interrupted it\n" +
+			"waits, stopped/interrupted, for /continue). The scripted provider (the default) needs no\n" +
 			"key; openai, responses and anthropic read their keys from the environment as loom serve\n" +
 			"does. When stdin is not a terminal it reads a message or command a line, for scripts.",
 		Examples: []string{
