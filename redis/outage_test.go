@@ -1,0 +1,30 @@
+package redis_test
+
+import (
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/internal/faultproxy"
+	"github.com/loomthreads/loom/internal/testserver"
+)
+
+// TestOutages: with Redis black-holed, down or reset in flight, every read
+// and write fails with thread.ErrUnavailable by the store's deadline (the
+// URL's connect_timeout and timeout), with Redis named and no address, and
+// once the network heals the same Store serves again and has lost nothing
+// it acknowledged.
+func TestOutages(t *testing.T) {
+	const deadline = 500 * time.Millisecond
+	u, err := url.Parse(testserver.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := faultproxy.Start(t, u.Host)
+	u.Host = p.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", deadline.String())
+	q.Set("timeout", deadline.String())
+	u.RawQuery = q.Encode()
+	faultproxy.Outages(t, open(t, u.String(), nil), p, "Redis", 20*deadline)
+}
