@@ -40,6 +40,9 @@ func (s *Store) settle(ctx context.Context) error {
 		return err
 	}
 	defer s.unlock()
+	if fi, err := s.intent.Stat(); err == nil && s.pending.Load().current(fi) {
+		return nil // another reader tried while this one waited
+	}
 	if err := s.recover(); err != nil && s.pending.Load() == nil {
 		return fmt.Errorf("jsonfile: finish a committed batch: %w", err)
 	}
