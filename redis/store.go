@@ -75,6 +75,7 @@ type Store struct {
 	prefix   string
 	ttl      time.Duration
 	cluster  bool
+	timeout  time.Duration // of each command, for a client the store dialed
 	log      *slog.Logger
 	now      func() time.Time
 	// hook, when not nil, is called by apply at "script" (before the
@@ -131,6 +132,7 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 		co.ContextTimeoutEnabled = true
 		c := goredis.NewClusterClient(co)
 		c.AddHook(hook)
+		s.timeout = hook.timeout
 		s.rdb, s.ownsConn = c, true
 	default:
 		ro, err := goredis.ParseURL(conn)
@@ -141,6 +143,7 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 		ro.ContextTimeoutEnabled = true
 		c := goredis.NewClient(ro)
 		c.AddHook(hook)
+		s.timeout = hook.timeout
 		s.rdb, s.ownsConn = c, true
 	}
 	if _, ok := s.rdb.(*goredis.ClusterClient); ok {
@@ -172,13 +175,18 @@ func (o *Options) deadlines(dial, read, write *time.Duration) deadlines {
 	}
 	timeout := o.Timeout
 	switch {
-	case timeout == 0 && *read > 0:
-		timeout = *read
+	case timeout == 0 && *read != 0:
+		timeout = *read // go-redis's read_timeout; negative: none
 	case timeout == 0:
 		timeout = DefaultTimeout
 	}
 	if timeout < 0 {
-		*read, *write = -1, -1
+		if *read == 0 {
+			*read = -1
+		}
+		if *write == 0 {
+			*write = -1
+		}
 		return deadlines{}
 	}
 	*read, *write = timeout, timeout
