@@ -21,7 +21,6 @@ func SetMigrationLockTTL(d time.Duration) (restore func()) {
 	return func() { migrationLockTTL = old }
 }
 
-
 // Timeouts returns the dial, read and write timeouts of the client the
 // store dialed, and the deadline of each of its commands.
 func Timeouts(s *Store) (dial, read, write, command time.Duration) {
