@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -32,13 +33,15 @@ type Proxy struct {
 	target string
 	l      net.Listener
 
-	mu    sync.Mutex
-	flow  chan struct{} // closed while bytes may pass; open during a black hole
-	delay time.Duration
-	down  bool
-	links map[*link]struct{}
+	mu      sync.Mutex
+	blocked bool          // a black hole
+	delay   time.Duration // of each chunk
+	down    bool
+	changed chan struct{} // closed and replaced when blocked or delay change
+	links   map[*link]struct{}
 
-	wg sync.WaitGroup
+	held atomic.Int64 // chunks read and not yet forwarded
+	wg   sync.WaitGroup
 }
 
 // link is a client's connection and the proxy's to the target.
@@ -69,8 +72,7 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, l: l, flow: make(chan struct{}), links: map[*link]struct{}{}}
-	close(p.flow)
+	p := &Proxy{target: target, l: l, changed: make(chan struct{}), links: map[*link]struct{}{}}
 	p.wg.Go(p.accept)
 	return p, nil
 }
@@ -89,12 +91,20 @@ func (p *Proxy) Port() int { return p.l.Addr().(*net.TCPAddr).Port }
 func (p *Proxy) Blackhole() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	select {
-	case <-p.flow:
-		p.flow = make(chan struct{})
-	default: // black-holed already
-	}
+	p.blocked = true
+	p.change()
 }
+
+// change wakes the pumps that wait, to look at the faults again; p.mu is
+// held.
+func (p *Proxy) change() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Held returns how many chunks of bytes the proxy read and holds (black
+// hole) or delays: while it is above 0, something sent is in flight.
+func (p *Proxy) Held() int { return int(p.held.Load()) }
 
 // Delay makes every chunk of bytes wait d before it is forwarded, in
 // order; 0 forwards at once.
@@ -102,6 +112,7 @@ func (p *Proxy) Delay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.delay = d
+	p.change()
 }
 
 // Reset ends every open connection with a TCP reset, as a crashed server
@@ -132,12 +143,8 @@ func (p *Proxy) Down() {
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.down, p.delay = false, 0
-	select {
-	case <-p.flow:
-	default:
-		close(p.flow)
-	}
+	p.down, p.delay, p.blocked = false, 0, false
+	p.change()
 }
 
 // Close stops the proxy and closes every connection.
@@ -174,7 +181,7 @@ func (p *Proxy) serve(c net.Conn) {
 		return
 	}
 	defer p.remove(l)
-	p.wait()
+	p.pass(time.Time{})
 	s, err := net.Dial("tcp", p.target)
 	if err != nil {
 		resetConn(c)
@@ -206,18 +213,26 @@ func (p *Proxy) remove(l *link) {
 	l.close()
 }
 
-// wait returns once bytes may flow.
-func (p *Proxy) wait() time.Duration {
+// pass returns once a chunk read at read may be forwarded: not during a
+// black hole, nor before its delay is over (the zero time: no delay).
+func (p *Proxy) pass(read time.Time) {
 	for {
 		p.mu.Lock()
-		flow, delay := p.flow, p.delay
+		blocked, delay, changed := p.blocked, p.delay, p.changed
 		p.mu.Unlock()
-		<-flow
-		p.mu.Lock()
-		ok := flow == p.flow
-		p.mu.Unlock()
-		if ok {
-			return delay
+		if blocked {
+			<-changed
+			continue
+		}
+		left := time.Until(read.Add(delay))
+		if read.IsZero() || left <= 0 {
+			return
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-t.C:
+		case <-changed:
+			t.Stop()
 		}
 	}
 }
@@ -229,12 +244,12 @@ func (p *Proxy) pump(l *link, dst, src net.Conn) {
 	defer l.close()
 	buf := make([]byte, 32<<10)
 	for {
-		p.wait()
+		p.pass(time.Time{})
 		n, err := src.Read(buf)
 		if n > 0 {
-			if d := p.wait(); d > 0 {
-				time.Sleep(d)
-			}
+			p.held.Add(1)
+			p.pass(time.Now())
+			p.held.Add(-1)
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -83,6 +83,12 @@ func TestBlackholeHoldsUntilHeal(t *testing.T) {
 	if got, err := fresh.ask("three", 200*time.Millisecond); !timeout(err) {
 		t.Fatalf("new connection in a black hole: %q %v, want a timeout", got, err)
 	}
+	// The open connection's line was read and is held; the new one's
+	// waits unread in the kernel, as the proxy does not dial during a
+	// black hole.
+	if n := p.Held(); n != 1 {
+		t.Fatalf("%d chunks held in the black hole, want 1", n)
+	}
 	p.Heal()
 	for _, tc := range []struct {
 		c    *client
@@ -135,5 +141,15 @@ func TestDelay(t *testing.T) {
 	c.c.SetDeadline(time.Now().Add(5 * time.Second))
 	if got, err := c.r.ReadString('\n'); err != nil || got != "slow\n" {
 		t.Fatalf("delayed answer: %q %v", got, err)
+	}
+	// Heal ends a delay that has begun.
+	p.Delay(time.Hour)
+	if got, err := c.ask("held", 100*time.Millisecond); !timeout(err) {
+		t.Fatalf("an hour's delay answered: %q %v", got, err)
+	}
+	p.Heal()
+	c.c.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := c.r.ReadString('\n'); err != nil || got != "held\n" {
+		t.Fatalf("delayed answer after Heal: %q %v", got, err)
 	}
 }
