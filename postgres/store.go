@@ -179,9 +179,12 @@ func takeTimeouts(dsn string, o *Options) (string, error) {
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", fmt.Errorf("postgres: bad dsn: %w", thread.ErrInvalid)
+		return dsn, nil // pgx says what is wrong with it
 	}
 	q := u.Query()
+	if !q.Has("connect_timeout") && !q.Has("timeout") {
+		return dsn, nil
+	}
 	for _, p := range []struct {
 		name string
 		dst  *time.Duration
