@@ -37,13 +37,23 @@ type errorJSON struct {
 	Candidates []worklog.Item `json:"candidates,omitzero"`
 }
 
+// retryAfter is the Retry-After, in seconds, of a 503 (code
+// "unavailable"): long enough for a store's server to restart or a
+// partition to heal, short next to the store's deadlines.
+const retryAfter = "5"
+
 // writeError answers r with err, mapped by the error table. A 500 is logged
 // with the real error and the request id, and sent as a generic message
 // that names the request id.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, msg := s.reportError(r, err)
-	if status == http.StatusUnauthorized {
+	switch status {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="loom"`)
+	case http.StatusServiceUnavailable:
+		// The store is down or did not answer in time: a client may try
+		// again, not at once.
+		w.Header().Set("Retry-After", retryAfter)
 	}
 	body := errorBody{errorJSON{Code: code, Message: msg}}
 	var amb *worklog.AmbiguousError

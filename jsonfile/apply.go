@@ -52,6 +52,11 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 		return err
 	}
 	defer s.unlock()
+	return s.noteFull(s.apply(b))
+}
+
+// apply applies b; the lock is held.
+func (s *Store) apply(b *thread.Batch) error {
 	if err := s.recover(); err != nil {
 		return fmt.Errorf("jsonfile: finish an earlier batch: %w", err)
 	}
@@ -687,14 +692,26 @@ func (s *Store) do(ops []intentOp) error {
 	return nil
 }
 
-// recover finishes the batch whose intent a dead process left behind; the
-// lock is held.
+// recover finishes the batch whose intent a dead process (or a full disk)
+// left behind; the lock is held. When the disk refuses, the batch stays
+// pending, for readers to read through.
 func (s *Store) recover() error {
 	ops, err := s.readIntent()
 	if err != nil || ops == nil {
+		s.pending.Store(nil)
 		return err
 	}
-	return s.finish(ops)
+	fi, err := s.intent.Stat()
+	if err != nil {
+		return err
+	}
+	if err := s.finish(ops); err != nil {
+		s.pending.Store(newPending(ops, fi, err))
+		return err
+	}
+	s.pending.Store(nil)
+	s.noteFull(nil) // the disk took it: there is room again
+	return nil
 }
 
 // The intent file is written in place, always through the same open file:

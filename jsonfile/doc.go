@@ -105,8 +105,22 @@
 // they see it whole, before or after a write. Each read first checks (one
 // fstat) that the intent is empty; if it is not, it takes the lock and
 // finishes the batch before reading, so no reader sees half of a committed
-// batch, and a read fails rather than show it if the batch cannot be
-// finished. A reader thus waits for a writer that is between steps 2 and 4.
+// batch. A reader thus waits for a writer that is between steps 2 and 4.
+// If the disk keeps the batch from being finished, readers read through
+// its intent (each file as the batch has it), so they see it whole, and
+// try to finish it again at most once a second.
+//
+// # A full disk
+//
+// A write that finds no room on the disk (ENOSPC, EDQUOT) before its
+// commit point fails with thread.ErrStorageFull, whose reason says the
+// store is read-only until space is freed, and leaves nothing behind;
+// reads go on. The store logs (Options.Logger) when it becomes read-only
+// and writable again, and Store.ReadOnly says whether it is. Open succeeds
+// on a directory whose committed batch the full disk keeps from being
+// finished (unless a migration is due), read-only; the first write or read
+// that finds room finishes it. `loom serve` thus starts on a full disk and
+// serves reads, answering writes 507 until space is freed.
 //
 // # Reference counts and delete
 //

@@ -30,13 +30,20 @@ func (s *Store) settle(ctx context.Context) error {
 		return fmt.Errorf("jsonfile: intent: %w", err)
 	}
 	if fi.Size() == 0 {
+		s.pending.Store(nil)
 		return nil
+	}
+	if s.pending.Load().current(fi) {
+		return nil // the disk refused it a moment ago: read through it
 	}
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
 	defer s.unlock()
-	if err := s.recover(); err != nil {
+	if fi, err := s.intent.Stat(); err == nil && s.pending.Load().current(fi) {
+		return nil // another reader tried while this one waited
+	}
+	if err := s.recover(); err != nil && s.pending.Load() == nil {
 		return fmt.Errorf("jsonfile: finish a committed batch: %w", err)
 	}
 	return nil
@@ -62,7 +69,7 @@ func (s *Store) readCommit(id string) (*thread.Commit, error) {
 	if !s.storable(id) {
 		return nil, notFound("commit", id)
 	}
-	b, err := s.root.ReadFile(commitPath(id))
+	b, err := s.readFile(commitPath(id))
 	if err != nil {
 		return nil, readErr("commit", id, err)
 	}
@@ -81,7 +88,7 @@ func (s *Store) readThread(id string) (*threadFile, error) {
 	if !s.storableKey(id) {
 		return nil, notFound("thread", id)
 	}
-	b, err := s.root.ReadFile(threadPath(id))
+	b, err := s.readFile(threadPath(id))
 	if err != nil {
 		return nil, readErr("thread", id, err)
 	}
@@ -97,7 +104,7 @@ func (s *Store) readThread(id string) (*threadFile, error) {
 }
 
 func (s *Store) readChunk(th string, n int64) ([]entryFile, error) {
-	b, err := s.root.ReadFile(chunkPath(th, n))
+	b, err := s.readFile(chunkPath(th, n))
 	if err != nil {
 		return nil, readErr("history of thread", th, err)
 	}
@@ -195,6 +202,7 @@ func (s *Store) threadIDs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	names = s.pendingThreads(names)
 	out := names[:0]
 	for _, n := range names {
 		if name, ok := strings.CutSuffix(n, ".json"); ok {

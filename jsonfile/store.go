@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -54,6 +55,9 @@ type Options struct {
 	// means DefaultLockTimeout; a negative value waits as long as the
 	// context allows. The context always ends the wait.
 	LockTimeout time.Duration
+	// Logger hears when the store becomes read-only for want of room on
+	// its disk, and writable again; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Store is a thread.Store that keeps each commit and each thread in its own
@@ -67,6 +71,10 @@ type Store struct {
 	intent   *os.File      // intent.json, written in place under the lock
 	sem      chan struct{} // capacity 1: serializes writers in this process; the flock serializes processes
 	closed   atomic.Bool
+	// pending is a committed batch that the disk kept from being finished
+	// (see fulldisk.go); full is set while writes fail for want of room.
+	pending atomic.Pointer[pending]
+	full    atomic.Bool
 	// foldCase is set when the directory's file system ignores case: ids
 	// with upper-case letters are then refused, as "Th" and "th" would be
 	// one file.
@@ -124,7 +132,12 @@ func ParseURL(u *url.URL) (dir string, opts *Options, err error) {
 // that a crashed process left half done. A directory written by a newer
 // version is refused. opts may be nil for the defaults.
 func Open(ctx context.Context, dir string, opts *Options) (*Store, error) {
-	s := &Store{dir: dir, sem: make(chan struct{}, 1)}
+	return openWith(ctx, dir, opts, hooks{})
+}
+
+// openWith is Open with failures injected from the start.
+func openWith(ctx context.Context, dir string, opts *Options, h hooks) (*Store, error) {
+	s := &Store{dir: dir, sem: make(chan struct{}, 1), testHooks: h}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -162,9 +175,15 @@ func (s *Store) open(ctx context.Context) error {
 	}
 	// A batch that a crashed process committed is finished before any
 	// migration looks at the files: the intents of every schema so far
-	// are read alike.
+	// are read alike. One that the disk keeps from being finished is read
+	// through, read-only, if no migration is due.
 	if err := s.recover(); err != nil {
-		return fmt.Errorf("jsonfile %s: %w", s.dir, err)
+		if s.pending.Load() == nil || m.Schema < SchemaVersion {
+			return fmt.Errorf("jsonfile %s: %w", s.dir, err)
+		}
+		s.logger().Warn("jsonfile: a committed batch cannot be finished: the store is read-only until it can", "dir", s.dir, "err", err)
+		s.foldCase = s.ignoresCase()
+		return nil
 	}
 	if err := s.migrate(ctx, m); err != nil {
 		return fmt.Errorf("jsonfile %s: %w", s.dir, err)

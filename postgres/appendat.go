@@ -24,7 +24,7 @@ func (s *Store) AppendAt(ctx context.Context, id string, build func(r *thread.Re
 	if !validKey(id) {
 		return fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}
-	return s.retry(ctx, "append", func() error { return s.appendAt(ctx, id, build) })
+	return s.retry(ctx, "append", func(ctx context.Context) error { return s.appendAt(ctx, id, build) })
 }
 
 // appendAt runs AppendAt's transaction once: two round trips (three for a
@@ -91,7 +91,9 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 			return err
 		}
 		q.Queue("COMMIT")
-		br := conn.SendBatch(context.WithoutCancel(ctx), &q)
+		cctx, cancel := s.committing(ctx)
+		defer cancel()
+		br := conn.SendBatch(cctx, &q)
 		var res string
 		err := br.QueryRow().Scan(&res)
 		if err == nil {
@@ -117,7 +119,9 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 		return err
 	}
 	w.q.Queue("COMMIT")
-	if err := w.run(context.WithoutCancel(ctx), conn); err != nil {
+	cctx, cancel := s.committing(ctx)
+	defer cancel()
+	if err := w.run(cctx, conn); err != nil {
 		return err
 	}
 	s.notify(s.notes(b))

@@ -54,16 +54,20 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if fastAppend(b) {
 		apply = s.applyAppend
 	}
-	return s.retry(ctx, "apply", func() error { return apply(ctx, b) })
+	return s.retry(ctx, "apply", func(ctx context.Context) error { return apply(ctx, b) })
 }
 
 // retry runs a transaction until it is not aborted for a deadlock or a
-// serialization failure, at most Options.Retries more times.
-func (s *Store) retry(ctx context.Context, what string, tx func() error) error {
+// serialization failure, at most Options.Retries more times. Each run gets
+// a context bounded by the store's Timeout for its round trips before
+// COMMIT (see Store.committing for the COMMIT's).
+func (s *Store) retry(ctx context.Context, what string, tx func(ctx context.Context) error) error {
 	for attempt := 0; ; attempt++ {
-		err := tx()
+		tctx, cancel := s.bound(ctx)
+		err := tx(tctx)
+		cancel()
 		if err == nil || !retryable(err) || s.retries < 0 || attempt >= s.retries {
-			return mapError(what, err)
+			return mapError(ctx, what, err)
 		}
 		// Back off a little, at random, so that the transactions that
 		// deadlocked do not meet again.
@@ -190,7 +194,9 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 	w.q.Queue("COMMIT")
 	// What is decided is written even if the caller goes away: a cancel
 	// during COMMIT would leave the caller not knowing whether it stuck.
-	if err := w.run(context.WithoutCancel(ctx), conn); err != nil {
+	cctx, cancel := s.committing(ctx)
+	defer cancel()
+	if err := w.run(cctx, conn); err != nil {
 		return err
 	}
 	s.notify(s.notes(b))

@@ -19,6 +19,26 @@
 // thread.New(store, nil). The DSN is pgx's: a URL or key=value pairs, with
 // pgxpool's pool_max_conns and the like as query parameters.
 //
+// # Deadlines and outages
+//
+// No call waits on the network for longer than the store's deadlines
+// (Options.ConnectTimeout and Options.Timeout, or in a URL DSN
+// ?connect_timeout=5s&timeout=10s, as Go durations or whole seconds):
+// making a connection (dialing, TLS, the startup handshake) takes at most
+// connect_timeout, 5 s by default, and each round trip at most timeout,
+// 10 s by default: a read, a page of a listing or a walk, and a write's
+// transaction up to and including its COMMIT (which goes on if the caller
+// goes away, but not past the deadline). Open pings the server within
+// them too. A server that is down, refuses, resets the connection, is
+// shutting down or starting, or does not answer in time fails the call
+// with thread.ErrUnavailable (a *thread.StoreError whose Reason, "cannot
+// reach PostgreSQL" or "PostgreSQL did not answer in time", names no
+// address), and a full disk (SQLSTATE 53100) with thread.ErrStorageFull.
+// A connection that timed out is closed; the pool dials a new one for the
+// next call, so the Store serves again as soon as the server does. A write
+// that timed out may or may not have been applied: its answer was lost.
+// The caller's own cancel or deadline is returned as it is.
+//
 // Open creates the schema (tables named loom_*, in the connection's
 // search_path) or migrates it, under an advisory lock so that processes
 // starting together take turns; a database written by a newer loom is

@@ -120,7 +120,9 @@ func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
 	defer pc.Release()
 	var res string
 	// Decided is written: a cancel now would leave the caller not knowing.
-	br := pc.Conn().SendBatch(context.WithoutCancel(ctx), &q)
+	cctx, cancel := s.committing(ctx)
+	defer cancel()
+	br := pc.Conn().SendBatch(cctx, &q)
 	err = br.QueryRow().Scan(&res)
 	if cerr := br.Close(); err == nil {
 		err = cerr

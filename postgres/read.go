@@ -19,6 +19,28 @@ import (
 // yield, so a caller may write to the store, or read more, inside its loop
 // without holding a connection of the pool.
 
+// query runs the query of one page of a read, bounded by the store's
+// Timeout; closing the rows ends the deadline.
+func (s *Store) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	qctx, cancel := s.bound(ctx)
+	rows, err := s.pool.Query(qctx, sql, args...)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &boundRows{Rows: rows, cancel: cancel}, nil
+}
+
+type boundRows struct {
+	pgx.Rows
+	cancel context.CancelFunc
+}
+
+func (r *boundRows) Close() {
+	r.Rows.Close()
+	r.cancel()
+}
+
 // commitCols are the columns scanCommit reads, c being the commit and p its
 // parent.
 const commitCols = `c.id, coalesce(p.id, ''), c.parent, c.depth, c.messages, c.state, c.state_from, c.op, c.at, c.metadata`
@@ -59,7 +81,9 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	if !validKey(id) {
 		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
 	}
-	row := s.pool.QueryRow(ctx, `SELECT `+commitCols+`
+	qctx, cancel := s.bound(ctx)
+	defer cancel()
+	row := s.pool.QueryRow(qctx, `SELECT `+commitCols+`
 		FROM loom_commits c LEFT JOIN loom_commits p ON p.seq = c.parent
 		WHERE c.id = $1`, id)
 	cr, err := scanCommit(row)
@@ -67,7 +91,7 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
 	}
 	if err != nil {
-		return nil, mapError(fmt.Sprintf("commit %q", clip(id)), err)
+		return nil, mapError(ctx, fmt.Sprintf("commit %q", clip(id)), err)
 	}
 	return cr.c, nil
 }
@@ -116,9 +140,9 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 		}
 		first := true
 		for {
-			rows, err := s.pool.Query(ctx, query, start, floor, page)
+			rows, err := s.query(ctx, query, start, floor, page)
 			if err != nil {
-				yield(nil, mapError("ancestors", err))
+				yield(nil, mapError(ctx, "ancestors", err))
 				return
 			}
 			var buf []commitRow
@@ -127,14 +151,14 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 				cr, err := scanCommit(rows, &n)
 				if err != nil {
 					rows.Close()
-					yield(nil, mapError("ancestors", err))
+					yield(nil, mapError(ctx, "ancestors", err))
 					return
 				}
 				buf = append(buf, cr)
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
-				yield(nil, mapError("ancestors", err))
+				yield(nil, mapError(ctx, "ancestors", err))
 				return
 			}
 			if len(buf) == 0 {
@@ -205,14 +229,16 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	if !validKey(id) {
 		return nil, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}
-	r, err := scanRecord(s.pool.QueryRow(ctx, `SELECT `+recordCols+`
+	qctx, cancel := s.bound(ctx)
+	defer cancel()
+	r, err := scanRecord(s.pool.QueryRow(qctx, `SELECT `+recordCols+`
 		FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
 		WHERE t.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}
 	if err != nil {
-		return nil, mapError(fmt.Sprintf("thread %q", clip(id)), err)
+		return nil, mapError(ctx, fmt.Sprintf("thread %q", clip(id)), err)
 	}
 	return r, nil
 }
@@ -284,9 +310,9 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			if started {
 				q, a = afterCursor, append(slices.Clone(args), cursor, page)
 			}
-			rows, err := s.pool.Query(ctx, q, a...)
+			rows, err := s.query(ctx, q, a...)
 			if err != nil {
-				yield(nil, mapError("list threads", err))
+				yield(nil, mapError(ctx, "list threads", err))
 				return
 			}
 			var buf []*thread.Record
@@ -294,14 +320,14 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 				r, err := scanRecord(rows)
 				if err != nil {
 					rows.Close()
-					yield(nil, mapError("list threads", err))
+					yield(nil, mapError(ctx, "list threads", err))
 					return
 				}
 				buf = append(buf, r)
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
-				yield(nil, mapError("list threads", err))
+				yield(nil, mapError(ctx, "list threads", err))
 				return
 			}
 			for _, r := range buf {
@@ -360,9 +386,9 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 			if opts.Limit > 0 {
 				page = min(page, opts.Limit-n)
 			}
-			rows, err := s.pool.Query(ctx, query, key, before, page)
+			rows, err := s.query(ctx, query, key, before, page)
 			if err != nil {
-				yield(thread.HistoryEntry{}, mapError("history", err))
+				yield(thread.HistoryEntry{}, mapError(ctx, "history", err))
 				return
 			}
 			var (
@@ -380,7 +406,7 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 				)
 				if err := rows.Scan(&seq, &version, &commit, &op, &at); err != nil {
 					rows.Close()
-					yield(thread.HistoryEntry{}, mapError("history", err))
+					yield(thread.HistoryEntry{}, mapError(ctx, "history", err))
 					return
 				}
 				if version != nil {
@@ -389,7 +415,7 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
-				yield(thread.HistoryEntry{}, mapError("history", err))
+				yield(thread.HistoryEntry{}, mapError(ctx, "history", err))
 				return
 			}
 			if !found {
@@ -421,14 +447,14 @@ func (s *Store) Checkpoints(ctx context.Context, id string) iter.Seq2[thread.Che
 			yield(thread.Checkpoint{}, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound))
 			return
 		}
-		rows, err := s.pool.Query(ctx, `SELECT k.name, coalesce(c.id, ''), k.version, k.created_at
+		rows, err := s.query(ctx, `SELECT k.name, coalesce(c.id, ''), k.version, k.created_at
 			FROM loom_threads t
 			LEFT JOIN loom_checkpoints k ON k.thread = t.seq
 			LEFT JOIN loom_commits c ON c.seq = k.commit_seq
 			WHERE t.id = $1
 			ORDER BY k.name`, id)
 		if err != nil {
-			yield(thread.Checkpoint{}, mapError("checkpoints", err))
+			yield(thread.Checkpoint{}, mapError(ctx, "checkpoints", err))
 			return
 		}
 		var (
@@ -445,7 +471,7 @@ func (s *Store) Checkpoints(ctx context.Context, id string) iter.Seq2[thread.Che
 			)
 			if err := rows.Scan(&name, &commit, &version, &at); err != nil {
 				rows.Close()
-				yield(thread.Checkpoint{}, mapError("checkpoints", err))
+				yield(thread.Checkpoint{}, mapError(ctx, "checkpoints", err))
 				return
 			}
 			if name != nil {
@@ -454,7 +480,7 @@ func (s *Store) Checkpoints(ctx context.Context, id string) iter.Seq2[thread.Che
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			yield(thread.Checkpoint{}, mapError("checkpoints", err))
+			yield(thread.Checkpoint{}, mapError(ctx, "checkpoints", err))
 			return
 		}
 		if !found {

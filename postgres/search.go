@@ -286,13 +286,13 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 			if opts.Limit > 0 {
 				page = min(page, left)
 			}
-			rows, err := s.pool.Query(ctx, `SELECT s.id, s.thread, c.id, s.idx
+			rows, err := s.query(ctx, `SELECT s.id, s.thread, c.id, s.idx
 				FROM loom_search s JOIN loom_commits c ON c.seq = s.commit_seq
 				WHERE s.words @@ $2::tsquery AND s.tenant = $1 AND s.id < $3
 				ORDER BY s.id DESC LIMIT $4`,
 				pgx.QueryExecModeExec, opts.Tenant, query, before, page)
 			if err != nil {
-				yield(thread.SearchEntry{}, mapError("search", err))
+				yield(thread.SearchEntry{}, mapError(ctx, "search", err))
 				return
 			}
 			var buf []thread.SearchEntry
@@ -309,7 +309,7 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
-				yield(thread.SearchEntry{}, mapError("search", err))
+				yield(thread.SearchEntry{}, mapError(ctx, "search", err))
 				return
 			}
 			for _, e := range buf {

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +36,7 @@ func init() {
 type Store struct {
 	pool     *pgxpool.Pool
 	retries  int
+	timeout  time.Duration // of each round trip; 0: none
 	noNotify bool
 	notifier *notifier
 
@@ -67,10 +73,34 @@ type Options struct {
 	// listeners of other processes do not hear this one's changes: the
 	// processes that share a database should all set it or none.
 	NoNotify bool
+	// ConnectTimeout bounds making a connection (dialing, TLS and the
+	// startup handshake): 0 keeps the DSN's connect_timeout (URL:
+	// ?connect_timeout=5s, or a number of seconds), or
+	// DefaultConnectTimeout; negative waits as long as the call's context
+	// allows.
+	ConnectTimeout time.Duration
+	// Timeout bounds each round trip to the server: every read (each page
+	// of a listing or a walk is one), and each of the one to three round
+	// trips of a write's transaction, its COMMIT included (which goes on
+	// if the caller goes away, but not past Timeout). A server that does
+	// not answer in time fails the call with thread.ErrUnavailable; the
+	// connection is closed and the pool dials a new one for the next call.
+	// 0 keeps the URL's ?timeout=10s, or DefaultTimeout; negative waits as
+	// long as the call's context allows. A write that timed out may or
+	// may not have been applied: its answer was lost.
+	Timeout time.Duration
 	// Configure, when not nil, may change the pool's configuration (TLS,
 	// tracing, connection hooks) after it was parsed from the DSN.
 	Configure func(*pgxpool.Config)
 }
+
+// The store's deadlines when neither Options nor the URL set them: a
+// store that does not answer fails a call with thread.ErrUnavailable in
+// seconds, not after the operating system's TCP timeouts (minutes).
+const (
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultTimeout        = 10 * time.Second
+)
 
 // Open connects to the PostgreSQL database that dsn names, as a URL
 // (postgres://user:password@host:port/dbname?sslmode=disable) or in the
@@ -81,6 +111,10 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
+	dsn, err := takeTimeouts(dsn, &o)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message may quote the DSN, password and all.
@@ -89,6 +123,17 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
+	switch {
+	case o.ConnectTimeout > 0:
+		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	case o.ConnectTimeout < 0:
+		cfg.ConnConfig.ConnectTimeout = 0
+	case cfg.ConnConfig.ConnectTimeout == 0:
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
 	if o.Configure != nil {
 		o.Configure(cfg)
 	}
@@ -96,11 +141,20 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	s := &Store{pool: pool, retries: o.Retries, timeout: max(o.Timeout, 0), noNotify: o.NoNotify}
+	// A server that does not answer fails Open in seconds too; the
+	// migration after this may take as long as it needs.
+	pctx, cancel := s.bound(ctx)
+	err = pool.Ping(pctx)
+	cancel()
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open %s: %w", redact(cfg), mapError(ctx, "ping", err))
+	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: open %s: %w", redact(cfg), err)
+		return nil, fmt.Errorf("postgres: open %s: %w", redact(cfg), mapError(ctx, "migrate", err))
 	}
-	s := &Store{pool: pool, retries: o.Retries, noNotify: o.NoNotify}
 	s.notifier = newNotifier(func(ctx context.Context) (*pgx.Conn, error) {
 		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
 	})
@@ -113,6 +167,84 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open %s: %w", redact(cfg), err)
 	}
 	return s, nil
+}
+
+// takeTimeouts takes the store's deadlines out of a URL DSN's query
+// (connect_timeout and timeout, as Go durations or whole seconds) into the
+// zero fields of o, and returns the DSN left for pgx. A key=value DSN is
+// left as it is: pgx reads its connect_timeout (seconds).
+func takeTimeouts(dsn string, o *Options) (string, error) {
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		return dsn, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn, nil // pgx says what is wrong with it
+	}
+	q := u.Query()
+	if !q.Has("connect_timeout") && !q.Has("timeout") {
+		return dsn, nil
+	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"connect_timeout", &o.ConnectTimeout}, {"timeout", &o.Timeout}} {
+		if !q.Has(p.name) {
+			continue
+		}
+		v := q.Get(p.name)
+		d, err := parseTimeout(v)
+		if err != nil {
+			return "", fmt.Errorf("postgres: dsn: %s=%q: want a duration such as 5s: %w", p.name, v, thread.ErrInvalid)
+		}
+		if *p.dst == 0 {
+			*p.dst = d
+		}
+		q.Del(p.name)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// parseTimeout reads a duration (5s, 500ms) or a number of seconds (5, as
+// libpq's connect_timeout); 0 means no deadline, returned as -1.
+func parseTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.ParseUint(v, 10, 31)
+		if nerr != nil {
+			return 0, err
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 {
+		return 0, errors.New("negative")
+	}
+	if d == 0 {
+		d = -1
+	}
+	return d, nil
+}
+
+// errNoAnswer is the cause of a call's context that the store's Timeout
+// ended.
+var errNoAnswer = errors.New("postgres: no answer within the store's timeout")
+
+// bound returns ctx bounded by the store's Timeout, for one round trip or
+// one page of a read.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, s.timeout, errNoAnswer)
+}
+
+// committing returns the context of a transaction's last round trip, its
+// COMMIT: what was decided is written even if the caller goes away (a
+// cancel then would leave it not knowing whether it stuck), but not for
+// longer than the store's Timeout.
+func (s *Store) committing(ctx context.Context) (context.Context, context.CancelFunc) {
+	return s.bound(context.WithoutCancel(ctx))
 }
 
 // redact names the database without the password.
@@ -155,6 +287,11 @@ const (
 	codeSerializationFailure = "40001"
 	codeDeadlock             = "40P01"
 	codeLockNotAvailable     = "55P03"
+	codeDiskFull             = "53100"
+	codeTooManyConnections   = "53300"
+	codeAdminShutdown        = "57P01"
+	codeCrashShutdown        = "57P02"
+	codeCannotConnectNow     = "57P03"
 )
 
 // retryable reports whether err aborted a transaction that may simply run
@@ -169,8 +306,12 @@ func retryable(err error) bool {
 
 // mapError turns the server's errors into loom's: a unique violation is a
 // conflict (a concurrent writer made the same commit, thread or
-// checkpoint), and values the server cannot hold are invalid.
-func mapError(what string, err error) error {
+// checkpoint), values the server cannot hold are invalid, a full disk is
+// thread.ErrStorageFull, and a server that cannot be reached, is shutting
+// down or did not answer by the store's deadline is thread.ErrUnavailable.
+// ctx is the caller's: when it ended, its own cancel or deadline is the
+// cause, and the error is left as it is.
+func mapError(ctx context.Context, what string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -183,7 +324,36 @@ func mapError(what string, err error) error {
 			return fmt.Errorf("%s: %s: %w", what, pe.Message, thread.ErrConflict)
 		case strings.HasPrefix(pe.Code, "22"), pe.Code == "54000": // data exception, program limit exceeded
 			return fmt.Errorf("%s: %s: %w", what, pe.Message, thread.ErrInvalid)
+		case pe.Code == codeDiskFull:
+			return fmt.Errorf("%s: %w", what, thread.StorageFull("PostgreSQL's disk is full", err))
+		case strings.HasPrefix(pe.Code, "08"), pe.Code == codeTooManyConnections,
+			pe.Code == codeAdminShutdown, pe.Code == codeCrashShutdown, pe.Code == codeCannotConnectNow:
+			return fmt.Errorf("%s: %w", what, thread.Unavailable("PostgreSQL is not accepting connections", err))
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if ctx.Err() == nil {
+		if reason := unreachable(err); reason != "" {
+			return fmt.Errorf("%s: %w", what, thread.Unavailable(reason, err))
 		}
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// unreachable says why err shows that the server could not be reached or
+// did not answer in time ("" when it does not): the network's errors,
+// a connection the server or the network closed, and the store's own
+// deadline.
+func unreachable(err error) string {
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err), errors.As(err, &ne) && ne.Timeout():
+		return "PostgreSQL did not answer in time"
+	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.EPIPE):
+		return "cannot reach PostgreSQL"
+	}
+	return ""
 }

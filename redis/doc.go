@@ -23,10 +23,27 @@
 //
 // # URL
 //
-//	redis://[user:pass@]host:port/db?prefix=loom&ttl=24h&sweep=1m&cluster=false
+//	redis://[user:pass@]host:port/db?prefix=loom&ttl=24h&sweep=1m&cluster=false&connect_timeout=5s&timeout=10s
 //
 // rediss:// is the same over TLS. The driver's own parameters
 // (dial_timeout, pool_size, …) pass through to go-redis.
+//
+// # Deadlines and outages
+//
+// The store's deadlines are PostgreSQL's (package postgres):
+// ?connect_timeout=5s bounds dialing (Options.ConnectTimeout, default 5 s)
+// and ?timeout=10s each command and each pipeline the store sends, its
+// retries included (Options.Timeout, default 10 s; go-redis's read and
+// write timeouts are set to it), both as Go durations or whole seconds. A
+// Redis that is down, refuses, resets the connection, is loading or
+// read-only, or does not answer in time fails the call with
+// thread.ErrUnavailable (a *thread.StoreError whose Reason, "cannot reach
+// Redis" or "Redis did not answer in time", names no address); one out of
+// memory or that cannot write its files (OOM, MISCONF) with
+// thread.ErrStorageFull. The client reconnects by itself: the Store serves
+// again as soon as Redis does. A write that timed out may or may not have
+// been applied: its answer was lost. A client given in Options.Client keeps
+// its own timeouts and errors.
 //
 // # Layout
 //

@@ -1,6 +1,10 @@
 package redis
 
-import "time"
+import (
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
 
 // SetClock replaces the store's clock, for tests of expiry.
 func SetClock(s *Store, now func() time.Time) { s.now = now }
@@ -15,4 +19,11 @@ func SetMigrationLockTTL(d time.Duration) (restore func()) {
 	old := migrationLockTTL
 	migrationLockTTL = d
 	return func() { migrationLockTTL = old }
+}
+
+// Timeouts returns the dial, read and write timeouts of the client the
+// store dialed, and the deadline of each of its commands.
+func Timeouts(s *Store) (dial, read, write, command time.Duration) {
+	o := s.rdb.(*goredis.Client).Options()
+	return o.DialTimeout, o.ReadTimeout, o.WriteTimeout, s.timeout
 }

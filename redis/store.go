@@ -48,8 +48,20 @@ type Options struct {
 	// URL says ?cluster=true (which also dials a cluster client, with more
 	// nodes in ?addr=host:port parameters).
 	Cluster bool
+	// ConnectTimeout bounds dialing Redis (URL: ?connect_timeout=5s, or
+	// go-redis's dial_timeout); 0 means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// Timeout bounds each command, and each pipeline, the store sends,
+	// retries included (URL: ?timeout=10s, or go-redis's read_timeout):
+	// a Redis that does not answer in time fails the call with
+	// thread.ErrUnavailable. 0 means DefaultTimeout; negative, no deadline
+	// but the call's context. A write that timed out may or may not have
+	// been applied: its answer was lost.
+	Timeout time.Duration
 	// Client, when not nil, is used instead of dialing the URL; Close then
-	// leaves it open.
+	// leaves it open. The store does not change it: its own timeouts
+	// apply, and its errors are returned as they are (ConnectTimeout and
+	// Timeout are for the clients the store dials).
 	Client goredis.UniversalClient
 	// Logger receives the sweeper's errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -63,6 +75,7 @@ type Store struct {
 	prefix   string
 	ttl      time.Duration
 	cluster  bool
+	timeout  time.Duration // of each command, for a client the store dialed
 	log      *slog.Logger
 	now      func() time.Time
 	// hook, when not nil, is called by apply at "script" (before the
@@ -115,13 +128,23 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis store url: %v: %w", err, thread.ErrInvalid)
 		}
-		s.rdb, s.ownsConn = goredis.NewClusterClient(co), true
+		hook := o.deadlines(&co.DialTimeout, &co.ReadTimeout, &co.WriteTimeout)
+		co.ContextTimeoutEnabled = true
+		c := goredis.NewClusterClient(co)
+		c.AddHook(hook)
+		s.timeout = hook.timeout
+		s.rdb, s.ownsConn = c, true
 	default:
 		ro, err := goredis.ParseURL(conn)
 		if err != nil {
 			return nil, fmt.Errorf("redis store url: %v: %w", err, thread.ErrInvalid)
 		}
-		s.rdb, s.ownsConn = goredis.NewClient(ro), true
+		hook := o.deadlines(&ro.DialTimeout, &ro.ReadTimeout, &ro.WriteTimeout)
+		ro.ContextTimeoutEnabled = true
+		c := goredis.NewClient(ro)
+		c.AddHook(hook)
+		s.timeout = hook.timeout
+		s.rdb, s.ownsConn = c, true
 	}
 	if _, ok := s.rdb.(*goredis.ClusterClient); ok {
 		s.cluster = true
@@ -138,6 +161,36 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 		s.sweeping.Go(func() { s.sweepLoop(every) })
 	}
 	return s, nil
+}
+
+// deadlines sets the timeouts of a client the store dials from o, the
+// URL's go-redis parameters and the defaults, in that order, and returns
+// the hook that bounds each command.
+func (o *Options) deadlines(dial, read, write *time.Duration) deadlines {
+	switch {
+	case o.ConnectTimeout > 0:
+		*dial = o.ConnectTimeout
+	case *dial == 0:
+		*dial = DefaultConnectTimeout
+	}
+	timeout := o.Timeout
+	switch {
+	case timeout == 0 && *read != 0:
+		timeout = *read // go-redis's read_timeout; negative: none
+	case timeout == 0:
+		timeout = DefaultTimeout
+	}
+	if timeout < 0 {
+		if *read == 0 {
+			*read = -1
+		}
+		if *write == 0 {
+			*write = -1
+		}
+		return deadlines{}
+	}
+	*read, *write = timeout, timeout
+	return deadlines{timeout: timeout}
 }
 
 // parseURL takes the store's own query parameters out of rawURL into the
@@ -174,13 +227,37 @@ func parseURL(rawURL string, o *Options) (conn string, cluster bool, err error) 
 		}
 		o.SweepInterval = d
 	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"connect_timeout", &o.ConnectTimeout}, {"timeout", &o.Timeout}} {
+		if v := q.Get(p.name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				n, nerr := strconv.ParseUint(v, 10, 31)
+				if nerr != nil {
+					return "", false, bad(p.name, v, errors.New("want a duration such as 5s"))
+				}
+				d = time.Duration(n) * time.Second
+			}
+			if d < 0 {
+				return "", false, bad(p.name, v, errors.New("want a positive duration"))
+			}
+			if d == 0 {
+				d = -1 // no deadline
+			}
+			if *p.dst == 0 {
+				*p.dst = d
+			}
+		}
+	}
 	if v := q.Get("cluster"); v != "" {
 		if cluster, err = strconv.ParseBool(v); err != nil {
 			return "", false, bad("cluster", v, err)
 		}
 		o.Cluster = o.Cluster || cluster
 	}
-	for _, k := range []string{"prefix", "ttl", "sweep", "cluster"} {
+	for _, k := range []string{"prefix", "ttl", "sweep", "cluster", "connect_timeout", "timeout"} {
 		q.Del(k)
 	}
 	u.RawQuery = q.Encode()

@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/loomthreads/loom/thread"
 )
@@ -38,10 +42,21 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) (err error) {
 		a.st = st
 		return a.apply(b, enc)
 	}); err != nil {
-		return err
+		return mapFull(err)
 	}
 	s.cacheWritten(b, enc, a.added)
 	return nil
+}
+
+// mapFull turns a write SQLite had no room for (SQLITE_FULL: the disk is
+// full, or the database reached its max_page_count) into
+// thread.ErrStorageFull; the transaction was rolled back.
+func mapFull(err error) error {
+	var se *msqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL || errors.Is(err, syscall.ENOSPC) {
+		return thread.StorageFull("the SQLite database's disk is full", err)
+	}
+	return err
 }
 
 // cacheWritten caches the commits a batch wrote, decoded from what was

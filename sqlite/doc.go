@@ -54,6 +54,10 @@
 // writers of other processes wait up to BusyTimeout. Readers use their own
 // connections and never wait for writers.
 //
+// A write SQLite has no room for (SQLITE_FULL: a full disk, or a
+// database at its max_page_count) is rolled back and fails with
+// thread.ErrStorageFull; reads go on, and writes again once there is room.
+//
 // # Schema
 //
 // Commits are keyed by an integer (the SQLite rowid) and point at their

@@ -289,8 +289,18 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", c.cfg.addr)
 	}
 	log := slog.New(slog.NewJSONHandler(c.Stderr, nil))
+	// A store on a full disk still serves reads: the server starts, and
+	// says so. Writes answer 507 until space is freed.
+	if ro, ok := db.Store().(interface{ ReadOnly() error }); ok {
+		if err := ro.ReadOnly(); err != nil {
+			log.Warn("the store is read-only until space is freed on its disk", "err", err)
+		}
+	}
 	if err := importFileSessions(ctx, c.Store, db, log); err != nil {
-		return err
+		if !errors.Is(err, thread.ErrStorageFull) {
+			return err
+		}
+		log.Warn("the work items' session records will be carried into the store once it has room", "err", err)
 	}
 	tp, stopTracing, err := startTracing(ctx, log)
 	if err != nil {

@@ -53,6 +53,21 @@ func sentinel(target error, status int, code string) errorRow {
 	}
 }
 
+// outage matches errors.Is(err, kind) and sends msg, followed by the
+// Reason of the *thread.StoreError that err holds, if any.
+func outage(kind error, status int, code, msg string) errorRow {
+	return errorRow{
+		match: func(err error) bool { return errors.Is(err, kind) },
+		reply: func(err error, _ bool) (int, string, string) {
+			var se *thread.StoreError
+			if errors.As(err, &se) && se.Kind == kind && se.Reason != "" {
+				return status, code, msg + ": " + se.Reason
+			}
+			return status, code, msg
+		},
+	}
+}
+
 // errorTable maps errors to HTTP statuses and codes, first match wins. It is
 // the only place that does: every handler returns its error and the
 // server's error writer looks it up here. Rows that wrap others come first
@@ -115,6 +130,14 @@ var errorTable = []errorRow{
 	},
 	sentinel(thread.ErrInvalid, http.StatusBadRequest, "invalid"),
 	sentinel(thread.ErrUnsupported, http.StatusNotImplemented, "unsupported"),
+	// The store's trouble, not the server's fault: its server is down,
+	// partitioned or past the store's deadline (503, which the HTTP error
+	// writer sends with Retry-After), or its disk is full (507). Only a
+	// StoreError's Reason is sent: the rest is the driver's text. These
+	// rows come before the deadline's: a store's own deadline wraps
+	// context.DeadlineExceeded too.
+	outage(thread.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", "the store is unavailable"),
+	outage(thread.ErrStorageFull, http.StatusInsufficientStorage, "insufficient_storage", "the store is out of space"),
 	{
 		match: func(err error) bool { return errors.Is(err, context.DeadlineExceeded) },
 		reply: func(error, bool) (int, string, string) {

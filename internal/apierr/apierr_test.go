@@ -48,3 +48,34 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyStoreOutages: a store that cannot be reached, does not answer
+// in time, or is out of disk is the store's trouble, not the server's
+// fault: 503 unavailable (which clients may retry) and 507
+// insufficient_storage, with a message that names the cause and none of
+// the driver's text or addresses.
+func TestClassifyStoreOutages(t *testing.T) {
+	dial := errors.New("dial tcp 10.0.0.5:5432: i/o timeout")
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		code   string
+		msg    string
+	}{
+		{"unreachable", fmt.Errorf("append x: %w", thread.Unavailable("cannot reach PostgreSQL", dial)), 503, "unavailable",
+			"the store is unavailable: cannot reach PostgreSQL"},
+		{"bare sentinel", fmt.Errorf("read: %w: %w", thread.ErrUnavailable, dial), 503, "unavailable", "the store is unavailable"},
+		// The store's own deadline, not the client's: still 503.
+		{"no answer in time", thread.Unavailable("Redis did not answer in time", fmt.Errorf("%w: %w", context.DeadlineExceeded, dial)), 503, "unavailable",
+			"the store is unavailable: Redis did not answer in time"},
+		{"disk full", fmt.Errorf("apply: %w", thread.StorageFull("the disk of the JSON-file store is full", errors.New("write /srv/x: no space left on device"))), 507,
+			"insufficient_storage", "the store is out of space: the disk of the JSON-file store is full"},
+		{"bare full", thread.ErrStorageFull, 507, "insufficient_storage", "the store is out of space"},
+	} {
+		status, code, msg := Classify(tc.err, false)
+		if status != tc.status || code != tc.code || msg != tc.msg {
+			t.Errorf("%s: %d %s %q, want %d %s %q", tc.name, status, code, msg, tc.status, tc.code, tc.msg)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+package postgres
+
+import (
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/internal/faultproxy"
+	"github.com/loomthreads/loom/internal/testserver"
+)
+
+// TestOutages: with PostgreSQL black-holed, down or reset in flight, every
+// read and write fails with thread.ErrUnavailable by the store's deadline
+// (the URL's connect_timeout and timeout) instead of hanging for the whole
+// outage, and once the network heals the same Store serves again and has
+// lost nothing it acknowledged.
+func TestOutages(t *testing.T) {
+	const deadline = 500 * time.Millisecond
+	u, err := url.Parse(testserver.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := faultproxy.Start(t, u.Host)
+	u.Host = p.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", deadline.String())
+	q.Set("timeout", deadline.String())
+	u.RawQuery = q.Encode()
+	faultproxy.Outages(t, open(t, u.String(), nil), p, "PostgreSQL", 20*deadline)
+}
