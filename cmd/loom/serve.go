@@ -271,6 +271,16 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if c.cfg.maxBody <= 0 {
 		return c.usage("--max-body must be positive")
 	}
+	// Refuse before opening the store or listening: a keys file with a
+	// line that is not one key for one tenant, and without keys, any
+	// address but loopback.
+	keys, err := auth.Load(c.cfg.keysFile, c.Getenv("LOOM_API_KEYS"))
+	if err != nil {
+		return err
+	}
+	if !keys.Enabled() && !isLoopback(c.cfg.addr) {
+		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", c.cfg.addr)
+	}
 	db, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -279,14 +289,6 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	listen := c.listen
 	if listen == nil {
 		listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
-	}
-	// Refuse before listening: without keys, only loopback.
-	keys, err := auth.Load(c.cfg.keysFile, c.Getenv("LOOM_API_KEYS"))
-	if err != nil {
-		return err
-	}
-	if !keys.Enabled() && !isLoopback(c.cfg.addr) {
-		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", c.cfg.addr)
 	}
 	log := slog.New(slog.NewJSONHandler(c.Stderr, nil))
 	if err := importFileSessions(ctx, c.Store, db, log); err != nil {
