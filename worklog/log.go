@@ -745,12 +745,12 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 	var record, created []Item
 	hit, err := l.items.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
 		record, created = nil, nil
-		var m merger
+		m := newMerger(len(s.entries) + len(payload))
 		for i, e := range s.entries {
-			m.put(e.it, i)
+			m.put(e.it, e.textKey(), i)
 		}
 		var (
-			rec   merger
+			rec   = newMerger(len(payload))
 			state []Item
 			mine  []int // where the payload's items are in m.out
 		)
@@ -774,8 +774,10 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 			}
 			mine = append(mine, i)
 		}
+		inRec := make([]bool, len(m.out))
 		for _, i := range mine {
-			rec.add(m.out[i], 0)
+			rec.addKeyed(m.out[i], m.keys[i], 0)
+			inRec[i] = true
 		}
 		for _, it := range state {
 			rec.add(it, 0)
@@ -794,12 +796,12 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 				out[i], changed = e.with(it), true
 			}
 		}
-		for _, it := range m.out {
-			if it.ProjectState() {
+		for i, it := range m.out {
+			if it.ProjectState() || inRec[i] {
 				continue
 			}
 			if it.Open() || it.ResolvedBySession == id {
-				rec.add(it, 0)
+				rec.addKeyed(it, m.keys[i], 0)
 			}
 		}
 		record = rec.out
