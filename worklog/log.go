@@ -3,6 +3,7 @@ package worklog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -696,8 +697,9 @@ func (l *Log) SessionStart(ctx context.Context, opts StartOptions) (*StartResult
 
 // CloseOptions are the input of SessionClose.
 type CloseOptions struct {
-	// SessionID names the session; "" means the Log's current session,
-	// or a new UUID if there is none.
+	// SessionID names the session, one that SessionStart started in the
+	// project (ErrNotFound otherwise); "" means the Log's current
+	// session, or a new UUID if there is none.
 	SessionID string
 	// OpenThreads are the items the session leaves open (the closing
 	// payload's open_threads), each in any format Normalize reads, texts
@@ -712,7 +714,9 @@ type CloseOptions struct {
 // payload's first) and the items this session resolved, goes to the
 // SessionStore, for the next session_start here or on another machine.
 // The local file is written first; if the store then fails, calling
-// SessionClose again is safe.
+// SessionClose again is safe. A session named that the SessionStore has
+// no record of in the project (it never started) is ErrNotFound, and
+// nothing changes.
 func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult, error) {
 	start := time.Now()
 	id := opts.SessionID
@@ -727,6 +731,24 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 		}
 	}
 	now := l.clock()
+	calls := 0
+	if l.remote {
+		calls = 1
+	}
+	if opts.SessionID != "" {
+		// A session named is one that started (the current session, or a
+		// new one, is recorded by its close).
+		_, err := l.sessions.Session(ctx, l.project, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("worklog: session %s was never started in project %q: close the id session_start returned: %w", id, shorten(l.project, 80), ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("worklog: close session %s: %w", id, err)
+		}
+		if l.remote {
+			calls++
+		}
+	}
 	n := normalizer{opts: NormalizeOptions{Session: id}}
 	payload := make([]normalized, 0, len(opts.OpenThreads))
 	for i, raw := range opts.OpenThreads {
@@ -813,10 +835,6 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 	sess := Session{ID: id, Project: l.project, StartedAt: now, ClosedAt: now, OpenThreads: make([]json.RawMessage, len(record))}
 	for i, it := range record {
 		sess.OpenThreads[i] = appendItem(nil, it, "")
-	}
-	calls := 0
-	if l.remote {
-		calls = 1
 	}
 	if err := l.sessions.CloseSession(ctx, sess); err != nil {
 		return nil, fmt.Errorf("worklog: close session %s: %w", id, err)
