@@ -735,20 +735,6 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 	if l.remote {
 		calls = 1
 	}
-	if opts.SessionID != "" {
-		// A session named is one that started (the current session, or a
-		// new one, is recorded by its close).
-		_, err := l.sessions.Session(ctx, l.project, id)
-		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("worklog: session %s was never started in project %q: close the id session_start returned: %w", id, shorten(l.project, 80), ErrNotFound)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("worklog: close session %s: %w", id, err)
-		}
-		if l.remote {
-			calls++
-		}
-	}
 	n := normalizer{opts: NormalizeOptions{Session: id}}
 	payload := make([]normalized, 0, len(opts.OpenThreads))
 	for i, raw := range opts.OpenThreads {
@@ -763,6 +749,20 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 			return nil, err
 		}
 		payload = append(payload, r)
+	}
+	if opts.SessionID != "" {
+		// A session named is one that started (the current session, or a
+		// new one, is recorded by its close).
+		_, err := l.sessions.Session(ctx, l.project, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("worklog: session %s was never started in project %q (close the id a session start gave): %w", id, shorten(l.project, 80), ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("worklog: close session %s: %w", id, err)
+		}
+		if l.remote {
+			calls++
+		}
 	}
 	var record, created []Item
 	hit, err := l.items.update(ctx, func(s *snapshot) ([]*entry, bool, error) {

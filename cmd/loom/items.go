@@ -261,7 +261,7 @@ type SessionStartCommand struct {
 func (c *SessionStartCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	c.worklogDir.add(fs)
-	fs.StringVar(&c.ID, "id", "", "the session's `ID` (default: a new UUID)")
+	fs.StringVar(&c.ID, "id", "", "the `ID` that session start gave the session (default: a new session, closed at once)")
 	return fs
 }
 
@@ -320,7 +320,7 @@ type SessionCloseCommand struct {
 func (c *SessionCloseCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	c.worklogDir.add(fs)
-	fs.StringVar(&c.ID, "id", "", "the session's `ID` (default: a new UUID)")
+	fs.StringVar(&c.ID, "id", "", "the `ID` that session start gave the session (default: a new session, closed at once)")
 	fs.Var(&c.Open, "open", "an item the session leaves open, as `TEXT` (repeatable)")
 	return fs
 }

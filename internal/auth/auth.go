@@ -47,17 +47,16 @@ type binding struct {
 func (k *Keys) Enabled() bool { return k != nil && len(k.tenants) > 0 }
 
 // Add binds key to tenant. Keys are at least 16 bytes without spaces;
-// tenants follow the id rules (internal/ids), so a key never names the
-// default tenant "". A key bound to another tenant already is refused, as
-// the later binding would lock the first tenant out. Every refusal wraps
-// ErrInvalidKeys.
+// tenants follow the id rules (internal/ids), or are "" for the default
+// tenant, which only a Go caller can name (Parse refuses a line without a
+// tenant: in a file it is a slip more often than a choice). A key bound
+// to another tenant already is refused, as the later binding would lock
+// the first tenant out. Every refusal wraps ErrInvalidKeys.
 func (k *Keys) Add(key, tenant string) error { return k.add(key, tenant, "") }
 
 func (k *Keys) add(key, tenant, where string) error {
 	switch {
-	case tenant == "":
-		return fmt.Errorf("no tenant before the key: each key names one tenant (tenant:key): %w", ErrInvalidKeys)
-	case !ids.Valid(tenant):
+	case tenant != "" && !ids.Valid(tenant):
 		return fmt.Errorf("tenant %q is not an id: 1 to %d letters, digits, '_', '-' and '.', not starting with '.' or '-': %w", clip(tenant), ids.MaxLen, ErrInvalidKeys)
 	case key == "":
 		return fmt.Errorf("no key after tenant %q: %w", tenant, ErrInvalidKeys)
@@ -111,7 +110,11 @@ func (k *Keys) parse(r io.Reader, unit, source string) error {
 		if !found {
 			return fmt.Errorf("%s: want tenant:key, with no ':' in it: %w", where, ErrInvalidKeys)
 		}
-		if err := k.add(strings.TrimSpace(key), strings.TrimSpace(tenant), where+source); err != nil {
+		tenant = strings.TrimSpace(tenant)
+		if tenant == "" {
+			return fmt.Errorf("%s: no tenant before the key: each key names one tenant (tenant:key): %w", where, ErrInvalidKeys)
+		}
+		if err := k.add(strings.TrimSpace(key), tenant, where+source); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 	}

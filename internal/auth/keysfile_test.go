@@ -83,3 +83,15 @@ func TestLoadRefusesAKeyTheFileAndTheEnvironmentGiveTwoTenants(t *testing.T) {
 		t.Fatalf("the same binding in both: %v", err)
 	}
 }
+
+// TestAddBindsTheDefaultTenantForGoCallers: a Go caller may give the
+// default tenant a key on purpose; it is still one key for one tenant.
+func TestAddBindsTheDefaultTenantForGoCallers(t *testing.T) {
+	var k Keys
+	if err := k.Add("key-default-0123456789", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Add("key-default-0123456789", "acme"); !errors.Is(err, ErrInvalidKeys) {
+		t.Fatalf("the default tenant's key given to acme: %v", err)
+	}
+}
