@@ -93,7 +93,7 @@ func Handler(db *thread.DB, opts *Options) http.Handler {
 		Stateless: true,
 		Logger:    quiet(opts.logger()),
 	})
-	return http.NewCrossOriginProtection().Handler(h)
+	return jsonRPCErrors(http.NewCrossOriginProtection().Handler(h))
 }
 
 // ServeStdio serves New's server over stdin and stdout, as `loom mcp` does,

@@ -139,7 +139,9 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
-	mux.Handle("/mcp", api.Protect(mcpserver.Handler(db, mcpOpts)))
+	// What the API's middleware refuses (a key, a body over --max-body)
+	// is a JSON-RPC error on /mcp too.
+	mux.Handle("/mcp", mcpserver.JSONRPCErrors(api.Protect(mcpserver.Handler(db, mcpOpts))))
 	// The web page: index.html at / and its assets. It holds no data and
 	// needs no key; the API it calls does.
 	ui := webui.Handler()
