@@ -338,7 +338,7 @@ func (l *Log) Create(ctx context.Context, opts CreateOptions) (*CreateResult, er
 		return nil, err
 	}
 	now := l.clock()
-	n := normalizer{}
+	n := normalizer{strict: true}
 	r, err := n.str(opts.Text, 0)
 	if err != nil {
 		return nil, err
@@ -703,7 +703,8 @@ type CloseOptions struct {
 	SessionID string
 	// OpenThreads are the items the session leaves open (the closing
 	// payload's open_threads), each in any format Normalize reads, texts
-	// at most MaxTextLen characters. They join the local file (an item
+	// at most MaxTextLen characters, all of it UTF-8 (ErrInvalid
+	// otherwise). They join the local file (an item
 	// that is there already is merged with it, a resolution winning).
 	// nil adds nothing.
 	OpenThreads []json.RawMessage
@@ -735,7 +736,7 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 	if l.remote {
 		calls = 1
 	}
-	n := normalizer{opts: NormalizeOptions{Session: id}}
+	n := normalizer{opts: NormalizeOptions{Session: id}, strict: true}
 	payload := make([]normalized, 0, len(opts.OpenThreads))
 	for i, raw := range opts.OpenThreads {
 		r, err := n.value(raw, 0)
