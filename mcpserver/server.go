@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
@@ -99,9 +100,10 @@ func Handler(db *thread.DB, opts *Options) http.Handler {
 // ServeStdio serves New's server over stdin and stdout, as `loom mcp` does,
 // until ctx ends or the client closes its end. It returns nil then, and an
 // error only if the connection failed. Calls are scoped to the tenant that
-// ctx carries (auth.WithTenant), else db's own.
+// ctx carries (auth.WithTenant), else db's own. Messages are checked as
+// IOTransport checks them.
 func ServeStdio(ctx context.Context, db *thread.DB, opts *Options) error {
-	return Serve(ctx, db, opts, &mcp.StdioTransport{})
+	return Serve(ctx, db, opts, IOTransport(os.Stdin, os.Stdout))
 }
 
 // Serve serves New's server over one connection of transport, such as an
