@@ -88,6 +88,12 @@ func New(db *thread.DB, opts *Options) *mcp.Server {
 // no standalone event stream (GET is 405). Cross-origin browser requests
 // are refused (http.CrossOriginProtection), as are loopback requests with a
 // foreign Host header (DNS rebinding).
+//
+// Every refusal is a JSON-RPC error object in application/json: the body
+// is checked before the SDK reads it, and the SDK's plain-text refusals
+// keep their status (see jsonRPCErrors for the codes and statuses). Wrap
+// the middleware in front of it in JSONRPCErrors to have its refusals
+// (401, 413) answered so too.
 func Handler(db *thread.DB, opts *Options) http.Handler {
 	s := New(db, opts)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
