@@ -91,7 +91,11 @@ func New(db *thread.DB, opts *Options) *mcp.Server {
 //
 // Every refusal is a JSON-RPC error object in application/json: the body
 // is checked before the SDK reads it, and the SDK's plain-text refusals
-// keep their status (see jsonRPCErrors for the codes and statuses). Wrap
+// keep their status. What is no request at all (-32700, -32600, an
+// unknown notification) is a 400; a request for an unknown method
+// (-32601) or with params off its schema (-32602) is answered like any
+// request, in a 200, before protocol 2026-07-28, and from it with a 404
+// and a 400. Wrap
 // the middleware in front of it in JSONRPCErrors to have its refusals
 // (401, 413) answered so too.
 func Handler(db *thread.DB, opts *Options) http.Handler {
