@@ -8,8 +8,11 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loomthreads/loom/internal/jsonguard"
 )
@@ -35,30 +38,32 @@ const maxBodyDepth = 256
 const protocol20260728 = "2026-07-28"
 
 // serverMethods are the methods a client may send loom's MCP server: the
-// requests and notifications of the MCP versions the SDK speaks. A request
-// for another method is -32601 without reaching the SDK.
+// requests and notifications of the MCP versions the SDK speaks, with the
+// SDK's type of their params. A request for another method is -32601
+// without reaching the SDK.
 var serverMethods = map[string]struct {
 	notification, needsParams bool
+	params                    func() any
 }{
-	"initialize":                       {needsParams: true},
-	"ping":                             {},
-	"server/discover":                  {},
-	"tools/list":                       {},
-	"tools/call":                       {needsParams: true},
-	"prompts/list":                     {},
-	"prompts/get":                      {needsParams: true},
-	"resources/list":                   {},
-	"resources/templates/list":         {},
-	"resources/read":                   {needsParams: true},
-	"resources/subscribe":              {needsParams: true},
-	"resources/unsubscribe":            {needsParams: true},
-	"subscriptions/listen":             {needsParams: true},
-	"completion/complete":              {needsParams: true},
-	"logging/setLevel":                 {needsParams: true},
-	"notifications/initialized":        {notification: true},
-	"notifications/cancelled":          {notification: true},
-	"notifications/progress":           {notification: true, needsParams: true},
-	"notifications/roots/list_changed": {notification: true},
+	"initialize":                       {needsParams: true, params: func() any { return new(mcp.InitializeParams) }},
+	"ping":                             {params: func() any { return new(mcp.PingParams) }},
+	"server/discover":                  {params: func() any { return new(mcp.DiscoverParams) }},
+	"tools/list":                       {params: func() any { return new(mcp.ListToolsParams) }},
+	"tools/call":                       {needsParams: true, params: func() any { return new(mcp.CallToolParamsRaw) }},
+	"prompts/list":                     {params: func() any { return new(mcp.ListPromptsParams) }},
+	"prompts/get":                      {needsParams: true, params: func() any { return new(mcp.GetPromptParams) }},
+	"resources/list":                   {params: func() any { return new(mcp.ListResourcesParams) }},
+	"resources/templates/list":         {params: func() any { return new(mcp.ListResourceTemplatesParams) }},
+	"resources/read":                   {needsParams: true, params: func() any { return new(mcp.ReadResourceParams) }},
+	"resources/subscribe":              {needsParams: true, params: func() any { return new(mcp.SubscribeParams) }},
+	"resources/unsubscribe":            {needsParams: true, params: func() any { return new(mcp.UnsubscribeParams) }},
+	"subscriptions/listen":             {needsParams: true, params: func() any { return new(mcp.SubscriptionsListenParams) }},
+	"completion/complete":              {needsParams: true, params: func() any { return new(mcp.CompleteParams) }},
+	"logging/setLevel":                 {needsParams: true, params: func() any { return new(mcp.SetLoggingLevelParams) }},
+	"notifications/initialized":        {notification: true, params: func() any { return new(mcp.InitializedParams) }},
+	"notifications/cancelled":          {notification: true, params: func() any { return new(mcp.CancelledParams) }},
+	"notifications/progress":           {notification: true, needsParams: true, params: func() any { return new(mcp.ProgressNotificationParams) }},
+	"notifications/roots/list_changed": {notification: true, params: func() any { return new(mcp.RootsListChangedParams) }},
 }
 
 // rpcError is a JSON-RPC error answer: its code and message, the id of the
@@ -253,9 +258,48 @@ func checkMessage(raw json.RawMessage, protocol string) *rpcError {
 	case len(params) == 0 && info.needsParams:
 		return callError(protocol, http.StatusBadRequest, codeInvalidParams, id, "invalid params: %s needs params", method)
 	case method == "tools/call":
-		return checkToolCall(params, protocol, id)
+		if e := checkToolCall(params, protocol, id); e != nil {
+			return e
+		}
+	}
+	if len(params) > 0 {
+		// Decoded as the SDK will, so that a member of the wrong type is
+		// said in JSON's words, not in the SDK's Go ones.
+		if err := json.Unmarshal(params, info.params()); err != nil {
+			msg := fmt.Sprintf("invalid params: the params of %s do not fit its schema", method)
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				msg = fmt.Sprintf("invalid params: %s: want %s", te.Field, jsonKind(te.Type))
+			}
+			if !hasID {
+				return bad(codeInvalidParams, nil, "%s", msg)
+			}
+			return callError(protocol, http.StatusBadRequest, codeInvalidParams, id, "%s", msg)
+		}
 	}
 	return nil
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another type"
 }
 
 // checkToolCall checks the params of tools/call against its request
