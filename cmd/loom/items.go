@@ -261,7 +261,7 @@ type SessionStartCommand struct {
 func (c *SessionStartCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	c.worklogDir.add(fs)
-	fs.StringVar(&c.ID, "id", "", "the `ID` that session start gave the session (default: a new session, closed at once)")
+	fs.StringVar(&c.ID, "id", "", "the session's `ID` (default: a new UUID)")
 	return fs
 }
 
