@@ -108,7 +108,7 @@ func (k *Keys) parse(r io.Reader, unit, source string) error {
 		where := fmt.Sprintf("%s %d", unit, n)
 		tenant, key, found := strings.Cut(line, ":")
 		if !found {
-			return fmt.Errorf("%s: want tenant:key, with no ':' in it: %w", where, ErrInvalidKeys)
+			return fmt.Errorf("%s: want tenant:key, and the line has no ':': %w", where, ErrInvalidKeys)
 		}
 		tenant = strings.TrimSpace(tenant)
 		if tenant == "" {
