@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
@@ -334,6 +335,10 @@ func (c *SessionCloseCommand) Run(ctx context.Context, args []string) error {
 	for _, text := range c.Open {
 		if strings.TrimSpace(text) == "" {
 			return c.usage("--open needs a text")
+		}
+		if !utf8.ValidString(text) {
+			// json.Marshal would write U+FFFD for the bytes that are not.
+			return fmt.Errorf("close session: --open %q: the text is not valid UTF-8: %w", text, worklog.ErrInvalid)
 		}
 		b, err := json.Marshal(text)
 		if err != nil {

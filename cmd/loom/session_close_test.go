@@ -47,3 +47,17 @@ func TestServeClosesOnlyStartedSessions(t *testing.T) {
 	}
 	s.stop(t)
 }
+
+// TestSessionCloseRefusesOpenTextThatIsNotUTF8: --open with bytes that are
+// not UTF-8 is refused, not carried as U+FFFD.
+func TestSessionCloseRefusesOpenTextThatIsNotUTF8(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := loom(t, "session", "close", "--dir", dir, "--open", "caf\xe9 au lait")
+	if r.code == 0 || !strings.Contains(r.stderr, "UTF-8") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if out := loom(t, "items", "list", "--dir", dir).ok(t).stdout; strings.Contains(out, "au lait") {
+		t.Errorf("the refused text was stored:\n%s", out)
+	}
+}
