@@ -184,7 +184,7 @@ func checkBody(body []byte, protocol string) *rpcError {
 	case len(batch) == 0:
 		return bad(codeInvalidRequest, "invalid request: an empty batch")
 	case protocol >= "2025-06-18":
-		return bad(codeInvalidRequest, "invalid request: protocol version %s has no batches; send one message a request", protocol)
+		return bad(codeInvalidRequest, "invalid request: protocol version %q has no batches; send one message a request", clip(protocol, 40))
 	}
 	for i, m := range batch {
 		if e := checkMessage(m, protocol); e != nil {
