@@ -252,7 +252,7 @@ type ServeCommand struct {
 func (c *ServeCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.cfg.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
-	fs.StringVar(&c.cfg.keysFile, "keys", "", "file of API keys, one tenant:key a line (also $LOOM_API_KEYS); without keys loom listens on loopback only")
+	fs.StringVar(&c.cfg.keysFile, "keys", "", "file of API keys, one tenant:key a line (also $LOOM_API_KEYS); a line without a tenant, or a key for two tenants, stops the start; without keys loom listens on loopback only")
 	fs.Func("allow-origin", "an origin allowed to make cross-origin requests (repeatable)", func(s string) error {
 		c.cfg.origins = append(c.cfg.origins, s)
 		return nil
