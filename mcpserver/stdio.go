@@ -34,22 +34,24 @@ func IOTransport(r io.Reader, w io.Writer) mcp.Transport {
 func guardLines(r io.Reader, pw *io.PipeWriter, out io.Writer) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
+	passing := false // the rest of a line over the SDK's limit
 	for {
 		chunk, err := br.ReadSlice('\n')
 		line = append(line, chunk...)
-		if errors.Is(err, bufio.ErrBufferFull) && len(line) <= mcp.DefaultMaxLineLength {
+		if errors.Is(err, bufio.ErrBufferFull) && !passing && len(line) <= mcp.DefaultMaxLineLength {
 			continue
 		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// Over the SDK's limit of a line: passed on for the SDK to
-			// refuse, as it did without the checks.
+		if errors.Is(err, bufio.ErrBufferFull) || passing {
+			// Over the SDK's limit of a line: passed on, unchecked, for
+			// the SDK to refuse, as it did without the checks.
 			if _, werr := pw.Write(line); werr != nil {
 				return
 			}
-			line = line[:0]
-			continue
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
+			line, passing = line[:0], errors.Is(err, bufio.ErrBufferFull)
+			if err == nil || passing {
+				continue
+			}
+		} else if len(bytes.TrimSpace(line)) > 0 {
 			if answer := checkLine(line); answer != nil {
 				if answer.id != nil || !isNotification(line) {
 					answer.writeLine(out)

@@ -30,6 +30,7 @@ func TestStdioRefusesTextThatIsNotUTF8(t *testing.T) {
 	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(clientR)
+		sc.Buffer(nil, 1<<24)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
@@ -75,6 +76,19 @@ func TestStdioRefusesTextThatIsNotUTF8(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"thread_create","arguments":{"id":"fine","title":"café"}}}`)
 	if m := next(); m["id"] != 4.0 || m["result"] == nil {
 		t.Fatalf("a good call after the refused ones: %v", m)
+	}
+	// Lines longer than the reader's buffer are checked whole.
+	big := strings.Repeat("long text ", 20_000)
+	send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"thread_create","arguments":{"id":"big-bad","messages":[{"role":"user","text":"` + big + "\xff" + `"}]}}}`)
+	if m := next(); m["id"] != 5.0 || m["error"] == nil {
+		t.Fatalf("a long line that is not UTF-8 at its end: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"thread_create","arguments":{"id":"big","messages":[{"role":"user","text":"` + big + `"}]}}}`)
+	if m := next(); m["id"] != 6.0 || m["result"] == nil {
+		t.Fatalf("a long line: %v", m)
+	}
+	if _, err := db.Thread(t.Context(), "big-bad"); err == nil {
+		t.Error("thread big-bad was created")
 	}
 	for _, id := range []string{"latin1", "surrogate"} {
 		if _, err := db.Thread(t.Context(), id); err == nil {
