@@ -75,10 +75,12 @@ type rpcError struct {
 	id      json.RawMessage
 }
 
-func (e *rpcError) Error() string { return e.message }
-
-// write answers e: application/json, one JSON-RPC response object.
-func (e *rpcError) write(w http.ResponseWriter) {
+// encode returns e as one JSON-RPC response object, a line.
+func (e *rpcError) encode() []byte {
+	type wireError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
 	id := e.id
 	if len(id) == 0 {
 		id = json.RawMessage("null")
@@ -86,20 +88,19 @@ func (e *rpcError) write(w http.ResponseWriter) {
 	b, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}{JSONRPC: "2.0", ID: id, Error: struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{e.code, e.message}})
+		Error   wireError       `json:"error"`
+	}{"2.0", id, wireError{e.code, e.message}})
+	return append(b, '\n')
+}
+
+// write answers e: application/json, one JSON-RPC response object.
+func (e *rpcError) write(w http.ResponseWriter) {
 	h := w.Header()
 	h.Del("Content-Length")
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(e.status)
-	w.Write(append(b, '\n'))
+	w.Write(e.encode())
 }
 
 // jsonRPCErrors makes every refusal of next, the SDK's streamable handler,

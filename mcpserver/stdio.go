@@ -54,7 +54,7 @@ func guardLines(r io.Reader, pw *io.PipeWriter, out io.Writer) {
 		} else if len(bytes.TrimSpace(line)) > 0 {
 			if answer := checkLine(line); answer != nil {
 				if answer.id != nil || !isNotification(line) {
-					answer.writeLine(out)
+					out.Write(answer.encode())
 				}
 			} else if _, werr := pw.Write(line); werr != nil {
 				return
@@ -96,16 +96,6 @@ func isNotification(line []byte) bool {
 		Method json.RawMessage `json:"method"`
 	}
 	return json.Unmarshal(line, &m) == nil && len(m.ID) == 0 && len(m.Method) > 0
-}
-
-// writeLine writes e as one line of JSON-RPC.
-func (e *rpcError) writeLine(w io.Writer) {
-	id := e.id
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": e.code, "message": e.message}})
-	w.Write(append(b, '\n'))
 }
 
 // lockedWriter writes whole messages to w, one at a time: the SDK's and
