@@ -279,6 +279,10 @@ func FuzzItems(f *testing.F) {
 			// Something to resolve.
 			do(t, s, req{method: "POST", path: "/v1/items?project=" + project, body: `{"text":"Fix the build"}`})
 		}
+		if route == 3 {
+			// A session to close: one never started is refused.
+			do(t, s, req{method: "POST", path: "/v1/sessions?project=" + project, body: `{"session_id":"s1"}`})
+		}
 		fuzzPost(t, s, path, body, nil)
 	})
 }

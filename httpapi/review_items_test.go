@@ -35,6 +35,7 @@ func TestReviewItemsDefaultTenantApart(t *testing.T) {
 			t.Errorf("the tenant \"\" read a's sessions: %d aggregated, open %q", start.SessionsAggregated, itemTexts(start.OpenThreads))
 		}
 		for _, id := range []string{"a:s1", "a:s2"} {
+			must(t, s, req{method: "POST", path: "/v1/sessions" + spy, key: keyDefault, body: map[string]any{"session_id": id}}, http.StatusCreated, nil)
 			must(t, s, req{method: "POST", path: "/v1/sessions/" + id + "/close" + spy, key: keyDefault,
 				body: map[string]any{"open_threads": []any{"injected"}}}, http.StatusOK, nil)
 		}

@@ -202,6 +202,7 @@ func tenantAttack(t *testing.T, h http.Handler) {
 	must(t, h, req{method: "POST", path: "/v1/threads/secret/runs", key: keyB, body: map[string]any{"input": "hi"}}, http.StatusOK, nil)
 	// b's items and sessions in the project of the same name.
 	createItem(t, h, keyB, victimProject, "b's item")
+	must(t, h, req{method: "POST", path: "/v1/sessions" + q, key: keyB, body: map[string]any{"session_id": "s-victim"}}, http.StatusCreated, nil)
 	must(t, h, req{method: "POST", path: "/v1/sessions/s-victim/close" + q, key: keyB, body: map[string]any{"open_threads": []string{"b's carried item"}}}, http.StatusOK, nil)
 
 	// a's world is as it was, byte for byte.

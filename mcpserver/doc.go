@@ -38,6 +38,13 @@
 // code: "not_found: thread \"th_x\"", invalid, conflict (an if_version that
 // is no longer current, a name or id taken), unsupported, canceled, or
 // internal, whose detail goes to the log and never to the client.
+// Arguments that do not fit a tool's schema are invalid tool errors too,
+// which a model can read and correct. What is no well-formed request is a
+// JSON-RPC error object, over HTTP (Handler, JSONRPCErrors) and stdio
+// (IOTransport) alike: -32700 for JSON that is not JSON, not UTF-8 or
+// nested too deeply, checked before the SDK decodes it (where a byte that
+// is not UTF-8 would become U+FFFD), -32600 for no JSON-RPC request,
+// -32601 for an unknown method, -32602 for params off the request's schema.
 //
 // Every call is scoped to a tenant: the one internal/auth put in the
 // context, else the DB's own. Over HTTP the command wraps Handler in the
@@ -50,7 +57,7 @@
 // The smallest use:
 //
 //	db, _ := thread.Open(ctx, "memory://", nil)
-//	mux.Handle("/mcp", keys.Middleware(mcpserver.Handler(db, nil), deny))
+//	mux.Handle("/mcp", mcpserver.JSONRPCErrors(keys.Middleware(mcpserver.Handler(db, nil), deny)))
 //
 // Other packages add their tools to the same server with AddTool, which
 // gives them the same schemas, error codes and summaries, from

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
@@ -87,21 +88,32 @@ func New(db *thread.DB, opts *Options) *mcp.Server {
 // no standalone event stream (GET is 405). Cross-origin browser requests
 // are refused (http.CrossOriginProtection), as are loopback requests with a
 // foreign Host header (DNS rebinding).
+//
+// Every refusal is a JSON-RPC error object in application/json: the body
+// is checked before the SDK reads it, and the SDK's plain-text refusals
+// keep their status. What is no request at all (-32700, -32600, an
+// unknown notification) is a 400; a request for an unknown method
+// (-32601) or with params off its schema (-32602) is answered like any
+// request, in a 200, before protocol 2026-07-28, and from it with a 404
+// and a 400. Wrap
+// the middleware in front of it in JSONRPCErrors to have its refusals
+// (401, 413) answered so too.
 func Handler(db *thread.DB, opts *Options) http.Handler {
 	s := New(db, opts)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		Stateless: true,
 		Logger:    quiet(opts.logger()),
 	})
-	return http.NewCrossOriginProtection().Handler(h)
+	return jsonRPCErrors(http.NewCrossOriginProtection().Handler(h))
 }
 
 // ServeStdio serves New's server over stdin and stdout, as `loom mcp` does,
 // until ctx ends or the client closes its end. It returns nil then, and an
 // error only if the connection failed. Calls are scoped to the tenant that
-// ctx carries (auth.WithTenant), else db's own.
+// ctx carries (auth.WithTenant), else db's own. Messages are checked as
+// IOTransport checks them.
 func ServeStdio(ctx context.Context, db *thread.DB, opts *Options) error {
-	return Serve(ctx, db, opts, &mcp.StdioTransport{})
+	return Serve(ctx, db, opts, IOTransport(os.Stdin, os.Stdout))
 }
 
 // Serve serves New's server over one connection of transport, such as an

@@ -83,7 +83,7 @@ type SessionStartIn struct {
 
 // CloseIn is the input of session_close.
 type SessionCloseIn struct {
-	SessionID   string `json:"session_id,omitzero" jsonschema:"the session's id, as session_start returned it; empty means the session session_start started, on a server of one project (a shared server needs it)"`
+	SessionID   string `json:"session_id,omitzero" jsonschema:"the session's id, as session_start returned it (an id it never gave is not_found); empty means the session session_start started, on a server of one project (a shared server needs it)"`
 	Project     string `json:"project,omitzero" jsonschema:"the project; empty means this server's default project (a server of one project takes only its own)"`
 	OpenThreads []any  `json:"open_threads,omitzero" jsonschema:"the items the session leaves open: texts or item objects"`
 }
@@ -158,7 +158,7 @@ func addWorklog(s *mcp.Server, t worklogTools, logger *slog.Logger) {
 	closeDesc := "Close the session, recording the threads it leaves open (open_threads) for the next session_start."
 	if t.local == nil {
 		startDesc = "Start a session: returns the project's open threads, merged with those the last closed sessions (5, within 14 days) carry, the project state, and the session_id the other tools take."
-		closeDesc = "Close the session session_id (session_start's), recording the threads it leaves open (open_threads) for the next session_start."
+		closeDesc = "Close the session session_id (session_start's; an id it never gave is not_found), recording the threads it leaves open (open_threads) for the next session_start."
 	}
 	AddTool(s, &mcp.Tool{Name: "list_threads",
 		Description: "List the work threads (open items carried across sessions), oldest first: open ones by default."},

@@ -96,15 +96,16 @@ func ExampleNewThreadSessions() {
 	db, _ := thread.Open(ctx, "memory://", &thread.Options{Tenant: "acme"})
 	defer db.Close()
 	here, _ := worklog.OpenDB(db, &worklog.Options{Project: "site"}) // sessions: NewThreadSessions(db)
-	here.SessionClose(ctx, worklog.CloseOptions{SessionID: "s-1", OpenThreads: []json.RawMessage{json.RawMessage(`"Renew the certificate"`)}})
+	start, _ := here.SessionStart(ctx, worklog.StartOptions{})
+	here.SessionClose(ctx, worklog.CloseOptions{SessionID: start.SessionID, OpenThreads: []json.RawMessage{json.RawMessage(`"Renew the certificate"`)}})
 
 	there, _ := worklog.OpenDB(db, &worklog.Options{Project: "site"})
 	res, _ := there.SessionStart(ctx, worklog.StartOptions{})
 	fmt.Println(res.SessionsAggregated, res.OpenThreads[0].Text)
 
 	closed, _ := worklog.NewThreadSessions(db).ClosedSessions(ctx, worklog.ClosedOptions{Project: "site"})
-	fmt.Println(closed[0].ID)
+	fmt.Println(closed[0].ID == start.SessionID)
 	// Output:
 	// 1 Renew the certificate
-	// s-1
+	// true
 }

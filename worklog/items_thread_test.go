@@ -58,6 +58,7 @@ func TestOpenDBKeepsSessionsInTheDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	started(t, l, "s1")
 	if _, err := l.SessionClose(t.Context(), CloseOptions{SessionID: "s1", OpenThreads: []json.RawMessage{json.RawMessage(`"carried"`)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +171,7 @@ func TestThreadItemsLargeChangeSplits(t *testing.T) {
 	for i := range 200 {
 		open = append(open, json.RawMessage(fmt.Sprintf("%q", fmt.Sprintf("item %d %s", i, strings.Repeat("x", 2900)))))
 	}
+	started(t, l, "big")
 	if _, err := l.SessionClose(t.Context(), CloseOptions{SessionID: "big", OpenThreads: open}); err != nil {
 		t.Fatal(err)
 	}
@@ -408,6 +410,7 @@ func TestThreadItemsFitTheDB(t *testing.T) {
 	for i := range 40 {
 		open = append(open, json.RawMessage(fmt.Sprintf("%q", fmt.Sprintf("item %d %s", i, strings.Repeat("y", 2900)))))
 	}
+	started(t, l, "s1")
 	if _, err := l.SessionClose(t.Context(), CloseOptions{SessionID: "s1", OpenThreads: open}); err != nil {
 		t.Fatalf("a change of 40 long items under a 32 KiB message limit: %v", err)
 	}

@@ -3,6 +3,7 @@ package worklog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -337,7 +338,7 @@ func (l *Log) Create(ctx context.Context, opts CreateOptions) (*CreateResult, er
 		return nil, err
 	}
 	now := l.clock()
-	n := normalizer{}
+	n := normalizer{strict: true}
 	r, err := n.str(opts.Text, 0)
 	if err != nil {
 		return nil, err
@@ -696,12 +697,14 @@ func (l *Log) SessionStart(ctx context.Context, opts StartOptions) (*StartResult
 
 // CloseOptions are the input of SessionClose.
 type CloseOptions struct {
-	// SessionID names the session; "" means the Log's current session,
-	// or a new UUID if there is none.
+	// SessionID names the session, one that SessionStart started in the
+	// project (ErrNotFound otherwise); "" means the Log's current
+	// session, or a new UUID if there is none.
 	SessionID string
 	// OpenThreads are the items the session leaves open (the closing
 	// payload's open_threads), each in any format Normalize reads, texts
-	// at most MaxTextLen characters. They join the local file (an item
+	// at most MaxTextLen characters, all of it UTF-8 (ErrInvalid
+	// otherwise). They join the local file (an item
 	// that is there already is merged with it, a resolution winning).
 	// nil adds nothing.
 	OpenThreads []json.RawMessage
@@ -712,7 +715,9 @@ type CloseOptions struct {
 // payload's first) and the items this session resolved, goes to the
 // SessionStore, for the next session_start here or on another machine.
 // The local file is written first; if the store then fails, calling
-// SessionClose again is safe.
+// SessionClose again is safe. A session named that the SessionStore has
+// no record of in the project (it never started) is ErrNotFound, and
+// nothing changes.
 func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult, error) {
 	start := time.Now()
 	id := opts.SessionID
@@ -727,7 +732,11 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 		}
 	}
 	now := l.clock()
-	n := normalizer{opts: NormalizeOptions{Session: id}}
+	calls := 0
+	if l.remote {
+		calls = 1
+	}
+	n := normalizer{opts: NormalizeOptions{Session: id}, strict: true}
 	payload := make([]normalized, 0, len(opts.OpenThreads))
 	for i, raw := range opts.OpenThreads {
 		r, err := n.value(raw, 0)
@@ -742,15 +751,29 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 		}
 		payload = append(payload, r)
 	}
+	if opts.SessionID != "" {
+		// A session named is one that started (the current session, or a
+		// new one, is recorded by its close).
+		_, err := l.sessions.Session(ctx, l.project, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("worklog: session %s was never started in project %q (close the id a session start gave): %w", id, shorten(l.project, 80), ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("worklog: close session %s: %w", id, err)
+		}
+		if l.remote {
+			calls++
+		}
+	}
 	var record, created []Item
 	hit, err := l.items.update(ctx, func(s *snapshot) ([]*entry, bool, error) {
 		record, created = nil, nil
-		var m merger
+		m := newMerger(len(s.entries) + len(payload))
 		for i, e := range s.entries {
-			m.put(e.it, i)
+			m.put(e.it, e.textKey(), i)
 		}
 		var (
-			rec   merger
+			rec   = newMerger(len(payload))
 			state []Item
 			mine  []int // where the payload's items are in m.out
 		)
@@ -774,8 +797,10 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 			}
 			mine = append(mine, i)
 		}
+		inRec := make([]bool, len(m.out))
 		for _, i := range mine {
-			rec.add(m.out[i], 0)
+			rec.addKeyed(m.out[i], m.keys[i], 0)
+			inRec[i] = true
 		}
 		for _, it := range state {
 			rec.add(it, 0)
@@ -794,12 +819,12 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 				out[i], changed = e.with(it), true
 			}
 		}
-		for _, it := range m.out {
-			if it.ProjectState() {
+		for i, it := range m.out {
+			if it.ProjectState() || inRec[i] {
 				continue
 			}
 			if it.Open() || it.ResolvedBySession == id {
-				rec.add(it, 0)
+				rec.addKeyed(it, m.keys[i], 0)
 			}
 		}
 		record = rec.out
@@ -811,10 +836,6 @@ func (l *Log) SessionClose(ctx context.Context, opts CloseOptions) (*CloseResult
 	sess := Session{ID: id, Project: l.project, StartedAt: now, ClosedAt: now, OpenThreads: make([]json.RawMessage, len(record))}
 	for i, it := range record {
 		sess.OpenThreads[i] = appendItem(nil, it, "")
-	}
-	calls := 0
-	if l.remote {
-		calls = 1
 	}
 	if err := l.sessions.CloseSession(ctx, sess); err != nil {
 		return nil, fmt.Errorf("worklog: close session %s: %w", id, err)

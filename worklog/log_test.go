@@ -152,6 +152,7 @@ func TestListOtherProject(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustCreate(t, b, "Beta's own work")
+	started(t, b, "beta-1")
 	if _, err := b.SessionClose(t.Context(), CloseOptions{SessionID: "beta-1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -76,6 +76,21 @@ func (st *MemorySessions) ClosedSessions(ctx context.Context, opts ClosedOptions
 	return newestClosed(out, opts.Limit), nil
 }
 
+// Session implements SessionStore.
+func (st *MemorySessions) Session(ctx context.Context, project, id string) (Session, error) {
+	if err := ctx.Err(); err != nil {
+		return Session{}, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if i, ok := st.at[id]; ok && st.sessions[i].Project == project {
+		s := st.sessions[i]
+		s.OpenThreads = nil
+		return s, nil
+	}
+	return Session{}, errNoSession(project, id)
+}
+
 func cloneRaws(raws []json.RawMessage) []json.RawMessage {
 	if raws == nil {
 		return nil

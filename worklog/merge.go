@@ -29,13 +29,19 @@ func Merge(lists ...[]Item) []Item {
 	return m.out
 }
 
-// merger is the state of a Merge.
+// merger is the state of a Merge. Each add costs one NormalizeText and a
+// few map operations, so merging n items is O(n).
 type merger struct {
 	out []Item
-	// src is, for each item of out, the tag it was added with.
+	// src is, for each item of out, the tag it was added with, and keys
+	// its NormalizeText key.
 	src    []int
+	keys   []string
 	byID   map[string]int
 	byText map[string][]int
+	// kept holds the ids of the items keep appended, which merge with
+	// nothing but still take their ids (hasID).
+	kept map[string]struct{}
 }
 
 // find returns the index in out of the item that it is the same as.
@@ -56,17 +62,28 @@ func returns(a, b Item) bool {
 	return !a.Open() && !a.ResolvedAt.IsZero() && !b.CreatedAt.IsZero() && b.CreatedAt.After(a.ResolvedAt)
 }
 
+// newMerger returns a merger with room for n items.
+func newMerger(n int) *merger {
+	return &merger{
+		out: make([]Item, 0, n), src: make([]int, 0, n), keys: make([]string, 0, n),
+		byID: make(map[string]int, n), byText: make(map[string][]int, n),
+	}
+}
+
 // add merges it, tagged src, and returns its index in out.
-func (m *merger) add(it Item, src int) int {
+func (m *merger) add(it Item, src int) int { return m.addKeyed(it, NormalizeText(it.Text), src) }
+
+// addKeyed is add for an item whose NormalizeText key is known.
+func (m *merger) addKeyed(it Item, key string, src int) int {
 	if m.byID == nil {
 		m.byID, m.byText = map[string]int{}, map[string][]int{}
 	}
-	key := NormalizeText(it.Text)
 	i, ok := m.find(it, key)
 	if !ok {
 		i = len(m.out)
 		m.out = append(m.out, it)
 		m.src = append(m.src, src)
+		m.keys = append(m.keys, key)
 	} else if k := &m.out[i]; k.Open() && !it.Open() {
 		k.Status, k.ResolvedAt = StatusResolved, it.ResolvedAt
 		k.ResolvedBySession, k.ResolutionNote = it.ResolvedBySession, it.ResolutionNote
@@ -84,6 +101,11 @@ func (m *merger) add(it Item, src int) int {
 func (m *merger) keep(it Item, src int) {
 	m.out = append(m.out, it)
 	m.src = append(m.src, src)
+	m.keys = append(m.keys, NormalizeText(it.Text))
+	if m.kept == nil {
+		m.kept = map[string]struct{}{}
+	}
+	m.kept[it.ID] = struct{}{}
 }
 
 // The defaults of AggregateOptions.
@@ -240,30 +262,29 @@ func aggregate(local []Item, sessions []Session, opts AggregateOptions) (Aggrega
 	return a, m.src
 }
 
+// hasID reports whether an item of out has the id: one lookup in each of
+// the two indexes, so that finding a fresh id for each of n new items
+// costs O(n) in all.
 func (m *merger) hasID(id string) bool {
-	_, ok := m.byID[id]
-	if !ok {
-		for _, it := range m.out {
-			if it.ID == id {
-				return true
-			}
-		}
+	if _, ok := m.byID[id]; ok {
+		return true
 	}
+	_, ok := m.kept[id]
 	return ok
 }
 
-// put appends it, tagged src, and indexes it without merging it with the
-// items before it.
-func (m *merger) put(it Item, src int) {
+// put appends it, whose NormalizeText key is key, tagged src, and indexes
+// it without merging it with the items before it.
+func (m *merger) put(it Item, key string, src int) {
 	if m.byID == nil {
 		m.byID, m.byText = map[string]int{}, map[string][]int{}
 	}
 	i := len(m.out)
 	m.out = append(m.out, it)
 	m.src = append(m.src, src)
+	m.keys = append(m.keys, key)
 	if _, ok := m.byID[it.ID]; !ok {
 		m.byID[it.ID] = i
 	}
-	key := NormalizeText(it.Text)
 	m.byText[key] = append(m.byText[key], i)
 }

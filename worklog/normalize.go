@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/loomthreads/loom/internal/jsonguard"
 )
 
 // NormalizeOptions say what Normalize fills in.
@@ -48,9 +50,11 @@ type NormalizeOptions struct {
 // there is a resolved_at), a status other than open and resolved is open
 // unless it is "resolved" in another case. Values that give no text —
 // null, numbers, arrays, blank strings, objects without text, note or
-// item — are ErrInvalid, as is nesting deeper than 8 levels.
+// item — are ErrInvalid, as is nesting deeper than 8 levels, and text
+// that is not UTF-8 (raw bytes, or \u escapes of lone surrogates, at any
+// level), which decoding would store as U+FFFD.
 func Normalize(v json.RawMessage, opts NormalizeOptions) (Item, error) {
-	n := normalizer{opts: opts}
+	n := normalizer{opts: opts, strict: true}
 	r, err := n.value(v, 0)
 	if err != nil {
 		return Item{}, err
@@ -85,6 +89,23 @@ type normalizer struct {
 	// trusted says that the values are valid JSON, decoded already: they
 	// are split without being checked again.
 	trusted bool
+	// strict refuses (ErrInvalid) values that are not UTF-8 — raw bytes,
+	// or \u escapes of lone surrogates, at any level of nested JSON —
+	// which decoding would turn into U+FFFD: what a caller gives. What is
+	// stored already is read as it decodes.
+	strict bool
+}
+
+// checkUTF8 returns an ErrInvalid error for JSON text that is not UTF-8,
+// when n is strict.
+func (n *normalizer) checkUTF8(raw []byte) error {
+	if !n.strict {
+		return nil
+	}
+	if err := jsonguard.Check(raw, 0); err != nil {
+		return fmt.Errorf("worklog: %v: %w", err, ErrInvalid)
+	}
+	return nil
 }
 
 func (n *normalizer) id() string {
@@ -98,6 +119,9 @@ func (n *normalizer) value(raw []byte, depth int) (normalized, error) {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 {
 		return normalized{}, fmt.Errorf("worklog: empty value: %w", ErrInvalid)
+	}
+	if err := n.checkUTF8(raw); err != nil {
+		return normalized{}, err
 	}
 	switch raw[0] {
 	case '"':
@@ -132,6 +156,9 @@ func (n *normalizer) str(s string, depth int) (normalized, error) {
 	if fields, ok := itemJSON(text); ok {
 		if depth+1 >= maxDepth {
 			return normalized{}, errTooDeep
+		}
+		if err := n.checkUTF8([]byte(text)); err != nil {
+			return normalized{}, err
 		}
 		r, err := n.object(fields, depth+1)
 		if err == nil || errors.Is(err, errTooDeep) {
@@ -281,6 +308,9 @@ func (n *normalizer) object(fields []field, depth int) (normalized, error) {
 	if inner, ok := itemJSON(it.Text); ok {
 		if depth+1 >= maxDepth {
 			return normalized{}, errTooDeep
+		}
+		if err := n.checkUTF8([]byte(it.Text)); err != nil {
+			return normalized{}, err
 		}
 		in, err := n.object(inner, depth+1)
 		if errors.Is(err, errTooDeep) {

@@ -22,6 +22,7 @@ func TestReviewThreadItemsMarkupChangeFits(t *testing.T) {
 		b, _ := json.Marshal(fmt.Sprintf("item %d %s", i, strings.Repeat("<&>", 990)))
 		open = append(open, b)
 	}
+	started(t, l, "markup")
 	if _, err := l.SessionClose(t.Context(), CloseOptions{SessionID: "markup", OpenThreads: open}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +128,7 @@ func TestReviewLogsDefaultTenantSessionsApart(t *testing.T) {
 	// Writing: the tenant "" closes sessions named as acme's.
 	evil, _ := json.Marshal("Injected by the tenant \"\"")
 	for _, id := range []string{"acme:s1", "acme:s2"} {
+		started(t, spy, id)
 		if _, err := spy.SessionClose(t.Context(), CloseOptions{SessionID: id, OpenThreads: []json.RawMessage{evil}}); err != nil {
 			t.Errorf("the tenant \"\" closing its own session %s: %v", id, err)
 		}
@@ -148,6 +150,7 @@ func TestReviewLogsDefaultTenantSessionsApart(t *testing.T) {
 	// tenant, and projects with '/'.
 	own := get("", "org/repo")
 	for _, id := range []string{"plain", ":colon-first"} {
+		started(t, own, id)
 		if _, err := own.SessionClose(t.Context(), CloseOptions{SessionID: id, OpenThreads: []json.RawMessage{evil}}); err != nil {
 			t.Errorf("the tenant \"\" closing its session %s: %v", id, err)
 		}

@@ -53,6 +53,16 @@ type SessionStore interface {
 	// ClosedSessions returns the closed sessions of opts.Project closed at
 	// or after opts.Since, newest close first, at most opts.Limit of them.
 	ClosedSessions(ctx context.Context, opts ClosedOptions) ([]Session, error)
+	// Session returns the record of session id of project, without its
+	// open threads, or an error wrapping ErrNotFound when the project has
+	// no session id recorded (started or closed). Log.SessionClose asks
+	// it so that a session is closed only once it was started.
+	Session(ctx context.Context, project, id string) (Session, error)
+}
+
+// errNoSession is the error of a Session lookup that found nothing.
+func errNoSession(project, id string) error {
+	return fmt.Errorf("worklog: session %s of project %q is not recorded: %w", shorten(id, 80), shorten(project, 80), ErrNotFound)
 }
 
 // ClosedOptions select the sessions ClosedSessions returns.
@@ -244,6 +254,24 @@ func (st *FileSessions) ClosedSessions(ctx context.Context, opts ClosedOptions) 
 		}
 	}
 	return newestClosed(out, opts.Limit), nil
+}
+
+// Session implements SessionStore.
+func (st *FileSessions) Session(ctx context.Context, project, id string) (Session, error) {
+	if err := ctx.Err(); err != nil {
+		return Session{}, err
+	}
+	ss, err := st.load()
+	if err != nil {
+		return Session{}, err
+	}
+	for _, s := range ss {
+		if s.ID == id && s.Project == project {
+			s.OpenThreads = nil
+			return s, nil
+		}
+	}
+	return Session{}, errNoSession(project, id)
 }
 
 // newestClosed sorts sessions by close, newest first, keeping the order

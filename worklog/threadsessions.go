@@ -313,6 +313,24 @@ func (st *ThreadSessions) ClosedSessions(ctx context.Context, opts ClosedOptions
 	return out, nil
 }
 
+// Session implements SessionStore: a read of the records' cached
+// snapshot, brought up to the thread's head.
+func (st *ThreadSessions) Session(ctx context.Context, project, id string) (Session, error) {
+	if err := checkProjectLen(project, maxStoredProject); err != nil {
+		return Session{}, err
+	}
+	s, _, err := st.read(ctx, project)
+	if err != nil {
+		return Session{}, err
+	}
+	i, ok := s.at[id]
+	if !ok {
+		return Session{}, errNoSession(project, id)
+	}
+	r := s.recs[i].rec
+	return Session{ID: r.ID, Project: r.Project, StartedAt: r.StartedAt, ClosedAt: r.ClosedAt}, nil
+}
+
 // ImportedSuffix is added to the name of a sessions file that
 // ImportFileSessions has carried into threads.
 const ImportedSuffix = ".imported"

@@ -40,6 +40,8 @@ func tenantsApart(t *testing.T, store string) {
 	}
 	st, _ := call(t, "POST", s.url+"/v1/threads", keyAcme, map[string]any{"id": "secret", "title": "acme's"}, nil)
 	want(st, http.StatusCreated, "acme creates secret")
+	st, _ = call(t, "POST", s.url+"/v1/sessions?project=victim", keyAcme, map[string]any{"session_id": "s-acme"}, nil)
+	want(st, http.StatusCreated, "acme starts a session")
 	st, _ = call(t, "POST", s.url+"/v1/sessions/s-acme/close?project=victim", keyAcme, map[string]any{"open_threads": []any{"acme's carried item"}}, nil)
 	want(st, http.StatusOK, "acme closes a session")
 	// Defect 2: other's create of acme's id answered 409 "thread exists".

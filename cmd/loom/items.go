@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
@@ -320,7 +321,7 @@ type SessionCloseCommand struct {
 func (c *SessionCloseCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	c.worklogDir.add(fs)
-	fs.StringVar(&c.ID, "id", "", "the session's `ID` (default: a new UUID)")
+	fs.StringVar(&c.ID, "id", "", "the `ID` that session start gave the session (default: a new session, closed at once)")
 	fs.Var(&c.Open, "open", "an item the session leaves open, as `TEXT` (repeatable)")
 	return fs
 }
@@ -334,6 +335,10 @@ func (c *SessionCloseCommand) Run(ctx context.Context, args []string) error {
 	for _, text := range c.Open {
 		if strings.TrimSpace(text) == "" {
 			return c.usage("--open needs a text")
+		}
+		if !utf8.ValidString(text) {
+			// json.Marshal would write U+FFFD for the bytes that are not.
+			return fmt.Errorf("close session: --open %q: the text is not valid UTF-8: %w", text, worklog.ErrInvalid)
 		}
 		b, err := json.Marshal(text)
 		if err != nil {

@@ -155,6 +155,7 @@ func TestSessionCloseThenStartCarriesOpenItems(t *testing.T) {
 	dir := t.TempDir()
 	kept := createItem(t, dir, "Kept from before")
 
+	loom(t, "session", "start", "--dir", dir, "--id", "s-1").ok(t)
 	var closed worklog.CloseResult
 	loom(t, "session", "close", "--dir", dir, "--id", "s-1", "--json",
 		"--open", "Docs still to write", "--open", "PROJECT STATE: loom: CLI done").ok(t).decode(t, &closed)
@@ -267,6 +268,7 @@ func TestSessionsCarryThroughARemoteStore(t *testing.T) {
 	if r := loom(t, "items", "create", "--dir", here, "--sessions", sessions, "carry me across"); r.code != 0 {
 		t.Fatalf("create: %d %s", r.code, r.stderr)
 	}
+	loom(t, "session", "start", "--dir", here, "--sessions", sessions, "--id", "s1").ok(t)
 	if r := loom(t, "session", "close", "--dir", here, "--sessions", sessions, "--id", "s1"); r.code != 0 {
 		t.Fatalf("close: %d %s", r.code, r.stderr)
 	}
@@ -314,6 +316,7 @@ func TestItemsInStore(t *testing.T) {
 	}
 
 	// A session closed by the CLI is carried by the next one, in its tenant.
+	loom(t, in("session", "start", "--tenant", "acme", "--project", "site", "--id", "s-1")...).ok(t)
 	loom(t, in("session", "close", "--tenant", "acme", "--project", "site", "--id", "s-1", "--open", "Left for next time")...).ok(t)
 	var start worklog.StartResult
 	loom(t, in("session", "start", "--tenant", "acme", "--project", "site")...).ok(t).decode(t, &start)

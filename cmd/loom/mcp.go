@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"io"
 	"log/slog"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -81,17 +80,10 @@ func (c *MCPCommand) serveWorklog(ctx context.Context, log *slog.Logger) error {
 	}
 }
 
-// transport is the command's stdin and stdout as an MCP transport.
+// transport is the command's stdin and stdout as an MCP transport, whose
+// messages are checked before they are decoded (mcpserver.IOTransport:
+// text that is not UTF-8 is refused, not stored as U+FFFD). It closes
+// neither: the command's streams belong to the caller.
 func (c *MCPCommand) transport() mcp.Transport {
-	return &mcp.IOTransport{Reader: nopCloser{c.Stdin}, Writer: nopWriteCloser{c.Stdout}}
+	return mcpserver.IOTransport(c.Stdin, c.Stdout)
 }
-
-// The stdio transport closes its ends when the session ends; the command's
-// streams belong to the caller.
-type nopCloser struct{ io.Reader }
-
-func (nopCloser) Close() error { return nil }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -139,7 +139,9 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
-	mux.Handle("/mcp", api.Protect(mcpserver.Handler(db, mcpOpts)))
+	// What the API's middleware refuses (a key, a body over --max-body)
+	// is a JSON-RPC error on /mcp too.
+	mux.Handle("/mcp", mcpserver.JSONRPCErrors(api.Protect(mcpserver.Handler(db, mcpOpts))))
 	// The web page: index.html at / and its assets. It holds no data and
 	// needs no key; the API it calls does.
 	ui := webui.Handler()
@@ -250,7 +252,7 @@ type ServeCommand struct {
 func (c *ServeCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.cfg.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
-	fs.StringVar(&c.cfg.keysFile, "keys", "", "file of API keys, one tenant:key a line (also $LOOM_API_KEYS); without keys loom listens on loopback only")
+	fs.StringVar(&c.cfg.keysFile, "keys", "", "file of API keys, one tenant:key a line (also $LOOM_API_KEYS); a line without a tenant, or a key for two tenants, stops the start; without keys loom listens on loopback only")
 	fs.Func("allow-origin", "an origin allowed to make cross-origin requests (repeatable)", func(s string) error {
 		c.cfg.origins = append(c.cfg.origins, s)
 		return nil
@@ -271,6 +273,16 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if c.cfg.maxBody <= 0 {
 		return c.usage("--max-body must be positive")
 	}
+	// Refuse before opening the store or listening: a keys file with a
+	// line that is not one key for one tenant, and without keys, any
+	// address but loopback.
+	keys, err := auth.Load(c.cfg.keysFile, c.Getenv("LOOM_API_KEYS"))
+	if err != nil {
+		return err
+	}
+	if !keys.Enabled() && !isLoopback(c.cfg.addr) {
+		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", c.cfg.addr)
+	}
 	db, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -279,14 +291,6 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	listen := c.listen
 	if listen == nil {
 		listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
-	}
-	// Refuse before listening: without keys, only loopback.
-	keys, err := auth.Load(c.cfg.keysFile, c.Getenv("LOOM_API_KEYS"))
-	if err != nil {
-		return err
-	}
-	if !keys.Enabled() && !isLoopback(c.cfg.addr) {
-		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", c.cfg.addr)
 	}
 	log := slog.New(slog.NewJSONHandler(c.Stderr, nil))
 	// A store on a full disk still serves reads: the server starts, and

@@ -99,6 +99,9 @@ func TestServedSessionsLiveInTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := l.SessionStart(t.Context(), worklog.StartOptions{SessionID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := l.SessionClose(t.Context(), worklog.CloseOptions{SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}

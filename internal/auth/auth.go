@@ -19,10 +19,13 @@ import (
 )
 
 // ErrNoKey and ErrBadKey are returned by Keys.Tenant for a request without a
-// key and with a key that is not known.
+// key and with a key that is not known. ErrInvalidKeys is returned by Add,
+// Parse and Load for a binding that is not one key (16 bytes or more) to
+// one named tenant, or a key bound to two tenants.
 var (
-	ErrNoKey  = errors.New("no API key")
-	ErrBadKey = errors.New("unknown API key")
+	ErrNoKey       = errors.New("no API key")
+	ErrBadKey      = errors.New("unknown API key")
+	ErrInvalidKeys = errors.New("invalid API keys")
 )
 
 // Keys maps API keys to tenants. The zero Keys has no keys: Enabled is
@@ -31,54 +34,99 @@ var (
 type Keys struct {
 	// by SHA-256 of the key, so that lookups compare fixed-size digests in
 	// constant time and a memory dump holds no key.
-	tenants map[[32]byte]string
+	tenants map[[32]byte]binding
+}
+
+// binding is the tenant a key names and where it was given ("line 3"),
+// for an error that names both lines of a key given twice.
+type binding struct {
+	tenant, where string
 }
 
 // Enabled reports whether any key is configured.
 func (k *Keys) Enabled() bool { return k != nil && len(k.tenants) > 0 }
 
-// Add binds key to tenant. Keys are at least 16 bytes; tenants follow the
-// id rules (or are "" for the default tenant).
-func (k *Keys) Add(key, tenant string) error {
-	if len(key) < 16 || strings.ContainsAny(key, " \t\r\n") {
-		return fmt.Errorf("API key for tenant %q: at least 16 bytes without spaces", tenant)
+// Add binds key to tenant. Keys are at least 16 bytes without spaces;
+// tenants follow the id rules (internal/ids), or are "" for the default
+// tenant, which only a Go caller can name (Parse refuses a line without a
+// tenant: in a file it is a slip more often than a choice). A key bound
+// to another tenant already is refused, as the later binding would lock
+// the first tenant out. Every refusal wraps ErrInvalidKeys.
+func (k *Keys) Add(key, tenant string) error { return k.add(key, tenant, "") }
+
+func (k *Keys) add(key, tenant, where string) error {
+	switch {
+	case tenant != "" && !ids.Valid(tenant):
+		return fmt.Errorf("tenant %q is not an id: 1 to %d letters, digits, '_', '-' and '.', not starting with '.' or '-': %w", clip(tenant), ids.MaxLen, ErrInvalidKeys)
+	case key == "":
+		return fmt.Errorf("no key after tenant %q: %w", tenant, ErrInvalidKeys)
+	case len(key) < 16 || strings.ContainsAny(key, " \t\r\n"):
+		return fmt.Errorf("the key of tenant %q: at least 16 bytes without spaces: %w", tenant, ErrInvalidKeys)
 	}
-	if tenant != "" && !ids.Valid(tenant) {
-		return fmt.Errorf("tenant %q: letters, digits, '_', '-' and '.'", tenant)
+	sum := sha256.Sum256([]byte(key))
+	if b, ok := k.tenants[sum]; ok && b.tenant != tenant {
+		first := "already"
+		if b.where != "" {
+			first = "on " + b.where
+		}
+		return fmt.Errorf("the key of tenant %q is tenant %q's %s: a key names one tenant: %w", tenant, b.tenant, first, ErrInvalidKeys)
 	}
 	if k.tenants == nil {
-		k.tenants = make(map[[32]byte]string)
+		k.tenants = make(map[[32]byte]binding)
 	}
-	k.tenants[sha256.Sum256([]byte(key))] = tenant
+	k.tenants[sum] = binding{tenant, where}
 	return nil
 }
 
-// Parse reads keys, one "tenant:key" (or a bare key, for tenant "") per
-// line; blank lines and lines starting with '#' are skipped.
+// clip shortens a tenant for an error message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// Parse reads keys, one "tenant:key" per line; blank lines and lines
+// starting with '#' are skipped. A line without a tenant, or that is not
+// one (see Add), is refused with its number, wrapping ErrInvalidKeys.
 func Parse(r io.Reader) (*Keys, error) {
 	k := new(Keys)
+	if err := k.parse(r, "line", ""); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// parse adds the lines of r, naming each "<unit> n" (of source) in errors.
+func (k *Keys) parse(r io.Reader, unit, source string) error {
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		where := fmt.Sprintf("%s %d", unit, n)
 		tenant, key, found := strings.Cut(line, ":")
 		if !found {
-			tenant, key = "", line
+			return fmt.Errorf("%s: want tenant:key, and the line has no ':': %w", where, ErrInvalidKeys)
 		}
-		if err := k.Add(strings.TrimSpace(key), strings.TrimSpace(tenant)); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
+		tenant = strings.TrimSpace(tenant)
+		if tenant == "" {
+			return fmt.Errorf("%s: no tenant before the key: each key names one tenant (tenant:key): %w", where, ErrInvalidKeys)
+		}
+		if err := k.add(strings.TrimSpace(key), tenant, where+source); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
 		}
 	}
-	return k, sc.Err()
+	return sc.Err()
 }
 
 // Load reads keys from the file at path (see Parse) and from list, the
 // value of an environment variable such as $LOOM_API_KEYS, which holds the
-// same lines separated by commas or newlines. Both may be empty. The caller
-// reads the environment, so that a command's injected environment is the
-// one that counts.
+// same lines separated by commas or newlines. Both may be empty; together
+// they are one set of keys, so a key that one gives one tenant and the
+// other another is refused. The caller reads the environment, so that a
+// command's injected environment is the one that counts.
 func Load(path, list string) (*Keys, error) {
 	k := new(Keys)
 	if path != "" {
@@ -87,20 +135,13 @@ func Load(path, list string) (*Keys, error) {
 			return nil, err
 		}
 		defer f.Close()
-		if k, err = Parse(f); err != nil {
+		if err := k.parse(f, "line", " of "+path); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	if list != "" {
-		fromEnv, err := Parse(strings.NewReader(strings.ReplaceAll(list, ",", "\n")))
-		if err != nil {
+		if err := k.parse(strings.NewReader(strings.ReplaceAll(list, ",", "\n")), "entry", " of the environment"); err != nil {
 			return nil, fmt.Errorf("keys from the environment: %w", err)
-		}
-		for h, t := range fromEnv.tenants {
-			if k.tenants == nil {
-				k.tenants = make(map[[32]byte]string)
-			}
-			k.tenants[h] = t
 		}
 	}
 	return k, nil
@@ -118,9 +159,9 @@ func (k *Keys) Tenant(r *http.Request) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(key))
 	found, tenant := 0, ""
-	for h, t := range k.tenants {
+	for h, b := range k.tenants {
 		if subtle.ConstantTimeCompare(h[:], sum[:]) == 1 {
-			found, tenant = 1, t
+			found, tenant = 1, b.tenant
 		}
 	}
 	if found == 0 {

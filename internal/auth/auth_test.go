@@ -9,7 +9,7 @@ import (
 )
 
 func TestParseAndTenant(t *testing.T) {
-	k, err := Parse(strings.NewReader("# keys\nacme:key-acme-0123456789\n\nglobex : key-globex-0123456789\nkey-default-0123456789\n"))
+	k, err := Parse(strings.NewReader("# keys\nacme:key-acme-0123456789\n\nglobex : key-globex-0123456789\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +19,6 @@ func TestParseAndTenant(t *testing.T) {
 	}{
 		{"Authorization", "Bearer key-acme-0123456789", "acme", nil},
 		{"Authorization", "bearer key-globex-0123456789", "globex", nil},
-		{"X-API-Key", "key-default-0123456789", "", nil},
 		{"X-API-Key", "key-unknown-0123456789", "", ErrBadKey},
 		{"Authorization", "Basic abc", "", ErrNoKey},
 		{"", "", "", ErrNoKey},

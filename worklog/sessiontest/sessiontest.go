@@ -89,6 +89,24 @@ func Run(t *testing.T, open func(t *testing.T) worklog.SessionStore) {
 		sameJSON(t, got[0].OpenThreads, []json.RawMessage{item("t-00000002", "two")})
 	})
 
+	t.Run("Session", func(t *testing.T) {
+		st := open(t)
+		ctx := t.Context()
+		mustStart(t, st, worklog.Session{ID: "started", Project: "p", StartedAt: at(0)})
+		mustClose(t, st, worklog.Session{ID: "closed", Project: "p", StartedAt: at(1), ClosedAt: at(2), OpenThreads: []json.RawMessage{item("t-00000001", "one")}})
+		if s, err := st.Session(ctx, "p", "started"); err != nil || s.ID != "started" || s.Project != "p" || !s.StartedAt.Equal(at(0)) || s.Closed() {
+			t.Errorf("Session(p, started) = %+v, %v; want it started at %v, open", s, err, at(0))
+		}
+		if s, err := st.Session(ctx, "p", "closed"); err != nil || !s.ClosedAt.Equal(at(2)) || len(s.OpenThreads) != 0 {
+			t.Errorf("Session(p, closed) = %+v, %v; want it closed at %v, without its open threads", s, err, at(2))
+		}
+		for _, q := range [][2]string{{"p", "never"}, {"q", "started"}} {
+			if _, err := st.Session(ctx, q[0], q[1]); !errors.Is(err, worklog.ErrNotFound) {
+				t.Errorf("Session(%s, %s) = %v, want ErrNotFound", q[0], q[1], err)
+			}
+		}
+	})
+
 	t.Run("NewestFirstSinceLimitProject", func(t *testing.T) {
 		st := open(t)
 		for i, h := range []int{3, 1, 7, 5, 2, 6, 4} {

@@ -1,0 +1,102 @@
+package mcpserver
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStdioRefusesTextThatIsNotUTF8: over IOTransport (stdio), a request
+// whose bytes are not UTF-8, or that escapes a lone surrogate, is answered
+// with a -32700 error of its id and stores nothing, where the SDK alone
+// would have stored U+FFFD; a notification of the kind gets no answer;
+// the connection goes on serving.
+func TestStdioRefusesTextThatIsNotUTF8(t *testing.T) {
+	db := newDB(t)
+	clientR, serverW := io.Pipe()
+	serverR, clientW := io.Pipe()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, db, nil, IOTransport(serverR, serverW)) }()
+	t.Cleanup(func() {
+		clientW.Close()
+		cancel()
+		<-done
+	})
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(clientR)
+		sc.Buffer(nil, 1<<24)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(clientW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() map[string]any {
+		t.Helper()
+		select {
+		case l := <-lines:
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("not JSON: %s", l)
+			}
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer")
+		}
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	if m := next(); m["id"] != 1.0 || m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"reason\":\"caf\xe9\"}}")
+	for id, args := range map[int]string{
+		2: "{\"id\":\"latin1\",\"title\":\"caf\xe9\"}",
+		3: `{"id":"surrogate","title":"caf\udc00"}`,
+	} {
+		send(`{"jsonrpc":"2.0","id":` + string(rune('0'+id)) + `,"method":"tools/call","params":{"name":"thread_create","arguments":` + args + `}}`)
+		m := next()
+		e, _ := m["error"].(map[string]any)
+		if m["id"] != float64(id) || e == nil || e["code"] != -32700.0 || !strings.Contains(e["message"].(string), "UTF-8") {
+			t.Fatalf("call %d: %v, want a -32700 error of its id", id, m)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"thread_create","arguments":{"id":"fine","title":"café"}}}`)
+	if m := next(); m["id"] != 4.0 || m["result"] == nil {
+		t.Fatalf("a good call after the refused ones: %v", m)
+	}
+	// Lines longer than the reader's buffer are checked whole.
+	big := strings.Repeat("long text ", 20_000)
+	send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"thread_create","arguments":{"id":"big-bad","messages":[{"role":"user","text":"` + big + "\xff" + `"}]}}}`)
+	if m := next(); m["id"] != 5.0 || m["error"] == nil {
+		t.Fatalf("a long line that is not UTF-8 at its end: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"thread_create","arguments":{"id":"big","messages":[{"role":"user","text":"` + big + `"}]}}}`)
+	if m := next(); m["id"] != 6.0 || m["result"] == nil {
+		t.Fatalf("a long line: %v", m)
+	}
+	if _, err := db.Thread(t.Context(), "big-bad"); err == nil {
+		t.Error("thread big-bad was created")
+	}
+	for _, id := range []string{"latin1", "surrogate"} {
+		if _, err := db.Thread(t.Context(), id); err == nil {
+			t.Errorf("thread %s was created", id)
+		}
+	}
+	th, err := db.Thread(t.Context(), "fine")
+	if err != nil || th.Record().Title != "café" {
+		t.Fatalf("the good call's thread: %v", err)
+	}
+}
