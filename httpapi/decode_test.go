@@ -1,12 +1,16 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/worklog"
 )
 
 // goText is text that names Go rather than loom: a client writes JSON and
@@ -18,24 +22,35 @@ var goText = []string{"Go struct", "Go value", "httpapi.", "is its package impor
 func wantLoomError(t *testing.T, h http.Handler, rq req, status int, code string, says ...string) {
 	t.Helper()
 	w := wantError(t, h, rq, status, code)
-	body := w.Body.String()
+	var e errorBody
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
+		t.Fatal(err)
+	}
 	for _, g := range goText {
-		if strings.Contains(body, g) {
-			t.Errorf("%s %s: the answer speaks Go (%q): %s", rq.method, rq.path, g, body)
+		if strings.Contains(e.Error.Message, g) {
+			t.Errorf("%s %s: the answer speaks Go (%q): %s", rq.method, rq.path, g, e.Error.Message)
 		}
 	}
 	for _, s := range says {
-		if !strings.Contains(body, s) {
-			t.Errorf("%s %s: the answer does not say %q: %s", rq.method, rq.path, s, body)
+		if !strings.Contains(e.Error.Message, s) {
+			t.Errorf("%s %s: the answer does not say %q: %s", rq.method, rq.path, s, e.Error.Message)
 		}
 	}
+}
+
+// fullServer returns a server with every face on: an agent on a scripted
+// model that answers "ok", and work items.
+func fullServer(t *testing.T) *Server {
+	t.Helper()
+	db := thread.New(thread.NewMemoryStore(), nil)
+	return newServer(t, Options{DB: db, Agent: agent.New(scripted.New(scripted.Text("ok")), nil), Worklog: worklog.NewLogs(db, nil)})
 }
 
 // TestDecodeErrorsNameTheMember checks that a body of the wrong shape is
 // answered with a sentence that names the JSON member and what it should
 // be, in loom's words: no Go struct, type or package names.
 func TestDecodeErrorsNameTheMember(t *testing.T) {
-	s := newServer(t, Options{})
+	s := fullServer(t)
 	createThread(t, s, "", "t1", "hi")
 	for _, tc := range []struct {
 		name string
@@ -45,9 +60,9 @@ func TestDecodeErrorsNameTheMember(t *testing.T) {
 		{"number for a string", req{method: "POST", path: "/v1/threads", body: `{"id":5}`}, []string{"id: expected a string, got a number"}},
 		{"array for the body", req{method: "POST", path: "/v1/threads", body: `[1,2]`}, []string{"expected a JSON object, got an array"}},
 		{"string for the body", req{method: "POST", path: "/v1/threads/t1/messages", body: `"hi"`}, []string{"expected a JSON object, got a string"}},
-		{"object for an array", req{method: "POST", path: "/v1/threads/t1/messages", body: `{"messages":{}}`}, []string{"messages: expected an array, got an object"}},
+		{"object for an array", req{method: "POST", path: "/v1/threads/t1/messages", body: `{"messages":{}}`}, []string{"messages: expected an array of messages, got an object"}},
 		{"string for a map", req{method: "POST", path: "/v1/threads", body: `{"labels":"a"}`}, []string{"labels: expected an object, got a string"}},
-		{"number for a label value", req{method: "POST", path: "/v1/threads", body: `{"labels":{"a":1}}`}, []string{"labels.a: expected a string, got a number"}},
+		{"number for a label value", req{method: "POST", path: "/v1/threads", body: `{"labels":{"a":1}}`}, []string{"labels: expected a string as each value, got a number"}},
 		{"string for an integer", req{method: "POST", path: "/v1/threads/t1/fork", body: `{"version":"2"}`}, []string{"version: expected an integer, got a string"}},
 		{"fraction for an integer", req{method: "POST", path: "/v1/threads/t1/view", body: `{"budget":1.5}`}, []string{"budget: expected an integer"}},
 		{"string for a boolean", req{method: "POST", path: "/v1/threads/t1/runs", body: `{"stream":"yes"}`}, []string{"stream: expected true or false, got a string"}},
@@ -72,7 +87,7 @@ func TestDecodeErrorsNameTheMember(t *testing.T) {
 // with a message that says how a loom message is written, and that the
 // thread does not change.
 func TestMessagesNeedContents(t *testing.T) {
-	s := newServer(t, Options{})
+	s := fullServer(t)
 	createThread(t, s, "", "t1", "hi")
 	const how = "messages carry `contents`"
 	for _, tc := range []struct {
@@ -104,7 +119,7 @@ func TestMessagesNeedContents(t *testing.T) {
 // TestUnknownQueryParametersRefused checks that each route refuses a query
 // parameter it does not take, naming it, rather than ignoring it.
 func TestUnknownQueryParametersRefused(t *testing.T) {
-	s := newServer(t, Options{})
+	s := fullServer(t)
 	createThread(t, s, "", "t1", "hi")
 	for _, rt := range routes {
 		method, path, _ := strings.Cut(rt.pattern, " ")
@@ -125,7 +140,7 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 // a \u escape of half a surrogate pair — is refused with 400 rather than
 // stored as U+FFFD, in bodies and in query parameters.
 func TestInvalidUTF8Refused(t *testing.T) {
-	s := newServer(t, Options{})
+	s := fullServer(t)
 	createThread(t, s, "", "t1", "hi")
 	for _, tc := range []struct {
 		name string

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/internal/apierr"
+	"github.com/loomthreads/loom/internal/jsonguard"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -23,7 +26,7 @@ type createRequest struct {
 	Title    string                     `json:"title"`
 	Labels   map[string]string          `json:"labels"`
 	Kind     thread.Kind                `json:"kind"`
-	Messages []message.Message          `json:"messages"`
+	Messages messageList                `json:"messages"`
 	State    map[string]json.RawMessage `json:"state"`
 }
 
@@ -33,7 +36,7 @@ type patchRequest struct {
 }
 
 type appendRequest struct {
-	Messages []message.Message `json:"messages"`
+	Messages messageList `json:"messages"`
 }
 
 type viewRequest struct {
@@ -43,7 +46,7 @@ type viewRequest struct {
 	Budget       int               `json:"budget"`
 	MaxMessages  int               `json:"max_messages"`
 	Pinned       []string          `json:"pinned"`
-	Instructions []message.Message `json:"instructions"`
+	Instructions instructionList   `json:"instructions"`
 	Strategies   []json.RawMessage `json:"strategies"`
 }
 
@@ -273,6 +276,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // errBadJSON is a request body that is not what the route takes.
 func errBadJSON(msg string) error { return errf(http.StatusBadRequest, "invalid_json", "%s", msg) }
 
+// maxBodyDepth is how deep the arrays and objects of a request body may
+// nest. A body nested deeper is refused (400 invalid_json) before it is
+// decoded: every later encode of what it holds would pay for the depth.
+const maxBodyDepth = 128
+
 // decode reads r's body, one JSON value, into v, refusing unknown members
 // and anything after the value. An empty body is an error unless optional,
 // when it leaves v as it is.
@@ -290,22 +298,244 @@ func decode(r *http.Request, v any, optional bool) error {
 	return decodeBytes(data, v, optional)
 }
 
+// decodeBytes is decode of data. Text that is not UTF-8 (raw bytes, or a
+// \u escape of half a surrogate pair) is refused rather than read as
+// U+FFFD, which would store what the client did not send; so is nesting
+// deeper than maxBodyDepth.
 func decodeBytes(data []byte, v any, optional bool) error {
+	return decodeValue(data, v, optional, "request body")
+}
+
+// decodeValue is decodeBytes of a value that what names in errors.
+func decodeValue(data []byte, v any, optional bool, what string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		if optional {
 			return nil
 		}
 		return errBadJSON("empty request body: a JSON object is required")
 	}
+	if err := jsonguard.Check(data, maxBodyDepth); err != nil {
+		return errBadJSON(what + ": " + err.Error())
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errBadJSON("request body: " + err.Error())
+		return jsonError(what, v, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errBadJSON("request body: data after the JSON value")
+		return errBadJSON(what + ": data after the JSON value")
 	}
 	return nil
+}
+
+// jsonError is err, an error of decoding JSON into v, told in loom's words
+// with what (such as "request body") before it: a sentence that names the
+// JSON member and what it should hold, never a Go type. Errors that are
+// already loom's (a message without contents) are returned as they are.
+func jsonError(what string, v any, err error) error {
+	var own *apierr.Error
+	if errors.As(err, &own) || errors.Is(err, thread.ErrInvalid) {
+		return err
+	}
+	return errBadJSON(what + ": " + describeJSONError(v, err))
+}
+
+// describeJSONError writes err, an error of encoding/json decoding into
+// v (nil when unknown), as a sentence about JSON: the text of any type or
+// syntax error in err's chain is replaced by one that names the member
+// and what it should hold.
+func describeJSONError(v any, err error) string {
+	text := err.Error()
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		text = strings.Replace(text, te.Error(), typeErrorText(v, te), 1)
+	case errors.As(err, &se):
+		text = strings.Replace(text, se.Error(), fmt.Sprintf("not valid JSON at byte %d: %s", se.Offset, se.Error()), 1)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		text = "not valid JSON: it ends before its last value does"
+	}
+	// encoding/json's other errors start with "json: ", as in
+	// `json: unknown field "x"`.
+	text = strings.ReplaceAll(text, "json: unknown field ", "unknown member ")
+	return strings.ReplaceAll(text, "json: ", "")
+}
+
+// typeErrorText says what a member should have held and what it held.
+func typeErrorText(v any, e *json.UnmarshalTypeError) string {
+	want := jsonKind(e.Type)
+	// e.Field is the member's path from the body, in JSON names. A type
+	// error inside a map or an array names the map or array: say so.
+	if t := memberType(v, e.Field); t != nil && t != e.Type {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Map:
+			want += " as each value"
+		case reflect.Slice, reflect.Array:
+			want += " as each item"
+		}
+	}
+	got := e.Value
+	switch {
+	case got == "number":
+		got = "a number"
+	case strings.HasPrefix(got, "number "):
+		got = "the number " + strings.TrimPrefix(got, "number ")
+	case got == "string":
+		got = "a string"
+	case got == "bool":
+		got = "true or false"
+	case got == "array":
+		got = "an array"
+	case got == "object":
+		got = "an object"
+	}
+	if e.Field == "" {
+		return fmt.Sprintf("expected a JSON %s, got %s", strings.TrimPrefix(strings.TrimPrefix(want, "an "), "a "), got)
+	}
+	return fmt.Sprintf("%s: expected %s, got %s", e.Field, want, got)
+}
+
+// jsonKind names the JSON value that Go type t is read from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "a value"
+}
+
+// memberType returns the Go type of the member of v at path (JSON names
+// joined by "."), or nil when it cannot be followed.
+func memberType(v any, path string) reflect.Type {
+	if v == nil || path == "" {
+		return nil
+	}
+	t := reflect.TypeOf(v)
+	for name := range strings.SplitSeq(path, ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := fieldByJSONName(t, name)
+			if !ok {
+				return nil
+			}
+			t = f.Type
+		case reflect.Map, reflect.Slice, reflect.Array:
+			t = t.Elem()
+		default:
+			return nil
+		}
+	}
+	return t
+}
+
+func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == name || tag == "" && f.Name == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// messageList is the messages of a request body. Each must carry
+// `contents`: the wire format reads a message without it as a message with
+// no contents, which is how a message in another API's shape
+// ({"role":"user","content":"hi"}) would be stored, empty.
+type messageList []message.Message
+
+func (l *messageList) UnmarshalJSON(b []byte) error {
+	msgs, err := decodeMessages(b, "messages")
+	*l = msgs
+	return err
+}
+
+// instructionList is the instructions of a view: messages, named so in
+// errors.
+type instructionList []message.Message
+
+func (l *instructionList) UnmarshalJSON(b []byte) error {
+	msgs, err := decodeMessages(b, "instructions")
+	*l = msgs
+	return err
+}
+
+// howToWriteAMessage ends the error of a message without contents.
+const howToWriteAMessage = "messages carry `contents`: [{\"type\":\"text\",\"text\":…}], a list of parts, as in {\"role\":\"user\",\"contents\":[{\"type\":\"text\",\"text\":\"hi\"}]}"
+
+// decodeMessages reads the list of messages b, the member name of a request
+// body (for errors). A message without contents is refused.
+func decodeMessages(b []byte, name string) ([]message.Message, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
+		return nil, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, errBadJSON(fmt.Sprintf("%s: expected an array of messages, got %s", name, typeErrorGot(te)))
+		}
+		return nil, errBadJSON(name + ": " + describeJSONError(nil, err))
+	}
+	msgs := make([]message.Message, len(raws))
+	for i, raw := range raws {
+		if err := msgs[i].UnmarshalJSON(raw); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field == "" {
+				return nil, errBadJSON(fmt.Sprintf("%s[%d]: expected a message, an object, got %s", name, i, typeErrorGot(te)))
+			}
+			return nil, errBadJSON(fmt.Sprintf("%s[%d]: %s", name, i, describeJSONError(nil, err)))
+		}
+		if len(msgs[i].Contents) > 0 {
+			continue
+		}
+		var shape struct {
+			Contents json.RawMessage `json:"contents"`
+			Content  json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(raw, &shape)
+		switch {
+		case shape.Contents != nil && !bytes.Equal(shape.Contents, []byte("null")):
+			// [] written out: a message with no parts.
+		case shape.Content != nil:
+			return nil, invalidf("%s[%d] has `content` and no `contents`: %s", name, i, howToWriteAMessage)
+		default:
+			return nil, invalidf("%s[%d] has no `contents`: %s", name, i, howToWriteAMessage)
+		}
+	}
+	return msgs, nil
+}
+
+// typeErrorGot names the JSON value a type error found.
+func typeErrorGot(te *json.UnmarshalTypeError) string {
+	_, got, _ := strings.Cut(typeErrorText(nil, &json.UnmarshalTypeError{Value: te.Value, Type: te.Type, Field: "x"}), ", got ")
+	return got
 }
 
 // ifMatch reads the If-Match header: a version, as an ETag ("5", or 5).
