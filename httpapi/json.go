@@ -314,6 +314,10 @@ func decodeValue(data []byte, v any, optional bool, what string) error {
 		}
 		return errBadJSON("empty request body: a JSON object is required")
 	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		// encoding/json would leave v as it is: an empty request.
+		return errBadJSON(what + ": expected a JSON object, got null")
+	}
 	if err := jsonguard.Check(data, maxBodyDepth); err != nil {
 		return errBadJSON(what + ": " + err.Error())
 	}

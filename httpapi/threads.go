@@ -206,6 +206,11 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req, true); err != nil {
 		return err
 	}
+	if req.Kind == thread.KindWorkflow {
+		// A thread of kind workflow that its runner did not make has no
+		// execution state: every workflow route would fail on it.
+		return invalidf("kind workflow: a workflow's thread is made by its runner, not by this route")
+	}
 	opStart := time.Now()
 	th, err := s.tenantDB(r).Create(write(r), thread.CreateOptions{ID: req.ID, Kind: req.Kind, Title: req.Title,
 		Labels: req.Labels, Messages: []message.Message(req.Messages), State: req.State})
