@@ -80,6 +80,11 @@ func TestDecodeErrorsNameTheMember(t *testing.T) {
 			wantLoomError(t, s, tc.rq, http.StatusBadRequest, "invalid_json", tc.says...)
 		})
 	}
+	// An imported document is read by package thread, in the same words.
+	wantLoomError(t, s, req{method: "POST", path: "/v1/threads/import", body: `{"format":"loom.thread/v1","thread":{"id":5}}`},
+		http.StatusBadRequest, "invalid", "thread.id: expected a string, got a number")
+	wantLoomError(t, s, req{method: "POST", path: "/v1/threads/import", body: `[1]`},
+		http.StatusBadRequest, "invalid", "expected a JSON object, got an array")
 }
 
 // TestMessagesNeedContents checks that a message without contents, such

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/internal/apierr"
+	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/internal/jsonguard"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -341,130 +341,7 @@ func jsonError(what string, v any, err error) error {
 	if errors.As(err, &own) || errors.Is(err, thread.ErrInvalid) {
 		return err
 	}
-	return errBadJSON(what + ": " + describeJSONError(v, err))
-}
-
-// describeJSONError writes err, an error of encoding/json decoding into
-// v (nil when unknown), as a sentence about JSON: the text of any type or
-// syntax error in err's chain is replaced by one that names the member
-// and what it should hold.
-func describeJSONError(v any, err error) string {
-	text := err.Error()
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		text = strings.Replace(text, te.Error(), typeErrorText(v, te), 1)
-	case errors.As(err, &se):
-		text = strings.Replace(text, se.Error(), fmt.Sprintf("not valid JSON at byte %d: %s", se.Offset, se.Error()), 1)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		text = "not valid JSON: it ends before its last value does"
-	}
-	// encoding/json's other errors start with "json: ", as in
-	// `json: unknown field "x"`.
-	text = strings.ReplaceAll(text, "json: unknown field ", "unknown member ")
-	return strings.ReplaceAll(text, "json: ", "")
-}
-
-// typeErrorText says what a member should have held and what it held.
-func typeErrorText(v any, e *json.UnmarshalTypeError) string {
-	want := jsonKind(e.Type)
-	// e.Field is the member's path from the body, in JSON names. A type
-	// error inside a map or an array names the map or array: say so.
-	if t := memberType(v, e.Field); t != nil && t != e.Type {
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		switch t.Kind() {
-		case reflect.Map:
-			want += " as each value"
-		case reflect.Slice, reflect.Array:
-			want += " as each item"
-		}
-	}
-	got := e.Value
-	switch {
-	case got == "number":
-		got = "a number"
-	case strings.HasPrefix(got, "number "):
-		got = "the number " + strings.TrimPrefix(got, "number ")
-	case got == "string":
-		got = "a string"
-	case got == "bool":
-		got = "true or false"
-	case got == "array":
-		got = "an array"
-	case got == "object":
-		got = "an object"
-	}
-	if e.Field == "" {
-		return fmt.Sprintf("expected a JSON %s, got %s", strings.TrimPrefix(strings.TrimPrefix(want, "an "), "a "), got)
-	}
-	return fmt.Sprintf("%s: expected %s, got %s", e.Field, want, got)
-}
-
-// jsonKind names the JSON value that Go type t is read from.
-func jsonKind(t reflect.Type) string {
-	if t == nil {
-		return "a value"
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	}
-	return "a value"
-}
-
-// memberType returns the Go type of the member of v at path (JSON names
-// joined by "."), or nil when it cannot be followed.
-func memberType(v any, path string) reflect.Type {
-	if v == nil || path == "" {
-		return nil
-	}
-	t := reflect.TypeOf(v)
-	for name := range strings.SplitSeq(path, ".") {
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		switch t.Kind() {
-		case reflect.Struct:
-			f, ok := fieldByJSONName(t, name)
-			if !ok {
-				return nil
-			}
-			t = f.Type
-		case reflect.Map, reflect.Slice, reflect.Array:
-			t = t.Elem()
-		default:
-			return nil
-		}
-	}
-	return t
-}
-
-func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == name || tag == "" && f.Name == name {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
+	return errBadJSON(what + ": " + jsonerr.Describe(v, err))
 }
 
 // messageList is the messages of a request body. Each must carry
@@ -505,7 +382,7 @@ func decodeMessages(b []byte, name string) ([]message.Message, error) {
 		if errors.As(err, &te) {
 			return nil, errBadJSON(fmt.Sprintf("%s: expected an array of messages, got %s", name, typeErrorGot(te)))
 		}
-		return nil, errBadJSON(name + ": " + describeJSONError(nil, err))
+		return nil, errBadJSON(name + ": " + jsonerr.Describe(nil, err))
 	}
 	msgs := make([]message.Message, len(raws))
 	for i, raw := range raws {
@@ -514,7 +391,7 @@ func decodeMessages(b []byte, name string) ([]message.Message, error) {
 			if errors.As(err, &te) && te.Field == "" {
 				return nil, errBadJSON(fmt.Sprintf("%s[%d]: expected a message, an object, got %s", name, i, typeErrorGot(te)))
 			}
-			return nil, errBadJSON(fmt.Sprintf("%s[%d]: %s", name, i, describeJSONError(nil, err)))
+			return nil, errBadJSON(fmt.Sprintf("%s[%d]: %s", name, i, jsonerr.Describe(nil, err)))
 		}
 		if len(msgs[i].Contents) > 0 {
 			continue
@@ -538,7 +415,7 @@ func decodeMessages(b []byte, name string) ([]message.Message, error) {
 
 // typeErrorGot names the JSON value a type error found.
 func typeErrorGot(te *json.UnmarshalTypeError) string {
-	_, got, _ := strings.Cut(typeErrorText(nil, &json.UnmarshalTypeError{Value: te.Value, Type: te.Type, Field: "x"}), ", got ")
+	_, got, _ := strings.Cut(jsonerr.Describe(nil, &json.UnmarshalTypeError{Value: te.Value, Type: te.Type, Field: "x"}), ", got ")
 	return got
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -59,7 +60,7 @@ func runInput(raw json.RawMessage) ([]message.Message, error) {
 	case '"':
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, errBadJSON("input: " + describeJSONError(nil, err))
+			return nil, errBadJSON("input: " + jsonerr.Describe(nil, err))
 		}
 		return []message.Message{message.User(text)}, nil
 	case '[':
