@@ -204,8 +204,8 @@ func TestAnswersMatchTheDocument(t *testing.T) {
 		}
 	}
 
-	// Fixtures: a thread with a checkpoint, a workflow, an item, a
-	// session.
+	// Fixtures: a thread with a checkpoint, a thread for a run that
+	// others find busy, and a body over the server's limit.
 	createThread(t, full, keyA, "t1", "hi", "hello")
 	must(t, full, req{method: "POST", path: "/v1/threads/t1/checkpoints", key: keyA, body: `{"name":"c1"}`}, http.StatusCreated, nil)
 	createThread(t, full, keyA, "busy", "hi")
