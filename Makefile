@@ -2,16 +2,22 @@
 GO ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test bench fuzz
+.PHONY: test bench fuzz schemathesis
 
-# vet, then every test with the race detector on. scripts/test-deps installs
-# PostgreSQL and Redis when missing (as root) and then makes a missing server
-# a failure rather than a skip.
+# vet, then every test with the race detector on, then schemathesis against
+# `loom serve`'s own OpenAPI document (scripts/schemathesis/run: pinned, with
+# hashes). scripts/test-deps installs PostgreSQL and Redis when missing (as
+# root) and then makes a missing server a failure rather than a skip.
 test:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	env $$(./scripts/test-deps) $(GO) test -race ./...
+	./scripts/schemathesis/run
+
+# schemathesis alone.
+schemathesis:
+	./scripts/schemathesis/run
 
 # The benchmarks; docs/benchmarks.md records their figures.
 bench:

@@ -189,3 +189,62 @@ func TestManyConcurrentQueuedRunsKeepTheThreadValid(t *testing.T) {
 		}
 	}
 }
+
+// blockingStore is a store whose Thread read, once armed, waits for its
+// context to end and fails with the context's error, as a network store's
+// driver does (pgx answers a cancelled query with context.Canceled, not
+// with the context's cause).
+type blockingStore struct {
+	thread.Store
+	armed   chan struct{} // closed: the next Thread read blocks
+	entered chan struct{} // closed when a read has blocked
+	once    sync.Once
+}
+
+func (s *blockingStore) Thread(ctx context.Context, id string) (*thread.Record, error) {
+	select {
+	case <-s.armed:
+		blocked := false
+		s.once.Do(func() { blocked = true })
+		if blocked {
+			close(s.entered)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+	default:
+	}
+	return s.Store.Thread(ctx, id)
+}
+
+// TestInterruptedWhileReadingIsInterrupted checks that a run interrupted
+// while its store read is in flight fails with ErrInterrupted (409
+// interrupted over HTTP) and not with the bare context.Canceled the store
+// answers, which would be told to a client that is still there as 499
+// canceled.
+func TestInterruptedWhileReadingIsInterrupted(t *testing.T) {
+	ctx := t.Context()
+	st := &blockingStore{Store: thread.NewMemoryStore(), armed: make(chan struct{}), entered: make(chan struct{})}
+	db := thread.New(st, nil)
+	a := agent.New(scripted.New(scripted.Text("second answer")), nil)
+	th, err := a.NewLocalThread(ctx, db, thread.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th2, err := db.Thread(ctx, th.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(st.armed)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Run(ctx, th, message.User("one"))
+		done <- err
+	}()
+	<-st.entered
+	if _, err := a.Invoke(ctx, th2, agent.Request{Input: []message.Message{message.User("two")}, OnBusy: agent.Interrupt}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, agent.ErrInterrupted) {
+		t.Fatalf("interrupted run: %v, want ErrInterrupted", err)
+	}
+}

@@ -85,13 +85,29 @@ func (a *Agent) invoke(ctx context.Context, th *thread.Thread, req Request, emit
 		}
 	}
 	if err := r.prepare(rctx); err != nil {
-		return nil, fmt.Errorf("run on %s: %w", th.ID(), err)
+		return nil, fmt.Errorf("run on %s: %w", th.ID(), withCause(rctx, err))
 	}
 	err = r.loop(rctx)
 	if err != nil {
-		err = fmt.Errorf("run on %s: %w", th.ID(), err)
+		err = fmt.Errorf("run on %s: %w", th.ID(), withCause(rctx, err))
 	}
 	return r.res, err
+}
+
+// withCause returns err, an error of a run whose context is ctx, carrying
+// the cause of ctx's end when ctx has ended and err does not say why: a
+// store or a tool that was cancelled answers context.Canceled, which would
+// tell a client whose run was interrupted by another (ErrInterrupted, 409)
+// that it had gone away itself (499).
+func withCause(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(err, cause) || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w (%v)", cause, err)
 }
 
 // prepare checks everything that can be checked before the run changes

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/internal/apierr"
+	"github.com/loomthreads/loom/internal/jsonerr"
+	"github.com/loomthreads/loom/internal/jsonguard"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -23,7 +26,7 @@ type createRequest struct {
 	Title    string                     `json:"title"`
 	Labels   map[string]string          `json:"labels"`
 	Kind     thread.Kind                `json:"kind"`
-	Messages []message.Message          `json:"messages"`
+	Messages messageList                `json:"messages"`
 	State    map[string]json.RawMessage `json:"state"`
 }
 
@@ -33,7 +36,7 @@ type patchRequest struct {
 }
 
 type appendRequest struct {
-	Messages []message.Message `json:"messages"`
+	Messages messageList `json:"messages"`
 }
 
 type viewRequest struct {
@@ -43,7 +46,7 @@ type viewRequest struct {
 	Budget       int               `json:"budget"`
 	MaxMessages  int               `json:"max_messages"`
 	Pinned       []string          `json:"pinned"`
-	Instructions []message.Message `json:"instructions"`
+	Instructions instructionList   `json:"instructions"`
 	Strategies   []json.RawMessage `json:"strategies"`
 }
 
@@ -273,6 +276,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // errBadJSON is a request body that is not what the route takes.
 func errBadJSON(msg string) error { return errf(http.StatusBadRequest, "invalid_json", "%s", msg) }
 
+// maxBodyDepth is how deep the arrays and objects of a request body may
+// nest. A body nested deeper is refused (400 invalid_json) before it is
+// decoded: every later encode of what it holds would pay for the depth.
+// It is the default thread.Limits.JSONDepth (128) plus room for the
+// request's own levels (a body, its messages, a content, metadata), so
+// that a value the thread takes is not refused on its way in, and one
+// just over the thread's limit gets the thread's own error.
+const maxBodyDepth = 128 + 16
+
 // decode reads r's body, one JSON value, into v, refusing unknown members
 // and anything after the value. An empty body is an error unless optional,
 // when it leaves v as it is.
@@ -290,22 +302,125 @@ func decode(r *http.Request, v any, optional bool) error {
 	return decodeBytes(data, v, optional)
 }
 
+// decodeBytes is decode of data. Text that is not UTF-8 (raw bytes, or a
+// \u escape of half a surrogate pair) is refused rather than read as
+// U+FFFD, which would store what the client did not send; so is nesting
+// deeper than maxBodyDepth.
 func decodeBytes(data []byte, v any, optional bool) error {
+	return decodeValue(data, v, optional, "request body")
+}
+
+// decodeValue is decodeBytes of a value that what names in errors.
+func decodeValue(data []byte, v any, optional bool, what string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		if optional {
 			return nil
 		}
 		return errBadJSON("empty request body: a JSON object is required")
 	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		// encoding/json would leave v as it is: an empty request.
+		return errBadJSON(what + ": expected a JSON object, got null")
+	}
+	if err := jsonguard.Check(data, maxBodyDepth); err != nil {
+		return errBadJSON(what + ": " + err.Error())
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errBadJSON("request body: " + err.Error())
+		return jsonError(what, v, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errBadJSON("request body: data after the JSON value")
+		return errBadJSON(what + ": data after the JSON value")
 	}
 	return nil
+}
+
+// jsonError is err, an error of decoding JSON into v, told in loom's words
+// with what (such as "request body") before it: a sentence that names the
+// JSON member and what it should hold, never a Go type. Errors that are
+// already loom's (a message without contents) are returned as they are.
+func jsonError(what string, v any, err error) error {
+	var own *apierr.Error
+	if errors.As(err, &own) || errors.Is(err, thread.ErrInvalid) {
+		return err
+	}
+	return errBadJSON(what + ": " + jsonerr.Describe(v, err))
+}
+
+// messageList is the messages of a request body. Each must carry
+// `contents`: the wire format reads a message without it as a message with
+// no contents, which is how a message in another API's shape
+// ({"role":"user","content":"hi"}) would be stored, empty.
+type messageList []message.Message
+
+func (l *messageList) UnmarshalJSON(b []byte) error {
+	msgs, err := decodeMessages(b, "messages")
+	*l = msgs
+	return err
+}
+
+// instructionList is the instructions of a view: messages, named so in
+// errors.
+type instructionList []message.Message
+
+func (l *instructionList) UnmarshalJSON(b []byte) error {
+	msgs, err := decodeMessages(b, "instructions")
+	*l = msgs
+	return err
+}
+
+// howToWriteAMessage ends the error of a message without contents.
+const howToWriteAMessage = "messages carry `contents`: [{\"type\":\"text\",\"text\":…}], a list of parts, as in {\"role\":\"user\",\"contents\":[{\"type\":\"text\",\"text\":\"hi\"}]}"
+
+// decodeMessages reads the list of messages b, the member name of a request
+// body (for errors). A message without contents is refused.
+func decodeMessages(b []byte, name string) ([]message.Message, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
+		return nil, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, errBadJSON(fmt.Sprintf("%s: expected an array of messages, got %s", name, typeErrorGot(te)))
+		}
+		return nil, errBadJSON(name + ": " + jsonerr.Describe(nil, err))
+	}
+	msgs := make([]message.Message, len(raws))
+	for i, raw := range raws {
+		if err := msgs[i].UnmarshalJSON(raw); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field == "" {
+				return nil, errBadJSON(fmt.Sprintf("%s[%d]: expected a message, an object, got %s", name, i, typeErrorGot(te)))
+			}
+			return nil, errBadJSON(fmt.Sprintf("%s[%d]: %s", name, i, jsonerr.Describe(nil, err)))
+		}
+		if len(msgs[i].Contents) > 0 {
+			continue
+		}
+		var shape struct {
+			Contents json.RawMessage `json:"contents"`
+			Content  json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(raw, &shape)
+		switch {
+		case shape.Contents != nil && !bytes.Equal(shape.Contents, []byte("null")):
+			// [] written out: a message with no parts.
+		case shape.Content != nil:
+			return nil, invalidf("%s[%d] has `content` and no `contents`: %s", name, i, howToWriteAMessage)
+		default:
+			return nil, invalidf("%s[%d] has no `contents`: %s", name, i, howToWriteAMessage)
+		}
+	}
+	return msgs, nil
+}
+
+// typeErrorGot names the JSON value a type error found.
+func typeErrorGot(te *json.UnmarshalTypeError) string {
+	_, got, _ := strings.Cut(jsonerr.Describe(nil, &json.UnmarshalTypeError{Value: te.Value, Type: te.Type, Field: "x"}), ", got ")
+	return got
 }
 
 // ifMatch reads the If-Match header: a version, as an ETag ("5", or 5).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -55,18 +56,17 @@ func runInput(raw json.RawMessage) ([]message.Message, error) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
 	}
-	if raw[0] == '"' {
+	switch raw[0] {
+	case '"':
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, errBadJSON("input: " + err.Error())
+			return nil, errBadJSON("input: " + jsonerr.Describe(nil, err))
 		}
 		return []message.Message{message.User(text)}, nil
+	case '[':
+		return decodeMessages(raw, "input")
 	}
-	var msgs []message.Message
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return nil, errBadJSON("input: a string or a list of messages: " + err.Error())
-	}
-	return msgs, nil
+	return nil, errBadJSON("input: expected a string, the text of one user message, or an array of messages")
 }
 
 func onBusy(s string) (agent.OnBusy, error) {

@@ -4,9 +4,12 @@ import (
 	_ "embed"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -126,55 +129,62 @@ type route struct {
 	handle  func(s *Server, w http.ResponseWriter, r *http.Request) error
 	// public routes need no API key.
 	public bool
+	// query are the query parameters the route takes; any other is
+	// refused (400), so that a misspelt one is not silently ignored. Each
+	// is taken once, save those of repeatable.
+	query []string
 }
+
+// repeatable are the query parameters that may be given more than once.
+var repeatable = map[string]bool{"label": true}
 
 // routes is the route table: the mux registers it, and the OpenAPI test
 // checks that openapi.json describes exactly these routes.
 var routes = []route{
-	{pattern: "GET /v1/threads", handle: (*Server).listThreads},
+	{pattern: "GET /v1/threads", handle: (*Server).listThreads, query: []string{"label", "kind", "limit", "cursor", "order"}},
 	{pattern: "POST /v1/threads", handle: (*Server).createThread},
-	{pattern: "POST /v1/threads/import", handle: (*Server).importThread},
+	{pattern: "POST /v1/threads/import", handle: (*Server).importThread, query: []string{"id"}},
 	{pattern: "GET /v1/threads/{id}", handle: (*Server).getThread},
 	{pattern: "PATCH /v1/threads/{id}", handle: (*Server).patchThread},
 	{pattern: "DELETE /v1/threads/{id}", handle: (*Server).deleteThread},
-	{pattern: "GET /v1/threads/{id}/messages", handle: (*Server).getMessages},
+	{pattern: "GET /v1/threads/{id}/messages", handle: (*Server).getMessages, query: []string{"limit", "version", "before"}},
 	{pattern: "POST /v1/threads/{id}/messages", handle: (*Server).appendMessages},
 	{pattern: "POST /v1/threads/{id}/view", handle: (*Server).view},
 	{pattern: "POST /v1/threads/{id}/fork", handle: (*Server).fork},
 	{pattern: "POST /v1/threads/{id}/copy", handle: (*Server).copyThread},
-	{pattern: "GET /v1/threads/{id}/history", handle: (*Server).history},
+	{pattern: "GET /v1/threads/{id}/history", handle: (*Server).history, query: []string{"limit", "before"}},
 	{pattern: "GET /v1/threads/{id}/family", handle: (*Server).family},
 	{pattern: "GET /v1/threads/{id}/events", handle: (*Server).threadEvents},
 	{pattern: "GET /v1/events", handle: (*Server).events},
-	{pattern: "GET /v1/search", handle: (*Server).search},
+	{pattern: "GET /v1/search", handle: (*Server).search, query: []string{"q", "limit", "before"}},
 	{pattern: "GET /v1/threads/{id}/checkpoints", handle: (*Server).listCheckpoints},
 	{pattern: "POST /v1/threads/{id}/checkpoints", handle: (*Server).createCheckpoint},
 	{pattern: "DELETE /v1/threads/{id}/checkpoints/{name}", handle: (*Server).deleteCheckpoint},
 	{pattern: "POST /v1/threads/{id}/rollback", handle: (*Server).rollback},
 	{pattern: "POST /v1/threads/{id}/reset", handle: (*Server).reset},
-	{pattern: "GET /v1/threads/{id}/export", handle: (*Server).export},
+	{pattern: "GET /v1/threads/{id}/export", handle: (*Server).export, query: []string{"history"}},
 	{pattern: "POST /v1/threads/{id}/runs", handle: (*Server).run},
 	{pattern: "POST /v1/conversations", handle: (*Server).createConversation},
 	{pattern: "GET /v1/conversations/{id}", handle: (*Server).getConversation},
 	{pattern: "POST /v1/conversations/{id}/commands", handle: (*Server).conversationCommand},
 	{pattern: "GET /v1/conversations/{id}/events", handle: (*Server).conversationEvents},
-	{pattern: "GET /v1/workflows", handle: (*Server).listWorkflows},
-	{pattern: "GET /v1/workflows/{id}", handle: (*Server).getWorkflow},
+	{pattern: "GET /v1/workflows", handle: (*Server).listWorkflows, query: []string{"limit", "cursor"}},
+	{pattern: "GET /v1/workflows/{id}", handle: (*Server).getWorkflow, query: []string{"version"}},
 	{pattern: "DELETE /v1/workflows/{id}", handle: (*Server).deleteWorkflow},
-	{pattern: "GET /v1/workflows/{id}/history", handle: (*Server).workflowHistory},
+	{pattern: "GET /v1/workflows/{id}/history", handle: (*Server).workflowHistory, query: []string{"limit", "before"}},
 	{pattern: "GET /v1/workflows/{id}/checkpoints", handle: (*Server).workflowCheckpoints},
 	{pattern: "POST /v1/workflows/{id}/checkpoints", handle: (*Server).checkpointWorkflow},
 	{pattern: "POST /v1/workflows/{id}/restore", handle: (*Server).restoreWorkflow},
 	{pattern: "POST /v1/workflows/{id}/fork", handle: (*Server).forkWorkflow},
 	{pattern: "POST /v1/workflows/{id}/input", handle: (*Server).workflowInput},
-	{pattern: "GET /v1/workflows/{id}/at", handle: (*Server).workflowAt},
-	{pattern: "GET /v1/items", handle: (*Server).listItems},
-	{pattern: "POST /v1/items", handle: (*Server).createItem},
-	{pattern: "POST /v1/items/resolve", handle: (*Server).resolveItem},
-	{pattern: "GET /v1/items/{id}", handle: (*Server).getItem},
-	{pattern: "GET /v1/sessions", handle: (*Server).listSessions},
-	{pattern: "POST /v1/sessions", handle: (*Server).startSession},
-	{pattern: "POST /v1/sessions/{id}/close", handle: (*Server).closeSession},
+	{pattern: "GET /v1/workflows/{id}/at", handle: (*Server).workflowAt, query: []string{"checkpoint", "version", "last"}},
+	{pattern: "GET /v1/items", handle: (*Server).listItems, query: []string{"project", "status", "include_resolved"}},
+	{pattern: "POST /v1/items", handle: (*Server).createItem, query: []string{"project"}},
+	{pattern: "POST /v1/items/resolve", handle: (*Server).resolveItem, query: []string{"project"}},
+	{pattern: "GET /v1/items/{id}", handle: (*Server).getItem, query: []string{"project"}},
+	{pattern: "GET /v1/sessions", handle: (*Server).listSessions, query: []string{"project", "limit"}},
+	{pattern: "POST /v1/sessions", handle: (*Server).startSession, query: []string{"project"}},
+	{pattern: "POST /v1/sessions/{id}/close", handle: (*Server).closeSession, query: []string{"project"}},
 	{pattern: "GET /v1/openapi.json", handle: (*Server).openAPI},
 	{pattern: "GET /healthz", handle: (*Server).healthz, public: true},
 	{pattern: "GET /metrics", handle: (*Server).serveMetrics, public: true},
@@ -266,10 +276,44 @@ func (s *Server) endpoint(rt route) http.Handler {
 		if info := infoOf(r.Context()); info != nil {
 			info.route = rt.pattern
 		}
-		if err := rt.handle(s, w, r); err != nil {
+		err := checkQuery(r.URL.RawQuery, rt.query)
+		if err == nil {
+			err = rt.handle(s, w, r)
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// checkQuery refuses a query that is not well formed or not UTF-8, a
+// parameter that is not one of names, and one given twice that is not
+// repeatable: url.Values would drop the first, and ignore the rest.
+func checkQuery(raw string, names []string) error {
+	if raw == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return invalidf("query %q: not a URL query (%v)", clip(raw), err)
+	}
+	for k, vs := range q {
+		if !slices.Contains(names, k) {
+			if len(names) == 0 {
+				return invalidf("query parameter %q: this route takes no query parameters", clip(k))
+			}
+			return invalidf("query parameter %q: this route takes only %s", clip(k), strings.Join(names, ", "))
+		}
+		if len(vs) > 1 && !repeatable[k] {
+			return invalidf("query parameter %q: given %d times, taken once", k, len(vs))
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return invalidf("query parameter %q: not UTF-8", k)
+			}
+		}
+	}
+	return nil
 }
 
 // dispatch serves r from the mux, answering requests that match no route

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/tokens"
 )
@@ -205,9 +206,14 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req, true); err != nil {
 		return err
 	}
+	if req.Kind == thread.KindWorkflow {
+		// A thread of kind workflow that its runner did not make has no
+		// execution state: every workflow route would fail on it.
+		return invalidf("kind workflow: a workflow's thread is made by its runner, not by this route")
+	}
 	opStart := time.Now()
 	th, err := s.tenantDB(r).Create(write(r), thread.CreateOptions{ID: req.ID, Kind: req.Kind, Title: req.Title,
-		Labels: req.Labels, Messages: req.Messages, State: req.State})
+		Labels: req.Labels, Messages: []message.Message(req.Messages), State: req.State})
 	s.metrics.StoreOpSince("create", opStart)
 	if err != nil {
 		return err
@@ -370,7 +376,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	opts := thread.CommitOptions{Messages: req.Messages}
+	opts := thread.CommitOptions{Messages: []message.Message(req.Messages)}
 	if cond {
 		if want.version < 1 {
 			return fmt.Errorf("thread %s has no version %d: %w", th.ID(), want.version, thread.ErrConflict)
@@ -399,7 +405,7 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	opts := thread.ViewOptions{Version: req.Version, Model: req.Model, Budget: req.Budget, MaxMessages: req.MaxMessages,
-		Pinned: req.Pinned, Instructions: req.Instructions}
+		Pinned: req.Pinned, Instructions: []message.Message(req.Instructions)}
 	if req.Version < 0 || req.Budget < 0 || req.MaxMessages < 0 {
 		return invalidf("version, budget and max_messages: not negative")
 	}
@@ -412,9 +418,9 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) error {
 	}
 	summarizes := false
 	for i, raw := range req.Strategies {
-		st, err := s.strategy(raw)
+		st, err := s.strategy(raw, fmt.Sprintf("strategies[%d]", i))
 		if err != nil {
-			return fmt.Errorf("strategies[%d]: %w", i, err)
+			return err
 		}
 		_, sum := st.(thread.Summarize)
 		summarizes = summarizes || sum
@@ -444,10 +450,11 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// strategy decodes one view strategy: a type and that type's parameters.
-func (s *Server) strategy(raw []byte) (thread.Strategy, error) {
+// strategy decodes one view strategy, which errors call name: a type and
+// that type's parameters.
+func (s *Server) strategy(raw []byte, name string) (thread.Strategy, error) {
 	var sr strategyRequest
-	if err := decodeBytes(raw, &sr, false); err != nil {
+	if err := decodeValue(raw, &sr, false, name); err != nil {
 		return nil, err
 	}
 	only := func(allowed *int, name string) error {
@@ -456,14 +463,14 @@ func (s *Server) strategy(raw []byte) (thread.Strategy, error) {
 			name string
 		}{{sr.Turns, "turns"}, {sr.KeepLast, "keep_last"}, {sr.Keep, "keep"}} {
 			if p.v != nil && p.v != allowed {
-				return invalidf("strategy %s takes no %s", sr.Type, p.name)
+				return invalidf("%s: strategy %s takes no %s", name, sr.Type, p.name)
 			}
 			if p.v != nil && *p.v < 0 {
-				return invalidf("strategy %s: %s is negative", sr.Type, p.name)
+				return invalidf("%s: strategy %s: %s is negative", name, sr.Type, p.name)
 			}
 		}
 		if allowed == nil && name != "" {
-			return invalidf("strategy %s needs %s", sr.Type, name)
+			return invalidf("%s: strategy %s needs %s", name, sr.Type, name)
 		}
 		return nil
 	}
@@ -481,7 +488,7 @@ func (s *Server) strategy(raw []byte) (thread.Strategy, error) {
 			return nil, err
 		}
 		if *sr.Turns < 1 {
-			return nil, invalidf("strategy sliding_window: turns must be at least 1")
+			return nil, invalidf("%s: strategy sliding_window: turns must be at least 1", name)
 		}
 		return thread.SlidingWindow{Turns: *sr.Turns}, nil
 	case "elide_tool_results":
@@ -498,7 +505,7 @@ func (s *Server) strategy(raw []byte) (thread.Strategy, error) {
 		}
 		return thread.Summarize{Summarizer: agent.Summarizer{Client: s.agent.Client()}, Keep: val(sr.Keep)}, nil
 	}
-	return nil, invalidf("strategy type %q: drop_oldest, sliding_window, elide_tool_results or summarize", clip(sr.Type))
+	return nil, invalidf("%s: type %q: drop_oldest, sliding_window, elide_tool_results or summarize", name, clip(sr.Type))
 }
 
 // fork: POST /v1/threads/{id}/fork

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/internal/jsonguard"
 	"github.com/loomthreads/loom/message"
 )
@@ -368,7 +369,7 @@ func (db *DB) Load(ctx context.Context, r io.Reader, opts LoadOptions) (*Thread,
 	var doc document
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("load: %v: %w", err, ErrInvalid)
+		return nil, fmt.Errorf("load: %s: %w", jsonerr.Describe(&doc, err), ErrInvalid)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("load: data after the document: %w", ErrInvalid)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -52,8 +53,11 @@ func OpenStore(ctx context.Context, rawURL string) (Store, error) {
 	open := registry[u.Scheme]
 	registryMu.RUnlock()
 	if open == nil {
-		return nil, fmt.Errorf("store url %q: no store for scheme %q (known: %v; is its package imported?): %w",
-			u.Redacted(), u.Scheme, Schemes(), ErrUnsupported)
+		// A program that uses package thread knows its stores by the
+		// packages it imports (see Register); the person who typed the URL
+		// needs the schemes there are.
+		return nil, fmt.Errorf("store url %q: no store has the scheme %q; the schemes are %s: %w",
+			u.Redacted(), u.Scheme, strings.Join(Schemes(), ", "), ErrUnsupported)
 	}
 	return open(ctx, u)
 }
