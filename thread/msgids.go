@@ -12,9 +12,11 @@ import (
 
 // A message is appended to a thread once, so that its id names one place
 // in the thread: the message to fork at, or to read before. The ids a thread
-// gives are new by construction and need no look; a message that comes with
-// its own id (a client's, an agent's, an imported one) is looked up among
-// the ids on the line of the head it goes on.
+// gives are new by construction and need no look, and so are those an
+// in-process caller made with message.NewID for the commit and says so
+// (CommitOptions.FreshIDs: an agent's input, a work log's records); a
+// message that comes with an id chosen elsewhere (a client's, an imported
+// one) is looked up among the ids on the line of the head it goes on.
 //
 // Reading a whole line for every such append would make appends cost the
 // thread's length, so a DB remembers the ids of a few recent lines, keyed
@@ -22,20 +24,24 @@ import (
 // immutable). An append onto a remembered head costs what it appends; onto
 // another head, the commits between it and a remembered one (or the root,
 // the first time a process meets a thread); any store serves it, through
-// Ancestors.
+// Ancestors. Options.MessageIDCache sets how many ids a DB remembers.
 
-// idLineBudget caps the message ids a DB remembers, over all lines: about
-// 64 bytes each.
-const idLineBudget = 1 << 18
+// defaultIDCache is Options.MessageIDCache's default: about 16 MiB.
+const defaultIDCache = 1 << 18
 
-// idLines remembers the message ids on the lines of recent heads. A line in
-// use is taken out, so that one goroutine at a time extends it; another
-// append onto the same head meanwhile reads its line from the store.
+// idLines remembers the message ids on the lines of recent heads, up to
+// budget ids over all lines. A line in use is taken out, so that one
+// goroutine at a time extends it; another that wants it meanwhile waits
+// for it to come back (wait) rather than read the line from the store.
 type idLines struct {
+	budget int // < 0: remember nothing
 	mu     sync.Mutex
 	byHead map[string]*list.Element // of *idLine
 	lru    list.List                // most recent first
 	total  int
+	// busy holds a channel for each line taken out, closed when it is
+	// given back (under its head or a newer one).
+	busy map[string]chan struct{}
 }
 
 // idLine is the set of message ids on the line that ends at head.
@@ -44,30 +50,41 @@ type idLine struct {
 	ids  map[string]struct{}
 }
 
-// take removes and returns the line that ends at head, or nil.
-func (l *idLines) take(head string) *idLine {
+// take removes and returns the line that ends at head; when there is none,
+// it returns nil and, if the line is in use, a channel closed when it is
+// given back.
+func (l *idLines) take(head string) (*idLine, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.byHead[head]
 	if !ok {
-		return nil
+		return nil, l.busy[head]
 	}
 	l.lru.Remove(e)
 	delete(l.byHead, head)
 	line := e.Value.(*idLine)
 	l.total -= len(line.ids)
-	return line
+	if l.busy == nil {
+		l.busy = make(map[string]chan struct{})
+	}
+	l.busy[head] = make(chan struct{})
+	return line, nil
 }
 
 // put remembers line as the line that ends at head, letting the least
-// recent lines go past the budget.
+// recent lines go past the budget, and ends the use of the head it was
+// taken out under.
 func (l *idLines) put(head string, line *idLine) {
-	if head == "" || len(line.ids) > idLineBudget {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ch, ok := l.busy[line.head]; ok && line.head != "" {
+		close(ch)
+		delete(l.busy, line.head)
+	}
+	if head == "" || l.budget < 0 || len(line.ids) > l.budget {
 		return
 	}
 	line.head = head
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.byHead == nil {
 		l.byHead = make(map[string]*list.Element)
 	}
@@ -77,7 +94,7 @@ func (l *idLines) put(head string, line *idLine) {
 	}
 	l.byHead[head] = l.lru.PushFront(line)
 	l.total += len(line.ids)
-	for l.total > idLineBudget {
+	for l.total > l.budget {
 		e := l.lru.Back()
 		old := e.Value.(*idLine)
 		l.lru.Remove(e)
@@ -106,20 +123,35 @@ func ownIDs(msgs []message.Message) bool {
 
 // lineIDs returns the ids on the line that ends at head, taken out of the
 // DB's memory: the caller puts it back (putLine) under head or under the
-// commit it adds. It reads the commits after the newest remembered line of
-// head's, or the whole line when none is.
+// commit it adds. A line in use elsewhere is waited for. Otherwise it reads
+// the commits after the newest remembered line of head's, or the whole
+// line when none is.
 func (db *DB) lineIDs(ctx context.Context, head *Commit) (*idLine, error) {
-	if line := db.ids.take(head.ID); line != nil {
-		return line, nil
+	for {
+		line, busy := db.ids.take(head.ID)
+		if line != nil {
+			return line, nil
+		}
+		if busy == nil {
+			break
+		}
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	var newer [][]message.Message
 	var base *idLine
 	for c, err := range db.store.Ancestors(ctx, head.ID, 0) {
 		if err != nil {
+			if base != nil {
+				db.ids.put(base.head, base)
+			}
 			return nil, err
 		}
 		if c.ID != head.ID && db.ids.has(c.ID) {
-			if base = db.ids.take(c.ID); base != nil {
+			if base, _ = db.ids.take(c.ID); base != nil {
 				break
 			}
 		}
@@ -144,25 +176,34 @@ func addIDs(line *idLine, msgs []message.Message) {
 }
 
 // checkNewIDs returns ErrDuplicateID when the line of head (nil: the empty
-// root) holds a message with an id one of msgs, committed with op, brings
-// along. A compact commit is the one exception: it restates the messages
-// its summary keeps, ids and all, and views stop at it. When it returns a
-// line, the caller gives it back with putLine.
-func (db *DB) checkNewIDs(ctx context.Context, head *Commit, msgs []message.Message, op Op) (*idLine, error) {
-	if head == nil || op == OpCompact || !ownIDs(msgs) {
+// root) holds a message with an id one of opts.Messages brings along,
+// unless opts says the ids are fresh (FreshIDs). A compact commit is the
+// one exception: it restates the messages its summary keeps, ids and all,
+// and views stop at it. When it returns a line, the caller gives it back
+// with putLine.
+func (db *DB) checkNewIDs(ctx context.Context, head *Commit, opts CommitOptions) (*idLine, error) {
+	if head == nil || opts.Op == OpCompact || opts.FreshIDs || !ownIDs(opts.Messages) {
 		return nil, nil
 	}
 	line, err := db.lineIDs(ctx, head)
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range msgs {
-		if _, ok := line.ids[m.ID]; ok && m.ID != "" {
-			db.ids.put(head.ID, line)
-			return nil, fmt.Errorf("message id %q: %w", clip(m.ID), ErrDuplicateID)
-		}
+	if err := line.check(opts.Messages); err != nil {
+		db.ids.put(head.ID, line)
+		return nil, err
 	}
 	return line, nil
+}
+
+// check returns ErrDuplicateID when line holds the id of one of msgs.
+func (line *idLine) check(msgs []message.Message) error {
+	for _, m := range msgs {
+		if _, ok := line.ids[m.ID]; ok && m.ID != "" {
+			return fmt.Errorf("message id %q: %w", clip(m.ID), ErrDuplicateID)
+		}
+	}
+	return nil
 }
 
 // putLine gives back a line that checkNewIDs returned: as the line of c

@@ -145,6 +145,15 @@ type CommitOptions struct {
 	// thread's runs; an append through any face leaves it unset, and is
 	// ErrInvalid on a service thread.
 	Mirror bool
+	// FreshIDs says that every message of Messages that has an id got it
+	// from message.NewID (or NewIDAt) in this process for this commit: new
+	// by construction, such ids are not looked up among the ids on the
+	// thread's line (ErrDuplicateID), which saves reading or remembering
+	// the line. Package agent sets it for the input ids it makes, package
+	// worklog for its records; a face that passes on ids a client chose
+	// (HTTP, MCP) never sets it. Set wrongly, it lets a thread hold one id
+	// twice.
+	FreshIDs bool
 }
 
 // Commit writes one commit and moves the head to it. A pure append (only
@@ -176,11 +185,9 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (_ *Commit, err
 			return c, err
 		}
 		// A hot thread: where the store can, wait for the thread's lock in
-		// its queue and append onto whatever head is there then. Messages
-		// with ids of their own are checked against the head they go on,
-		// which build cannot read: they rebase and try again instead.
-		if ap, ok := appender(t.db.store); ok && !ownIDs(opts.Messages) {
-			return t.appendLocked(ctx, ap, opts)
+		// its queue and append onto whatever head is there then.
+		if ap, ok := appender(t.db.store); ok {
+			return t.appendQueued(ctx, ap, opts)
 		}
 		if attempt > 0 {
 			backoff(ctx, attempt)
@@ -194,17 +201,70 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (_ *Commit, err
 	}
 }
 
+// errLineUnknown is returned by the build of appendLocked when messages
+// with ids of their own go on a head whose line of ids the DB does not
+// hold: build may not read the store, so the line is read outside the
+// store's lock and the append queues again. It never leaves the package.
+var errLineUnknown = errors.New("the ids on the head's line are not at hand")
+
+// appendQueued is appendLocked until it has the line of ids of the head
+// the store holds, for messages that come with ids of their own: a missing
+// line is read (or waited for, when another append has it) outside the
+// store's lock, and the append queues again, up to the DB's retries.
+func (t *Thread) appendQueued(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
+	for try := 0; ; try++ {
+		c, err := t.appendLocked(ctx, ap, opts)
+		if !errors.Is(err, errLineUnknown) {
+			return c, err
+		}
+		if try >= t.db.retries {
+			return nil, fmt.Errorf("commit to %s: the thread moved on under every try: %w", t.ID(), ErrConflict)
+		}
+		if err := t.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		_, head, err := t.headCommit(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if head != nil {
+			line, err := t.db.lineIDs(ctx, head)
+			if err != nil {
+				return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
+			}
+			t.db.ids.put(head.ID, line)
+		}
+	}
+}
+
 // appendLocked makes a pure append's commit on the head the store holds under
-// the thread's lock (Appender).
+// the thread's lock (Appender). Messages with ids of their own are checked
+// against the line of that head when the DB holds it, and are
+// errLineUnknown when it does not.
 func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
 	var (
-		c   *Commit
-		rec *Record
-		mv  Move
+		c    *Commit
+		rec  *Record
+		mv   Move
+		line *idLine // taken out for the head build last saw
+		at   *Commit
 	)
+	check := ownIDs(opts.Messages) && !opts.FreshIDs
 	err := ap.AppendAt(ctx, t.ID(), func(r *Record, head *Commit) (*Batch, error) {
 		if err := checkMirror(r.Kind, len(opts.Messages), opts.Mirror); err != nil {
 			return nil, err
+		}
+		if check && head != nil && (line == nil || line.head != head.ID) {
+			// build may run again, on another head: give back the line
+			// taken for the last one.
+			t.db.putLine(line, at, nil)
+			line, at = nil, head
+			if line, _ = t.db.ids.take(head.ID); line == nil {
+				return nil, errLineUnknown
+			}
+			if err := line.check(opts.Messages); err != nil {
+				return nil, err
+			}
 		}
 		now := t.db.clock()
 		cc, err := t.db.newCommit(head, nil, opts.Messages, nil, opts.Op, opts.Metadata, now)
@@ -215,8 +275,13 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 		return &Batch{Commits: []*Commit{cc}, Moves: []Move{mv}}, nil
 	})
 	if err != nil {
+		t.db.putLine(line, at, nil)
+		if errors.Is(err, errLineUnknown) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
 	}
+	t.db.putLine(line, at, c)
 	t.db.published(&Batch{Commits: []*Commit{c}, Moves: []Move{mv}})
 	t.advance(moved(rec, mv), c.header())
 	return c, nil
@@ -274,7 +339,7 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	}
 	// The messages are valid: look for the ids they came with (not those
 	// newCommit gave them) on the head's line.
-	line, err := t.db.checkNewIDs(ctx, head, opts.Messages, opts.Op)
+	line, err := t.db.checkNewIDs(ctx, head, opts)
 	if err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
