@@ -212,3 +212,53 @@ func TestGroupCommitOnThreadItCreates(t *testing.T) {
 		t.Fatalf("an id the group's new thread holds: %v", err)
 	}
 }
+
+// BenchmarkAppendRoundRobin appends one message at a time to 700 threads
+// of 500 messages in turn, more ids than a DB remembers by default:
+// "generated" lets the thread give the id, "fresh" brings an id made with
+// message.NewID and says so (FreshIDs, as agents and work logs do), and
+// "client" brings an id chosen elsewhere, which is looked up on the line
+// (with the default memory of ids, and with one that holds every line).
+func BenchmarkAppendRoundRobin(b *testing.B) {
+	const threads, length = 700, 500
+	for _, bc := range []struct {
+		name  string
+		cache int
+		id    func(i int) string
+		fresh bool
+	}{
+		{name: "generated", id: func(int) string { return "" }},
+		{name: "fresh", id: func(int) string { return message.NewID() }, fresh: true},
+		{name: "client", id: func(i int) string { return fmt.Sprint("client-", i) }},
+		{name: "client/cache=all", cache: 1 << 20, id: func(i int) string { return fmt.Sprint("client-", i) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := b.Context()
+			db := thread.New(thread.NewMemoryStore(), &thread.Options{MessageIDCache: bc.cache})
+			ths := make([]*thread.Thread, threads)
+			for i := range ths {
+				th, err := db.Create(ctx, thread.CreateOptions{Messages: ownIDs(fmt.Sprint("t", i, "-"), length)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ths[i] = th
+			}
+			i := 0
+			appendNext := func() {
+				m := message.User("y")
+				m.ID = bc.id(i)
+				if _, err := ths[i%threads].Commit(ctx, thread.CommitOptions{Messages: []message.Message{m}, FreshIDs: bc.fresh}); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			for range threads { // the DB meets each thread
+				appendNext()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				appendNext()
+			}
+		})
+	}
+}
