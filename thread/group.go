@@ -218,9 +218,7 @@ func (g *Group) checkNewIDs(ctx context.Context, head *Commit, opts CommitOption
 	if id != head.ID {
 		stored = &Commit{ID: id}
 	}
-	line, err := g.db.checkNewIDs(ctx, stored, opts)
-	g.db.putLine(line, stored, nil)
-	return err
+	return g.db.checkNewIDs(ctx, stored, opts)
 }
 
 // pending returns the commit id that the group adds, or nil.

@@ -30,18 +30,16 @@ import (
 const defaultIDCache = 1 << 18
 
 // idLines remembers the message ids on the lines of recent heads, up to
-// budget ids over all lines. A line in use is taken out, so that one
-// goroutine at a time extends it; another that wants it meanwhile waits
-// for it to come back (wait) rather than read the line from the store.
+// budget ids over all lines. Lines are read and changed under mu only, so
+// that appends racing on one thread share its line: a check and an append
+// in the store's queue (Appender) never wait for each other's line, nor
+// read it from the store.
 type idLines struct {
 	budget int // < 0: remember nothing
 	mu     sync.Mutex
 	byHead map[string]*list.Element // of *idLine
 	lru    list.List                // most recent first
 	total  int
-	// busy holds a channel for each line taken out, closed when it is
-	// given back (under its head or a newer one).
-	busy map[string]chan struct{}
 }
 
 // idLine is the set of message ids on the line that ends at head.
@@ -50,37 +48,72 @@ type idLine struct {
 	ids  map[string]struct{}
 }
 
-// take removes and returns the line that ends at head; when there is none,
-// it returns nil and, if the line is in use, a channel closed when it is
-// given back.
-func (l *idLines) take(head string) (*idLine, <-chan struct{}) {
+// check looks up the ids of msgs on the remembered line that ends at head:
+// known is false when no such line is remembered.
+func (l *idLines) check(head string, msgs []message.Message) (known bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.byHead[head]
 	if !ok {
-		return nil, l.busy[head]
+		return false, nil
 	}
-	l.lru.Remove(e)
-	delete(l.byHead, head)
+	l.lru.MoveToFront(e)
+	return true, e.Value.(*idLine).check(msgs)
+}
+
+// extend moves the remembered line that ends at from, if any, to to, the
+// commit made on it with msgs: once a commit moves a head, the line of
+// the old head is seldom wanted again.
+func (l *idLines) extend(from, to string, msgs []message.Message) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.byHead[from]
+	if !ok {
+		return
+	}
 	line := e.Value.(*idLine)
-	l.total -= len(line.ids)
-	if l.busy == nil {
-		l.busy = make(map[string]chan struct{})
+	l.drop(e)
+	addIDs(line, msgs)
+	l.put(to, line)
+}
+
+// adopt makes the line that ends at head from the remembered line that
+// ends at base ("" or gone: none) and the messages of the commits between
+// them (newer, newest first), checks msgs against it, and remembers it.
+// When base is no longer remembered, it reports false.
+func (l *idLines) adopt(head, base string, newer [][]message.Message, msgs []message.Message) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	line := &idLine{ids: make(map[string]struct{})}
+	if base != "" {
+		e, ok := l.byHead[base]
+		if !ok {
+			return false, nil
+		}
+		line = e.Value.(*idLine)
+		l.drop(e)
 	}
-	l.busy[head] = make(chan struct{})
-	return line, nil
+	for _, ms := range newer {
+		addIDs(line, ms)
+	}
+	err := line.check(msgs)
+	if _, ok := l.byHead[head]; !ok {
+		l.put(head, line)
+	}
+	return true, err
+}
+
+// drop forgets the line of e; l.mu is held.
+func (l *idLines) drop(e *list.Element) {
+	line := e.Value.(*idLine)
+	l.lru.Remove(e)
+	delete(l.byHead, line.head)
+	l.total -= len(line.ids)
 }
 
 // put remembers line as the line that ends at head, letting the least
-// recent lines go past the budget, and ends the use of the head it was
-// taken out under.
+// recent lines go past the budget; l.mu is held.
 func (l *idLines) put(head string, line *idLine) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if ch, ok := l.busy[line.head]; ok && line.head != "" {
-		close(ch)
-		delete(l.busy, line.head)
-	}
 	if head == "" || l.budget < 0 || len(line.ids) > l.budget {
 		return
 	}
@@ -88,18 +121,10 @@ func (l *idLines) put(head string, line *idLine) {
 	if l.byHead == nil {
 		l.byHead = make(map[string]*list.Element)
 	}
-	if old, ok := l.byHead[head]; ok {
-		l.total -= len(old.Value.(*idLine).ids)
-		l.lru.Remove(old)
-	}
 	l.byHead[head] = l.lru.PushFront(line)
 	l.total += len(line.ids)
 	for l.total > l.budget {
-		e := l.lru.Back()
-		old := e.Value.(*idLine)
-		l.lru.Remove(e)
-		delete(l.byHead, old.head)
-		l.total -= len(old.ids)
+		l.drop(l.lru.Back())
 	}
 }
 
@@ -121,49 +146,32 @@ func ownIDs(msgs []message.Message) bool {
 	return false
 }
 
-// lineIDs returns the ids on the line that ends at head, taken out of the
-// DB's memory: the caller puts it back (putLine) under head or under the
-// commit it adds. A line in use elsewhere is waited for. Otherwise it reads
-// the commits after the newest remembered line of head's, or the whole
-// line when none is.
-func (db *DB) lineIDs(ctx context.Context, head *Commit) (*idLine, error) {
-	for {
-		line, busy := db.ids.take(head.ID)
-		if line != nil {
-			return line, nil
-		}
-		if busy == nil {
-			break
-		}
-		select {
-		case <-busy:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+// checkLine returns ErrDuplicateID when the line that ends at head holds
+// the id of one of msgs. It reads the commits after the newest remembered
+// line of head's, or the whole line when none is, and remembers head's.
+func (db *DB) checkLine(ctx context.Context, head *Commit, msgs []message.Message) error {
+	if known, err := db.ids.check(head.ID, msgs); known {
+		return err
 	}
-	var newer [][]message.Message
-	var base *idLine
-	for c, err := range db.store.Ancestors(ctx, head.ID, 0) {
-		if err != nil {
-			if base != nil {
-				db.ids.put(base.head, base)
+	// A remembered line the walk stops at may be forgotten before it is
+	// used: walk again, the last time to the root.
+	for try := 0; ; try++ {
+		var newer [][]message.Message
+		base := ""
+		for c, err := range db.store.Ancestors(ctx, head.ID, 0) {
+			if err != nil {
+				return err
 			}
-			return nil, err
-		}
-		if c.ID != head.ID && db.ids.has(c.ID) {
-			if base, _ = db.ids.take(c.ID); base != nil {
+			if try < 2 && c.ID != head.ID && db.ids.has(c.ID) {
+				base = c.ID
 				break
 			}
+			newer = append(newer, c.Messages)
 		}
-		newer = append(newer, c.Messages)
+		if ok, err := db.ids.adopt(head.ID, base, newer, msgs); ok {
+			return err
+		}
 	}
-	if base == nil {
-		base = &idLine{ids: make(map[string]struct{})}
-	}
-	for _, msgs := range newer {
-		addIDs(base, msgs)
-	}
-	return base, nil
 }
 
 // addIDs adds the ids of msgs to line, as copies that keep no message alive.
@@ -179,21 +187,12 @@ func addIDs(line *idLine, msgs []message.Message) {
 // root) holds a message with an id one of opts.Messages brings along,
 // unless opts says the ids are fresh (FreshIDs). A compact commit is the
 // one exception: it restates the messages its summary keeps, ids and all,
-// and views stop at it. When it returns a line, the caller gives it back
-// with putLine.
-func (db *DB) checkNewIDs(ctx context.Context, head *Commit, opts CommitOptions) (*idLine, error) {
+// and views stop at it.
+func (db *DB) checkNewIDs(ctx context.Context, head *Commit, opts CommitOptions) error {
 	if head == nil || opts.Op == OpCompact || opts.FreshIDs || !ownIDs(opts.Messages) {
-		return nil, nil
+		return nil
 	}
-	line, err := db.lineIDs(ctx, head)
-	if err != nil {
-		return nil, err
-	}
-	if err := line.check(opts.Messages); err != nil {
-		db.ids.put(head.ID, line)
-		return nil, err
-	}
-	return line, nil
+	return db.checkLine(ctx, head, opts.Messages)
 }
 
 // check returns ErrDuplicateID when line holds the id of one of msgs.
@@ -206,15 +205,10 @@ func (line *idLine) check(msgs []message.Message) error {
 	return nil
 }
 
-// putLine gives back a line that checkNewIDs returned: as the line of c
-// when c was committed on it, or of its old head when the commit failed.
-func (db *DB) putLine(line *idLine, head, c *Commit) {
-	switch {
-	case line == nil:
-	case c != nil:
-		addIDs(line, c.Messages)
-		db.ids.put(c.ID, line)
-	case head != nil:
-		db.ids.put(head.ID, line)
+// committed moves the remembered line of head, if any, to c, committed on
+// it: the next append finds the line of the new head.
+func (db *DB) committed(head, c *Commit) {
+	if head != nil {
+		db.ids.extend(head.ID, c.ID, c.Messages)
 	}
 }

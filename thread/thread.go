@@ -187,7 +187,12 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (_ *Commit, err
 		// A hot thread: where the store can, wait for the thread's lock in
 		// its queue and append onto whatever head is there then.
 		if ap, ok := appender(t.db.store); ok {
-			return t.appendQueued(ctx, ap, opts)
+			c, err := t.appendQueued(ctx, ap, opts)
+			if !errors.Is(err, errLineUnknown) {
+				return c, err
+			}
+			// The DB cannot remember the thread's line (see
+			// Options.MessageIDCache): rebase and try again instead.
 		}
 		if attempt > 0 {
 			backoff(ctx, attempt)
@@ -203,14 +208,15 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (_ *Commit, err
 
 // errLineUnknown is returned by the build of appendLocked when messages
 // with ids of their own go on a head whose line of ids the DB does not
-// hold: build may not read the store, so the line is read outside the
+// remember: build may not read the store, so the line is read outside the
 // store's lock and the append queues again. It never leaves the package.
 var errLineUnknown = errors.New("the ids on the head's line are not at hand")
 
 // appendQueued is appendLocked until it has the line of ids of the head
-// the store holds, for messages that come with ids of their own: a missing
-// line is read (or waited for, when another append has it) outside the
-// store's lock, and the append queues again, up to the DB's retries.
+// the store holds, for messages that come with ids of their own: a line the
+// DB does not remember is read outside the store's lock, and the append
+// queues again, up to the DB's retries. A line the DB cannot remember is
+// errLineUnknown.
 func (t *Thread) appendQueued(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
 	for try := 0; ; try++ {
 		c, err := t.appendLocked(ctx, ap, opts)
@@ -228,42 +234,37 @@ func (t *Thread) appendQueued(ctx context.Context, ap Appender, opts CommitOptio
 			return nil, err
 		}
 		if head != nil {
-			line, err := t.db.lineIDs(ctx, head)
-			if err != nil {
+			if err := t.db.checkLine(ctx, head, opts.Messages); err != nil {
 				return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
 			}
-			t.db.ids.put(head.ID, line)
+			if !t.db.ids.has(head.ID) {
+				return nil, errLineUnknown
+			}
 		}
 	}
 }
 
 // appendLocked makes a pure append's commit on the head the store holds under
 // the thread's lock (Appender). Messages with ids of their own are checked
-// against the line of that head when the DB holds it, and are
+// against the line of that head when the DB remembers it, and are
 // errLineUnknown when it does not.
 func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
 	var (
-		c    *Commit
-		rec  *Record
-		mv   Move
-		line *idLine // taken out for the head build last saw
-		at   *Commit
+		c   *Commit
+		on  *Commit // the head c goes on
+		rec *Record
+		mv  Move
 	)
 	check := ownIDs(opts.Messages) && !opts.FreshIDs
 	err := ap.AppendAt(ctx, t.ID(), func(r *Record, head *Commit) (*Batch, error) {
 		if err := checkMirror(r.Kind, len(opts.Messages), opts.Mirror); err != nil {
 			return nil, err
 		}
-		if check && head != nil && (line == nil || line.head != head.ID) {
-			// build may run again, on another head: give back the line
-			// taken for the last one.
-			t.db.putLine(line, at, nil)
-			line, at = nil, head
-			if line, _ = t.db.ids.take(head.ID); line == nil {
-				return nil, errLineUnknown
-			}
-			if err := line.check(opts.Messages); err != nil {
+		if check && head != nil {
+			if known, err := t.db.ids.check(head.ID, opts.Messages); err != nil {
 				return nil, err
+			} else if !known {
+				return nil, errLineUnknown
 			}
 		}
 		now := t.db.clock()
@@ -271,17 +272,16 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 		if err != nil {
 			return nil, err
 		}
-		c, rec, mv = cc, r, Move{Thread: r.ID, From: r.Version, Head: cc.ID, Op: opts.Op, Time: now}
+		c, on, rec, mv = cc, head, r, Move{Thread: r.ID, From: r.Version, Head: cc.ID, Op: opts.Op, Time: now}
 		return &Batch{Commits: []*Commit{cc}, Moves: []Move{mv}}, nil
 	})
+	if errors.Is(err, errLineUnknown) {
+		return nil, err
+	}
 	if err != nil {
-		t.db.putLine(line, at, nil)
-		if errors.Is(err, errLineUnknown) {
-			return nil, err
-		}
 		return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
 	}
-	t.db.putLine(line, at, c)
+	t.db.committed(on, c)
 	t.db.published(&Batch{Commits: []*Commit{c}, Moves: []Move{mv}})
 	t.advance(moved(rec, mv), c.header())
 	return c, nil
@@ -339,8 +339,7 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	}
 	// The messages are valid: look for the ids they came with (not those
 	// newCommit gave them) on the head's line.
-	line, err := t.db.checkNewIDs(ctx, head, opts)
-	if err != nil {
+	if err := t.db.checkNewIDs(ctx, head, opts); err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
 	mv := Move{Thread: r.ID, From: from, Head: c.ID, Op: opts.Op, Time: now}
@@ -355,10 +354,9 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	}{c: [1]*Commit{c}, m: [1]Move{mv}}
 	one.b.Commits, one.b.Moves = one.c[:], one.m[:]
 	if err := t.db.apply(ctx, &one.b); err != nil {
-		t.db.putLine(line, head, nil)
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
-	t.db.putLine(line, head, c)
+	t.db.committed(head, c)
 	// The store kept its own copy of c, and the handle keeps only the
 	// header: c is the caller's.
 	t.advance(moved(r, mv), c.header())
