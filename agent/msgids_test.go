@@ -1,7 +1,10 @@
 package agent_test
 
 import (
+	"context"
 	"errors"
+	"iter"
+	"sync/atomic"
 	"testing"
 
 	"github.com/loomthreads/loom/agent"
@@ -43,5 +46,48 @@ func TestRunInputIDsChecked(t *testing.T) {
 	}
 	if n := len(messages(t, th)); n != 4 {
 		t.Fatalf("%d messages, want 4", n)
+	}
+}
+
+// walkingStore is a memory store that counts the walks of lines through it.
+type walkingStore struct {
+	*thread.MemoryStore
+	walks atomic.Int64
+}
+
+func (s *walkingStore) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
+	s.walks.Add(1)
+	return s.MemoryStore.Ancestors(ctx, id, floor)
+}
+
+// TestRunMadeIDsReadNoLine checks that a run's input whose ids the agent
+// makes costs no look among the thread's ids (thread.CommitOptions.
+// FreshIDs) — with a DB that remembers no line, a look is a walk of the
+// line — while input with a client's id costs one.
+func TestRunMadeIDsReadNoLine(t *testing.T) {
+	ctx := t.Context()
+	st := &walkingStore{MemoryStore: thread.NewMemoryStore()}
+	db := thread.New(st, &thread.Options{MessageIDCache: -1})
+	client := scripted.New(scripted.Text("ok"))
+	client.Repeat = true
+	a := agent.New(client, nil)
+	th, err := a.NewThread(ctx, db, thread.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	walks := func(in message.Message) int64 {
+		t.Helper()
+		before := st.walks.Load()
+		if _, err := a.Run(ctx, th, in); err != nil {
+			t.Fatal(err)
+		}
+		return st.walks.Load() - before
+	}
+	walks(message.User("warm"))
+	made := walks(message.User("no id"))
+	own := message.User("client's id")
+	own.ID = "client-2"
+	if chosen := walks(own); made != chosen-1 {
+		t.Errorf("a run with ids the agent made walked lines %d times, one with a client's id %d: want one walk less", made, chosen)
 	}
 }
