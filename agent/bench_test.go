@@ -68,3 +68,46 @@ func BenchmarkRunTwoStepTool(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRunRoundRobin runs the agent on 700 threads of 500 messages in
+// turn, in memory, with a model that answers at once: two commits a run
+// (input, answer) and a view of up to 2,000 tokens. The input ids the agent
+// makes are new by construction (thread.CommitOptions.FreshIDs): with more
+// threads than the DB remembers the lines of, a run costs what one run on
+// one thread costs, not a read of the whole thread.
+func BenchmarkRunRoundRobin(b *testing.B) {
+	const threads, length = 700, 500
+	ctx := context.Background()
+	db, err := thread.Open(ctx, "memory://", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	client := scripted.New(scripted.Text("ok"))
+	client.Repeat, client.Record = true, false
+	a := agent.New(client, &agent.Options{View: thread.ViewOptions{Budget: 2000}})
+	ths := make([]*thread.Thread, threads)
+	for i := range ths {
+		msgs := make([]message.Message, length)
+		for j := range msgs {
+			msgs[j] = message.User("earlier")
+		}
+		if ths[i], err = db.Create(ctx, thread.CreateOptions{Kind: thread.KindLocal, Messages: msgs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	i := 0
+	run := func() {
+		if _, err := a.Run(ctx, ths[i%threads], message.User("hi")); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	for range threads {
+		run()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		run()
+	}
+}

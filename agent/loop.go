@@ -391,7 +391,8 @@ func (r *run) commit(ctx context.Context, kind StepKind, msgs []message.Message,
 	}
 	// A service thread's messages mirror the service's conversation: what
 	// the run sent it and what it answered.
-	opts := thread.CommitOptions{Messages: msgs, State: patch, Kind: tk, IfVersion: r.version, Metadata: meta, Mirror: r.kind == thread.KindService}
+	opts := thread.CommitOptions{Messages: msgs, State: patch, Kind: tk, IfVersion: r.version, Metadata: meta, Mirror: r.kind == thread.KindService,
+		FreshIDs: r.freshIDs(msgs)}
 	c, err := r.th.Commit(context.WithoutCancel(ctx), opts)
 	if err != nil && errors.Is(err, thread.ErrInvalid) && r.dropProviderStates(patch) {
 		// A provider's state the thread refuses (over its size limit)
@@ -409,6 +410,18 @@ func (r *run) commit(ctx context.Context, kind StepKind, msgs []message.Message,
 		r.emit(Event{Step: &Step{Kind: kind, Messages: c.Messages, Commit: c.ID, Version: r.version}})
 	}
 	return nil
+}
+
+// freshIDs reports whether every id msgs hold was made by the run
+// (CommitOptions.FreshIDs): such ids need no look among the thread's, and
+// a client's input ids get one.
+func (r *run) freshIDs(msgs []message.Message) bool {
+	for _, m := range msgs {
+		if m.ID != "" && !r.minted[m.ID] {
+			return false
+		}
+	}
+	return true
 }
 
 // dropProviderStates removes the providers' keys from patch and reports

@@ -39,6 +39,7 @@ type run struct {
 	version int64
 	conv    conversation
 	input   []message.Message
+	minted  map[string]bool            // the input ids the run made (message.NewID)
 	states  map[string]json.RawMessage // provider name → state
 	instr   string
 	extra   []message.Message
@@ -127,6 +128,10 @@ func (r *run) prepare(ctx context.Context) error {
 		m = m.Clone()
 		if m.ID == "" {
 			m.ID = message.NewID()
+			if r.minted == nil {
+				r.minted = make(map[string]bool, len(r.req.Input))
+			}
+			r.minted[m.ID] = true
 		}
 		r.input[i] = m
 	}

@@ -49,3 +49,22 @@ func BenchmarkTenant(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendMetadata appends a message with a little metadata, as
+// agents write it (a run id, usage): its depth is checked on the values,
+// not on their JSON.
+func BenchmarkAppendMetadata(b *testing.B) {
+	db := thread.New(thread.NewMemoryStore(), nil)
+	th, err := db.Create(b.Context(), thread.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m := message.User("hello")
+		m.Metadata = map[string]any{"run": "run_1", "usage": map[string]any{"in": 12, "out": 34}, "tags": []any{"a", "b"}}
+		if _, err := th.Append(b.Context(), m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -24,6 +24,14 @@ type Options struct {
 	// newer head after ErrConflict before it gives up; 0 means 100, and a
 	// negative value means never.
 	AppendRetries int
+	// MessageIDCache caps how many message ids the DB remembers, over all
+	// threads and tenants (about 64 bytes each), so that an append of
+	// messages that come with ids of their own is checked against the ids
+	// on its thread's line without reading the line (see ErrDuplicateID
+	// and CommitOptions.FreshIDs). A line longer than the budget is read
+	// on every such append; many threads written in turn share it. 0
+	// means 1<<18 (about 16 MiB); a negative value remembers nothing.
+	MessageIDCache int
 	// Now is the clock; nil means time.Now. Times are kept in UTC with
 	// microsecond precision, which every store can hold exactly.
 	Now func() time.Time
@@ -98,10 +106,13 @@ func New(store Store, opts *Options) *DB {
 	if opts != nil {
 		o = *opts
 	}
-	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now, local: &localHub{}, ids: &idLines{}}
+	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now, local: &localHub{}, ids: &idLines{budget: o.MessageIDCache}}
 	db.scope(o.Tenant)
 	if db.retries == 0 {
 		db.retries = 100
+	}
+	if db.ids.budget == 0 {
+		db.ids.budget = defaultIDCache
 	}
 	if db.now == nil {
 		db.now = time.Now

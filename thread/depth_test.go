@@ -132,3 +132,24 @@ func TestSaveGrowsLinearlyWithDepth(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataDepthCheckedInPlace checks that the depth of a message's
+// metadata is checked on the values as they are, without encoding them:
+// a commit with metadata allocates no more to check than one without.
+func TestMetadataDepthCheckedInPlace(t *testing.T) {
+	db := thread.New(thread.NewMemoryStore(), nil)
+	plain := message.User("hi")
+	meta := plain
+	meta.Metadata = map[string]any{"run": "r1", "tags": []any{"a", "b"}, "usage": map[string]any{"in": json.Number("12"), "ok": true}}
+	allocs := func(m message.Message) float64 {
+		opts := thread.CommitOptions{Messages: []message.Message{m}}
+		return testing.AllocsPerRun(100, func() {
+			if err := db.CheckCommit(opts); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if a, b := allocs(plain), allocs(meta); b > a {
+		t.Errorf("checking a message with metadata: %v allocations, without: %v", b, a)
+	}
+}

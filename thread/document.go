@@ -323,6 +323,16 @@ func (t *Thread) document(ctx context.Context, opts SaveOptions) (*document, err
 type LoadOptions struct {
 	// ID, when not "", names the loaded thread instead of the document's id.
 	ID string
+	// Restore says that the document is a thread's own, saved by this
+	// tenant, being put back (after a loss, or into another store). A
+	// service-managed thread that holds messages — the mirror of its
+	// service's conversation — loads only as a restore, and only under
+	// its document's id: any other load would make a thread of messages
+	// its client wrote and a service's id (DESIGN §2: service-managed or
+	// local, never both). Load cannot tell a thread's own document from a
+	// hand-made one, so only a caller that can says Restore: the HTTP
+	// import and `loom import` do not.
+	Restore bool
 	// Progress, when set, is called after each commit that Load builds
 	// from the document, and once more when the thread is written (with
 	// Written set). Nil reports nothing.
@@ -346,8 +356,10 @@ type LoadProgress struct {
 // (use LoadOptions.ID to load a second copy); a malformed or inconsistent
 // document is ErrInvalid, and nothing is written. A service-managed thread
 // that holds messages (the mirror of its service's conversation) loads
-// under its own id only: under another, it would be a second thread with
-// messages of its own and the service's id (ErrInvalid).
+// only as a restore (LoadOptions.Restore), under its own id; otherwise it
+// is ErrInvalid. Fork and Copy keep a thread's kind: a fork of a service
+// thread shares its mirror and is a service thread too, and Copy keeps
+// every id, as a restore does.
 func (db *DB) Load(ctx context.Context, r io.Reader, opts LoadOptions) (*Thread, error) {
 	limit := db.limits.DocumentBytes
 	if limit < math.MaxInt64 {
@@ -392,8 +404,13 @@ func (db *DB) load(ctx context.Context, doc *document, opts LoadOptions) (*Threa
 	if err := db.checkRecord(d.ID, d.Kind, d.Title, d.Labels); err != nil {
 		return nil, err
 	}
-	if d.ID != doc.Thread.ID && d.Kind == KindService && doc.holdsMessages() {
-		return nil, fmt.Errorf("a service-managed thread's messages mirror its service's conversation under id %s: not loaded under id %s: %w", clip(doc.Thread.ID), d.ID, ErrInvalid)
+	if d.Kind == KindService && doc.holdsMessages() {
+		switch {
+		case !opts.Restore:
+			return nil, fmt.Errorf("a service-managed thread with messages loads only as a restore: %w", ErrInvalid)
+		case d.ID != doc.Thread.ID:
+			return nil, fmt.Errorf("a service-managed thread's messages mirror its service's conversation under id %s: not restored under id %s: %w", clip(doc.Thread.ID), d.ID, ErrInvalid)
+		}
 	}
 	if d.ForkedFrom != (docForkPoint{}) && !(ids.Valid(d.ForkedFrom.Thread) && validOptionalID(d.ForkedFrom.Message)) {
 		return nil, fmt.Errorf("forked_from: %w", ErrInvalid)

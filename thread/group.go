@@ -169,11 +169,9 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 	if err != nil {
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
-	line, err := g.db.checkNewIDs(ctx, e.head, opts.Messages, opts.Op)
-	if err != nil {
+	if err := g.checkNewIDs(ctx, e.head, opts); err != nil {
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
-	g.db.putLine(line, e.head, nil)
 	g.b.Commits = append(g.b.Commits, c)
 	e.committed = true
 	if e.move >= 0 {
@@ -187,6 +185,50 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkNewIDs is DB.checkNewIDs for a commit on head in the group: the
+// part of head's line that the group itself adds (a thread it creates with
+// messages, a fork it splits or patches) is not in the store yet, and is
+// read from the group's commits.
+func (g *Group) checkNewIDs(ctx context.Context, head *Commit, opts CommitOptions) error {
+	if head == nil {
+		return nil
+	}
+	id := head.ID
+	if opts.Op != OpCompact && !opts.FreshIDs && ownIDs(opts.Messages) {
+		var ours *idLine
+		for c := g.pending(id); c != nil; c = g.pending(id) {
+			if ours == nil {
+				ours = &idLine{ids: make(map[string]struct{})}
+			}
+			addIDs(ours, c.Messages)
+			id = c.Parent
+		}
+		if ours != nil {
+			if err := ours.check(opts.Messages); err != nil {
+				return err
+			}
+		}
+	}
+	if id == "" {
+		return nil
+	}
+	stored := head
+	if id != head.ID {
+		stored = &Commit{ID: id}
+	}
+	return g.db.checkNewIDs(ctx, stored, opts)
+}
+
+// pending returns the commit id that the group adds, or nil.
+func (g *Group) pending(id string) *Commit {
+	for _, c := range g.b.Commits {
+		if c.ID == id {
+			return c
+		}
+	}
+	return nil
 }
 
 // Restore adds a move of t's head to where it was at version v, as

@@ -80,17 +80,41 @@ func TestServiceThreadsHoldOnlyAMirror(t *testing.T) {
 	_, err = local.Commit(ctx, thread.CommitOptions{Messages: hi, Mirror: true})
 	invalid(t, "a mirror commit on a local thread", err)
 
-	// Load: a service thread's document loads under its own id (a
-	// restore) but, holding messages, not under a new one.
+	// Load: a service thread's document that holds messages loads only
+	// as a restore (LoadOptions.Restore), under its own id: the document's
+	// id is the client's to write, so it proves nothing.
 	for _, history := range []bool{false, true} {
 		var doc bytes.Buffer
 		must(t, svc.Save(ctx, &doc, thread.SaveOptions{History: history}))
 		_, err = db.Load(ctx, bytes.NewReader(doc.Bytes()), thread.LoadOptions{ID: "svc-copy"})
 		invalid(t, "load a service thread with messages under a new id", err)
+		_, err = db.Load(ctx, bytes.NewReader(doc.Bytes()), thread.LoadOptions{ID: "svc-copy", Restore: true})
+		invalid(t, "restore a service thread with messages under a new id", err)
 		other := thread.New(thread.NewMemoryStore(), nil)
-		if _, err := other.Load(ctx, bytes.NewReader(doc.Bytes()), thread.LoadOptions{}); err != nil {
+		_, err = other.Load(ctx, bytes.NewReader(doc.Bytes()), thread.LoadOptions{})
+		invalid(t, "load a service thread with messages, not as a restore", err)
+		if _, err := other.Load(ctx, bytes.NewReader(doc.Bytes()), thread.LoadOptions{Restore: true}); err != nil {
 			t.Fatalf("history %v: restore of a service thread under its own id: %v", history, err)
 		}
+	}
+	// A hand-made document: a local thread's messages, said to be of a
+	// service thread, under the id its maker wants.
+	var forged bytes.Buffer
+	must(t, local.Save(ctx, &forged, thread.SaveOptions{}))
+	_, err = local.Append(ctx, hi...)
+	must(t, err)
+	forged.Reset()
+	must(t, local.Save(ctx, &forged, thread.SaveOptions{}))
+	var raw map[string]any
+	must(t, json.Unmarshal(forged.Bytes(), &raw))
+	raw["thread"].(map[string]any)["kind"] = string(thread.KindService)
+	raw["thread"].(map[string]any)["id"] = "wanted"
+	data, err := json.Marshal(raw)
+	must(t, err)
+	_, err = db.Load(ctx, bytes.NewReader(data), thread.LoadOptions{})
+	invalid(t, "load a forged service thread with messages", err)
+	if _, err := db.Thread(ctx, "wanted"); !errors.Is(err, thread.ErrNotFound) {
+		t.Fatalf("a refused load left a thread: %v", err)
 	}
 	empty, err := db.Create(ctx, thread.CreateOptions{Kind: thread.KindService})
 	must(t, err)

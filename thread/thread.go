@@ -145,6 +145,15 @@ type CommitOptions struct {
 	// thread's runs; an append through any face leaves it unset, and is
 	// ErrInvalid on a service thread.
 	Mirror bool
+	// FreshIDs says that every message of Messages that has an id got it
+	// from message.NewID (or NewIDAt) in this process for this commit: new
+	// by construction, such ids are not looked up among the ids on the
+	// thread's line (ErrDuplicateID), which saves reading or remembering
+	// the line. Package agent sets it for the input ids it makes, package
+	// worklog for its records; a face that passes on ids a client chose
+	// (HTTP, MCP) never sets it. Set wrongly, it lets a thread hold one id
+	// twice.
+	FreshIDs bool
 }
 
 // Commit writes one commit and moves the head to it. A pure append (only
@@ -176,11 +185,14 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (_ *Commit, err
 			return c, err
 		}
 		// A hot thread: where the store can, wait for the thread's lock in
-		// its queue and append onto whatever head is there then. Messages
-		// with ids of their own are checked against the head they go on,
-		// which build cannot read: they rebase and try again instead.
-		if ap, ok := appender(t.db.store); ok && !ownIDs(opts.Messages) {
-			return t.appendLocked(ctx, ap, opts)
+		// its queue and append onto whatever head is there then.
+		if ap, ok := appender(t.db.store); ok {
+			c, err := t.appendQueued(ctx, ap, opts)
+			if !errors.Is(err, errLineUnknown) {
+				return c, err
+			}
+			// The DB cannot remember the thread's line (see
+			// Options.MessageIDCache): rebase and try again instead.
 		}
 		if attempt > 0 {
 			backoff(ctx, attempt)
@@ -194,29 +206,82 @@ func (t *Thread) Commit(ctx context.Context, opts CommitOptions) (_ *Commit, err
 	}
 }
 
+// errLineUnknown is returned by the build of appendLocked when messages
+// with ids of their own go on a head whose line of ids the DB does not
+// remember: build may not read the store, so the line is read outside the
+// store's lock and the append queues again. It never leaves the package.
+var errLineUnknown = errors.New("the ids on the head's line are not at hand")
+
+// appendQueued is appendLocked until it has the line of ids of the head
+// the store holds, for messages that come with ids of their own: a line the
+// DB does not remember is read outside the store's lock, and the append
+// queues again, up to the DB's retries. A line the DB cannot remember is
+// errLineUnknown.
+func (t *Thread) appendQueued(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
+	for try := 0; ; try++ {
+		c, err := t.appendLocked(ctx, ap, opts)
+		if !errors.Is(err, errLineUnknown) {
+			return c, err
+		}
+		if try >= t.db.retries {
+			return nil, fmt.Errorf("commit to %s: the thread moved on under every try: %w", t.ID(), ErrConflict)
+		}
+		if err := t.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		_, head, err := t.headCommit(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if head != nil {
+			if err := t.db.checkLine(ctx, head, opts.Messages); err != nil {
+				return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
+			}
+			if !t.db.ids.has(head.ID) {
+				return nil, errLineUnknown
+			}
+		}
+	}
+}
+
 // appendLocked makes a pure append's commit on the head the store holds under
-// the thread's lock (Appender).
+// the thread's lock (Appender). Messages with ids of their own are checked
+// against the line of that head when the DB remembers it, and are
+// errLineUnknown when it does not.
 func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
 	var (
 		c   *Commit
+		on  *Commit // the head c goes on
 		rec *Record
 		mv  Move
 	)
+	check := ownIDs(opts.Messages) && !opts.FreshIDs
 	err := ap.AppendAt(ctx, t.ID(), func(r *Record, head *Commit) (*Batch, error) {
 		if err := checkMirror(r.Kind, len(opts.Messages), opts.Mirror); err != nil {
 			return nil, err
+		}
+		if check && head != nil {
+			if known, err := t.db.ids.check(head.ID, opts.Messages); err != nil {
+				return nil, err
+			} else if !known {
+				return nil, errLineUnknown
+			}
 		}
 		now := t.db.clock()
 		cc, err := t.db.newCommit(head, nil, opts.Messages, nil, opts.Op, opts.Metadata, now)
 		if err != nil {
 			return nil, err
 		}
-		c, rec, mv = cc, r, Move{Thread: r.ID, From: r.Version, Head: cc.ID, Op: opts.Op, Time: now}
+		c, on, rec, mv = cc, head, r, Move{Thread: r.ID, From: r.Version, Head: cc.ID, Op: opts.Op, Time: now}
 		return &Batch{Commits: []*Commit{cc}, Moves: []Move{mv}}, nil
 	})
+	if errors.Is(err, errLineUnknown) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
 	}
+	t.db.committed(on, c)
 	t.db.published(&Batch{Commits: []*Commit{c}, Moves: []Move{mv}})
 	t.advance(moved(rec, mv), c.header())
 	return c, nil
@@ -274,8 +339,7 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	}
 	// The messages are valid: look for the ids they came with (not those
 	// newCommit gave them) on the head's line.
-	line, err := t.db.checkNewIDs(ctx, head, opts.Messages, opts.Op)
-	if err != nil {
+	if err := t.db.checkNewIDs(ctx, head, opts); err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
 	mv := Move{Thread: r.ID, From: from, Head: c.ID, Op: opts.Op, Time: now}
@@ -290,10 +354,9 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	}{c: [1]*Commit{c}, m: [1]Move{mv}}
 	one.b.Commits, one.b.Moves = one.c[:], one.m[:]
 	if err := t.db.apply(ctx, &one.b); err != nil {
-		t.db.putLine(line, head, nil)
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
-	t.db.putLine(line, head, c)
+	t.db.committed(head, c)
 	// The store kept its own copy of c, and the handle keeps only the
 	// header: c is the caller's.
 	t.advance(moved(r, mv), c.header())

@@ -89,17 +89,45 @@ func (db *DB) checkMessageJSON(m message.Message) error {
 			}
 		}
 	}
-	if len(m.Metadata) == 0 {
-		return nil
-	}
-	b, err := json.Marshal(m.Metadata)
-	if err != nil {
-		return fmt.Errorf("metadata: %v: %w", err, ErrInvalid)
-	}
-	if err := db.checkJSON(b); err != nil {
-		return fmt.Errorf("metadata: %w", err)
+	if len(m.Metadata) > 0 && deeper(m.Metadata, db.limits.JSONDepth) {
+		return fmt.Errorf("metadata: nested deeper than %d levels: %w", db.limits.JSONDepth, ErrTooDeep)
 	}
 	return nil
+}
+
+// deeper reports whether the metadata value v nests objects and arrays
+// more than levels deep, as its JSON would. It walks v as it is: the
+// message is valid (message.Validate), so v holds only JSON's values, all
+// UTF-8, with no cycle, and encoding it to count would cost more than the
+// commit.
+func deeper(v any, levels int) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		if v == nil {
+			return false // JSON null
+		}
+		if levels == 0 {
+			return true
+		}
+		for _, x := range v {
+			if deeper(x, levels-1) {
+				return true
+			}
+		}
+	case []any:
+		if v == nil {
+			return false
+		}
+		if levels == 0 {
+			return true
+		}
+		for _, x := range v {
+			if deeper(x, levels-1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkJSON checks raw JSON that a thread would hold for what encoding/json

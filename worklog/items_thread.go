@@ -299,7 +299,8 @@ func (t *threadItems) update(ctx context.Context, fn func(s *snapshot) ([]*entry
 			return hit, nil
 		}
 		// The messages get their ids here, so that the cache knows the
-		// last one (the store fills in the ids of copies).
+		// last one (the store fills in the ids of copies); new by
+		// construction, they need no look among the thread's (FreshIDs).
 		for i := range msgs {
 			msgs[i].ID = message.NewID()
 		}
@@ -311,7 +312,7 @@ func (t *threadItems) update(ctx context.Context, fn func(s *snapshot) ([]*entry
 				c = &thread.Commit{ID: th.Record().Head, Depth: int64(len(msgs))}
 			}
 		} else {
-			c, err = th.Commit(ctx, thread.CommitOptions{Messages: msgs, IfVersion: th.Version()})
+			c, err = th.Commit(ctx, thread.CommitOptions{Messages: msgs, IfVersion: th.Version(), FreshIDs: true})
 		}
 		// A conflict is another writer's change; a thread not found is
 		// one deleted under this write, to be made again: both are read

@@ -207,7 +207,9 @@ func (st *ThreadSessions) change(ctx context.Context, project, sid string, fn fu
 		if err != nil {
 			return fmt.Errorf("worklog: session %s: %w", sid, err)
 		}
-		// The ids are made here so that the cache knows the last one.
+		// The ids are made here so that the cache knows the last one;
+		// new by construction, they need no look among the thread's
+		// (FreshIDs).
 		for i := range msgs {
 			msgs[i].ID = message.NewID()
 		}
@@ -220,7 +222,7 @@ func (st *ThreadSessions) change(ctx context.Context, project, sid string, fn fu
 				c = &thread.Commit{ID: th.Record().Head, Depth: int64(len(msgs))}
 			}
 		} else {
-			c, err = th.Commit(ctx, thread.CommitOptions{Messages: msgs, IfVersion: th.Version()})
+			c, err = th.Commit(ctx, thread.CommitOptions{Messages: msgs, IfVersion: th.Version(), FreshIDs: true})
 		}
 		// Another writer's change, or a thread deleted under this write:
 		// read again and try again.

@@ -76,8 +76,10 @@ func messageIDsOncePerThread(t T, s thread.Store, o *Options) {
 	_, err = th.Append(ctx, withID(message.User("first, again"), "m1"))
 	check(t, err, "append m1 after a reset")
 
-	// Writers racing to append one id: exactly one wins.
-	race, err := db.Create(ctx, thread.CreateOptions{ID: "ids-race"})
+	// Writers racing to append one id: exactly one wins. Each writer is a
+	// DB of its own, as another process is, with its own memory of ids:
+	// the race is settled by the store.
+	race, err := db.Create(ctx, thread.CreateOptions{ID: "ids-race", Messages: []message.Message{withID(message.User("seed"), "seed")}})
 	check(t, err, "create race")
 	var (
 		wg       sync.WaitGroup
@@ -87,7 +89,7 @@ func messageIDsOncePerThread(t T, s thread.Store, o *Options) {
 	)
 	for range min(o.Writers, 8) {
 		wg.Go(func() {
-			h, err := db.Thread(ctx, "ids-race")
+			h, err := thread.New(s, nil).Thread(ctx, "ids-race")
 			if err == nil {
 				_, err = h.Append(ctx, withID(message.User("once"), "same"))
 			}
@@ -105,5 +107,5 @@ func messageIDsOncePerThread(t T, s thread.Store, o *Options) {
 		t.Fatalf("%d writers appended one id, other errors %v; want one", won, failures)
 	}
 	check(t, race.Refresh(ctx), "refresh race")
-	wantTexts(t, read(t, race, thread.ReadOptions{}), []string{"once"}, "after the race")
+	wantTexts(t, read(t, race, thread.ReadOptions{}), []string{"seed", "once"}, "after the race")
 }
