@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -18,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomthreads/loom/internal/netstore"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -96,10 +93,11 @@ type Options struct {
 
 // The store's deadlines when neither Options nor the URL set them: a
 // store that does not answer fails a call with thread.ErrUnavailable in
-// seconds, not after the operating system's TCP timeouts (minutes).
+// seconds, not after the operating system's TCP timeouts (minutes). They
+// are every networked store's (package redis too).
 const (
-	DefaultConnectTimeout = 5 * time.Second
-	DefaultTimeout        = 10 * time.Second
+	DefaultConnectTimeout = netstore.DefaultConnectTimeout
+	DefaultTimeout        = netstore.DefaultTimeout
 )
 
 // Open connects to the PostgreSQL database that dsn names, as a URL
@@ -193,9 +191,9 @@ func takeTimeouts(dsn string, o *Options) (string, error) {
 			continue
 		}
 		v := q.Get(p.name)
-		d, err := parseTimeout(v)
+		d, err := netstore.ParseTimeout(v)
 		if err != nil {
-			return "", fmt.Errorf("postgres: dsn: %s=%q: want a duration such as 5s: %w", p.name, v, thread.ErrInvalid)
+			return "", fmt.Errorf("postgres: dsn: %s=%q: %v: %w", p.name, v, err, thread.ErrInvalid)
 		}
 		if *p.dst == 0 {
 			*p.dst = d
@@ -204,26 +202,6 @@ func takeTimeouts(dsn string, o *Options) (string, error) {
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
-}
-
-// parseTimeout reads a duration (5s, 500ms) or a number of seconds (5, as
-// libpq's connect_timeout); 0 means no deadline, returned as -1.
-func parseTimeout(v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		n, nerr := strconv.ParseUint(v, 10, 31)
-		if nerr != nil {
-			return 0, err
-		}
-		d = time.Duration(n) * time.Second
-	}
-	if d < 0 {
-		return 0, errors.New("negative")
-	}
-	if d == 0 {
-		d = -1
-	}
-	return d, nil
 }
 
 // errNoAnswer is the cause of a call's context that the store's Timeout
@@ -332,28 +310,9 @@ func mapError(ctx context.Context, what string, err error) error {
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if ctx.Err() == nil {
-		if reason := unreachable(err); reason != "" {
-			return fmt.Errorf("%s: %w", what, thread.Unavailable(reason, err))
-		}
+	var ce *pgconn.ConnectError
+	if m := netstore.Outage(ctx, "PostgreSQL", err, pgconn.Timeout(err), errors.As(err, &ce) || errors.Is(err, pgconn.ErrConnClosed)); m != nil {
+		return fmt.Errorf("%s: %w", what, m)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// unreachable says why err shows that the server could not be reached or
-// did not answer in time ("" when it does not): the network's errors,
-// a connection the server or the network closed, and the store's own
-// deadline.
-func unreachable(err error) string {
-	var ne net.Error
-	var ce *pgconn.ConnectError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err), errors.As(err, &ne) && ne.Timeout():
-		return "PostgreSQL did not answer in time"
-	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, syscall.EPIPE):
-		return "cannot reach PostgreSQL"
-	}
-	return ""
 }
