@@ -82,6 +82,10 @@ type Options struct {
 	// if the caller goes away, but not past Timeout). A server that does
 	// not answer in time fails the call with thread.ErrUnavailable; the
 	// connection is closed and the pool dials a new one for the next call.
+	// A busy server is not one that does not answer: waiting for a
+	// connection of the pool is not bounded by Timeout, and a write waits
+	// for another's locks up to Timeout before it runs again (see the
+	// package doc, Deadlines and outages).
 	// 0 keeps the URL's ?timeout=10s, or DefaultTimeout; negative waits as
 	// long as the call's context allows. A write that timed out may or
 	// may not have been applied: its answer was lost.
@@ -132,6 +136,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.Timeout > 0 && cfg.PingTimeout == 0 {
+		cfg.PingTimeout = o.Timeout // the ping of an idle connection, in acquire
+	}
 	if o.Configure != nil {
 		o.Configure(cfg)
 	}
@@ -140,11 +147,16 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	s := &Store{pool: pool, retries: o.Retries, timeout: max(o.Timeout, 0), noNotify: o.NoNotify}
-	// A server that does not answer fails Open in seconds too; the
-	// migration after this may take as long as it needs.
-	pctx, cancel := s.bound(ctx)
-	err = pool.Ping(pctx)
-	cancel()
+	// A server that does not answer fails Open in seconds too (the first
+	// connection by ConnectTimeout, its ping by Timeout); the migration
+	// after this may take as long as it needs.
+	pc, err := s.acquire(ctx)
+	if err == nil {
+		pctx, cancel := s.bound(ctx)
+		err = pc.Ping(pctx)
+		cancel()
+		pc.Release()
+	}
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", redact(cfg), mapError(ctx, "ping", err))
@@ -204,6 +216,34 @@ func takeTimeouts(dsn string, o *Options) (string, error) {
 	return u.String(), nil
 }
 
+// acquire takes a connection of the pool. Waiting for one is bounded by
+// ctx, the caller's, and not by the store's Timeout: a pool whose
+// connections are all busy is a busy server, not one that does not answer.
+// One that does not answer still fails the wait in time: the connections
+// in use give up by their round trips' deadlines, a new one by
+// ConnectTimeout, and an idle one is pinged within Timeout (PingTimeout).
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	return s.pool.Acquire(ctx)
+}
+
+// queueLockTimeout queues, at the start of a write's transaction, how long
+// its statements may wait for what another writer holds: each wait for a
+// lock up to the store's Timeout (PostgreSQL's lock_timeout) and each
+// statement, its waits included, up to twice that (statement_timeout), for
+// this transaction only. The server then ends a wait that runs out, with
+// SQLSTATE 55P03 or 57014, and answers: the transaction runs again
+// (retry), and the connection is kept. A busy thread is a conflict, not an
+// outage. It reports whether it queued a statement, whose result the
+// caller skips.
+func (s *Store) queueLockTimeout(q *pgx.Batch) bool {
+	if s.timeout <= 0 {
+		return false
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }
+	q.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`, ms(s.timeout), ms(2*s.timeout))
+	return true
+}
+
 // errNoAnswer is the cause of a call's context that the store's Timeout
 // ended.
 var errNoAnswer = errors.New("postgres: no answer within the store's timeout")
@@ -217,12 +257,22 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeoutCause(ctx, s.timeout, errNoAnswer)
 }
 
+// boundWrite returns ctx bounded for the round trips of a write's
+// transaction: the server may take twice the store's Timeout waiting for
+// locks (queueLockTimeout), and then has Timeout to answer.
+func (s *Store) boundWrite(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, 3*s.timeout, errNoAnswer)
+}
+
 // committing returns the context of a transaction's last round trip, its
 // COMMIT: what was decided is written even if the caller goes away (a
 // cancel then would leave it not knowing whether it stuck), but not for
-// longer than the store's Timeout.
+// longer than boundWrite allows.
 func (s *Store) committing(ctx context.Context) (context.Context, context.CancelFunc) {
-	return s.bound(context.WithoutCancel(ctx))
+	return s.boundWrite(context.WithoutCancel(ctx))
 }
 
 // redact names the database without the password.
@@ -265,6 +315,7 @@ const (
 	codeSerializationFailure = "40001"
 	codeDeadlock             = "40P01"
 	codeLockNotAvailable     = "55P03"
+	codeQueryCanceled        = "57014"
 	codeDiskFull             = "53100"
 	codeTooManyConnections   = "53300"
 	codeAdminShutdown        = "57P01"
@@ -273,13 +324,14 @@ const (
 )
 
 // retryable reports whether err aborted a transaction that may simply run
-// again.
+// again: a deadlock, a serialization failure, or a wait for locks past
+// the store's Timeout (queueLockTimeout).
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return false
 	}
-	return pe.Code == codeSerializationFailure || pe.Code == codeDeadlock
+	return pe.Code == codeSerializationFailure || pe.Code == codeDeadlock || pe.Code == codeLockNotAvailable || pe.Code == codeQueryCanceled
 }
 
 // mapError turns the server's errors into loom's: a unique violation is a
@@ -298,7 +350,7 @@ func mapError(ctx context.Context, what string, err error) error {
 		switch {
 		case pe.Code == codeUniqueViolation:
 			return fmt.Errorf("%s: %s exists: %w", what, pe.ConstraintName, thread.ErrConflict)
-		case pe.Code == codeSerializationFailure, pe.Code == codeDeadlock, pe.Code == codeLockNotAvailable:
+		case pe.Code == codeSerializationFailure, pe.Code == codeDeadlock, pe.Code == codeLockNotAvailable, pe.Code == codeQueryCanceled:
 			return fmt.Errorf("%s: %s: %w", what, pe.Message, thread.ErrConflict)
 		case strings.HasPrefix(pe.Code, "22"), pe.Code == "54000": // data exception, program limit exceeded
 			return fmt.Errorf("%s: %s: %w", what, pe.Message, thread.ErrInvalid)
