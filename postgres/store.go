@@ -195,22 +195,8 @@ func takeTimeouts(dsn string, o *Options) (string, error) {
 	if !q.Has("connect_timeout") && !q.Has("timeout") {
 		return dsn, nil
 	}
-	for _, p := range []struct {
-		name string
-		dst  *time.Duration
-	}{{"connect_timeout", &o.ConnectTimeout}, {"timeout", &o.Timeout}} {
-		if !q.Has(p.name) {
-			continue
-		}
-		v := q.Get(p.name)
-		d, err := netstore.ParseTimeout(v)
-		if err != nil {
-			return "", fmt.Errorf("postgres: dsn: %s=%q: %v: %w", p.name, v, err, thread.ErrInvalid)
-		}
-		if *p.dst == 0 {
-			*p.dst = d
-		}
-		q.Del(p.name)
+	if err := netstore.TakeTimeouts(q, &o.ConnectTimeout, &o.Timeout); err != nil {
+		return "", fmt.Errorf("postgres: dsn: %v: %w", err, thread.ErrInvalid)
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil

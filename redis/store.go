@@ -228,19 +228,8 @@ func parseURL(rawURL string, o *Options) (conn string, cluster bool, err error) 
 		}
 		o.SweepInterval = d
 	}
-	for _, p := range []struct {
-		name string
-		dst  *time.Duration
-	}{{"connect_timeout", &o.ConnectTimeout}, {"timeout", &o.Timeout}} {
-		if v := q.Get(p.name); v != "" {
-			d, err := netstore.ParseTimeout(v)
-			if err != nil {
-				return "", false, bad(p.name, v, err)
-			}
-			if *p.dst == 0 {
-				*p.dst = d
-			}
-		}
+	if err := netstore.TakeTimeouts(q, &o.ConnectTimeout, &o.Timeout); err != nil {
+		return "", false, fmt.Errorf("redis store url: %v: %w", err, thread.ErrInvalid)
 	}
 	if v := q.Get("cluster"); v != "" {
 		if cluster, err = strconv.ParseBool(v); err != nil {
@@ -248,7 +237,7 @@ func parseURL(rawURL string, o *Options) (conn string, cluster bool, err error) 
 		}
 		o.Cluster = o.Cluster || cluster
 	}
-	for _, k := range []string{"prefix", "ttl", "sweep", "cluster", "connect_timeout", "timeout"} {
+	for _, k := range []string{"prefix", "ttl", "sweep", "cluster"} {
 		q.Del(k)
 	}
 	u.RawQuery = q.Encode()

@@ -9,8 +9,10 @@ package netstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strconv"
 	"syscall"
 	"time"
@@ -25,6 +27,29 @@ const (
 	DefaultConnectTimeout = 5 * time.Second
 	DefaultTimeout        = 10 * time.Second
 )
+
+// TakeTimeouts takes a store URL's deadlines out of its query q: the
+// parameters connect_timeout and timeout (see ParseTimeout), into connect
+// and timeout where they are zero (Options win over the URL). A bad value
+// is an error that names its parameter.
+func TakeTimeouts(q url.Values, connect, timeout *time.Duration) error {
+	for _, p := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"connect_timeout", connect}, {"timeout", timeout}} {
+		if v := q.Get(p.name); v != "" {
+			d, err := ParseTimeout(v)
+			if err != nil {
+				return fmt.Errorf("%s=%q: %v", p.name, v, err)
+			}
+			if *p.dst == 0 {
+				*p.dst = d
+			}
+		}
+		q.Del(p.name)
+	}
+	return nil
+}
 
 // ParseTimeout reads a deadline of a store URL (connect_timeout=,
 // timeout=): a Go duration (5s, 500ms) or a whole number of seconds (5, as

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -68,5 +70,18 @@ func TestOutage(t *testing.T) {
 	}
 	if err := Outage(ctx, "Redis", nil, true, true); err != nil {
 		t.Errorf("no error: %v", err)
+	}
+}
+
+// TestTakeTimeouts: the deadlines leave the query; set values win; a bad
+// one is an error naming its parameter.
+func TestTakeTimeouts(t *testing.T) {
+	q := url.Values{"connect_timeout": {"3"}, "timeout": {"500ms"}, "sslmode": {"disable"}}
+	connect, timeout := time.Duration(0), time.Second
+	if err := TakeTimeouts(q, &connect, &timeout); err != nil || connect != 3*time.Second || timeout != time.Second || q.Encode() != "sslmode=disable" {
+		t.Errorf("%v %v %v %q", connect, timeout, err, q.Encode())
+	}
+	if err := TakeTimeouts(url.Values{"timeout": {"soon"}}, &connect, &timeout); err == nil || !strings.Contains(err.Error(), "timeout=") {
+		t.Errorf("bad timeout: %v", err)
 	}
 }
