@@ -83,9 +83,9 @@ type Options struct {
 	// not answer in time fails the call with thread.ErrUnavailable; the
 	// connection is closed and the pool dials a new one for the next call.
 	// A busy server is not one that does not answer: waiting for a
-	// connection of the pool is not bounded by Timeout, and a write waits
-	// for another's locks up to Timeout before it runs again (see the
-	// package doc, Deadlines and outages).
+	// connection of the pool is not bounded by Timeout, and a write's
+	// statement that waits for others' locks is ended by the server after
+	// Timeout and runs again (see the package doc, Deadlines and outages).
 	// 0 keeps the URL's ?timeout=10s, or DefaultTimeout; negative waits as
 	// long as the call's context allows. A write that timed out may or
 	// may not have been applied: its answer was lost.
@@ -213,20 +213,20 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 }
 
 // queueLockTimeout queues, at the start of a write's transaction, how long
-// its statements may wait for what another writer holds: each wait for a
-// lock up to the store's Timeout (PostgreSQL's lock_timeout) and each
-// statement, its waits included, up to twice that (statement_timeout), for
-// this transaction only. The server then ends a wait that runs out, with
-// SQLSTATE 55P03 or 57014, and answers: the transaction runs again
-// (retry), and the connection is kept. A busy thread is a conflict, not an
-// outage. It reports whether it queued a statement, whose result the
-// caller skips.
+// its statements may take waiting for what other writers hold: each
+// statement, its waits included, up to the store's Timeout
+// (statement_timeout), and each wait for a lock up to half of it
+// (lock_timeout), for this transaction only. The server then ends the
+// statement, with SQLSTATE 57014 or 55P03, and answers: the transaction
+// runs again (retry), and the connection is kept. A busy thread is a
+// conflict, not an outage. It reports whether it queued a statement, whose
+// result the caller skips.
 func (s *Store) queueLockTimeout(q *pgx.Batch) bool {
 	if s.timeout <= 0 {
 		return false
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }
-	q.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`, ms(s.timeout), ms(2*s.timeout))
+	q.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`, ms(s.timeout/2), ms(s.timeout))
 	return true
 }
 
@@ -244,13 +244,13 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 // boundWrite returns ctx bounded for the round trips of a write's
-// transaction: the server may take twice the store's Timeout waiting for
-// locks (queueLockTimeout), and then has Timeout to answer.
+// transaction: the server may take the store's Timeout for a statement
+// waiting for locks (queueLockTimeout), and then has Timeout to answer.
 func (s *Store) boundWrite(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.timeout <= 0 {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeoutCause(ctx, 3*s.timeout, errNoAnswer)
+	return context.WithTimeoutCause(ctx, 2*s.timeout, errNoAnswer)
 }
 
 // committing returns the context of a transaction's last round trip, its
