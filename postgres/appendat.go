@@ -15,8 +15,10 @@ var _ thread.Appender = (*Store)(nil)
 // AppendAt implements thread.Appender, which package thread uses for an
 // append that lost a race on a hot thread. Its transaction first takes the
 // thread's row lock (FOR UPDATE), waiting in PostgreSQL's queue for the
-// row (up to the store's Timeout, then it joins the queue again), so writers racing on one thread take turns in the order they came
-// instead of failing their version check and trying again; then it reads
+// row (for a while: past the store's Timeout it runs again, see
+// queueLockTimeout), so writers racing on one thread take turns in the
+// order they came instead of failing their version check and trying
+// again; then it reads
 // the record and head, has build make the batch on them, and applies it as
 // Apply does, in the same transaction. The caller waits its turn; nobody
 // starves.
