@@ -38,9 +38,10 @@ import (
 // done, so doing it twice is doing it once.
 //
 // Once the intent is durable the batch is committed: if step 3 fails, it
-// is tried again a few times, and if the disk still refuses, Apply returns
-// an error that wraps ErrUnfinished, never a plain failure: the batch will
-// be finished by the next writer, Open or read, and must not be retried.
+// is tried again a few times, and if the disk still refuses, Apply still
+// succeeds (the batch is committed: failing would have it applied twice):
+// readers read through its intent, the store is read-only while the disk
+// is full, and the batch is finished by the next writer, Open or read.
 func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -576,17 +577,26 @@ func (tx *tx) commit() (err error) {
 		}
 	}
 	if err := s.finish(ops); err != nil {
-		return fmt.Errorf("%w (the next write, open or read finishes it): %w", ErrUnfinished, err)
+		s.unfinished(ops, err)
 	}
 	return nil
 }
 
-// ErrUnfinished is returned (wrapped) by Apply when a batch reached its
-// commit point but the disk refused to finish it, even when tried again.
-// The batch IS committed: the next Apply, Open or read of any process
-// finishes it before doing anything else (and a read that cannot fails
-// rather than show half of it). Do not apply the batch again.
-var ErrUnfinished = errors.New("jsonfile: the batch is committed but not yet all written")
+// unfinished keeps a batch that reached its commit point but that the disk
+// refused to finish, even when tried again. The batch IS committed, so
+// Apply succeeds: an error would have its caller apply it again, and the
+// thread hold it twice. Readers read through it (pending), the store is
+// read-only while the disk is full, and the next Apply, Open or read of
+// any process that finds room finishes it; the lock is held.
+func (s *Store) unfinished(ops []intentOp, err error) {
+	if fi, serr := s.intent.Stat(); serr == nil {
+		s.pending.Store(newPending(ops, fi, err))
+	} // else the readers find the intent and try to finish it themselves
+	s.logger().Warn("jsonfile: a committed batch could not be finished: it is read through until the disk lets it be", "dir", s.dir, "err", err)
+	if diskFull(err) {
+		s.markFull(err)
+	}
+}
 
 // errUpper refuses ids that a case-insensitive file system would confuse.
 var errUpper = fmt.Errorf("ids with upper-case letters are refused on a file system that ignores case: %w", thread.ErrInvalid)

@@ -96,10 +96,10 @@
 // step 2 is never readable.
 //
 // A batch whose intent is durable is committed. If step 3 fails (a full
-// disk), the writer tries it again twice; if it still fails, Apply returns
-// an error wrapping ErrUnfinished, which says the batch is committed and
-// must not be retried, and the batch is finished by the next writer, Open
-// or read of any process.
+// disk), the writer tries it again twice; if it still fails, Apply succeeds
+// all the same (it is committed: an error would have the caller apply it
+// again), logs it, the store is read-only while its disk is full, and the
+// batch is finished by the next writer, Open or read of any process.
 //
 // Readers take no lock: every file they read is replaced by a rename, so
 // they see it whole, before or after a write. Each read first checks (one

@@ -118,25 +118,27 @@ func (s *Store) pendingThreads(names []string) []string {
 }
 
 // noteFull turns a write's failure for want of room into
-// thread.ErrStorageFull (unless the batch is committed: ErrUnfinished says
-// so), and logs when the store becomes read-only and writable again.
+// thread.ErrStorageFull, and logs when the store becomes read-only and
+// writable again (not while a committed batch waits for room).
 func (s *Store) noteFull(err error) error {
 	switch {
 	case err == nil:
-		if s.full.Swap(false) {
+		if s.pending.Load() == nil && s.full.Swap(false) {
 			s.logger().Info("jsonfile: there is room on the disk again: the store is writable", "dir", s.dir)
 		}
 		return nil
 	case !diskFull(err):
 		return err
 	}
+	s.markFull(err)
+	return thread.StorageFull(fullReason, err)
+}
+
+// markFull makes the store read-only for want of room, logging it once.
+func (s *Store) markFull(err error) {
 	if !s.full.Swap(true) {
 		s.logger().Warn("jsonfile: the disk is full: the store is read-only until space is freed", "dir", s.dir, "err", err)
 	}
-	if errors.Is(err, ErrUnfinished) {
-		return err
-	}
-	return thread.StorageFull(fullReason, err)
 }
 
 func (s *Store) logger() *slog.Logger {

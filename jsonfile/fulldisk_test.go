@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,8 +66,8 @@ func TestFullDiskUnfinishedBatch(t *testing.T) {
 	b := twoThreads(t, s)
 	full := fullDisk("-b.json")
 	s.testHooks.sync = full
-	if err := s.Apply(ctx, b); !errors.Is(err, ErrUnfinished) {
-		t.Fatalf("apply that cannot be finished: %v, want ErrUnfinished", err)
+	if err := s.Apply(ctx, b); err != nil {
+		t.Fatalf("apply that reached its commit point but cannot be finished: %v, want success", err)
 	}
 	check := func(s *Store, when string) {
 		t.Helper()
@@ -127,4 +128,63 @@ func readOnly(s *Store) error {
 		return ro.ReadOnly()
 	}
 	return errors.New("no ReadOnly method")
+}
+
+// TestFullDiskCommittedWriteAcknowledged: a write that reached its commit
+// point is durable, so the full disk that keeps it from being finished
+// must not make it fail: a client told "failed" would send it again and
+// the thread would hold it twice. The writer is told it succeeded, the
+// thread reads it back once, the store turns read-only (and says so), and
+// once there is room the batch is finished and writes go on.
+func TestFullDiskCommittedWriteAcknowledged(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := openTest(t, dir, nil)
+	db := thread.New(s, nil)
+	th, err := db.Create(ctx, thread.CreateOptions{ID: "a", Messages: []message.Message{message.User("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.testHooks.sync = fullDisk("-a.json") // the thread's file, written after the commit point
+	if _, err := th.Append(ctx, message.User("y")); err != nil {
+		t.Fatalf("append that reached its commit point on a full disk: %v, want success", err)
+	}
+	texts := func(when string) []string {
+		t.Helper()
+		h, err := thread.New(s, nil).Thread(ctx, "a")
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		msgs, err := h.Messages(ctx, thread.ReadOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		var out []string
+		for _, m := range msgs {
+			out = append(out, m.Text())
+		}
+		return out
+	}
+	if got := texts("read while the batch cannot be finished"); !slices.Equal(got, []string{"x", "y"}) {
+		t.Fatalf("messages %q, want x and y once each", got)
+	}
+	if err := readOnly(s); !errors.Is(err, thread.ErrStorageFull) {
+		t.Fatalf("ReadOnly while a committed batch waits for room: %v, want ErrStorageFull", err)
+	}
+	if _, err := db.Create(ctx, thread.CreateOptions{ID: "c"}); !errors.Is(err, thread.ErrStorageFull) {
+		t.Fatalf("write while the batch cannot be finished: %v, want ErrStorageFull", err)
+	}
+	s.testHooks.sync = nil
+	if _, err := th.Append(ctx, message.User("z")); err != nil {
+		t.Fatalf("append once there is room: %v", err)
+	}
+	if got := texts("read once there is room"); !slices.Equal(got, []string{"x", "y", "z"}) {
+		t.Fatalf("messages %q, want x, y, z", got)
+	}
+	if err := readOnly(s); err != nil {
+		t.Fatalf("ReadOnly once there is room: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "intent.json")); err != nil || fi.Size() != 0 {
+		t.Fatalf("the batch was not finished: %v", err)
+	}
 }

@@ -15,8 +15,10 @@ var _ thread.Appender = (*Store)(nil)
 // AppendAt implements thread.Appender, which package thread uses for an
 // append that lost a race on a hot thread. Its transaction first takes the
 // thread's row lock (FOR UPDATE), waiting in PostgreSQL's queue for the
-// row, so writers racing on one thread take turns in the order they came
-// instead of failing their version check and trying again; then it reads
+// row (for a while: past the store's Timeout it runs again, see
+// queueLockTimeout), so writers racing on one thread take turns in the
+// order they came instead of failing their version check and trying
+// again; then it reads
 // the record and head, has build make the batch on them, and applies it as
 // Apply does, in the same transaction. The caller waits its turn; nobody
 // starves.
@@ -31,13 +33,15 @@ func (s *Store) AppendAt(ctx context.Context, id string, build func(r *thread.Re
 // batch of another shape than loom_append's), the first of which waits for
 // the row.
 func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
-	pc, err := s.pool.Acquire(ctx)
+	pc, err := s.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer pc.Release()
 	conn := pc.Conn()
 	defer rollback(ctx, conn)
+	wctx, cancel := s.boundWrite(ctx)
+	defer cancel()
 
 	// The lock, then the read: a read in the locking statement would
 	// join the head commit of the snapshot it started with, not the one
@@ -46,11 +50,12 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 	// committed.
 	var q pgx.Batch
 	q.Queue("BEGIN")
+	lockTimeout := s.queueLockTimeout(&q)
 	q.Queue(`SELECT 1 FROM loom_threads WHERE id = $1 FOR UPDATE`, id)
 	q.Queue(`SELECT `+recordCols+`, coalesce(h.depth, 0), coalesce(h.state_from, '')
 		FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
 		WHERE t.id = $1`, id)
-	br := conn.SendBatch(ctx, &q)
+	br := conn.SendBatch(wctx, &q)
 	var (
 		depth     int64
 		stateFrom string
@@ -58,6 +63,9 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 		r         *thread.Record
 	)
 	_, err = br.Exec()
+	if err == nil && lockTimeout {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		err = br.QueryRow().Scan(&one)
 	}
@@ -110,7 +118,7 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 		}
 		return err
 	}
-	snap, err := s.lock(ctx, conn, b, false)
+	snap, err := s.lock(wctx, conn, b, false)
 	if err != nil {
 		return err
 	}

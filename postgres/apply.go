@@ -57,15 +57,13 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	return s.retry(ctx, "apply", func(ctx context.Context) error { return apply(ctx, b) })
 }
 
-// retry runs a transaction until it is not aborted for a deadlock or a
-// serialization failure, at most Options.Retries more times. Each run gets
-// a context bounded by the store's Timeout for its round trips before
-// COMMIT (see Store.committing for the COMMIT's).
+// retry runs a transaction until it is not aborted for a deadlock, a
+// serialization failure or a lock wait past the store's Timeout, at most
+// Options.Retries more times. ctx is the caller's: each run bounds its own
+// round trips (Store.acquire, Store.boundWrite, Store.committing).
 func (s *Store) retry(ctx context.Context, what string, tx func(ctx context.Context) error) error {
 	for attempt := 0; ; attempt++ {
-		tctx, cancel := s.bound(ctx)
-		err := tx(tctx)
-		cancel()
+		err := tx(ctx)
 		if err == nil || !retryable(err) || s.retries < 0 || attempt >= s.retries {
 			return mapError(ctx, what, err)
 		}
@@ -175,7 +173,7 @@ type threadRow struct {
 
 // apply runs the batch's transaction once.
 func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
-	pc, err := s.pool.Acquire(ctx)
+	pc, err := s.acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -183,7 +181,9 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 	conn := pc.Conn()
 	defer rollback(ctx, conn)
 
-	snap, err := s.lock(ctx, conn, b, true)
+	wctx, cancel := s.boundWrite(ctx)
+	defer cancel()
+	snap, err := s.lock(wctx, conn, b, true)
 	if err != nil {
 		return err
 	}
@@ -215,8 +215,8 @@ func rollback(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
-// lock is the first round trip: BEGIN (unless begin is false: the
-// transaction is open), the locks and the reads.
+// lock is the first round trip: BEGIN and the lock timeout (unless begin
+// is false: the transaction is open), the locks and the reads.
 func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin bool) (*snapshot, error) {
 	var threadIDs, commitIDs, cpThreads, cpNames []string
 	addThread := func(id string) {
@@ -288,8 +288,10 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin
 	commitIDs = slices.Compact(commitIDs)
 
 	var q pgx.Batch
+	lockTimeout := false
 	if begin {
 		q.Queue("BEGIN")
+		lockTimeout = s.queueLockTimeout(&q)
 	}
 	if len(threadIDs) > 0 {
 		q.Queue(`SELECT o_id, o_seq, o_version, o_stale FROM loom_lock_threads($1, $2, $3)`, threadIDs, wantIDs, wantVersions)
@@ -319,6 +321,11 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin
 	br := conn.SendBatch(ctx, &q)
 	defer br.Close()
 	if begin {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	if lockTimeout {
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}

@@ -39,6 +39,16 @@
 // that timed out may or may not have been applied: its answer was lost.
 // The caller's own cancel or deadline is returned as it is.
 //
+// A busy server is not an unavailable one. Waiting for a connection of
+// the pool is bounded by the caller's context only (an idle connection is
+// pinged within timeout, a new one dialed within connect_timeout). Each
+// statement of a write's transaction may take up to timeout with its waits
+// for the locks of other writers (statement_timeout; each wait up to half
+// of it, lock_timeout); the server then ends it and answers, and the
+// transaction runs again (Options.Retries, then thread.ErrConflict), on
+// the same connection. Its round trips therefore have twice timeout to
+// answer.
+//
 // Open creates the schema (tables named loom_*, in the connection's
 // search_path) or migrates it, under an advisory lock so that processes
 // starting together take turns; a database written by a newer loom is

@@ -107,13 +107,14 @@ func appendResult(b *thread.Batch, res string) error {
 }
 
 // applyAppend runs loom_append for b, one statement in a transaction of
-// its own, then queues the notification of its change (Store.notify).
+// its own (with the lock timeout, see queueLockTimeout), then queues the notification of its change (Store.notify).
 func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
 	var q pgx.Batch
+	lockTimeout := s.queueLockTimeout(&q) // the thread's row, which loom_append updates
 	if err := queueAppend(&q, b); err != nil {
 		return err
 	}
-	pc, err := s.pool.Acquire(ctx)
+	pc, err := s.acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,7 +124,12 @@ func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
 	cctx, cancel := s.committing(ctx)
 	defer cancel()
 	br := pc.Conn().SendBatch(cctx, &q)
-	err = br.QueryRow().Scan(&res)
+	if lockTimeout {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&res)
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loomthreads/loom/thread"
 )
@@ -22,23 +23,43 @@ import (
 // query runs the query of one page of a read, bounded by the store's
 // Timeout; closing the rows ends the deadline.
 func (s *Store) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	qctx, cancel := s.bound(ctx)
-	rows, err := s.pool.Query(qctx, sql, args...)
+	pc, err := s.acquire(ctx)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	return &boundRows{Rows: rows, cancel: cancel}, nil
+	qctx, cancel := s.bound(ctx)
+	rows, err := pc.Query(qctx, sql, args...)
+	if err != nil {
+		cancel()
+		pc.Release()
+		return nil, err
+	}
+	return &boundRows{Rows: rows, cancel: cancel, pc: pc}, nil
 }
 
 type boundRows struct {
 	pgx.Rows
 	cancel context.CancelFunc
+	pc     *pgxpool.Conn
 }
 
 func (r *boundRows) Close() {
 	r.Rows.Close()
 	r.cancel()
+	r.pc.Release()
+}
+
+// queryRow runs a query of one row and has scan read it, bounded by the
+// store's Timeout (not the wait for a connection, see acquire).
+func (s *Store) queryRow(ctx context.Context, scan func(pgx.Row) error, sql string, args ...any) error {
+	pc, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer pc.Release()
+	qctx, cancel := s.bound(ctx)
+	defer cancel()
+	return scan(pc.QueryRow(qctx, sql, args...))
 }
 
 // commitCols are the columns scanCommit reads, c being the commit and p its
@@ -81,12 +102,13 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	if !validKey(id) {
 		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
 	}
-	qctx, cancel := s.bound(ctx)
-	defer cancel()
-	row := s.pool.QueryRow(qctx, `SELECT `+commitCols+`
+	var cr commitRow
+	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
+		cr, err = scanCommit(row)
+		return err
+	}, `SELECT `+commitCols+`
 		FROM loom_commits c LEFT JOIN loom_commits p ON p.seq = c.parent
 		WHERE c.id = $1`, id)
-	cr, err := scanCommit(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
 	}
@@ -229,11 +251,13 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	if !validKey(id) {
 		return nil, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}
-	qctx, cancel := s.bound(ctx)
-	defer cancel()
-	r, err := scanRecord(s.pool.QueryRow(qctx, `SELECT `+recordCols+`
+	var r *thread.Record
+	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
+		r, err = scanRecord(row)
+		return err
+	}, `SELECT `+recordCols+`
 		FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
-		WHERE t.id = $1`, id))
+		WHERE t.id = $1`, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}

@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -18,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loomthreads/loom/internal/netstore"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -85,6 +82,10 @@ type Options struct {
 	// if the caller goes away, but not past Timeout). A server that does
 	// not answer in time fails the call with thread.ErrUnavailable; the
 	// connection is closed and the pool dials a new one for the next call.
+	// A busy server is not one that does not answer: waiting for a
+	// connection of the pool is not bounded by Timeout, and a write's
+	// statement that waits for others' locks is ended by the server after
+	// Timeout and runs again (see the package doc, Deadlines and outages).
 	// 0 keeps the URL's ?timeout=10s, or DefaultTimeout; negative waits as
 	// long as the call's context allows. A write that timed out may or
 	// may not have been applied: its answer was lost.
@@ -96,10 +97,11 @@ type Options struct {
 
 // The store's deadlines when neither Options nor the URL set them: a
 // store that does not answer fails a call with thread.ErrUnavailable in
-// seconds, not after the operating system's TCP timeouts (minutes).
+// seconds, not after the operating system's TCP timeouts (minutes). They
+// are every networked store's (package redis too).
 const (
-	DefaultConnectTimeout = 5 * time.Second
-	DefaultTimeout        = 10 * time.Second
+	DefaultConnectTimeout = netstore.DefaultConnectTimeout
+	DefaultTimeout        = netstore.DefaultTimeout
 )
 
 // Open connects to the PostgreSQL database that dsn names, as a URL
@@ -134,6 +136,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.Timeout > 0 && cfg.PingTimeout == 0 {
+		cfg.PingTimeout = o.Timeout // the ping of an idle connection, in acquire
+	}
 	if o.Configure != nil {
 		o.Configure(cfg)
 	}
@@ -142,11 +147,16 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	s := &Store{pool: pool, retries: o.Retries, timeout: max(o.Timeout, 0), noNotify: o.NoNotify}
-	// A server that does not answer fails Open in seconds too; the
-	// migration after this may take as long as it needs.
-	pctx, cancel := s.bound(ctx)
-	err = pool.Ping(pctx)
-	cancel()
+	// A server that does not answer fails Open in seconds too (the first
+	// connection by ConnectTimeout, its ping by Timeout); the migration
+	// after this may take as long as it needs.
+	pc, err := s.acquire(ctx)
+	if err == nil {
+		pctx, cancel := s.bound(ctx)
+		err = pc.Ping(pctx)
+		cancel()
+		pc.Release()
+	}
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", redact(cfg), mapError(ctx, "ping", err))
@@ -185,45 +195,39 @@ func takeTimeouts(dsn string, o *Options) (string, error) {
 	if !q.Has("connect_timeout") && !q.Has("timeout") {
 		return dsn, nil
 	}
-	for _, p := range []struct {
-		name string
-		dst  *time.Duration
-	}{{"connect_timeout", &o.ConnectTimeout}, {"timeout", &o.Timeout}} {
-		if !q.Has(p.name) {
-			continue
-		}
-		v := q.Get(p.name)
-		d, err := parseTimeout(v)
-		if err != nil {
-			return "", fmt.Errorf("postgres: dsn: %s=%q: want a duration such as 5s: %w", p.name, v, thread.ErrInvalid)
-		}
-		if *p.dst == 0 {
-			*p.dst = d
-		}
-		q.Del(p.name)
+	if err := netstore.TakeTimeouts(q, &o.ConnectTimeout, &o.Timeout); err != nil {
+		return "", fmt.Errorf("postgres: dsn: %v: %w", err, thread.ErrInvalid)
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
 
-// parseTimeout reads a duration (5s, 500ms) or a number of seconds (5, as
-// libpq's connect_timeout); 0 means no deadline, returned as -1.
-func parseTimeout(v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		n, nerr := strconv.ParseUint(v, 10, 31)
-		if nerr != nil {
-			return 0, err
-		}
-		d = time.Duration(n) * time.Second
+// acquire takes a connection of the pool. Waiting for one is bounded by
+// ctx, the caller's, and not by the store's Timeout: a pool whose
+// connections are all busy is a busy server, not one that does not answer.
+// One that does not answer still fails the wait in time: the connections
+// in use give up by their round trips' deadlines, a new one by
+// ConnectTimeout, and an idle one is pinged within Timeout (PingTimeout).
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	return s.pool.Acquire(ctx)
+}
+
+// queueLockTimeout queues, at the start of a write's transaction, how long
+// its statements may take waiting for what other writers hold: each
+// statement, its waits included, up to the store's Timeout
+// (statement_timeout), and each wait for a lock up to half of it
+// (lock_timeout), for this transaction only. The server then ends the
+// statement, with SQLSTATE 57014 or 55P03, and answers: the transaction
+// runs again (retry), and the connection is kept. A busy thread is a
+// conflict, not an outage. It reports whether it queued a statement, whose
+// result the caller skips.
+func (s *Store) queueLockTimeout(q *pgx.Batch) bool {
+	if s.timeout <= 0 {
+		return false
 	}
-	if d < 0 {
-		return 0, errors.New("negative")
-	}
-	if d == 0 {
-		d = -1
-	}
-	return d, nil
+	ms := func(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }
+	q.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`, ms(s.timeout/2), ms(s.timeout))
+	return true
 }
 
 // errNoAnswer is the cause of a call's context that the store's Timeout
@@ -239,12 +243,22 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeoutCause(ctx, s.timeout, errNoAnswer)
 }
 
+// boundWrite returns ctx bounded for the round trips of a write's
+// transaction: the server may take the store's Timeout for a statement
+// waiting for locks (queueLockTimeout), and then has Timeout to answer.
+func (s *Store) boundWrite(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, 2*s.timeout, errNoAnswer)
+}
+
 // committing returns the context of a transaction's last round trip, its
 // COMMIT: what was decided is written even if the caller goes away (a
 // cancel then would leave it not knowing whether it stuck), but not for
-// longer than the store's Timeout.
+// longer than boundWrite allows.
 func (s *Store) committing(ctx context.Context) (context.Context, context.CancelFunc) {
-	return s.bound(context.WithoutCancel(ctx))
+	return s.boundWrite(context.WithoutCancel(ctx))
 }
 
 // redact names the database without the password.
@@ -287,6 +301,7 @@ const (
 	codeSerializationFailure = "40001"
 	codeDeadlock             = "40P01"
 	codeLockNotAvailable     = "55P03"
+	codeQueryCanceled        = "57014"
 	codeDiskFull             = "53100"
 	codeTooManyConnections   = "53300"
 	codeAdminShutdown        = "57P01"
@@ -295,13 +310,14 @@ const (
 )
 
 // retryable reports whether err aborted a transaction that may simply run
-// again.
+// again: a deadlock, a serialization failure, or a wait for locks past
+// the store's Timeout (queueLockTimeout).
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return false
 	}
-	return pe.Code == codeSerializationFailure || pe.Code == codeDeadlock
+	return pe.Code == codeSerializationFailure || pe.Code == codeDeadlock || pe.Code == codeLockNotAvailable || pe.Code == codeQueryCanceled
 }
 
 // mapError turns the server's errors into loom's: a unique violation is a
@@ -320,7 +336,7 @@ func mapError(ctx context.Context, what string, err error) error {
 		switch {
 		case pe.Code == codeUniqueViolation:
 			return fmt.Errorf("%s: %s exists: %w", what, pe.ConstraintName, thread.ErrConflict)
-		case pe.Code == codeSerializationFailure, pe.Code == codeDeadlock, pe.Code == codeLockNotAvailable:
+		case pe.Code == codeSerializationFailure, pe.Code == codeDeadlock, pe.Code == codeLockNotAvailable, pe.Code == codeQueryCanceled:
 			return fmt.Errorf("%s: %s: %w", what, pe.Message, thread.ErrConflict)
 		case strings.HasPrefix(pe.Code, "22"), pe.Code == "54000": // data exception, program limit exceeded
 			return fmt.Errorf("%s: %s: %w", what, pe.Message, thread.ErrInvalid)
@@ -332,28 +348,9 @@ func mapError(ctx context.Context, what string, err error) error {
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if ctx.Err() == nil {
-		if reason := unreachable(err); reason != "" {
-			return fmt.Errorf("%s: %w", what, thread.Unavailable(reason, err))
-		}
+	var ce *pgconn.ConnectError
+	if m := netstore.Outage(ctx, "PostgreSQL", err, pgconn.Timeout(err), errors.As(err, &ce) || errors.Is(err, pgconn.ErrConnClosed)); m != nil {
+		return fmt.Errorf("%s: %w", what, m)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// unreachable says why err shows that the server could not be reached or
-// did not answer in time ("" when it does not): the network's errors,
-// a connection the server or the network closed, and the store's own
-// deadline.
-func unreachable(err error) string {
-	var ne net.Error
-	var ce *pgconn.ConnectError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err), errors.As(err, &ne) && ne.Timeout():
-		return "PostgreSQL did not answer in time"
-	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, syscall.EPIPE):
-		return "cannot reach PostgreSQL"
-	}
-	return ""
 }

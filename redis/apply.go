@@ -26,7 +26,7 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if err := validate(b); err != nil {
 		return err
 	}
-	return s.applyRetry(ctx, b, false)
+	return mapError(ctx, s.applyRetry(ctx, b, false))
 }
 
 // applyRetry applies b, once more with families read afresh if a cached

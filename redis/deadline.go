@@ -3,30 +3,27 @@ package redis
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strings"
-	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/loomthreads/loom/internal/netstore"
 	"github.com/loomthreads/loom/thread"
 )
 
 // The store's deadlines when neither Options nor the URL set them: a
 // Redis that does not answer fails a call with thread.ErrUnavailable in
-// seconds. They are PostgreSQL's too (package postgres).
+// seconds. They are every networked store's (package postgres too).
 const (
-	DefaultConnectTimeout = 5 * time.Second
-	DefaultTimeout        = 10 * time.Second
+	DefaultConnectTimeout = netstore.DefaultConnectTimeout
+	DefaultTimeout        = netstore.DefaultTimeout
 )
 
 // deadlines is the hook of a client the store dials: it bounds every
-// command (and pipeline) by the store's timeout, its retries included, and
-// turns the errors of a Redis that cannot be reached, did not answer in
-// time, is loading or is out of memory or disk into thread.ErrUnavailable
-// and thread.ErrStorageFull.
+// command (and pipeline) by the store's timeout, its retries included.
+// The errors of an outage are mapped where the store returns them
+// (mapError), so that a client given in Options.Client has them too.
 type deadlines struct{ timeout time.Duration }
 
 func (deadlines) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -35,12 +32,7 @@ func (d deadlines) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		cctx, cancel := d.bound(ctx)
 		defer cancel()
-		err := next(cctx, cmd)
-		if m := mapError(ctx, err); m != err {
-			cmd.SetErr(m)
-			err = m
-		}
-		return err
+		return next(cctx, cmd)
 	}
 }
 
@@ -48,13 +40,7 @@ func (d deadlines) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		cctx, cancel := d.bound(ctx)
 		defer cancel()
-		err := next(cctx, cmds)
-		for _, cmd := range cmds {
-			if m := mapError(ctx, cmd.Err()); m != cmd.Err() {
-				cmd.SetErr(m)
-			}
-		}
-		return mapError(ctx, err)
+		return next(cctx, cmds)
 	}
 }
 
@@ -65,32 +51,34 @@ func (d deadlines) bound(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, d.timeout)
 }
 
-// mapError turns the errors of an outage into loom's (see deadlines) and
-// leaves the others, and every error once the caller's ctx ended (its own
-// cancel or deadline), as they are.
+// mapError turns the errors of a Redis that cannot be reached, did not
+// answer in time, is loading or is out of memory or disk into
+// thread.ErrUnavailable and thread.ErrStorageFull, and leaves the others,
+// and the network's once the caller's ctx ended (its own cancel or
+// deadline), as they are. Every exported method of the Store returns its
+// errors through it.
 func mapError(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, goredis.Nil) || errors.Is(err, thread.ErrUnavailable) || errors.Is(err, thread.ErrStorageFull) {
 		return err
 	}
+	var re goredis.Error
 	switch {
 	case goredis.IsOOMError(err):
 		return thread.StorageFull("Redis is out of memory", err)
-	case strings.HasPrefix(err.Error(), "MISCONF "):
+	case errors.As(err, &re) && strings.HasPrefix(re.Error(), "MISCONF "):
 		return thread.StorageFull("Redis cannot write to its disk", err)
 	case goredis.IsLoadingError(err), goredis.IsReadOnlyError(err), goredis.IsClusterDownError(err),
 		goredis.IsMasterDownError(err), goredis.IsMaxClientsError(err), goredis.IsTryAgainError(err):
 		return thread.Unavailable("Redis is not accepting commands", err)
 	}
-	if ctx.Err() != nil {
-		return err
-	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout(), errors.Is(err, goredis.ErrPoolTimeout):
-		return thread.Unavailable("Redis did not answer in time", err)
-	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
-		return thread.Unavailable("cannot reach Redis", err)
+	if m := netstore.Outage(ctx, "Redis", err, errors.Is(err, goredis.ErrPoolTimeout), false); m != nil {
+		return m
 	}
 	return err
+}
+
+// mapYield returns yield with its errors mapped by mapError, for the
+// Store's iterators.
+func mapYield[T any](ctx context.Context, yield func(T, error) bool) func(T, error) bool {
+	return func(v T, err error) bool { return yield(v, mapError(ctx, err)) }
 }

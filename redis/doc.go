@@ -43,7 +43,7 @@
 // thread.ErrStorageFull. The client reconnects by itself: the Store serves
 // again as soon as Redis does. A write that timed out may or may not have
 // been applied: its answer was lost. A client given in Options.Client keeps
-// its own timeouts and errors.
+// its own timeouts; its errors are mapped the same way.
 //
 // # Layout
 //

@@ -68,7 +68,7 @@ func (s *Store) Watch(ctx context.Context, fn func([]thread.Change)) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("redis: watch: %w", err)
+		return fmt.Errorf("redis: watch: %w", mapError(ctx, err))
 	}
 	// The client waits for room in ch rather than drop a notice; Redis
 	// cuts a connection that falls too far behind instead, which is a gap.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/loomthreads/loom/internal/faultproxy"
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/redis"
@@ -30,6 +32,28 @@ func TestOutages(t *testing.T) {
 	q.Set("timeout", deadline.String())
 	u.RawQuery = q.Encode()
 	faultproxy.Outages(t, open(t, u.String(), nil), p, "Redis", 20*deadline)
+}
+
+// TestOutagesOwnClient: a store given its own client (Options.Client),
+// whose deadlines are the client's, maps an outage as a store that dials
+// its client does: thread.ErrUnavailable naming Redis, not the driver's
+// error (which a client would be answered 500 internal for).
+func TestOutagesOwnClient(t *testing.T) {
+	const deadline = 500 * time.Millisecond
+	u, err := url.Parse(testserver.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := faultproxy.Start(t, u.Host)
+	u.Host = p.Addr()
+	ro, err := goredis.ParseURL(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = deadline, deadline, deadline
+	c := goredis.NewClient(ro)
+	t.Cleanup(func() { c.Close() })
+	faultproxy.Outages(t, open(t, "", &redis.Options{Client: c}), p, "Redis", 20*deadline)
 }
 
 // TestDeadlineURL: the store's deadlines come from Options, else the URL

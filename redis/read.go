@@ -16,7 +16,8 @@ import (
 )
 
 // Commit implements thread.Store.
-func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
+func (s *Store) Commit(ctx context.Context, id string) (c *thread.Commit, err error) {
+	defer func() { err = mapError(ctx, err) }()
 	if !ids.Valid(id) {
 		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
 	}
@@ -46,6 +47,7 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 // server and returns up to a page of commits per round trip.
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
 	return func(yield func(*thread.Commit, error) bool) {
+		yield = mapYield(ctx, yield)
 		if !ids.Valid(id) {
 			yield(nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound))
 			return
@@ -138,7 +140,7 @@ func (s *Store) expired(exp int64) bool { return exp != 0 && exp <= micros(s.now
 func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	r, _, exp, err := s.record(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, mapError(ctx, err)
 	}
 	if s.expired(exp) {
 		return nil, fmt.Errorf("thread %q expired: %w", id, thread.ErrNotFound)
@@ -151,6 +153,7 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 // records by kind and labels on the client.
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
+		yield = mapYield(ctx, yield)
 		key := s.allKey()
 		if !opts.AllTenants {
 			key = s.tenantKey(opts.Tenant)
@@ -303,6 +306,7 @@ func (s *Store) records(ctx context.Context, idList []string) ([]*thread.Record,
 // History implements thread.Store. An expired thread is not found.
 func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
 	return func(yield func(thread.HistoryEntry, error) bool) {
+		yield = mapYield(ctx, yield)
 		notFound := fmt.Errorf("thread %q: %w", clip(th), thread.ErrNotFound)
 		if !ids.ValidKey(th) {
 			yield(thread.HistoryEntry{}, notFound)
@@ -365,6 +369,7 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 // Checkpoints implements thread.Store. An expired thread is not found.
 func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
+		yield = mapYield(ctx, yield)
 		notFound := fmt.Errorf("thread %q: %w", clip(th), thread.ErrNotFound)
 		if !ids.ValidKey(th) {
 			yield(thread.Checkpoint{}, notFound)

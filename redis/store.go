@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/internal/netstore"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -60,8 +61,8 @@ type Options struct {
 	Timeout time.Duration
 	// Client, when not nil, is used instead of dialing the URL; Close then
 	// leaves it open. The store does not change it: its own timeouts
-	// apply, and its errors are returned as they are (ConnectTimeout and
-	// Timeout are for the clients the store dials).
+	// apply (ConnectTimeout and Timeout are for the clients the store
+	// dials), and its errors of an outage are mapped as a dialed one's.
 	Client goredis.UniversalClient
 	// Logger receives the sweeper's errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -151,7 +152,7 @@ func Open(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.closeConn()
-		return nil, err
+		return nil, mapError(ctx, err)
 	}
 	if s.ttl > 0 && o.SweepInterval >= 0 {
 		every := o.SweepInterval
@@ -227,29 +228,8 @@ func parseURL(rawURL string, o *Options) (conn string, cluster bool, err error) 
 		}
 		o.SweepInterval = d
 	}
-	for _, p := range []struct {
-		name string
-		dst  *time.Duration
-	}{{"connect_timeout", &o.ConnectTimeout}, {"timeout", &o.Timeout}} {
-		if v := q.Get(p.name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				n, nerr := strconv.ParseUint(v, 10, 31)
-				if nerr != nil {
-					return "", false, bad(p.name, v, errors.New("want a duration such as 5s"))
-				}
-				d = time.Duration(n) * time.Second
-			}
-			if d < 0 {
-				return "", false, bad(p.name, v, errors.New("want a positive duration"))
-			}
-			if d == 0 {
-				d = -1 // no deadline
-			}
-			if *p.dst == 0 {
-				*p.dst = d
-			}
-		}
+	if err := netstore.TakeTimeouts(q, &o.ConnectTimeout, &o.Timeout); err != nil {
+		return "", false, fmt.Errorf("redis store url: %v: %w", err, thread.ErrInvalid)
 	}
 	if v := q.Get("cluster"); v != "" {
 		if cluster, err = strconv.ParseBool(v); err != nil {
@@ -257,7 +237,7 @@ func parseURL(rawURL string, o *Options) (conn string, cluster bool, err error) 
 		}
 		o.Cluster = o.Cluster || cluster
 	}
-	for _, k := range []string{"prefix", "ttl", "sweep", "cluster", "connect_timeout", "timeout"} {
+	for _, k := range []string{"prefix", "ttl", "sweep", "cluster"} {
 		q.Del(k)
 	}
 	u.RawQuery = q.Encode()

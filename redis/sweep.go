@@ -24,7 +24,8 @@ return 0
 // again under the id meanwhile is kept), and
 // returns how many it deleted. The background sweeper calls it every
 // Options.SweepInterval; a store without a TTL has nothing to sweep.
-func (s *Store) Sweep(ctx context.Context) (int, error) {
+func (s *Store) Sweep(ctx context.Context) (n int, err error) {
+	defer func() { err = mapError(ctx, err) }()
 	deleted := 0
 	for range 64 { // bounded: a thread that keeps moving waits for the next sweep
 		now := micros(s.now())
