@@ -2,9 +2,11 @@ package mcpserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +100,76 @@ func TestStdioRefusesTextThatIsNotUTF8(t *testing.T) {
 	th, err := db.Thread(t.Context(), "fine")
 	if err != nil || th.Record().Title != "café" {
 		t.Fatalf("the good call's thread: %v", err)
+	}
+}
+
+// TestStdioSessionLeavesTheRestOfItsInput: when a session over IOTransport
+// ends (here the SDK ends it on a line that is no JSON), nothing of the
+// transport goes on reading r: no goroutine is left behind, however many
+// sessions ran, and the line after the session's last is neither consumed
+// nor answered but left in r for whoever reads it next.
+func TestStdioSessionLeavesTheRestOfItsInput(t *testing.T) {
+	db := newDB(t)
+	session := func() (clientW *io.PipeWriter, serverR *io.PipeReader, answers *syncWriter) {
+		t.Helper()
+		serverR, clientW = io.Pipe()
+		answers = &syncWriter{w: new(bytes.Buffer)}
+		done := make(chan error, 1)
+		go func() { done <- Serve(t.Context(), db, nil, IOTransport(serverR, answers)) }()
+		io.WriteString(clientW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`+"\n")
+		io.WriteString(clientW, "no JSON at all\n")
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the session did not end on a line that is no JSON")
+		}
+		return clientW, serverR, answers
+	}
+	before := runtime.NumGoroutine()
+	for range 20 {
+		// r stays open, as stdin does after a session.
+		clientW, serverR, _ := session()
+		t.Cleanup(func() {
+			clientW.Close()
+			serverR.Close()
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines before 20 sessions, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+
+	clientW, serverR, answers := session()
+	defer clientW.Close()
+	defer serverR.Close()
+	next := "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":{\"x\":\"caf\xe9\"}}\n"
+	written := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(clientW, next)
+		written <- err
+	}()
+	read := make(chan string, 1)
+	go func() {
+		got, _ := bufio.NewReader(serverR).ReadString('\n')
+		read <- got
+	}()
+	select {
+	case got := <-read:
+		if got != next {
+			t.Fatalf("the next line, read from r after the session: %q; want it whole", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next line was consumed: reading r after the session got nothing")
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(answers.String(), `"id":9`) {
+		t.Fatalf("the ended session answered the next line: %s", answers)
 	}
 }
