@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -27,18 +28,34 @@ import (
 // goroutine, so a session that ends stops reading r, and what follows its
 // last message stays in r (less what the reads had buffered) for whoever
 // reads it next. A session closed while the SDK waits on r (its context
-// ended) leaves that read waiting, as mcp.IOTransport does; close r to end it.
+// ended) ends that read at once when r takes a read deadline (an *os.File
+// pipe, a net.Conn: the deadline is lifted again after); otherwise the
+// read waits for r's next line, as with mcp.IOTransport, and drops it
+// unanswered.
 func IOTransport(r io.Reader, w io.Writer) mcp.Transport {
 	out := &lockedWriter{w: w}
-	return &mcp.IOTransport{Reader: &lineGuard{br: bufio.NewReaderSize(r, 64<<10), out: out}, Writer: out}
+	return &mcp.IOTransport{Reader: &lineGuard{r: r, br: bufio.NewReaderSize(r, 64<<10), out: out}, Writer: out}
+}
+
+// deadliner is a reader whose blocked read a deadline ends: *os.File (a
+// pipe, not a terminal or a blocking stdin), net.Conn.
+type deadliner interface {
+	SetReadDeadline(time.Time) error
 }
 
 // lineGuard reads r a line at a time, passing on the lines that pass the
 // checks and answering the others on out, until r ends. Close does not
 // close r.
 type lineGuard struct {
+	r   io.Reader
 	br  *bufio.Reader
 	out io.Writer
+	// mu guards closed, set by Close, after which a read returns io.EOF
+	// and answers nothing; reading, set while a read waits on r; and
+	// deadline, set when Close gave r a deadline to end that read, which
+	// the read lifts when it ends.
+	mu                        sync.Mutex
+	closed, reading, deadline bool
 	// line holds the bytes of the line being read; pending is what of
 	// the lines that passed is not read yet.
 	line, pending []byte
@@ -50,8 +67,14 @@ type lineGuard struct {
 
 // Read implements io.Reader.
 func (g *lineGuard) Read(p []byte) (int, error) {
+	if !g.begin() {
+		return 0, io.EOF
+	}
 	for len(g.pending) == 0 && g.err == nil {
 		g.next()
+	}
+	if g.end() {
+		g.pending, g.err = nil, io.EOF
 	}
 	if len(g.pending) > 0 {
 		n := copy(p, g.pending)
@@ -59,6 +82,34 @@ func (g *lineGuard) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return 0, g.err
+}
+
+// begin starts a read; it reports false after Close.
+func (g *lineGuard) begin() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reading = !g.closed
+	return g.reading
+}
+
+// end ends a read, lifting the deadline Close gave r; it reports whether
+// Close was called.
+func (g *lineGuard) end() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deadline {
+		g.r.(deadliner).SetReadDeadline(time.Time{})
+		g.deadline = false
+	}
+	g.reading = false
+	return g.closed
+}
+
+// isClosed reports whether Close was called.
+func (g *lineGuard) isClosed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
 }
 
 // next reads r up to the end of a line, or of a piece of a line over the
@@ -84,6 +135,10 @@ func (g *lineGuard) next() {
 		}
 		if len(bytes.TrimSpace(g.line)) > 0 {
 			if answer := checkLine(g.line); answer != nil {
+				if g.isClosed() {
+					g.err = io.EOF
+					return
+				}
 				if answer.id != nil || !isNotification(g.line) {
 					g.out.Write(answer.encode())
 				}
@@ -99,8 +154,17 @@ func (g *lineGuard) next() {
 	}
 }
 
-// Close implements io.Closer; it does not close r.
-func (g *lineGuard) Close() error { return nil }
+// Close implements io.Closer: it ends a read of r that waits, when r takes
+// a deadline; it does not close r.
+func (g *lineGuard) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	if d, ok := g.r.(deadliner); ok && g.reading && !g.deadline {
+		g.deadline = d.SetReadDeadline(time.Now()) == nil
+	}
+	return nil
+}
 
 // checkLine returns the answer to a line that is not UTF-8 or nests too
 // deeply, or nil.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -110,9 +111,12 @@ func TestStdioRefusesTextThatIsNotUTF8(t *testing.T) {
 // nor answered but left in r for whoever reads it next.
 func TestStdioSessionLeavesTheRestOfItsInput(t *testing.T) {
 	db := newDB(t)
-	session := func() (clientW *io.PipeWriter, serverR *io.PipeReader, answers *syncWriter) {
+	session := func() (clientW, serverR *os.File, answers *syncWriter) {
 		t.Helper()
-		serverR, clientW = io.Pipe()
+		serverR, clientW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		answers = &syncWriter{w: new(bytes.Buffer)}
 		done := make(chan error, 1)
 		go func() { done <- Serve(t.Context(), db, nil, IOTransport(serverR, answers)) }()
@@ -168,6 +172,69 @@ func TestStdioSessionLeavesTheRestOfItsInput(t *testing.T) {
 	}
 	if err := <-written; err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(answers.String(), `"id":9`) {
+		t.Fatalf("the ended session answered the next line: %s", answers)
+	}
+}
+
+// TestStdioSessionClosedWhileReading: a session whose context ends while
+// the SDK waits for the next line of r stops reading r, when r can be
+// given a deadline (an *os.File pipe, a net.Conn): no goroutine is left
+// waiting on r, the deadline is lifted again, and the next line, even one
+// the checks refuse, is neither read nor answered but left in r.
+func TestStdioSessionClosedWhileReading(t *testing.T) {
+	db := newDB(t)
+	type pipes struct{ serverR, clientW *os.File }
+	session := func() (pipes, *syncWriter) {
+		t.Helper()
+		serverR, clientW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			serverR.Close()
+			clientW.Close()
+		})
+		answers := &syncWriter{w: new(bytes.Buffer)}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- Serve(ctx, db, nil, IOTransport(serverR, answers)) }()
+		io.WriteString(clientW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`+"\n")
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(answers.String(), `"id":1`); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no answer to initialize")
+			}
+		}
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return when its context ended")
+		}
+		return pipes{serverR, clientW}, answers
+	}
+	before := runtime.NumGoroutine()
+	for range 20 {
+		session()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines before 20 sessions, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+
+	p, answers := session()
+	next := "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":{\"x\":\"caf\xe9\"}}\n"
+	if _, err := io.WriteString(p.clientW, next); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bufio.NewReader(p.serverR).ReadString('\n')
+	if err != nil || got != next {
+		t.Fatalf("the next line, read from r after the session: %q, %v; want it whole", got, err)
 	}
 	if strings.Contains(answers.String(), `"id":9`) {
 		t.Fatalf("the ended session answered the next line: %s", answers)
