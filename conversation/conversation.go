@@ -161,6 +161,9 @@ type Conversation struct {
 	quit      chan struct{}
 	closeOnce sync.Once
 	ended     chan struct{}
+	// suspendOnce puts away what the ended loop owned, once however many
+	// Suspends overlap (see Suspend).
+	suspendOnce sync.Once
 
 	// Owned by the event loop.
 	th        *thread.Thread
@@ -395,17 +398,20 @@ func (c *Conversation) Suspend() {
 	})
 	c.closeOnce.Do(func() { close(c.quit) })
 	<-c.ended
-	// The loop has ended: what it owned is this goroutine's now. What the
-	// stream and the tools post after this is never handled.
-	c.agent.Abort()
-	if r := c.tools_; r != nil {
-		r.cancel()
-		r.wg.Wait()
-	}
-	for _, k := range c.children {
-		k.Suspend()
-	}
-	c.endTurn(true, nil)
+	// The loop has ended: what it owned belongs to the first Suspend now
+	// (the others wait for it to finish). What the stream and the tools
+	// post after this is never handled.
+	c.suspendOnce.Do(func() {
+		c.agent.Abort()
+		if r := c.tools_; r != nil {
+			r.cancel()
+			r.wg.Wait()
+		}
+		for _, k := range c.children {
+			k.Suspend()
+		}
+		c.endTurn(true, nil)
+	})
 }
 
 // ID returns the id of the conversation's thread.

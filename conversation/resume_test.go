@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -224,5 +226,42 @@ func TestSuspendLeavesTheTurnInFlight(t *testing.T) {
 	idle(t, c)
 	if got, want := savedTexts(t, db, "tools"), []string{"user: go", "assistant:  call slow({})", "tool:  result done", "assistant: all done"}; !slices.Equal(got, want) {
 		t.Fatalf("saved %q, want %q", got, want)
+	}
+}
+
+// Suspend may be called more than once, and with Close, at the same time
+// (a server that shuts down while a client closes the conversation): each
+// returns once it is suspended, and what the ended loop owned — the turn's
+// span, the tools — is put away once (run with -race).
+func TestSuspendOverlapsSuspendAndClose(t *testing.T) {
+	tp, exp, db := traced(t)
+	started := make(chan struct{}, 1)
+	slow := agent.MustFunc("slow", "Take your time.", func(ctx context.Context, _ struct{}) (string, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	c, err := New(t.Context(), db, Options{Client: scripted.New(scripted.Calls(message.FunctionCall{CallID: "s1", Name: "slow", Arguments: `{}`})),
+		ID: "overlap", Tools: []agent.Tool{slow}, TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send("go"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	var wg sync.WaitGroup
+	wg.Go(c.Suspend)
+	wg.Go(c.Suspend)
+	wg.Go(func() { c.Close() })
+	wg.Wait()
+	turns := 0
+	for _, s := range exp.GetSpans() {
+		if strings.HasPrefix(s.Name, "invoke_agent") {
+			turns++
+		}
+	}
+	if turns != 1 {
+		t.Fatalf("%d turn spans ended, want 1", turns)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
@@ -206,34 +205,38 @@ func TestConversationResumesAfterTheServerCloses(t *testing.T) {
 	gate := make(chan struct{}, 10)
 	first := scripted.New(scripted.Step{Chunks: []agent.Update{{Text: "half "}, {Text: "an answer"}}, Text: "half an answer", Gate: gate})
 	s := newServer(t, Options{DB: db, Chat: first, Keys: twoTenants(t)})
+	ts := httptest.NewServer(s)
 	must(t, s, req{method: "POST", path: "/v1/conversations", key: keyA, body: map[string]any{"id": "cv1"}}, 201, nil)
+	evs, stop := streamEvents(t, ts.URL+"/v1/conversations/cv1/events", keyA, "")
+	nextEvent(t, evs, "state")
 	must(t, s, req{method: "POST", path: "/v1/conversations/cv1/commands", key: keyA, body: map[string]any{"command": "send", "text": "where was I?"}}, 200, nil)
 	gate <- struct{}{}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		var got conversationJSON
-		must(t, s, req{method: "GET", path: "/v1/conversations/cv1", key: keyA}, 200, &got)
-		if got.Partial != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the answer never streamed")
-		}
+	if ev := nextEvent(t, evs, "content"); ev.Partial == "" {
+		t.Fatalf("content event %+v", ev)
 	}
 	s.Close()
+	stop()
+	ts.Close()
 
-	again := scripted.New(scripted.Text("the answer"))
+	// The next server's model answers once the test has its events.
+	gate2 := make(chan struct{}, 2)
+	again := scripted.New(scripted.Step{Chunks: []agent.Update{{Text: "the answer"}}, Text: "the answer", Gate: gate2})
 	s2 := newServer(t, Options{DB: db, Chat: again, Keys: twoTenants(t)})
 	defer s2.Close()
-	var got conversationJSON
-	must(t, s2, req{method: "GET", path: "/v1/conversations/cv1", key: keyA}, 200, &got)
-	want := []string{"user: where was I?", "assistant: the answer"}
-	for deadline := time.Now().Add(10 * time.Second); !slices.Equal(savedMessages(t, db, "cv1"), want); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("saved %q, want %q; the conversation is %+v", savedMessages(t, db, "cv1"), want, got)
-		}
+	ts2 := httptest.NewServer(s2)
+	defer ts2.Close()
+	evs, stop = streamEvents(t, ts2.URL+"/v1/conversations/cv1/events", keyA, "")
+	defer stop()
+	nextEvent(t, evs, "state")
+	gate2 <- struct{}{} // its one update
+	gate2 <- struct{}{} // its end
+	if ev := nextEvent(t, evs, "stopped"); ev.Status != (conversation.Status{Kind: conversation.Stopped, Reason: conversation.EndTurn}) {
+		t.Fatalf("after the restart: %+v", ev)
 	}
-	must(t, s2, req{method: "GET", path: "/v1/conversations/cv1", key: keyA}, 200, &got)
-	if got.Status != (conversation.Status{Kind: conversation.Stopped, Reason: conversation.EndTurn}) || len(again.Requests()) != 1 {
-		t.Fatalf("after the restart: %+v, %d requests", got, len(again.Requests()))
+	if got, want := savedMessages(t, db, "cv1"), []string{"user: where was I?", "assistant: the answer"}; !slices.Equal(got, want) {
+		t.Fatalf("saved %q, want %q", got, want)
+	}
+	if n := len(again.Requests()); n != 1 {
+		t.Fatalf("the model was asked %d times after the restart, want 1", n)
 	}
 }

@@ -123,15 +123,11 @@ func TestConversationRoutes(t *testing.T) {
 	}
 	fevs, fstop := streamEvents(t, ts.URL+"/v1/conversations/"+forked.Fork+"/events", keyA, "")
 	defer fstop()
-	nextEvent(t, fevs, "state")
-	for {
-		w = must(t, s, req{method: "GET", path: "/v1/conversations/" + forked.Fork, key: keyA}, 200, nil)
-		json.Unmarshal(w.Body.Bytes(), &got)
-		if got.Status.Kind != conversation.Streaming {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	if ev := nextEvent(t, fevs, "state"); ev.Status.Kind == conversation.Streaming {
+		nextEvent(t, fevs, "stopped")
 	}
+	w = must(t, s, req{method: "GET", path: "/v1/conversations/" + forked.Fork, key: keyA}, 200, nil)
+	json.Unmarshal(w.Body.Bytes(), &got)
 	if last := got.Messages[len(got.Messages)-1]; last.Text() != "forked answer" || got.Messages[len(got.Messages)-2].Text() != "another way" {
 		t.Fatalf("the fork: %s", w.Body)
 	}

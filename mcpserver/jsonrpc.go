@@ -24,6 +24,10 @@ const (
 	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
 	codeInternal       = -32603
+	// codeServerError is JSON-RPC's first implementation-defined server
+	// error: an outage of loom's (503 "unavailable", 507
+	// "insufficient_storage"), whose message starts with that code.
+	codeServerError = -32000
 )
 
 // maxBodyDepth bounds how deeply the JSON of one request may nest: the
@@ -364,8 +368,10 @@ func syntaxError(err error) string {
 // authentication and body limit of the HTTP API), so that its error
 // answers are JSON-RPC errors as well: the same status and headers (a
 // 401's WWW-Authenticate, say), an application/json body of one JSON-RPC
-// error object with the answer's message (-32603 and no detail for a 5xx,
-// -32600 otherwise). Answers that are JSON-RPC already pass unchanged.
+// error object with the answer's message (-32600 for a 4xx; for a 503 or
+// 507 of loom's, an outage a client may retry, -32000 with loom's code and
+// message, "unavailable: the store is unavailable"; -32603 and no detail
+// for another 5xx). Answers that are JSON-RPC already pass unchanged.
 func JSONRPCErrors(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rw := &rpcWriter{ResponseWriter: w}
@@ -422,6 +428,7 @@ func (w *rpcWriter) finish() {
 	var probe struct {
 		JSONRPC string `json:"jsonrpc"`
 		Error   struct {
+			Code    any    `json:"code"` // loom's is a string, JSON-RPC's a number
 			Message string `json:"message"`
 		} `json:"error"`
 	}
@@ -432,7 +439,12 @@ func (w *rpcWriter) finish() {
 		return
 	}
 	e := &rpcError{status: status, code: codeInvalidRequest}
+	loomCode, _ := probe.Error.Code.(string)
 	switch {
+	case (status == http.StatusServiceUnavailable || status == http.StatusInsufficientStorage) && isJSON && loomCode != "":
+		// An outage (the store down or full), which a client may retry:
+		// loom's code and message, as a tool error says them.
+		e.code, e.message = codeServerError, loomCode+": "+probe.Error.Message
 	case status >= 500:
 		e.code, e.message = codeInternal, "internal error: the server failed; the error is in its log"
 	case status == http.StatusMethodNotAllowed:

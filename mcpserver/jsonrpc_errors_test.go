@@ -258,3 +258,37 @@ func TestJSONRPCErrorsWrapsTheMiddleware(t *testing.T) {
 		t.Fatalf("ping through both: %d %s", a.status, a.raw)
 	}
 }
+
+// TestJSONRPCErrorsKeepsOutages: a 503 or 507 of the middleware (its store
+// down, or its disk full) reaches an MCP client as a JSON-RPC server error
+// that keeps loom's code and message, as a tool error would say them, and
+// the status and Retry-After: a client can tell an outage to retry from a
+// failure of the server.
+func TestJSONRPCErrorsKeepsOutages(t *testing.T) {
+	for _, c := range []struct {
+		status     int
+		code, msg  string
+		retryAfter string
+	}{
+		{http.StatusServiceUnavailable, "unavailable", "the store is unavailable", "5"},
+		{http.StatusInsufficientStorage, "insufficient_storage", "the store is out of space", ""},
+	} {
+		outage := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c.retryAfter != "" {
+				w.Header().Set("Retry-After", c.retryAfter)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(c.status)
+			json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": c.code, "message": c.msg}})
+		})
+		srv := httptest.NewServer(JSONRPCErrors(outage))
+		a := rpc(t, srv.URL, "POST", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+		srv.Close()
+		if a.status != c.status || a.ctype != "application/json" || a.msg.Error == nil ||
+			a.msg.Error.Code != codeServerError || a.msg.Error.Message != c.code+": "+c.msg ||
+			a.header.Get("Retry-After") != c.retryAfter {
+			t.Errorf("%d: %d %s Retry-After %q %s; want a %d error %q", c.status, a.status, a.ctype,
+				a.header.Get("Retry-After"), a.raw, codeServerError, c.code+": "+c.msg)
+		}
+	}
+}

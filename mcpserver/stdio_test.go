@@ -2,9 +2,12 @@ package mcpserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +101,142 @@ func TestStdioRefusesTextThatIsNotUTF8(t *testing.T) {
 	th, err := db.Thread(t.Context(), "fine")
 	if err != nil || th.Record().Title != "café" {
 		t.Fatalf("the good call's thread: %v", err)
+	}
+}
+
+// TestStdioSessionLeavesTheRestOfItsInput: when a session over IOTransport
+// ends (here the SDK ends it on a line that is no JSON), nothing of the
+// transport goes on reading r: no goroutine is left behind, however many
+// sessions ran, and the line after the session's last is neither consumed
+// nor answered but left in r for whoever reads it next.
+func TestStdioSessionLeavesTheRestOfItsInput(t *testing.T) {
+	db := newDB(t)
+	session := func() (clientW, serverR *os.File, answers *syncWriter) {
+		t.Helper()
+		serverR, clientW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = &syncWriter{w: new(bytes.Buffer)}
+		done := make(chan error, 1)
+		go func() { done <- Serve(t.Context(), db, nil, IOTransport(serverR, answers)) }()
+		io.WriteString(clientW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`+"\n")
+		io.WriteString(clientW, "no JSON at all\n")
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the session did not end on a line that is no JSON")
+		}
+		return clientW, serverR, answers
+	}
+	before := runtime.NumGoroutine()
+	for range 20 {
+		// r stays open, as stdin does after a session.
+		clientW, serverR, _ := session()
+		t.Cleanup(func() {
+			clientW.Close()
+			serverR.Close()
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines before 20 sessions, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+
+	clientW, serverR, answers := session()
+	defer clientW.Close()
+	defer serverR.Close()
+	next := "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":{\"x\":\"caf\xe9\"}}\n"
+	written := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(clientW, next)
+		written <- err
+	}()
+	read := make(chan string, 1)
+	go func() {
+		got, _ := bufio.NewReader(serverR).ReadString('\n')
+		read <- got
+	}()
+	select {
+	case got := <-read:
+		if got != next {
+			t.Fatalf("the next line, read from r after the session: %q; want it whole", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next line was consumed: reading r after the session got nothing")
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(answers.String(), `"id":9`) {
+		t.Fatalf("the ended session answered the next line: %s", answers)
+	}
+}
+
+// TestStdioSessionClosedWhileReading: a session whose context ends while
+// the SDK waits for the next line of r stops reading r, when r can be
+// given a deadline (an *os.File pipe, a net.Conn): no goroutine is left
+// waiting on r, the deadline is lifted again, and the next line, even one
+// the checks refuse, is neither read nor answered but left in r.
+func TestStdioSessionClosedWhileReading(t *testing.T) {
+	db := newDB(t)
+	type pipes struct{ serverR, clientW *os.File }
+	session := func() (pipes, *syncWriter) {
+		t.Helper()
+		serverR, clientW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			serverR.Close()
+			clientW.Close()
+		})
+		answers := &syncWriter{w: new(bytes.Buffer)}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- Serve(ctx, db, nil, IOTransport(serverR, answers)) }()
+		io.WriteString(clientW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`+"\n")
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(answers.String(), `"id":1`); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no answer to initialize")
+			}
+		}
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return when its context ended")
+		}
+		return pipes{serverR, clientW}, answers
+	}
+	before := runtime.NumGoroutine()
+	for range 20 {
+		session()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines before 20 sessions, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+
+	p, answers := session()
+	next := "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":{\"x\":\"caf\xe9\"}}\n"
+	if _, err := io.WriteString(p.clientW, next); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bufio.NewReader(p.serverR).ReadString('\n')
+	if err != nil || got != next {
+		t.Fatalf("the next line, read from r after the session: %q, %v; want it whole", got, err)
+	}
+	if strings.Contains(answers.String(), `"id":9`) {
+		t.Fatalf("the ended session answered the next line: %s", answers)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ type slowModel struct {
 	asked []string // the last message's text of each request
 	// streaming gets a value when a hung request has streamed its words.
 	streaming chan struct{}
+	// gate (guarded by mu), when not nil, holds back the answer of a request that does
+	// not hang until it gets a value.
+	gate chan struct{}
 }
 
 const slowAnswer = "the answer, again"
@@ -52,7 +56,7 @@ func newSlowModel(t *testing.T, hang ...int) *slowModel {
 		}
 		m.mu.Lock()
 		m.asked = append(m.asked, last)
-		n := len(m.asked)
+		n, gate := len(m.asked), m.gate
 		m.mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
 		chunk := func(delta, finish string) {
@@ -70,6 +74,13 @@ func newSlowModel(t *testing.T, hang ...int) *slowModel {
 			m.streaming <- struct{}{}
 			<-r.Context().Done()
 			return
+		}
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		chunk("the answer, ", "")
 		chunk("again", "stop")
@@ -184,15 +195,20 @@ func TestServeResumesAConversationAfterSIGKILL(t *testing.T) {
 	srv.done <- err // for the cleanup
 	wantKilled(t, err)
 
+	// The next server's answer waits until the test listens for its
+	// stopped event.
+	gate := make(chan struct{}, 1)
+	model.mu.Lock()
+	model.gate = gate
+	model.mu.Unlock()
 	srv = startServer(t, store, args...)
+	events := conversationEvents(t, srv.url+"/v1/conversations/cv1/events")
+	waitEvent(t, events, "state")
+	gate <- struct{}{}
+	waitEvent(t, events, "stopped")
 	var conv conversationOut
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if code, _ := call(t, "GET", srv.url+"/v1/conversations/cv1", "", nil, &conv); code != 200 {
-			t.Fatalf("get: %d", code)
-		}
-		if conv.Status.Kind == "stopped" && len(conv.Messages) == 2 || time.Now().After(deadline) {
-			break
-		}
+	if code, _ := call(t, "GET", srv.url+"/v1/conversations/cv1", "", nil, &conv); code != 200 {
+		t.Fatalf("get: %d", code)
 	}
 	if conv.Status.Kind != "stopped" || conv.Status.Reason != "end_turn" || len(conv.Messages) != 2 {
 		t.Fatalf("after the restart: %+v, asked %q", conv, model.requests())
@@ -203,6 +219,53 @@ func TestServeResumesAConversationAfterSIGKILL(t *testing.T) {
 	}
 	if asked := model.requests(); len(asked) != 2 || asked[1] != "where was I?" {
 		t.Fatalf("the model was asked %q", asked)
+	}
+}
+
+// conversationEvents follows the SSE stream at url, sending the name of
+// each event, until the test ends.
+func conversationEvents(t *testing.T, url string) <-chan string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		resp.Body.Close()
+		t.Fatalf("events: %s", resp.Status)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	ch := make(chan string, 100)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+				ch <- name
+			}
+		}
+	}()
+	return ch
+}
+
+// waitEvent waits for an event named name on events.
+func waitEvent(t *testing.T, events <-chan string, name string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case got, ok := <-events:
+			if !ok {
+				t.Fatalf("the events ended before %q", name)
+			}
+			if got == name {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q event", name)
+		}
 	}
 }
 

@@ -55,13 +55,16 @@ func (k *Keys) Enabled() bool { return k != nil && len(k.tenants) > 0 }
 func (k *Keys) Add(key, tenant string) error { return k.add(key, tenant, "") }
 
 func (k *Keys) add(key, tenant, where string) error {
+	// No error quotes the tenant: in a line written "KEY:" or "key:tenant"
+	// it is the key, and the error is printed and may be logged. The line's
+	// number says where, and the error what is wrong.
 	switch {
 	case tenant != "" && !ids.Valid(tenant):
-		return fmt.Errorf("tenant %q is not an id: 1 to %d letters, digits, '_', '-' and '.', not starting with '.' or '-': %w", clip(tenant), ids.MaxLen, ErrInvalidKeys)
+		return fmt.Errorf("the tenant is not an id: 1 to %d letters, digits, '_', '-' and '.', not starting with '.' or '-': %w", ids.MaxLen, ErrInvalidKeys)
 	case key == "":
-		return fmt.Errorf("no key after tenant %q: %w", tenant, ErrInvalidKeys)
+		return fmt.Errorf("no key after the tenant (tenant:key): %w", ErrInvalidKeys)
 	case len(key) < 16 || strings.ContainsAny(key, " \t\r\n"):
-		return fmt.Errorf("the key of tenant %q: at least 16 bytes without spaces: %w", tenant, ErrInvalidKeys)
+		return fmt.Errorf("the key is not one: at least 16 bytes without spaces (tenant:key): %w", ErrInvalidKeys)
 	}
 	sum := sha256.Sum256([]byte(key))
 	if b, ok := k.tenants[sum]; ok && b.tenant != tenant {
@@ -69,21 +72,13 @@ func (k *Keys) add(key, tenant, where string) error {
 		if b.where != "" {
 			first = "on " + b.where
 		}
-		return fmt.Errorf("the key of tenant %q is tenant %q's %s: a key names one tenant: %w", tenant, b.tenant, first, ErrInvalidKeys)
+		return fmt.Errorf("the key is another tenant's %s: a key names one tenant: %w", first, ErrInvalidKeys)
 	}
 	if k.tenants == nil {
 		k.tenants = make(map[[32]byte]binding)
 	}
 	k.tenants[sum] = binding{tenant, where}
 	return nil
-}
-
-// clip shortens a tenant for an error message.
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // Parse reads keys, one "tenant:key" per line; blank lines and lines

@@ -95,3 +95,31 @@ func TestAddBindsTheDefaultTenantForGoCallers(t *testing.T) {
 		t.Fatalf("the default tenant's key given to acme: %v", err)
 	}
 }
+
+// TestParseErrorsHoldNoKey: a line with its key where the tenant goes —
+// "KEY:" with the tenant forgotten, "key:tenant" swapped, a key that is no
+// id — is refused with its number and what is wrong, and the error (which
+// `loom serve` prints, and logs may keep) holds nothing of the key.
+func TestParseErrorsHoldNoKey(t *testing.T) {
+	const secret = "s3cretKey0123456789abcdef"
+	for _, tc := range []struct{ name, in string }{
+		{"key and no tenant", "acme:key-acme-0123456789\n" + secret + ":\n"},
+		{"key and tenant swapped", "acme:key-acme-0123456789\n" + secret + ":globex\n"},
+		{"key that is no id, swapped", "acme:key-acme-0123456789\n" + secret + "/+=:globex\n"},
+		{"a short key after a key", "acme:key-acme-0123456789\n" + secret + ":short\n"},
+		{"the key given twice, once swapped", secret + ":key-acme-0123456789\nacme:key-acme-0123456789\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.in))
+			if err == nil || !errors.Is(err, ErrInvalidKeys) || !strings.HasPrefix(err.Error(), "line 2: ") {
+				t.Fatalf("error %v, want line 2 refused", err)
+			}
+			for _, part := range []string{secret, secret[:8], secret[len(secret)-8:]} {
+				if strings.Contains(err.Error(), part) {
+					t.Errorf("error %q holds the key", err)
+					break
+				}
+			}
+		})
+	}
+}
