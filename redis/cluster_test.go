@@ -106,11 +106,64 @@ func startCluster(t testing.TB, n int) string {
 		}
 		c.Close()
 	}
+	busCarriesPublish(t, ports)
 	url := fmt.Sprintf("redis://127.0.0.1:%d?cluster=true", ports[0])
 	for _, p := range ports[1:] {
 		url += fmt.Sprintf("&addr=127.0.0.1:%d", p)
 	}
 	return url
+}
+
+// busCarriesPublish waits until a PUBLISH on any node of the cluster
+// reaches a subscriber on every node. "cluster_state:ok" does not say that
+// the cluster bus links between nodes are all up, and a PUBLISH made
+// before a link is up is not carried over it (Redis pub/sub keeps nothing
+// for later): a watcher would miss the first changes of the families on
+// that node.
+func busCarriesPublish(t testing.TB, ports []int) {
+	t.Helper()
+	ctx := t.Context()
+	const channel = "loom-test-bus-probe"
+	subs := make([]*goredis.PubSub, len(ports))
+	for i, p := range ports {
+		c := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p)})
+		t.Cleanup(func() { c.Close() })
+		subs[i] = c.Subscribe(ctx, channel)
+		t.Cleanup(func() { subs[i].Close() })
+		if _, err := subs[i].Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for from, p := range ports {
+		c := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p)})
+		defer c.Close()
+		for to, sub := range subs {
+			probe := fmt.Sprintf("%d->%d", from, to)
+			deadline := time.Now().Add(30 * time.Second)
+			for heard := false; !heard; {
+				if time.Now().After(deadline) {
+					t.Fatalf("the cluster bus did not carry a PUBLISH from node %d to node %d", from, to)
+				}
+				if err := c.Publish(ctx, channel, probe).Err(); err != nil {
+					t.Fatal(err)
+				}
+				// Read what came within a moment: probes sent before the
+				// link was up never come; those of earlier pairs may.
+				for {
+					rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+					m, err := sub.ReceiveMessage(rctx)
+					cancel()
+					if err != nil {
+						break
+					}
+					if m.Payload == probe {
+						heard = true
+						break
+					}
+				}
+			}
+		}
+	}
 }
 
 // TestWatchCluster watches a real three-node Redis Cluster: the apply
