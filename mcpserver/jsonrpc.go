@@ -8,12 +8,12 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/internal/jsonguard"
 )
 
@@ -274,7 +274,7 @@ func checkMessage(raw json.RawMessage, protocol string) *rpcError {
 			msg := fmt.Sprintf("invalid params: the params of %s do not fit its schema", method)
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) && te.Field != "" {
-				msg = fmt.Sprintf("invalid params: %s: want %s", te.Field, jsonKind(te.Type))
+				msg = "invalid params: " + jsonerr.Describe(info.params(), err)
 			}
 			if !hasID {
 				return bad(codeInvalidParams, nil, "%s", msg)
@@ -283,28 +283,6 @@ func checkMessage(raw json.RawMessage, protocol string) *rpcError {
 		}
 	}
 	return nil
-}
-
-// jsonKind names the JSON value a Go type decodes from.
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	}
-	return "another type"
 }
 
 // checkToolCall checks the params of tools/call against its request

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loomthreads/loom/internal/apierr"
+	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
@@ -124,13 +125,7 @@ func schemaError(err error) string {
 }
 
 // jsonError shortens a decoding error for a client.
-func jsonError(err error) string {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		return fmt.Sprintf("%s: want %s", typeErr.Field, typeErr.Type)
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
-}
+func jsonError(err error) string { return jsonerr.Describe(nil, err) }
 
 // summarizer is the optional method of a tool's output that gives models a
 // short text to read.
