@@ -341,9 +341,15 @@ var commands = []spec{
 			"environment names an endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or\n" +
 			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER and the\n" +
 			"rest apply): a span for each request, run, model call, tool call and store\n" +
-			"operation, continuing an incoming traceparent. Logs are JSON lines on stderr.",
+			"operation, continuing an incoming traceparent. Logs are JSON lines on stderr.\n\n" +
+			"A PostgreSQL or Redis store that does not answer within its deadline (the store\n" +
+			"URL's connect_timeout, default 5s, and timeout, default 10s) or is down answers\n" +
+			"503 unavailable with Retry-After; a full disk 507 insufficient_storage. loom serve\n" +
+			"starts on a full JSON-file store, read-only until space is freed. docs/reliability.md\n" +
+			"has every deadline and status.",
 		Examples: []string{
 			"loom serve",
+			"loom serve --store 'postgres://localhost/loom?connect_timeout=2s&timeout=5s'",
 			"OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 loom serve",
 			"loom serve --store postgres://localhost/loom --addr :8080 --keys ./keys",
 			"loom serve --store redis://localhost:6379/0 --keys ./keys",
