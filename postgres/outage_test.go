@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"net/url"
 	"testing"
 	"time"
 
@@ -16,15 +15,6 @@ import (
 // lost nothing it acknowledged.
 func TestOutages(t *testing.T) {
 	const deadline = 500 * time.Millisecond
-	u, err := url.Parse(testserver.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := faultproxy.Start(t, u.Host)
-	u.Host = p.Addr()
-	q := u.Query()
-	q.Set("connect_timeout", deadline.String())
-	q.Set("timeout", deadline.String())
-	u.RawQuery = q.Encode()
-	faultproxy.Outages(t, open(t, u.String(), nil), p, "PostgreSQL", 20*deadline)
+	p, storeURL := faultproxy.StartStore(t, testserver.Postgres(t), deadline)
+	faultproxy.Outages(t, open(t, storeURL, nil), p, "PostgreSQL", 20*deadline)
 }

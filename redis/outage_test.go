@@ -21,17 +21,8 @@ import (
 // it acknowledged.
 func TestOutages(t *testing.T) {
 	const deadline = 500 * time.Millisecond
-	u, err := url.Parse(testserver.Redis(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := faultproxy.Start(t, u.Host)
-	u.Host = p.Addr()
-	q := u.Query()
-	q.Set("connect_timeout", deadline.String())
-	q.Set("timeout", deadline.String())
-	u.RawQuery = q.Encode()
-	faultproxy.Outages(t, open(t, u.String(), nil), p, "Redis", 20*deadline)
+	p, storeURL := faultproxy.StartStore(t, testserver.Redis(t), deadline)
+	faultproxy.Outages(t, open(t, storeURL, nil), p, "Redis", 20*deadline)
 }
 
 // TestOutagesOwnClient: a store given its own client (Options.Client),

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,17 +86,8 @@ func do(method, u string, body any) reply {
 // again, and every append it acknowledged, before, around and after the
 // outage, reads back.
 func serveStoreOutage(t *testing.T, storeURL, name string) {
-	u, err := url.Parse(storeURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := faultproxy.Start(t, u.Host)
-	u.Host = p.Addr()
-	q := u.Query()
-	q.Set("connect_timeout", storeDeadline.String())
-	q.Set("timeout", storeDeadline.String())
-	u.RawQuery = q.Encode()
-	s := startServer(t, u.String())
+	p, proxied := faultproxy.StartStore(t, storeURL, storeDeadline)
+	s := startServer(t, proxied)
 	api := s.url + "/v1"
 
 	var th threadOut

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -292,4 +293,23 @@ func resetConn(c net.Conn) {
 		tc.SetLinger(0)
 	}
 	c.Close()
+}
+
+// StartStore starts a Proxy in front of the store at storeURL (a
+// postgres:// or redis:// URL) and returns it with the URL that reaches
+// the store through it, its connect_timeout and timeout set to deadline:
+// the setup of every outage test.
+func StartStore(t testing.TB, storeURL string, deadline time.Duration) (*Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Start(t, u.Host)
+	u.Host = p.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", deadline.String())
+	q.Set("timeout", deadline.String())
+	u.RawQuery = q.Encode()
+	return p, u.String()
 }
