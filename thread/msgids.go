@@ -189,10 +189,17 @@ func addIDs(line *idLine, msgs []message.Message) {
 // one exception: it restates the messages its summary keeps, ids and all,
 // and views stop at it.
 func (db *DB) checkNewIDs(ctx context.Context, head *Commit, opts CommitOptions) error {
-	if head == nil || opts.Op == OpCompact || opts.FreshIDs || !ownIDs(opts.Messages) {
+	if head == nil || !idsToCheck(opts) {
 		return nil
 	}
 	return db.checkLine(ctx, head, opts.Messages)
+}
+
+// idsToCheck reports whether a commit of opts brings ids that must be
+// looked up on its head's line: ids of its own, not fresh, and not a
+// compact's restatement.
+func idsToCheck(opts CommitOptions) bool {
+	return opts.Op != OpCompact && !opts.FreshIDs && ownIDs(opts.Messages)
 }
 
 // check returns ErrDuplicateID when line holds the id of one of msgs.

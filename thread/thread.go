@@ -255,7 +255,7 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 		rec *Record
 		mv  Move
 	)
-	check := ownIDs(opts.Messages) && !opts.FreshIDs
+	check := idsToCheck(opts)
 	err := ap.AppendAt(ctx, t.ID(), func(r *Record, head *Commit) (*Batch, error) {
 		if err := checkMirror(r.Kind, len(opts.Messages), opts.Mirror); err != nil {
 			return nil, err
