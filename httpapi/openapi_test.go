@@ -204,3 +204,35 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIQueryParametersAreTheRoutes: the query parameters each route
+// takes (and refuses all others by) are exactly those its operation in
+// openapi.json declares, so that a client the document generated never
+// sends one the server refuses, nor misses one it takes.
+func TestOpenAPIQueryParametersAreTheRoutes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	paths, _ := doc["paths"].(map[string]any)
+	for _, rt := range routes {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		item, _ := paths[path].(map[string]any)
+		op, _ := item[strings.ToLower(method)].(map[string]any)
+		if op == nil {
+			continue // TestOpenAPICoversRoutes tells of it
+		}
+		documented := []string{}
+		for _, list := range []any{item["parameters"], op["parameters"]} {
+			ps, _ := list.([]any)
+			for _, p := range ps {
+				if p := resolve(t, doc, p.(map[string]any)); p["in"] == "query" {
+					documented = append(documented, p["name"].(string))
+				}
+			}
+		}
+		taken := append([]string{}, rt.query...)
+		slices.Sort(documented)
+		slices.Sort(taken)
+		if diff := cmp.Diff(taken, documented); diff != "" {
+			t.Errorf("%s: query parameters taken (-) and documented (+) differ:\n%s", rt.pattern, diff)
+		}
+	}
+}
