@@ -1,16 +1,14 @@
 package agent_test
 
 import (
-	"context"
 	"errors"
-	"iter"
-	"sync/atomic"
 	"testing"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/storetest"
 )
 
 // TestRunInputIDsChecked checks that the ids the agent makes for its input
@@ -49,24 +47,13 @@ func TestRunInputIDsChecked(t *testing.T) {
 	}
 }
 
-// walkingStore is a memory store that counts the walks of lines through it.
-type walkingStore struct {
-	*thread.MemoryStore
-	walks atomic.Int64
-}
-
-func (s *walkingStore) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
-	s.walks.Add(1)
-	return s.MemoryStore.Ancestors(ctx, id, floor)
-}
-
 // TestRunMadeIDsReadNoLine checks that a run's input whose ids the agent
 // makes costs no look among the thread's ids (thread.CommitOptions.
 // FreshIDs) — with a DB that remembers no line, a look is a walk of the
 // line — while input with a client's id costs one.
 func TestRunMadeIDsReadNoLine(t *testing.T) {
 	ctx := t.Context()
-	st := &walkingStore{MemoryStore: thread.NewMemoryStore()}
+	st := storetest.NewCountingStore()
 	db := thread.New(st, &thread.Options{MessageIDCache: -1})
 	client := scripted.New(scripted.Text("ok"))
 	client.Repeat = true
@@ -77,11 +64,11 @@ func TestRunMadeIDsReadNoLine(t *testing.T) {
 	}
 	walks := func(in message.Message) int64 {
 		t.Helper()
-		before := st.walks.Load()
+		before := st.Walks.Load()
 		if _, err := a.Run(ctx, th, in); err != nil {
 			t.Fatal(err)
 		}
-		return st.walks.Load() - before
+		return st.Walks.Load() - before
 	}
 	walks(message.User("warm"))
 	made := walks(message.User("no id"))

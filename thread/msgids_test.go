@@ -1,16 +1,14 @@
 package thread_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/storetest"
 )
 
 // BenchmarkAppendOwnID appends messages that come with ids of their own
@@ -54,23 +52,6 @@ func BenchmarkAppendOwnID(b *testing.B) {
 	}
 }
 
-// walkingStore is a memory store that counts the line walks (Ancestors)
-// made through it and the appends made through its queue (AppendAt).
-type walkingStore struct {
-	*thread.MemoryStore
-	walks, queued atomic.Int64
-}
-
-func (s *walkingStore) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
-	s.walks.Add(1)
-	return s.MemoryStore.Ancestors(ctx, id, floor)
-}
-
-func (s *walkingStore) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
-	s.queued.Add(1)
-	return s.MemoryStore.AppendAt(ctx, id, build)
-}
-
 // ownIDs returns n messages with ids of their own, made with prefix.
 func ownIDs(prefix string, n int) []message.Message {
 	msgs := make([]message.Message, n)
@@ -86,16 +67,16 @@ func ownIDs(prefix string, n int) []message.Message {
 // walk of the thread's line, where a client's ids are looked up.
 func TestFreshIDsAreNotLookedUp(t *testing.T) {
 	ctx := t.Context()
-	st := &walkingStore{MemoryStore: thread.NewMemoryStore()}
+	st := storetest.NewCountingStore()
 	th, err := thread.New(st, nil).Create(ctx, thread.CreateOptions{Messages: ownIDs("m", 10)})
 	must(t, err)
 
 	fresh := message.User("fresh")
 	fresh.ID = message.NewID()
-	st.walks.Store(0)
+	st.Walks.Store(0)
 	_, err = th.Commit(ctx, thread.CommitOptions{Messages: []message.Message{fresh}, FreshIDs: true})
 	must(t, err)
-	if n := st.walks.Load(); n != 0 {
+	if n := st.Walks.Load(); n != 0 {
 		t.Errorf("a commit of fresh ids walked the line %d times", n)
 	}
 
@@ -105,7 +86,7 @@ func TestFreshIDsAreNotLookedUp(t *testing.T) {
 	must(t, err)
 	_, err = h.Append(ctx, ownIDs("client", 1)...)
 	must(t, err)
-	if st.walks.Load() == 0 {
+	if st.Walks.Load() == 0 {
 		t.Errorf("a client's id was not looked up")
 	}
 }
@@ -120,7 +101,7 @@ func TestMessageIDCacheBudget(t *testing.T) {
 		budget   int
 		walkless bool
 	}{{budget: 1000, walkless: true}, {budget: -1}} {
-		st := &walkingStore{MemoryStore: thread.NewMemoryStore()}
+		st := storetest.NewCountingStore()
 		db := thread.New(st, &thread.Options{MessageIDCache: tc.budget})
 		var ths []*thread.Thread
 		for i := range 5 {
@@ -130,14 +111,14 @@ func TestMessageIDCacheBudget(t *testing.T) {
 		}
 		for round := range 3 {
 			if round == 1 {
-				st.walks.Store(0)
+				st.Walks.Store(0)
 			}
 			for i, th := range ths {
 				_, err := th.Append(ctx, ownIDs(fmt.Sprint("r", round, "-", i, "-"), 1)...)
 				must(t, err)
 			}
 		}
-		if n := st.walks.Load(); (n == 0) != tc.walkless {
+		if n := st.Walks.Load(); (n == 0) != tc.walkless {
 			t.Errorf("budget %d: %d walks in two rounds of appends", tc.budget, n)
 		}
 	}
@@ -150,7 +131,7 @@ func TestMessageIDCacheBudget(t *testing.T) {
 // the same.
 func TestRacingOwnIDAppendsTakeTurns(t *testing.T) {
 	ctx := t.Context()
-	st := &walkingStore{MemoryStore: thread.NewMemoryStore()}
+	st := storetest.NewCountingStore()
 	db := thread.New(st, &thread.Options{AppendRetries: 1})
 	th, err := db.Create(ctx, thread.CreateOptions{ID: "hot", Messages: ownIDs("seed-", 3)})
 	must(t, err)
@@ -178,7 +159,7 @@ func TestRacingOwnIDAppendsTakeTurns(t *testing.T) {
 	if n, _ := th.Len(ctx); n != 3+writers*each {
 		t.Fatalf("%d messages after the race, want %d", n, 3+writers*each)
 	}
-	if n := st.queued.Load(); n < writers-1 {
+	if n := st.Queued.Load(); n < writers-1 {
 		t.Errorf("%d appends went through the store's queue, want at least %d", n, writers-1)
 	}
 	// The queue checks ids too.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/storetest"
 	"github.com/loomthreads/loom/tokens"
 )
 
@@ -601,31 +601,15 @@ func mustMessages(tb testing.TB, th *thread.Thread) []message.Message {
 // does not walk the whole thread.
 func TestViewReadsOnlyWhatItNeeds(t *testing.T) {
 	ctx := t.Context()
-	store := &countingStore{MemoryStore: thread.NewMemoryStore()}
+	store := storetest.NewCountingStore()
 	db := thread.New(store, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{})
 	must(t, err)
 	chat(t, th, 2000)
-	store.commits.Store(0)
+	store.Commits.Store(0)
 	v, err := th.View(ctx, thread.ViewOptions{Budget: 2000})
 	must(t, err)
-	if n := store.commits.Load(); n > 4*int64(len(v.Messages)) || n > 400 {
+	if n := store.Commits.Load(); n > 4*int64(len(v.Messages)) || n > 400 {
 		t.Fatalf("read %d commits for a view of %d messages", n, len(v.Messages))
-	}
-}
-
-type countingStore struct {
-	*thread.MemoryStore
-	commits atomic.Int64
-}
-
-func (s *countingStore) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
-	return func(yield func(*thread.Commit, error) bool) {
-		for c, err := range s.MemoryStore.Ancestors(ctx, id, floor) {
-			s.commits.Add(1)
-			if !yield(c, err) {
-				return
-			}
-		}
 	}
 }
