@@ -383,7 +383,7 @@ func (g *Group) Apply(ctx context.Context) error {
 	}
 	g.applied = true
 	b := &g.b
-	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.Checkpoints)+len(b.Delete) == 0 {
+	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) == 0 {
 		return nil
 	}
 	if err := g.db.apply(ctx, b); err != nil {
