@@ -1,112 +1,67 @@
 /**
- * The wire shapes of loom's LangGraph routes (/v1/langgraph/...), as
- * httpapi/openapi.json declares them. Hand-written until the generated
- * types land; replaced by aliases of src/generated/openapi.ts.
+ * The wire shapes of loom's LangGraph routes (/v1/langgraph/...): the
+ * types generated from httpapi/openapi.json (src/generated/openapi.ts,
+ * `npm run gen`), so they cannot drift from the server's document. Where
+ * the document says an object is kept as given (a checkpoint's other
+ * members, a message's fields), the type is widened to say so too.
  */
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+import type { components } from "./generated/openapi.js";
 
-export interface Config {
-  thread_id: string;
-  checkpoint_ns: string;
-  checkpoint_id?: string;
-}
+type S = components["schemas"];
 
-export interface Blob {
-  type: string;
-  data: string;
-}
+export type Config = S["LangGraphConfig"];
+export type Blob = S["LangGraphBlob"];
 
-export interface StoredMessageWire {
-  type: string;
-  data: Record<string, unknown>;
-}
+type GeneratedStoredMessage = NonNullable<S["LangGraphValue"]["messages"]>[number];
 
-export interface Value {
-  blob?: Blob;
-  messages?: StoredMessageWire[];
-}
+/** A LangChain message in its stored form ({type, data}); data holds every field of the message. */
+export type StoredMessageWire = Omit<GeneratedStoredMessage, "data"> & {
+  data: GeneratedStoredMessage["data"] & Record<string, unknown>;
+};
 
-export interface PutRequest {
-  config: Config;
-  checkpoint: Record<string, unknown>;
-  metadata: Record<string, unknown>;
-  new_versions: Record<string, number | string>;
-  channel_values: Record<string, Value>;
-}
+/** Exactly one of blob and messages. */
+export type Value = { blob: Blob; messages?: undefined } | { messages: StoredMessageWire[]; blob?: undefined };
 
-export interface PutResponse {
-  config: Config;
-}
+export type PutRequest = Omit<S["LangGraphPutRequest"], "checkpoint" | "channel_values"> & {
+  checkpoint: S["LangGraphPutRequest"]["checkpoint"] & Record<string, unknown>;
+  channel_values?: Record<string, Value>;
+};
+export type PutResponse = S["LangGraphPutResponse"];
 
-export interface Write {
-  idx: number;
-  channel: string;
-  value: Value;
-}
+export type Write = Omit<S["LangGraphWrite"], "value"> & { value: Value };
+export type WritesRequest = Omit<S["LangGraphWritesRequest"], "writes"> & { writes: Write[] };
 
-export interface WritesRequest {
-  config: Config;
-  task_id: string;
-  task_path: string;
-  writes: Write[];
-}
+export type PendingWrite = Omit<S["LangGraphPendingWrite"], "value"> & { value: Value };
 
-export interface PendingWrite {
-  task_id: string;
-  channel: string;
-  value: Value;
-  idx: number;
-  task_path: string;
-}
-
-export interface Tuple {
-  config: Config;
-  checkpoint: Record<string, unknown>;
-  metadata: Record<string, unknown>;
-  parent_config?: Config | null;
+export type Tuple = Omit<S["LangGraphTuple"], "checkpoint" | "pending_writes"> & {
+  checkpoint: Record<string, unknown> & { channel_values: Record<string, Value> };
   pending_writes: PendingWrite[];
-}
+};
 
-export interface ListRequest {
-  thread_id?: string;
-  checkpoint_ns?: string;
-  checkpoint_id?: string;
-  filter?: Record<string, unknown>;
-  before?: string;
-  limit?: number;
-}
+export type ListRequest = S["LangGraphListRequest"];
+export type ListResponse = Omit<S["LangGraphListResponse"], "checkpoints"> & { checkpoints: Tuple[] };
 
-export interface ListResponse {
-  checkpoints: Tuple[];
-}
+export type CopyRequest = S["LangGraphCopyRequest"];
+export type PruneRequest = S["LangGraphPruneRequest"];
+export type DeleteRunsRequest = S["LangGraphDeleteRunsRequest"];
 
-export interface PruneRequest {
-  thread_ids: string[];
-  strategy: "keep_latest" | "delete";
-}
+export type DeltaRequest = S["LangGraphDeltaRequest"];
+export type DeltaHistory = Omit<S["LangGraphDeltaHistory"], "seed" | "writes"> & { seed?: Value; writes: PendingWrite[] };
+export type DeltaResponse = { channels: Record<string, DeltaHistory> };
 
-export interface DeleteRunsRequest {
-  run_ids: string[];
-}
+export type ErrorBody = S["Error"];
+export type ErrorCode = S["ErrorDetail"]["code"];
 
-export interface DeltaRequest {
-  config: Config;
-  channels: string[];
-}
-
-export interface DeltaHistory {
-  seed?: Value;
-  writes: PendingWrite[];
-}
-
-export interface DeltaResponse {
-  channels: Record<string, DeltaHistory>;
-}
-
-export interface ErrorBody {
-  error: { code: string; message: string };
-}
-
-export interface CopyRequest {
-  target_thread_id: string;
-}
+/**
+ * Type-level checks that the widened shapes above still are the generated
+ * ones: an assignment fails to compile when the document changes under them.
+ */
+type Assert<T extends true> = T;
+type Extends<A, B> = [A] extends [B] ? true : false;
+export type _WireChecks = [
+  Assert<Extends<Value, S["LangGraphValue"]>>,
+  Assert<Extends<PutRequest, S["LangGraphPutRequest"]>>,
+  Assert<Extends<WritesRequest, S["LangGraphWritesRequest"]>>,
+  Assert<Extends<S["LangGraphTuple"]["config"], Tuple["config"]>>,
+  Assert<Extends<DeltaRequest, S["LangGraphDeltaRequest"]>>,
+];

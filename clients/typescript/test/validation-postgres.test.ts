@@ -1,0 +1,3 @@
+import { validateOn } from "./validation.js";
+
+validateOn("postgres");
