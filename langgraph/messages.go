@@ -3,10 +3,10 @@ package langgraph
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
@@ -182,32 +182,16 @@ func toStored(m message.Message) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"type": typ, "data": data})
 }
 
-// canonical is a stored message's JSON with its object keys sorted, which
-// is what two equal messages share however a client wrote them.
-func canonical(raw json.RawMessage) ([]byte, error) {
-	var x any
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&x); err != nil {
-		return nil, err
-	}
-	return json.Marshal(x)
-}
-
-// chain hashes a list of messages one after another: equal lists, and
-// only they, end with equal sums.
-type chain struct{ h hash.Hash }
-
-func newChain() *chain { return &chain{h: sha256.New()} }
-
-func (c *chain) add(canon []byte) {
+// nextSum is the chain sum of a list of messages after one more, whose
+// stored form is st: sha256 of the previous sum, st's length and st. Equal
+// lists, and only they, have equal sums; the empty list's is "". A sum
+// is carried on: a list that extends another continues its sum.
+func nextSum(prev string, st []byte) string {
+	h := sha256.New()
+	h.Write([]byte(prev))
 	var n [8]byte
-	l := len(canon)
-	for i := range n {
-		n[i] = byte(l >> (8 * i))
-	}
-	c.h.Write(n[:])
-	c.h.Write(canon)
+	binary.LittleEndian.PutUint64(n[:], uint64(len(st)))
+	h.Write(n[:])
+	h.Write(st)
+	return hex.EncodeToString(h.Sum(nil))
 }
-
-func (c *chain) sum() string { return hex.EncodeToString(c.h.Sum(nil)) }
