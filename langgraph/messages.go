@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
@@ -154,7 +153,15 @@ func validRole(s string) bool {
 func toStored(m message.Message) (json.RawMessage, error) {
 	meta, _ := m.Metadata[metaKey].(map[string]any)
 	if meta == nil {
-		return nil, fmt.Errorf("message %s: not a LangChain message", m.ID)
+		// A message that came another way (loom's API, an agent): the
+		// LangChain message of its role.
+		typ := string(m.Role)
+		for t, r := range roles {
+			if r == m.Role {
+				typ = t
+			}
+		}
+		meta = map[string]any{"type": typ, "content": "", "additional_kwargs": map[string]any{}, "response_metadata": map[string]any{}}
 	}
 	data := make(map[string]any, len(meta)+3)
 	for k, v := range meta {
@@ -168,6 +175,10 @@ func toStored(m message.Message) (json.RawMessage, error) {
 	for _, c := range m.Contents {
 		switch c := c.(type) {
 		case message.Text:
+			if t, ok := data["content"].(string); ok && t != "" && m.Metadata[metaKey] == nil {
+				data["content"] = t + "\n" + c.Text
+				continue
+			}
 			data["content"] = c.Text
 		case message.FunctionCall:
 			calls = append(calls, map[string]any{"name": c.Name, "args": json.RawMessage(c.Arguments), "id": c.CallID, "type": "tool_call"})
