@@ -181,16 +181,17 @@ func (s *Saver) Put(ctx context.Context, req PutRequest) (PutResponse, error) {
 	if err != nil {
 		return PutResponse{}, err
 	}
+	var sum *MessagesSum
 	for range attempts {
-		err = s.put(ctx, cfg, h.ID, in)
-		if !errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrDuplicateID) {
+		sum, err = s.put(ctx, cfg, h.ID, in)
+		if !errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrDuplicateID) || errors.Is(err, errStale) {
 			break
 		}
 	}
 	if err != nil {
 		return PutResponse{}, err
 	}
-	return PutResponse{Config: Config{ThreadID: cfg.ThreadID, CheckpointNS: cfg.CheckpointNS, CheckpointID: h.ID}}, nil
+	return PutResponse{Config: Config{ThreadID: cfg.ThreadID, CheckpointNS: cfg.CheckpointNS, CheckpointID: h.ID}, Messages: sum}, nil
 }
 
 // putInput is a checkpoint checked and converted, ready to be committed
@@ -199,9 +200,14 @@ type putInput struct {
 	versions map[string]json.RawMessage
 	newV     map[string]json.RawMessage
 	fixed    map[string]json.RawMessage // the state keys that do not depend on the parent
-	msgs     []message.Message          // the messages channel, when it holds messages
-	sums     []string                   // sums[i]: the chain sum of msgs[:i+1]
 	parent   string
+	// The messages channel, when it holds messages: msgs (all of them, or
+	// those after extends), their stored forms, and its version.
+	hasMsgs bool
+	msgs    []message.Message
+	stored  [][]byte
+	extends *MessagesSum
+	msgsV   json.RawMessage
 }
 
 func (s *Saver) prepare(req PutRequest, versions map[string]json.RawMessage) (*putInput, error) {
@@ -229,13 +235,20 @@ func (s *Saver) prepare(req PutRequest, versions map[string]json.RawMessage) (*p
 		if !ok {
 			return nil, invalidf("channel_values.%s: not in new_versions", clip(ch))
 		}
+		isMsgs := v.Messages != nil || v.Extends != nil
 		switch {
-		case v.Blob != nil && v.Messages != nil, v.Blob == nil && v.Messages == nil:
+		case v.Shares != nil || v.Sum != nil:
+			return nil, invalidf("channel_values.%s: shares and sum are in answers only", clip(ch))
+		case v.Blob != nil && isMsgs, v.Blob == nil && !isMsgs:
 			return nil, invalidf("channel_values.%s: one of blob and messages", clip(ch))
-		case v.Messages != nil && ch != messagesChannel:
+		case isMsgs && ch != messagesChannel:
 			return nil, invalidf("channel_values.%s: only the channel %q holds messages", clip(ch), messagesChannel)
-		case v.Messages != nil:
-			c := newChain()
+		case isMsgs:
+			if e := v.Extends; e != nil && (e.N < 0 || e.N == 0 && e.H != "" || e.N > 0 && len(e.H) != 64) {
+				return nil, invalidf("channel_values.messages.extends: a count and its sum")
+			}
+			in.hasMsgs, in.extends, in.msgsV = true, v.Extends, nv
+			in.msgs = []message.Message{}
 			for i, raw := range v.Messages {
 				m, err := fromStored(raw)
 				if err != nil {
@@ -245,14 +258,9 @@ func (s *Saver) prepare(req PutRequest, versions map[string]json.RawMessage) (*p
 				if err != nil {
 					return nil, err
 				}
-				c.add(st)
 				in.msgs = append(in.msgs, m)
-				in.sums = append(in.sums, c.sum())
+				in.stored = append(in.stored, st)
 			}
-			if in.msgs == nil {
-				in.msgs = []message.Message{}
-			}
-			in.fixed[keyMsgs], _ = json.Marshal(msgsState{V: nv, N: len(in.msgs), H: lastSum(in.sums)})
 		default:
 			in.fixed[keyChannel+ch], _ = json.Marshal(chanState{V: nv, B: *v.Blob})
 		}
@@ -260,12 +268,9 @@ func (s *Saver) prepare(req PutRequest, versions map[string]json.RawMessage) (*p
 	return in, nil
 }
 
-func lastSum(sums []string) string {
-	if len(sums) == 0 {
-		return newChain().sum()
-	}
-	return sums[len(sums)-1]
-}
+// errStale answers a put whose messages extend a list that is not its
+// parent's: the client sends the whole list instead.
+var errStale = fmt.Errorf("channel_values.messages.extends: not the parent checkpoint's messages; send the whole list: %w", thread.ErrConflict)
 
 func clip(s string) string {
 	if len(s) > 64 {
@@ -274,25 +279,26 @@ func clip(s string) string {
 	return s
 }
 
-// put makes one attempt at storing a checkpoint.
-func (s *Saver) put(ctx context.Context, cfg Config, id string, in *putInput) error {
+// put makes one attempt at storing a checkpoint, and returns the sum of
+// its messages when it has them.
+func (s *Saver) put(ctx context.Context, cfg Config, id string, in *putInput) (*MessagesSum, error) {
 	key := ThreadKey(cfg.ThreadID, cfg.CheckpointNS)
 	th, err := s.db.Thread(ctx, key)
 	if errors.Is(err, thread.ErrNotFound) {
 		th, err = s.create(ctx, cfg)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The base is the checkpoint the new one follows: the parent, found
 	// at the head in the common case, by name when it branches.
 	g := s.db.Group()
 	head, err := s.at(ctx, th.Record().Head)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	base := head
-	move := "" // the checkpoint to roll back to first, "" for none
+	move := "" // the checkpoint to roll back to first, "reset", or "" for none
 	switch {
 	case in.parent == "":
 		base = &point{state: map[string]json.RawMessage{}}
@@ -305,26 +311,47 @@ func (s *Saver) put(ctx context.Context, cfg Config, id string, in *putInput) er
 			// A parent this thread does not know: the new checkpoint
 			// records it, and follows the head.
 		case err != nil:
-			return err
+			return nil, err
 		default:
 			base, move = p, in.parent
 		}
 	}
+	baseSum, err := s.lineSum(ctx, base.commit)
+	if err != nil {
+		return nil, err
+	}
 	var msgs []message.Message
-	if in.msgs != nil {
+	var sum *MessagesSum
+	lineSum := baseSum
+	if in.hasMsgs {
 		var ms msgsState
-		_ = json.Unmarshal(base.state[keyMsgs], &ms)
-		// The line is base's messages when base's messages are the
-		// thread's (its head is where they end).
-		if ms.H != "" && ms.N <= len(in.msgs) && (ms.N == 0 || in.sums[ms.N-1] == ms.H) && ms.N == s.depth(ctx, base.commit) {
-			msgs = in.msgs[ms.N:]
-		} else {
-			nb, nmove, n, err := s.prefixBase(ctx, th, base, in)
-			if err != nil {
-				return err
+		haveBase := base.state[keyMsgs] != nil && json.Unmarshal(base.state[keyMsgs], &ms) == nil && ms.N == s.depth(ctx, base.commit)
+		if e := in.extends; e != nil {
+			if !haveBase || ms.N != e.N || ms.H != e.H {
+				return nil, errStale
 			}
-			base, move, msgs = nb, nmove, in.msgs[n:]
+			msgs, lineSum = in.msgs, sumOf(ms.H, in.stored)
+			sum = &MessagesSum{N: ms.N + len(msgs), H: lineSum}
+		} else {
+			sums := make([]string, len(in.stored))
+			h := ""
+			for i, st := range in.stored {
+				h = nextSum(h, st)
+				sums[i] = h
+			}
+			if haveBase && ms.N <= len(in.msgs) && (ms.N == 0 || sums[ms.N-1] == ms.H) {
+				msgs = in.msgs[ms.N:]
+			} else {
+				nb, nmove, n, err := s.prefixBase(ctx, th, base, in.stored, sums)
+				if err != nil {
+					return nil, err
+				}
+				base, move, msgs = nb, nmove, in.msgs[n:]
+			}
+			lineSum = h
+			sum = &MessagesSum{N: len(in.msgs), H: h}
 		}
+		in.fixed[keyMsgs], _ = json.Marshal(msgsState{V: in.msgsV, N: sum.N, H: sum.H})
 	}
 	patch := s.patch(base, in)
 	switch move {
@@ -333,35 +360,77 @@ func (s *Saver) put(ctx context.Context, cfg Config, id string, in *putInput) er
 		if th.Record().Head != "" {
 			err = g.Reset(ctx, th)
 		}
+		if !in.hasMsgs {
+			lineSum = ""
+		}
 	default:
 		err = g.Rollback(ctx, th, move)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	op := thread.OpAppend
 	if len(msgs) == 0 {
 		op = thread.OpState
 	}
-	if _, err := g.Commit(ctx, th, thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: map[string]string{"langgraph.checkpoint": id}}); err != nil {
-		return err
+	meta := commitMeta("langgraph.checkpoint", id, lineSum)
+	if _, err := g.Commit(ctx, th, thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: meta}); err != nil {
+		return nil, err
 	}
 	if err := g.Checkpoint(ctx, th, id); err != nil {
-		return err
+		return nil, err
 	}
 	err = g.Apply(ctx)
 	if errors.Is(err, thread.ErrConflict) && !errors.Is(err, thread.ErrDuplicateID) {
 		// A checkpoint of this id may exist already: it is replaced, as
 		// LangGraph's savers upsert.
 		if _, nerr := s.named(ctx, th, id); nerr == nil {
-			return s.replace(ctx, th, id, msgs, patch, move, op)
+			err = s.replace(ctx, th, id, msgs, patch, move, op, meta)
 		}
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// commitMeta is the metadata of a commit the saver makes: what it is for,
+// and the chain sum of the messages on its line (see lineSum).
+func commitMeta(what, id, sum string) map[string]string {
+	m := map[string]string{what: id}
+	if sum != "" {
+		m[metaSum] = sum
+	}
+	return m
+}
+
+// metaSum is the commit metadata key that holds the chain sum of the
+// messages from the root to the commit, so that a client that knows a
+// prefix of a line is sent only the rest.
+const metaSum = "langgraph.sum"
+
+// lineSum returns the chain sum of the messages on the line that ends at
+// commit.
+func (s *Saver) lineSum(ctx context.Context, commit string) (string, error) {
+	if commit == "" {
+		return "", nil
+	}
+	c, err := s.db.Store().Commit(ctx, commit)
+	if err != nil {
+		return "", err
+	}
+	return c.Metadata[metaSum], nil
+}
+
+func sumOf(h string, stored [][]byte) string {
+	for _, st := range stored {
+		h = nextSum(h, st)
+	}
+	return h
 }
 
 // replace is put for a checkpoint id that the thread has already.
-func (s *Saver) replace(ctx context.Context, th *thread.Thread, id string, msgs []message.Message, patch map[string]json.RawMessage, move string, op thread.Op) error {
+func (s *Saver) replace(ctx context.Context, th *thread.Thread, id string, msgs []message.Message, patch map[string]json.RawMessage, move string, op thread.Op, meta map[string]string) error {
 	if err := th.Refresh(ctx); err != nil {
 		return err
 	}
@@ -379,7 +448,7 @@ func (s *Saver) replace(ctx context.Context, th *thread.Thread, id string, msgs 
 	if err != nil {
 		return err
 	}
-	if _, err := g.Commit(ctx, th, thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: map[string]string{"langgraph.checkpoint": id}}); err != nil {
+	if _, err := g.Commit(ctx, th, thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: meta}); err != nil {
 		return err
 	}
 	if err := g.DropCheckpoint(ctx, th, id); err != nil {
@@ -424,8 +493,9 @@ func (s *Saver) depth(ctx context.Context, commit string) int {
 // departs from it, and the checkpoint to branch from: the newest one on
 // base's line whose messages are all in the new list's prefix. It returns
 // that checkpoint (with the move to it) and how many of the new messages
-// its line holds already.
-func (s *Saver) prefixBase(ctx context.Context, th *thread.Thread, base *point, in *putInput) (*point, string, int, error) {
+// its line holds already. stored and sums are the new list's stored forms
+// and chain sums.
+func (s *Saver) prefixBase(ctx context.Context, th *thread.Thread, base *point, stored [][]byte, sums []string) (*point, string, int, error) {
 	var line []*thread.Commit
 	if base.commit != "" {
 		for c, err := range s.db.Store().Ancestors(ctx, base.commit, -1) {
@@ -438,23 +508,19 @@ func (s *Saver) prefixBase(ctx context.Context, th *thread.Thread, base *point, 
 	slices.Reverse(line)
 	// p: how many of the line's messages the new list starts with.
 	p := 0
-	c := newChain()
-	same := true
+	h := ""
+walk:
 	for _, cm := range line {
 		for _, m := range cm.Messages {
-			if !same || p >= len(in.msgs) {
-				same = false
-				break
+			if p >= len(stored) {
+				break walk
 			}
 			st, err := toStored(m)
 			if err != nil {
-				same = false
-				break
+				break walk
 			}
-			c.add(st)
-			if c.sum() != in.sums[p] {
-				same = false
-				break
+			if h = nextSum(h, st); h != sums[p] {
+				break walk
 			}
 			p++
 		}
@@ -632,7 +698,11 @@ func (s *Saver) putWrites(ctx context.Context, req WritesRequest) error {
 	} else if target.state[keyLatest] != nil {
 		patch[keyLatest] = nil
 	}
-	if _, err := g.Commit(ctx, th, thread.CommitOptions{State: patch, Op: thread.OpState, Metadata: map[string]string{"langgraph.writes": id}}); err != nil {
+	sum, err := s.lineSum(ctx, target.commit)
+	if err != nil {
+		return err
+	}
+	if _, err := g.Commit(ctx, th, thread.CommitOptions{State: patch, Op: thread.OpState, Metadata: commitMeta("langgraph.writes", id, sum)}); err != nil {
 		return err
 	}
 	if err := g.DropCheckpoint(ctx, th, id); err != nil {
@@ -654,7 +724,10 @@ func sortWrites(ws []PendingWrite) {
 
 // Get returns the checkpoint cfg names, or the latest of its thread and
 // namespace when cfg.CheckpointID is "". None is ErrNotFound.
-func (s *Saver) Get(ctx context.Context, cfg Config) (*Tuple, error) {
+//
+// known, when not nil, names a list of messages the client holds: when the
+// checkpoint's messages begin with it, only the rest is sent (Extends).
+func (s *Saver) Get(ctx context.Context, cfg Config, known *MessagesSum) (*Tuple, error) {
 	if err := checkConfig(cfg, false); err != nil {
 		return nil, err
 	}
@@ -666,7 +739,7 @@ func (s *Saver) Get(ctx context.Context, cfg Config) (*Tuple, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.tuple(ctx, cfg.ThreadID, cfg.CheckpointNS, p)
+	return s.tuple(ctx, cfg.ThreadID, cfg.CheckpointNS, p, &reading{known: known})
 }
 
 // find returns th's checkpoint id, or its latest for "".
@@ -686,8 +759,18 @@ func (s *Saver) find(ctx context.Context, th *thread.Thread, id string) (*point,
 	return s.named(ctx, th, id)
 }
 
+// reading is what one answer has read of messages already: the list the
+// client knows, and the lines of the tuples answered before.
+type reading struct {
+	known *MessagesSum
+	// seen maps each commit of a line answered before to the tuple it
+	// was read for.
+	seen  map[string]int
+	index int // the index of the tuple being made
+}
+
 // tuple makes the CheckpointTuple of p.
-func (s *Saver) tuple(ctx context.Context, threadID, ns string, p *point) (*Tuple, error) {
+func (s *Saver) tuple(ctx context.Context, threadID, ns string, p *point, r *reading) (*Tuple, error) {
 	t := &Tuple{Config: Config{ThreadID: threadID, CheckpointNS: ns, CheckpointID: p.id()}, PendingWrites: []PendingWrite{}}
 	if err := json.Unmarshal(p.state[keyHeader], &t.Checkpoint); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", t.Config.CheckpointID, err)
@@ -699,11 +782,11 @@ func (s *Saver) tuple(ctx context.Context, threadID, ns string, p *point) (*Tupl
 		if ch == messagesChannel {
 			var ms msgsState
 			if raw := p.state[keyMsgs]; raw != nil && json.Unmarshal(raw, &ms) == nil && jsonEqual(ms.V, v) {
-				msgs, err := s.line(ctx, p.commit, ms.N)
+				val, err := s.messages(ctx, p.commit, ms, r)
 				if err != nil {
 					return nil, err
 				}
-				values[ch] = Value{Messages: msgs}
+				values[ch] = val
 				continue
 			}
 		}
@@ -732,31 +815,67 @@ func (s *Saver) tuple(ctx context.Context, threadID, ns string, p *point) (*Tupl
 	return t, nil
 }
 
-// line returns the first n messages of the line that ends at commit, in
-// their stored LangChain form.
-func (s *Saver) line(ctx context.Context, commit string, n int) ([]json.RawMessage, error) {
-	out := []json.RawMessage{}
-	if commit == "" || n == 0 {
-		return out, nil
+// messages returns the messages channel of the checkpoint whose line ends
+// at commit, as little of it as the reader needs: the part after the list
+// the client knows, or after an earlier tuple's line, or all of it.
+func (s *Saver) messages(ctx context.Context, commit string, ms msgsState, r *reading) (Value, error) {
+	val := Value{Messages: []json.RawMessage{}, Sum: &MessagesSum{N: ms.N, H: ms.H}}
+	if commit == "" || ms.N == 0 {
+		return val, nil
 	}
-	var commits []*thread.Commit
-	for c, err := range s.db.Store().Ancestors(ctx, commit, -1) {
+	floor := int64(-1)
+	if k := r.known; k != nil && k.N <= ms.N {
+		floor = int64(k.N)
+	}
+	var walked []*thread.Commit
+	boundary := ""
+	for c, err := range s.db.Store().Ancestors(ctx, commit, floor) {
 		if err != nil {
-			return nil, err
+			return Value{}, err
 		}
-		commits = append(commits, c)
+		if i, ok := r.seen[c.ID]; ok {
+			boundary = c.ID
+			val.Shares = &Share{Tuple: i, N: int(c.Depth)}
+			break
+		}
+		walked = append(walked, c)
+		boundary = c.Parent
 	}
-	for _, c := range slices.Backward(commits) {
+	if len(walked) == 0 && val.Shares == nil {
+		boundary = commit
+	}
+	if val.Shares == nil && floor >= 0 {
+		// The line below the walk must be the list the client knows.
+		ok := false
+		if boundary == "" {
+			ok = r.known.N == 0 && r.known.H == ""
+		} else if b, err := s.db.Store().Commit(ctx, boundary); err == nil {
+			ok = b.Depth == int64(r.known.N) && b.Metadata[metaSum] == r.known.H
+		}
+		if ok {
+			val.Extends = r.known
+		} else {
+			// Not the client's list: read it all.
+			return s.messages(ctx, commit, ms, &reading{seen: r.seen, index: r.index})
+		}
+	}
+	if r.seen == nil {
+		r.seen = map[string]int{}
+	}
+	for _, c := range walked {
+		r.seen[c.ID] = r.index
+	}
+	for _, c := range slices.Backward(walked) {
 		for _, m := range c.Messages {
-			if len(out) == n {
-				return out, nil
-			}
 			st, err := toStored(m)
 			if err != nil {
-				return nil, err
+				return Value{}, err
 			}
-			out = append(out, st)
+			val.Messages = append(val.Messages, st)
 		}
 	}
-	return out, nil
+	if n := len(val.Messages); val.Extends == nil && val.Shares == nil && n != ms.N || val.Shares != nil && val.Shares.N+n != ms.N || val.Extends != nil && val.Extends.N+n != ms.N {
+		return Value{}, fmt.Errorf("messages of checkpoint at %s: the line holds %d, the checkpoint %d", commit, n, ms.N)
+	}
+	return val, nil
 }

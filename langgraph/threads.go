@@ -102,6 +102,7 @@ func (s *Saver) List(ctx context.Context, req ListRequest) ([]Tuple, error) {
 	}
 	slices.SortStableFunc(cands, func(a, b cand) int { return strings.Compare(b.name, a.name) })
 	out := []Tuple{}
+	reads := map[string]*reading{} // one per thread: lines are shared within one
 	for _, c := range cands {
 		if req.Limit > 0 && len(out) == req.Limit {
 			break
@@ -113,7 +114,13 @@ func (s *Saver) List(ctx context.Context, req ListRequest) ([]Tuple, error) {
 		if p.id() != c.name || !matches(p.state[keyMeta], req.Filter) {
 			continue
 		}
-		tu, err := s.tuple(ctx, c.t.threadID, c.t.ns, p)
+		r := reads[c.t.th.ID()]
+		if r == nil {
+			r = &reading{}
+			reads[c.t.th.ID()] = r
+		}
+		r.index = len(out)
+		tu, err := s.tuple(ctx, c.t.threadID, c.t.ns, p, r)
 		if err != nil {
 			return nil, err
 		}
@@ -356,7 +363,7 @@ func (s *Saver) DeltaHistory(ctx context.Context, req DeltaRequest) (DeltaRespon
 	case err != nil:
 		return DeltaResponse{}, err
 	default:
-		t, err := s.Get(ctx, req.Config)
+		t, err := s.Get(ctx, req.Config, nil)
 		switch {
 		case errors.Is(err, thread.ErrNotFound):
 		case err != nil:
@@ -373,7 +380,7 @@ func (s *Saver) DeltaHistory(ctx context.Context, req DeltaRequest) (DeltaRespon
 		if err != nil {
 			return DeltaResponse{}, err
 		}
-		t, err := s.tuple(ctx, cursor.ThreadID, cursor.CheckpointNS, p)
+		t, err := s.tuple(ctx, cursor.ThreadID, cursor.CheckpointNS, p, &reading{})
 		if err != nil {
 			return DeltaResponse{}, err
 		}
