@@ -32,7 +32,12 @@ export async function toStoredMessages(value: unknown, serde: SerializerProtocol
     if (!isBaseMessage(m) || typeof m.id !== "string" || m.id === "") return undefined;
     let json: string;
     try {
-      json = JSON.stringify(m.toDict());
+      const stored = m.toDict();
+      // The type is the stored form's own member; loom gives a message's
+      // type back in data too (Python's message_to_dict has it there), so
+      // a data that has a type of its own could not come back as it was.
+      if (Object.prototype.hasOwnProperty.call(stored.data, "type")) return undefined;
+      json = JSON.stringify(stored);
     } catch {
       return undefined;
     }
@@ -47,7 +52,15 @@ export async function toStoredMessages(value: unknown, serde: SerializerProtocol
 
 /** fromStoredMessages turns stored messages back into message objects. */
 export function fromStoredMessages(stored: StoredMessageWire[]): BaseMessage[] {
-  return mapStoredMessagesToChatMessages(stored as unknown as StoredMessage[]);
+  return mapStoredMessagesToChatMessages(
+    stored.map((s) => {
+      if (!Object.prototype.hasOwnProperty.call(s.data, "type")) return s as unknown as StoredMessage;
+      // data.type is the stored form's type again (see toStoredMessages):
+      // JS's toDict() has it only outside data.
+      const { type: _type, ...data } = s.data;
+      return { type: s.type, data } as unknown as StoredMessage;
+    }),
+  );
 }
 
 async function roundTrips(m: BaseMessage, json: string, serde: SerializerProtocol): Promise<boolean> {

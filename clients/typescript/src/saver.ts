@@ -15,7 +15,7 @@ import {
   type PendingWrite,
   type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
-import { LoomClient } from "./client.js";
+import { LoomClient, LoomError } from "./client.js";
 import { MESSAGES_CHANNEL, fromStoredMessages, toStoredMessages } from "./messages.js";
 import type { Config, ListRequest, PendingWrite as WirePendingWrite, Tuple, Value } from "./wire.js";
 
@@ -40,6 +40,19 @@ export interface LoomSaverOptions {
  */
 export class LoomSaver extends BaseCheckpointSaver<number> {
   readonly client: LoomClient;
+
+  /**
+   * LangGraph's loop chains its puts one after another but sends a task's
+   * writes as soon as the task ends, so the writes of a checkpoint can come
+   * before its put has even been called (PostgresSaver takes them, its
+   * writes table having no key on checkpoints; loom keeps writes with their
+   * checkpoint). These remember which checkpoints loom has (put or read
+   * here), which puts are in flight per thread, and the puts writes wait
+   * for, so that such writes follow their checkpoint.
+   */
+  readonly #known = new RecentSet(10_000);
+  readonly #inflight = new Map<string, number>();
+  readonly #puts = new Map<string, Deferred>();
 
   constructor(options: LoomSaverOptions) {
     super(options.serde);
@@ -96,14 +109,30 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     }
     const wireConfig: Config = { thread_id: threadId, checkpoint_ns: namespaceOf(config) };
     if (typeof parentId === "string" && parentId !== "") wireConfig.checkpoint_id = parentId;
-    const res = await this.client.putCheckpoint({
-      config: wireConfig,
-      checkpoint: header,
-      metadata: metadata as Record<string, unknown>,
-      new_versions: newVersions,
-      channel_values: channelValues,
-    });
-    return toRunnableConfig(res.config);
+    const thread = threadKey(threadId, wireConfig.checkpoint_ns);
+    const ck = checkpointKey(threadId, wireConfig.checkpoint_ns, String(checkpoint.id));
+    this.#inflight.set(thread, (this.#inflight.get(thread) ?? 0) + 1);
+    const waiting = this.#deferred(ck);
+    try {
+      const res = await this.client.putCheckpoint({
+        config: wireConfig,
+        checkpoint: header,
+        metadata: metadata as Record<string, unknown>,
+        new_versions: newVersions,
+        channel_values: channelValues,
+      });
+      this.#known.add(ck);
+      waiting.resolve();
+      return toRunnableConfig(res.config);
+    } catch (err) {
+      waiting.reject(err);
+      throw err;
+    } finally {
+      this.#puts.delete(ck);
+      const n = (this.#inflight.get(thread) ?? 1) - 1;
+      if (n === 0) this.#inflight.delete(thread);
+      else this.#inflight.set(thread, n);
+    }
   }
 
   override async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
@@ -117,12 +146,55 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
         value: await this.#toValue(channel, value),
       })),
     );
-    await this.client.putWrites({
-      config: { thread_id: threadId, checkpoint_ns: namespaceOf(config), checkpoint_id: checkpointId },
-      task_id: taskId,
-      task_path: taskPath,
-      writes: wire,
+    const ns = namespaceOf(config);
+    const body = { config: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpointId }, task_id: taskId, task_path: taskPath, writes: wire };
+    const ck = checkpointKey(threadId, ns, checkpointId);
+    if (!this.#known.has(ck) && (this.#puts.has(ck) || this.#inflight.has(threadKey(threadId, ns)))) {
+      // Its checkpoint's put is in flight, or queued behind one that is.
+      await this.#putOf(ck);
+    }
+    try {
+      await this.client.putWrites(body);
+    } catch (err) {
+      // A put this loop has not called yet: wait for it once, then retry.
+      if (!(err instanceof LoomError && err.code === "not_found") || this.#known.has(ck)) throw err;
+      if (!(await this.#putOf(ck))) throw err;
+      await this.client.putWrites(body);
+    }
+  }
+
+  /** deferred is the promise of the put of checkpoint key ck on this saver, made on first ask. */
+  #deferred(ck: string): Deferred {
+    let d = this.#puts.get(ck);
+    if (d === undefined) {
+      d = new Deferred();
+      this.#puts.set(ck, d);
+    }
+    return d;
+  }
+
+  /**
+   * putOf waits until this saver has put checkpoint key ck (rejecting when
+   * that put failed); it answers false when no such put came within
+   * PUT_WAIT_MS, a bound that only keeps a caller who writes to a
+   * checkpoint nobody puts from waiting forever.
+   */
+  async #putOf(ck: string): Promise<boolean> {
+    if (this.#known.has(ck)) return true;
+    const d = this.#deferred(ck);
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), PUT_WAIT_MS);
     });
+    try {
+      return await Promise.race([d.promise.then(() => true), gaveUp]);
+    } finally {
+      clearTimeout(timer);
+      if (!this.#known.has(ck) && this.#puts.get(ck) === d && !d.settled) {
+        // Nobody put it: forget the promise so it cannot leak.
+        this.#puts.delete(ck);
+      }
+    }
   }
 
   override async deleteThread(threadId: string): Promise<void> {
@@ -203,6 +275,7 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
       pendingWrites: await Promise.all((t.pending_writes ?? []).map((w) => this.#fromWireWrite(w))),
     };
     if (t.parent_config) out.parentConfig = toRunnableConfig(t.parent_config);
+    if (t.config.checkpoint_id !== undefined) this.#known.add(checkpointKey(t.config.thread_id, t.config.checkpoint_ns ?? "", t.config.checkpoint_id));
     return out;
   }
 
@@ -224,6 +297,62 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
       const versions = Object.values(t.checkpoint.channel_versions);
       t.checkpoint.channel_values[TASKS] = sends;
       t.checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined);
+    }
+  }
+}
+
+/** How long writes wait for the put of their checkpoint (a bound, not a pace). */
+const PUT_WAIT_MS = 60_000;
+
+function threadKey(threadId: string, ns: string): string {
+  return JSON.stringify([threadId, ns]);
+}
+
+function checkpointKey(threadId: string, ns: string, checkpointId: string): string {
+  return JSON.stringify([threadId, ns, checkpointId]);
+}
+
+/** A promise with its resolve and reject; a rejection nobody awaits is not reported. */
+class Deferred {
+  readonly promise: Promise<void>;
+  settled = false;
+  resolve!: () => void;
+  reject!: (err: unknown) => void;
+
+  constructor() {
+    this.promise = new Promise<void>((resolve, reject) => {
+      this.resolve = () => {
+        this.settled = true;
+        resolve();
+      };
+      this.reject = (err) => {
+        this.settled = true;
+        reject(err);
+      };
+    });
+    this.promise.catch(() => {});
+  }
+}
+
+/** RecentSet is a set that keeps only its last max members. */
+class RecentSet {
+  readonly #max: number;
+  readonly #items = new Set<string>();
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  has(k: string): boolean {
+    return this.#items.has(k);
+  }
+
+  add(k: string): void {
+    this.#items.delete(k);
+    this.#items.add(k);
+    if (this.#items.size > this.#max) {
+      const oldest = this.#items.values().next().value;
+      if (oldest !== undefined) this.#items.delete(oldest);
     }
   }
 }
