@@ -29,14 +29,16 @@ import (
 
 // Commit metadata keys.
 const (
-	metaCheckpoint = "langgraph.checkpoint" // on a put commit: the checkpoint's id
-	metaWrites     = "langgraph.writes"     // on a writes commit: the checkpoint's id
-	metaSum        = "langgraph.sum"        // the chain sum of the messages on the commit's line
-	metaHeader     = "langgraph.cp"
-	metaMeta       = "langgraph.md"
-	metaParent     = "langgraph.parent"
-	metaBlob       = "langgraph.b" // + a number: a channel's value
-	metaWriteList  = "langgraph.w"
+	metaCheckpoint = "lg.checkpoint" // on a put commit: the checkpoint's id
+	metaWrites     = "lg.writes"     // on a writes commit: the checkpoint's id
+	metaSum        = "lg.sum"        // the chain sum of the messages on the commit's line
+	metaHeader     = "lg.cp"         // the header, whole
+	metaDelta      = "lg.cpd"        // or its merge patch from the header of…
+	metaDeltaBase  = "lg.cpb"        // …this put commit
+	metaMeta       = "lg.md"
+	metaParent     = "lg.parent"
+	metaBlob       = "lg.b" // + a number: a channel's value
+	metaWriteList  = "lg.w"
 )
 
 // State keys.
@@ -70,6 +72,11 @@ type lgState struct {
 	Msgs *msgsState `json:"msgs,omitempty"`
 	// Latest is the latest checkpoint when it is not this one.
 	Latest string `json:"latest,omitempty"`
+	// V is the thread's version when the put commit became its head.
+	V int64 `json:"v,omitempty"`
+	// HD counts the merge patches the header is kept as, back to a whole
+	// one (0: kept whole).
+	HD int `json:"hd,omitempty"`
 }
 
 // chanRef is where a channel's value at version V is: the metadata key K
@@ -238,11 +245,25 @@ func (s *Saver) writes(ctx context.Context, r *record) ([]PendingWrite, error) {
 	}
 	at := map[key]int{}
 	for i := len(marks) - 1; i >= 0; i-- {
-		var ws []PendingWrite
-		if err := json.Unmarshal(get(marks[i], metaWriteList), &ws); err != nil {
+		var sws []storedWrite
+		if err := json.Unmarshal(get(marks[i], metaWriteList), &sws); err != nil {
 			return nil, fmt.Errorf("writes of checkpoint %s: %w", r.st.ID, err)
 		}
-		for _, w := range ws {
+		for _, sw := range sws {
+			w := sw.PendingWrite
+			if m := sw.M; len(m) == 2 {
+				if m[0] < 0 || m[0] > m[1] || m[1] > len(marks[i].Messages) {
+					return nil, fmt.Errorf("writes of checkpoint %s: messages %v of %d", r.st.ID, m, len(marks[i].Messages))
+				}
+				w.Value = Value{Messages: make([]json.RawMessage, 0, m[1]-m[0])}
+				for _, msg := range marks[i].Messages[m[0]:m[1]] {
+					st, err := toStored(msg)
+					if err != nil {
+						return nil, err
+					}
+					w.Value.Messages = append(w.Value.Messages, st)
+				}
+			}
 			k := key{w.TaskID, w.Idx}
 			if j, ok := at[k]; ok {
 				out[j] = w
@@ -270,4 +291,37 @@ func (s *Saver) blob(ctx context.Context, r *record, ref chanRef) (*Blob, error)
 		return nil, fmt.Errorf("a value of checkpoint %s: %w", r.st.ID, err)
 	}
 	return &b, nil
+}
+
+// header returns the header of the checkpoint whose put commit is c.
+func (s *Saver) header(ctx context.Context, c *thread.Commit) ([]byte, error) {
+	if h := get(c, metaHeader); h != nil {
+		return h, nil
+	}
+	var patches [][]byte
+	for i := 0; ; i++ {
+		d, base := get(c, metaDelta), c.Metadata[metaDeltaBase]
+		if d == nil || base == "" || i > headerChain {
+			return nil, fmt.Errorf("the header of put commit %s: %w", c.ID, thread.ErrNotFound)
+		}
+		patches = append(patches, d)
+		var err error
+		if c, err = s.commit(ctx, base); err != nil {
+			return nil, err
+		}
+		if h := get(c, metaHeader); h != nil {
+			v, err := decodeAny(h)
+			if err != nil {
+				return nil, err
+			}
+			for j := len(patches) - 1; j >= 0; j-- {
+				p, err := decodeAny(patches[j])
+				if err != nil {
+					return nil, err
+				}
+				v = mergePatch(v, p)
+			}
+			return json.Marshal(v)
+		}
+	}
 }

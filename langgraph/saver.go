@@ -165,7 +165,7 @@ func (s *Saver) prepare(req PutRequest, id string, versions map[string]json.RawM
 		case isMsgs && ch != messagesChannel:
 			return nil, invalidf("channel_values.%s: only the channel %q holds messages", clip(ch), messagesChannel)
 		case isMsgs:
-			if e := v.Extends; e != nil && (e.N < 0 || e.N == 0 && e.H != "" || e.N > 0 && len(e.H) != 64) {
+			if e := v.Extends; e != nil && (e.N < 0 || e.N == 0 && e.H != "" || e.N > 0 && len(e.H) != 32) {
 				return nil, invalidf("channel_values.messages.extends: a count and its sum")
 			}
 			in.hasMsgs, in.extends, in.msgsV = true, v.Extends, nv
@@ -200,6 +200,42 @@ func clip(s string) string {
 	return s
 }
 
+// place says where a new commit goes: on the head, on the empty root
+// (reset), on a checkpoint's record (rollback to its name), or on a
+// checkpoint's put commit (restore to the version it was made at, checked
+// to be that commit).
+type place struct {
+	reset  bool
+	name   string
+	v      int64
+	commit *thread.Commit // the commit the new one goes on, nil for the head or the root
+}
+
+// errNoRestore says a put commit's version no longer names it (the thread
+// is a copy, with a history of its own).
+var errNoRestore = errors.New("the version no longer names the commit")
+
+// to adds the move to pl to g.
+func (pl place) to(ctx context.Context, g *thread.Group, th *thread.Thread) error {
+	switch {
+	case pl.reset:
+		if th.Record().Head != "" {
+			return g.Reset(ctx, th)
+		}
+	case pl.name != "":
+		return g.Rollback(ctx, th, pl.name)
+	case pl.commit != nil:
+		id := pl.commit.ID
+		return g.RestoreChecked(ctx, th, pl.v, func(e thread.HistoryEntry) error {
+			if e.Commit != id {
+				return errNoRestore
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
 // put makes one attempt at storing a checkpoint, and returns the sum of
 // its messages when it has them.
 func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum, error) {
@@ -211,21 +247,25 @@ func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum
 	if err != nil {
 		return nil, err
 	}
-	// The base is the checkpoint the new one follows: the parent, found
-	// at the head in the common case, by name when it branches; nil for
-	// none.
-	g := s.db.Group()
+	// parent is the checkpoint the new one follows, found at the head in
+	// the common case, by name when it branches; nil for none.
 	var head *record
-	if th.Record().Head != "" {
-		if head, err = s.load(ctx, th.Record().Head); err != nil && !errors.Is(err, thread.ErrNotFound) {
+	var headCommit *thread.Commit
+	if h := th.Record().Head; h != "" {
+		if head, err = s.load(ctx, h); err != nil && !errors.Is(err, thread.ErrNotFound) {
+			return nil, err
+		}
+		if head != nil {
+			headCommit = head.tip
+		} else if headCommit, err = s.commit(ctx, h); err != nil {
 			return nil, err
 		}
 	}
-	base := head
-	move := "" // the checkpoint to roll back to first, "reset", or "" for none
+	parent := head
+	var pl place
 	switch {
 	case in.parent == "":
-		base, move = nil, "reset"
+		parent, pl = nil, place{reset: true}
 	case head.id() == in.parent && head.st.Latest == "":
 	default:
 		r, err := s.named(ctx, th, in.parent)
@@ -233,35 +273,57 @@ func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum
 		case errors.Is(err, thread.ErrNotFound):
 			// A parent this thread does not know: the new checkpoint
 			// records it, and follows the head.
+			parent = nil
 		case err != nil:
 			return nil, err
 		default:
-			base, move = r, in.parent
+			parent, pl = r, place{name: in.parent, commit: r.tip}
 		}
 	}
-	lineSum, baseMsgs := "", (*msgsState)(nil)
-	if base != nil {
-		lineSum, baseMsgs = base.tip.Metadata[metaSum], base.st.Msgs
-		if baseMsgs != nil && int64(baseMsgs.N) != base.tip.Depth {
-			baseMsgs = nil
-		}
-	} else if move == "" && th.Record().Head != "" {
-		// Following a head that is no checkpoint: its line stays.
-		c, err := s.commit(ctx, th.Record().Head)
-		if err != nil {
-			return nil, err
-		}
-		lineSum = c.Metadata[metaSum]
+	// at is the commit the new one goes on.
+	at := headCommit
+	switch {
+	case pl.reset:
+		at = nil
+	case pl.commit != nil:
+		at = pl.commit
+	}
+	lineSum := ""
+	if at != nil {
+		lineSum = at.Metadata[metaSum]
 	}
 	var msgs []message.Message
 	var sum *MessagesSum
 	if in.hasMsgs {
+		// pm: the parent's messages, when they are its put commit's line.
+		var pm *msgsState
+		if parent != nil && parent.st.Msgs != nil && int64(parent.st.Msgs.N) == parent.put.Depth {
+			pm = parent.st.Msgs
+		}
+		// pending: the messages written on the line after the parent's
+		// put (its tasks' writes), which the new list takes in order.
+		pending := 0
+		if pm != nil && at != nil && at == parent.tip {
+			pending = int(at.Depth) - pm.N
+		}
+		onPut := place{v: 0}
+		if parent != nil {
+			onPut = place{v: parent.st.V, commit: parent.put}
+		}
 		if e := in.extends; e != nil {
-			if baseMsgs == nil || baseMsgs.N != e.N || baseMsgs.H != e.H {
+			if pm == nil || pm.N != e.N || pm.H != e.H {
 				return nil, errStale
 			}
-			msgs, lineSum = in.msgs, sumOf(baseMsgs.H, in.stored)
-			sum = &MessagesSum{N: baseMsgs.N + len(msgs), H: lineSum}
+			lineSum = sumOf(pm.H, in.stored)
+			sum = &MessagesSum{N: pm.N + len(in.msgs), H: lineSum}
+			switch {
+			case pending == 0 && (at == nil || int(at.Depth) == pm.N):
+				msgs = in.msgs
+			case pending > 0 && len(in.stored) >= pending && sumOf(pm.H, in.stored[:pending]) == at.Metadata[metaSum]:
+				msgs = in.msgs[pending:]
+			default:
+				pl, at, msgs = onPut, parent.put, in.msgs
+			}
 		} else {
 			sums := make([]string, len(in.stored))
 			h := ""
@@ -269,40 +331,56 @@ func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum
 				h = nextSum(h, st)
 				sums[i] = h
 			}
-			if baseMsgs != nil && baseMsgs.N <= len(in.msgs) && (baseMsgs.N == 0 || sums[baseMsgs.N-1] == baseMsgs.H) {
-				msgs = in.msgs[baseMsgs.N:]
-			} else {
-				nb, nmove, n, err := s.prefixBase(ctx, th, base, sums)
-				if err != nil {
-					return nil, err
-				}
-				base, move, msgs = nb, nmove, in.msgs[n:]
-			}
 			lineSum = h
 			sum = &MessagesSum{N: len(in.msgs), H: h}
+			extends := pm != nil && pm.N <= len(in.msgs) && (pm.N == 0 || sums[pm.N-1] == pm.H)
+			switch {
+			case extends && pending == 0 && (at == nil || int(at.Depth) == pm.N):
+				msgs = in.msgs[pm.N:]
+			case extends && pending > 0 && len(sums) >= pm.N+pending && sums[pm.N+pending-1] == at.Metadata[metaSum]:
+				msgs = in.msgs[pm.N+pending:]
+			case extends:
+				pl, at, msgs = onPut, parent.put, in.msgs[pm.N:]
+			default:
+				var n int
+				if pl, at, n, err = s.prefixBase(ctx, at, sums); err != nil {
+					return nil, err
+				}
+				msgs = in.msgs[n:]
+			}
 		}
-	} else if move == "reset" {
+	} else if at == nil {
 		lineSum = ""
 	}
-	b, st := s.putParts(base, in, lineSum, sum)
-	patch := statePatch(base, st, b.extra)
-	switch move {
-	case "":
-	case "reset":
-		if th.Record().Head != "" {
-			err = g.Reset(ctx, th)
-		}
-	default:
-		err = g.Rollback(ctx, th, move)
-	}
+	// What the new checkpoint takes from its parent by reference (its
+	// header's patch, its channels' values) must stay reachable from it:
+	// it is, when the new commit goes on the parent's record.
+	anchored := parent != nil && at != nil && (at.ID == parent.tip.ID || at.ID == parent.put.ID)
+	b, st, err := s.putParts(ctx, parent, anchored, in, lineSum, sum)
 	if err != nil {
+		return nil, err
+	}
+	st.V = th.Record().Version + 1
+	if sum == nil && st.Msgs != nil {
+		sum = &MessagesSum{N: st.Msgs.N, H: st.Msgs.H}
+	}
+	patch := statePatch(at, st, b.extra)
+	g := s.db.Group()
+	if err := pl.to(ctx, g, th); err != nil {
+		if errors.Is(err, errNoRestore) {
+			if in.extends != nil {
+				return nil, errStale
+			}
+			return s.putReset(ctx, th, in)
+		}
 		return nil, err
 	}
 	op := thread.OpAppend
 	if len(msgs) == 0 {
 		op = thread.OpState
 	}
-	if _, err := g.Commit(ctx, th, thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: b.meta}); err != nil {
+	opts := thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: b.meta}
+	if _, err := g.Commit(ctx, th, opts); err != nil {
 		return nil, err
 	}
 	if err := g.Checkpoint(ctx, th, in.id); err != nil {
@@ -313,7 +391,7 @@ func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum
 		// A checkpoint of this id may exist already: it is replaced, as
 		// LangGraph's savers upsert.
 		if _, nerr := s.named(ctx, th, in.id); nerr == nil {
-			err = s.replace(ctx, th, in.id, thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: b.meta}, move)
+			err = s.replace(ctx, th, in.id, opts, pl)
 		}
 	}
 	if err != nil {
@@ -322,11 +400,41 @@ func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum
 	return sum, nil
 }
 
+// putReset stores a checkpoint whose messages start a new line from the
+// root: the last resort, where no earlier commit can be gone back to.
+func (s *Saver) putReset(ctx context.Context, th *thread.Thread, in *putInput) (*MessagesSum, error) {
+	parent, err := s.named(ctx, th, in.parent)
+	if err != nil && !errors.Is(err, thread.ErrNotFound) {
+		return nil, err
+	}
+	h := sumOf("", in.stored)
+	sum := &MessagesSum{N: len(in.msgs), H: h}
+	b, st, err := s.putParts(ctx, parent, false, in, h, sum)
+	if err != nil {
+		return nil, err
+	}
+	st.V = th.Record().Version + 1
+	g := s.db.Group()
+	if err := g.Reset(ctx, th); err != nil {
+		return nil, err
+	}
+	if _, err := g.Commit(ctx, th, thread.CommitOptions{Messages: in.msgs, State: statePatch(nil, st, b.extra), Metadata: b.meta}); err != nil {
+		return nil, err
+	}
+	if err := g.Checkpoint(ctx, th, in.id); err != nil {
+		return nil, err
+	}
+	return sum, g.Apply(ctx)
+}
+
 // putParts returns the metadata of a checkpoint's put commit and the state
 // it sets: the values of the channels whose version moved are in the
 // commit; the others keep pointing where base's did, when their version
 // is base's.
-func (s *Saver) putParts(base *record, in *putInput, lineSum string, sum *MessagesSum) (*bag, lgState) {
+//
+// anchored says the new commit goes on base's record, so that it may
+// refer to base's commits; when not, it holds copies.
+func (s *Saver) putParts(ctx context.Context, base *record, anchored bool, in *putInput, lineSum string, sum *MessagesSum) (*bag, lgState, error) {
 	b := newBag()
 	b.meta[metaCheckpoint] = in.id
 	if lineSum != "" {
@@ -339,7 +447,29 @@ func (s *Saver) putParts(base *record, in *putInput, lineSum string, sum *Messag
 	if sum != nil {
 		st.Msgs = &msgsState{V: in.msgsV, N: sum.N, H: sum.H}
 	}
-	b.put(metaHeader, in.header)
+	whole := true
+	if anchored && base.st.HD < headerChain {
+		ph, err := s.header(ctx, base.put)
+		if err != nil {
+			return nil, lgState{}, err
+		}
+		pv, err1 := decodeAny(ph)
+		nv, err2 := decodeAny(in.header)
+		po, ok1 := pv.(map[string]any)
+		no, ok2 := nv.(map[string]any)
+		if err1 == nil && err2 == nil && ok1 && ok2 {
+			if d, ok := mergeDiff(po, no); ok {
+				if dj, err := json.Marshal(d); err == nil && len(dj) < len(in.header)*3/4 {
+					b.put(metaDelta, dj)
+					b.meta[metaDeltaBase] = base.put.ID
+					st.HD, whole = base.st.HD+1, false
+				}
+			}
+		}
+	}
+	if whole {
+		b.put(metaHeader, in.header)
+	}
 	b.put(metaMeta, in.meta)
 	chans := make([]string, 0, len(in.blobs))
 	for ch := range in.blobs {
@@ -362,29 +492,37 @@ func (s *Saver) putParts(base *record, in *putInput, lineSum string, sum *Messag
 			}
 		}
 		if ref, ok := base.st.Ch[ch]; ok && jsonEqual(ref.V, v) {
+			if !anchored {
+				blob, err := s.blob(ctx, base, ref)
+				if err != nil {
+					return nil, lgState{}, err
+				}
+				data, _ := json.Marshal(blob)
+				k := metaBlob + strconv.Itoa(len(chans))
+				chans = append(chans, ch)
+				b.put(k, data)
+				st.Ch[ch] = chanRef{V: v, K: k}
+				continue
+			}
 			if ref.At == "" {
 				ref.At = base.put.ID
 			}
 			st.Ch[ch] = ref
 		}
 	}
-	return b, st
+	return b, st, nil
 }
 
 // statePatch is the patch that sets the state st (and the pieces that did
-// not fit in metadata) over base's.
-func statePatch(base *record, st lgState, extra map[string]json.RawMessage) map[string]json.RawMessage {
+// not fit in metadata) on the commit at.
+func statePatch(at *thread.Commit, st lgState, extra map[string]json.RawMessage) map[string]json.RawMessage {
 	patch := map[string]json.RawMessage{}
 	patch[keyState], _ = json.Marshal(st)
 	for k, v := range extra {
 		patch[k] = v
 	}
-	if base != nil {
-		sc := base.put
-		if base.tip.StateFrom == base.tip.ID {
-			sc = base.tip
-		}
-		for k := range sc.State {
+	if at != nil && at.StateFrom == at.ID {
+		for k := range at.State {
 			if _, ok := extra[k]; !ok && strings.HasPrefix(k, keyExtra) {
 				patch[k] = nil
 			}
@@ -401,22 +539,12 @@ func sumOf(h string, stored [][]byte) string {
 }
 
 // replace is put for a checkpoint id that the thread has already.
-func (s *Saver) replace(ctx context.Context, th *thread.Thread, id string, opts thread.CommitOptions, move string) error {
+func (s *Saver) replace(ctx context.Context, th *thread.Thread, id string, opts thread.CommitOptions, pl place) error {
 	if err := th.Refresh(ctx); err != nil {
 		return err
 	}
 	g := s.db.Group()
-	var err error
-	switch move {
-	case "":
-	case "reset":
-		if th.Record().Head != "" {
-			err = g.Reset(ctx, th)
-		}
-	default:
-		err = g.Rollback(ctx, th, move)
-	}
-	if err != nil {
+	if err := pl.to(ctx, g, th); err != nil {
 		return err
 	}
 	if _, err := g.Commit(ctx, th, opts); err != nil {
@@ -448,17 +576,17 @@ func (s *Saver) create(ctx context.Context, cfg Config) (*thread.Thread, error) 
 	return th, err
 }
 
-// prefixBase finds where a messages list that does not extend base's
-// departs from it, and the checkpoint to branch from: the newest one on
-// base's line whose messages are all in the new list's prefix. It returns
-// that checkpoint (with the move to it) and how many of the new messages
-// its line holds already. sums are the new list's chain sums.
-func (s *Saver) prefixBase(ctx context.Context, th *thread.Thread, base *record, sums []string) (*record, string, int, error) {
+// prefixBase finds where a messages list departs from the line that ends
+// at commit at, and the put commit on that line to go on: the newest whose
+// messages the new list starts with. It returns where to put the new
+// commit and how many of the new messages are there already. sums are the
+// new list's chain sums.
+func (s *Saver) prefixBase(ctx context.Context, at *thread.Commit, sums []string) (place, *thread.Commit, int, error) {
 	var line []*thread.Commit
-	if base != nil {
-		for c, err := range s.db.Store().Ancestors(ctx, base.tip.ID, -1) {
+	if at != nil {
+		for c, err := range s.db.Store().Ancestors(ctx, at.ID, -1) {
 			if err != nil {
-				return nil, "", 0, err
+				return place{}, nil, 0, err
 			}
 			line = append(line, c)
 		}
@@ -485,22 +613,16 @@ walk:
 	}
 	for i := len(line) - 1; i >= 0; i-- {
 		cm := line[i]
-		name := cm.Metadata[metaCheckpoint]
-		if int(cm.Depth) > p || name == "" {
+		if int(cm.Depth) > p || cm.Metadata[metaCheckpoint] == "" || cm.StateFrom != cm.ID {
 			continue
 		}
-		r, err := s.named(ctx, th, name)
-		if err != nil {
-			if errors.Is(err, thread.ErrNotFound) {
-				continue
-			}
-			return nil, "", 0, err
+		var st lgState
+		if json.Unmarshal(cm.State[keyState], &st) != nil || st.V == 0 {
+			continue
 		}
-		if d := int(r.tip.Depth); d <= p && r.st.Msgs != nil && r.st.Msgs.N == d {
-			return r, name, d, nil
-		}
+		return place{v: st.V, commit: cm}, cm, int(cm.Depth), nil
 	}
-	return nil, "reset", 0, nil
+	return place{reset: true}, nil, 0, nil
 }
 
 func jsonEqual(a, b json.RawMessage) bool {
@@ -542,8 +664,15 @@ func (s *Saver) PutWrites(ctx context.Context, req WritesRequest) error {
 		}
 	}
 	var err error
+	byRef := true
 	for range attempts {
-		err = s.putWrites(ctx, req)
+		err = s.putWrites(ctx, req, byRef)
+		if errors.Is(err, thread.ErrDuplicateID) && byRef {
+			// A message of the writes is on the line already (a node that
+			// edits one): the writes keep their messages themselves.
+			byRef = false
+			continue
+		}
 		if !errors.Is(err, thread.ErrConflict) {
 			break
 		}
@@ -551,7 +680,16 @@ func (s *Saver) PutWrites(ctx context.Context, req WritesRequest) error {
 	return err
 }
 
-func (s *Saver) putWrites(ctx context.Context, req WritesRequest) error {
+// storedWrite is a pending write as a mark keeps it: its messages, when
+// M is set, are the mark's own messages M[0]:M[1] — appended to the
+// thread's line as they are written, so that the checkpoint that takes
+// them in stores nothing again.
+type storedWrite struct {
+	PendingWrite
+	M []int `json:"m,omitempty"`
+}
+
+func (s *Saver) putWrites(ctx context.Context, req WritesRequest, byRef bool) error {
 	th, err := s.open(ctx, req.Config)
 	if err != nil {
 		return err
@@ -603,23 +741,46 @@ func (s *Saver) putWrites(ctx context.Context, req WritesRequest) error {
 	if len(changes) == 0 && latest == target.st.Latest {
 		return nil
 	}
+	var msgs []message.Message
+	sum := target.tip.Metadata[metaSum]
+	sws := make([]storedWrite, len(changes))
+	for i, w := range changes {
+		sws[i].PendingWrite = w
+		if !byRef || w.Value.Messages == nil {
+			continue
+		}
+		from := len(msgs)
+		for _, raw := range w.Value.Messages {
+			m, err := fromStored(raw)
+			if err != nil {
+				return err
+			}
+			st, err := toStored(m)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, m)
+			sum = nextSum(sum, st)
+		}
+		sws[i].Value, sws[i].M = Value{}, []int{from, len(msgs)}
+	}
 	b := newBag()
 	b.meta[metaWrites] = id
-	if sum := target.tip.Metadata[metaSum]; sum != "" {
+	if sum != "" {
 		b.meta[metaSum] = sum
 	}
-	list, err := json.Marshal(changes)
+	list, err := json.Marshal(sws)
 	if err != nil {
 		return err
 	}
 	b.put(metaWriteList, list)
-	opts := thread.CommitOptions{Op: opWrites, Metadata: b.meta}
+	opts := thread.CommitOptions{Messages: msgs, Op: opWrites, Metadata: b.meta}
 	if b.extra != nil || latest != target.st.Latest {
 		// This mark sets the state: the checkpoint's, with where its put
 		// is, and what did not fit in metadata.
 		st := target.st
 		st.Put, st.Latest = target.put.ID, latest
-		opts.State = statePatch(target, st, b.extra)
+		opts.State = statePatch(target.tip, st, b.extra)
 	}
 	if _, err := g.Commit(ctx, th, opts); err != nil {
 		return err
@@ -691,7 +852,11 @@ type reading struct {
 // tuple makes the CheckpointTuple of r.
 func (s *Saver) tuple(ctx context.Context, threadID, ns string, r *record, rd *reading) (*Tuple, error) {
 	t := &Tuple{Config: Config{ThreadID: threadID, CheckpointNS: ns, CheckpointID: r.id()}}
-	if err := json.Unmarshal(get(r.put, metaHeader), &t.Checkpoint); err != nil {
+	header, err := s.header(ctx, r.put)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(header, &t.Checkpoint); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", r.id(), err)
 	}
 	var versions map[string]json.RawMessage
@@ -699,7 +864,7 @@ func (s *Saver) tuple(ctx context.Context, threadID, ns string, r *record, rd *r
 	values := make(map[string]Value, len(versions))
 	for ch, v := range versions {
 		if m := r.st.Msgs; ch == messagesChannel && m != nil && jsonEqual(m.V, v) {
-			val, err := s.messages(ctx, r.tip.ID, *m, rd)
+			val, err := s.messages(ctx, r.put.ID, *m, rd)
 			if err != nil {
 				return nil, err
 			}
