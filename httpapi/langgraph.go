@@ -211,8 +211,18 @@ func (s *Server) lgGet(w http.ResponseWriter, r *http.Request) error {
 	if q.Has("checkpoint_id") && cfg.CheckpointID == "" {
 		return invalidf("query parameter checkpoint_id: empty; leave it out for the latest")
 	}
-	if err := lgConfig("query parameter", cfg, false); err != nil {
-		return err
+	for _, p := range []struct {
+		name, v  string
+		max      int
+		required bool
+	}{
+		{"thread_id", cfg.ThreadID, lgMaxThreadID, true},
+		{"checkpoint_ns", cfg.CheckpointNS, lgMaxNS, false},
+		{"checkpoint_id", cfg.CheckpointID, lgMaxID, false},
+	} {
+		if err := lgText("query parameter "+p.name, p.v, p.max, p.required); err != nil {
+			return err
+		}
 	}
 	defer s.metrics.StoreOpSince("langgraph_get", time.Now())
 	tup, err := s.saver(r).Get(r.Context(), cfg)
