@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzView$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzFork$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzFromStored$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./langgraph
 	$(GO) test -run '^$$' -fuzz '^FuzzRollback$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzRun$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
