@@ -101,13 +101,14 @@ func (c lgCheckpoint) body() map[string]any {
 }
 
 // put puts c and checks the config it is answered with.
-func (a *lgAPI) put(c lgCheckpoint) {
+func (a *lgAPI) put(c lgCheckpoint) langgraph.PutResponse {
 	a.tb.Helper()
 	var resp langgraph.PutResponse
 	a.call("POST", "/v1/langgraph/checkpoints", c.body(), http.StatusOK, &resp)
 	if want := (langgraph.Config{ThreadID: c.thread, CheckpointNS: c.ns, CheckpointID: c.id}); resp.Config != want {
 		a.tb.Fatalf("put %s: config %+v, want %+v", c.id, resp.Config, want)
 	}
+	return resp
 }
 
 // get returns the tuple of the query cfg makes.
@@ -128,10 +129,12 @@ func lgGetPath(cfg langgraph.Config) string {
 }
 
 // lgTupleJSON is a tuple as a client reads it, its checkpoint's
-// channel_values apart.
+// channel_values apart, and the sum of its messages (the server's chain
+// sum, which the tests cannot compute) taken out of them.
 type lgTupleJSON struct {
 	langgraph.Tuple
 	values map[string]langgraph.Value
+	sum    *langgraph.MessagesSum
 }
 
 func (t *lgTupleJSON) UnmarshalJSON(b []byte) error {
@@ -142,7 +145,20 @@ func (t *lgTupleJSON) UnmarshalJSON(b []byte) error {
 	if !ok {
 		return fmt.Errorf("checkpoint without channel_values: %s", b)
 	}
-	return json.Unmarshal(raw, &t.values)
+	if err := json.Unmarshal(raw, &t.values); err != nil {
+		return err
+	}
+	if v, ok := t.values["messages"]; ok && v.Messages != nil {
+		if v.Sum == nil {
+			return fmt.Errorf("messages without their sum: %s", raw)
+		}
+		t.sum, v.Sum = v.Sum, nil
+		t.values["messages"] = v
+		var err error
+		t.Checkpoint["channel_values"], err = json.Marshal(t.values)
+		return err
+	}
+	return nil
 }
 
 // list returns the ids of the checkpoints a search finds, in order.
@@ -235,11 +251,11 @@ func TestLangGraphRefusesBadInput(t *testing.T) {
 		{"put: thread with a control character", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { cfg(b)["thread_id"] = "a\u0007b" }), "invalid", "control character"},
 		{"put: thread with a lone surrogate", "POST", "/v1/langgraph/checkpoints", `{"config":{"thread_id":"\ud800"},"checkpoint":{"id":"c1"}}`, "invalid_json", "UTF-8"},
 		{"put: namespace too long", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { cfg(b)["checkpoint_ns"] = long(1025) }), "invalid", "config.checkpoint_ns"},
-		{"put: parent id too long", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { cfg(b)["checkpoint_id"] = long(257) }), "invalid", "config.checkpoint_id"},
+		{"put: parent id too long", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { cfg(b)["checkpoint_id"] = long(129) }), "invalid", "checkpoint_id"},
 		{"put: no checkpoint", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { delete(b, "checkpoint") }), "invalid", "checkpoint"},
 		{"put: no checkpoint id", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { delete(ckpt(b), "id") }), "invalid", "checkpoint.id"},
 		{"put: checkpoint id a number", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { ckpt(b)["id"] = 7 }), "invalid", "checkpoint.id"},
-		{"put: checkpoint id too long", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { ckpt(b)["id"] = long(257) }), "invalid", "checkpoint.id"},
+		{"put: checkpoint id too long", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { ckpt(b)["id"] = long(129) }), "invalid", "checkpoint.id"},
 		{"put: channel_values in the checkpoint", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { ckpt(b)["channel_values"] = map[string]any{} }), "invalid", "checkpoint.channel_values"},
 		{"put: a version that is true", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { ckpt(b)["channel_versions"] = map[string]any{"a": true} }), "invalid", "channel_versions"},
 		{"put: channel versions not an object", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { ckpt(b)["channel_versions"] = []int{1} }), "invalid", "channel_versions"},
@@ -266,11 +282,23 @@ func TestLangGraphRefusesBadInput(t *testing.T) {
 		{"put: blob data not base64", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) {
 			b["channel_values"] = map[string]any{"a": map[string]any{"blob": map[string]any{"type": "json", "data": "!!"}}}
 		}), "invalid_json", "base64"},
+		{"put: extends on a blob", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) {
+			b["channel_values"] = map[string]any{"a": map[string]any{"blob": blob("1").Blob, "extends": map[string]any{"n": 0, "h": ""}}}
+		}), "invalid", "extends"},
+		{"put: a sum", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) {
+			b["channel_values"] = map[string]any{"messages": map[string]any{"messages": []any{}, "sum": map[string]any{"n": 0, "h": ""}}}
+		}), "invalid", "answers only"},
+		{"put: shares", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) {
+			b["channel_values"] = map[string]any{"messages": map[string]any{"messages": []any{}, "shares": map[string]any{"tuple": 0, "n": 0}}}
+		}), "invalid", "answers only"},
 		{"put: a value that is null", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) { b["channel_values"] = map[string]any{"a": nil} }), "invalid", "one of blob and messages"},
 
-		{"writes: no checkpoint id", "POST", "/v1/langgraph/writes", writes(func(b map[string]any) { delete(b["config"].(map[string]any), "checkpoint_id") }), "invalid", "config.checkpoint_id"},
+		{"writes: no checkpoint id", "POST", "/v1/langgraph/writes", writes(func(b map[string]any) { delete(b["config"].(map[string]any), "checkpoint_id") }), "invalid", "checkpoint_id"},
 		{"writes: no task", "POST", "/v1/langgraph/writes", writes(func(b map[string]any) { delete(b, "task_id") }), "invalid", "task_id"},
-		{"writes: task id too long", "POST", "/v1/langgraph/writes", writes(func(b map[string]any) { b["task_id"] = long(257) }), "invalid", "task_id"},
+		{"writes: task id too long", "POST", "/v1/langgraph/writes", writes(func(b map[string]any) { b["task_id"] = long(1025) }), "invalid", "task_id"},
+		{"writes: extends", "POST", "/v1/langgraph/writes", writes(func(b map[string]any) {
+			b["writes"] = []any{map[string]any{"idx": 0, "channel": "messages", "value": langgraph.Value{Messages: []json.RawMessage{}, Extends: &langgraph.MessagesSum{}}}}
+		}), "invalid", "extends"},
 		{"writes: task path too long", "POST", "/v1/langgraph/writes", writes(func(b map[string]any) { b["task_path"] = long(1025) }), "invalid", "task_path"},
 		{"writes: no writes", "POST", "/v1/langgraph/writes", writes(func(b map[string]any) { delete(b, "writes") }), "invalid", "writes"},
 		{"writes: no channel", "POST", "/v1/langgraph/writes", writes(func(b map[string]any) { b["writes"] = []any{map[string]any{"idx": 0, "value": blob("1")}} }), "invalid", "writes[0].channel"},
@@ -288,7 +316,12 @@ func TestLangGraphRefusesBadInput(t *testing.T) {
 		{"get: thread not UTF-8", "GET", "/v1/langgraph/checkpoint?thread_id=%FF", nil, "invalid", "UTF-8"},
 		{"get: thread twice", "GET", "/v1/langgraph/checkpoint?thread_id=a&thread_id=b", nil, "invalid", "thread_id"},
 		{"get: empty checkpoint id", "GET", "/v1/langgraph/checkpoint?thread_id=a&checkpoint_id=", nil, "invalid", "checkpoint_id"},
-		{"get: checkpoint id too long", "GET", "/v1/langgraph/checkpoint?thread_id=a&checkpoint_id=" + long(257), nil, "invalid", "checkpoint_id"},
+		{"get: checkpoint id too long", "GET", "/v1/langgraph/checkpoint?thread_id=a&checkpoint_id=" + long(129), nil, "invalid", "checkpoint_id"},
+		{"get: messages_n alone", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=1", nil, "invalid", "both or neither"},
+		{"get: messages_n negative", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=-1&messages_h=", nil, "invalid", "messages_n"},
+		{"get: messages_n not a number", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=x&messages_h=", nil, "invalid", "messages_n"},
+		{"get: messages_h not a sum", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=1&messages_h=abc", nil, "invalid", "messages_h"},
+		{"get: messages_h of nothing", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=0&messages_h=" + strings.Repeat("a", 64), nil, "invalid", "messages_h"},
 		{"get: namespace too long", "GET", "/v1/langgraph/checkpoint?thread_id=a&checkpoint_ns=" + long(1025), nil, "invalid", "checkpoint_ns"},
 		{"get: unknown parameter", "GET", "/v1/langgraph/checkpoint?thread_id=a&thread=b", nil, "invalid", `"thread"`},
 
@@ -297,7 +330,6 @@ func TestLangGraphRefusesBadInput(t *testing.T) {
 		{"list: thread a number", "POST", "/v1/langgraph/checkpoints/search", `{"thread_id":1}`, "invalid_json", "thread_id"},
 		{"list: thread too long", "POST", "/v1/langgraph/checkpoints/search", map[string]any{"thread_id": long(1025)}, "invalid", "thread_id"},
 		{"list: namespace with a control character", "POST", "/v1/langgraph/checkpoints/search", `{"checkpoint_ns":"\n"}`, "invalid", "checkpoint_ns"},
-		{"list: before too long", "POST", "/v1/langgraph/checkpoints/search", map[string]any{"before": long(257)}, "invalid", "before"},
 		{"list: filter not an object", "POST", "/v1/langgraph/checkpoints/search", `{"filter":[]}`, "invalid_json", "filter"},
 
 		{"delete: thread with NUL", "DELETE", "/v1/langgraph/threads/a%00b", nil, "invalid", "control character"},
@@ -320,7 +352,6 @@ func TestLangGraphRefusesBadInput(t *testing.T) {
 
 		{"delta: no config", "POST", "/v1/langgraph/delta-history", `{"channels":["a"]}`, "invalid", "config.thread_id"},
 		{"delta: no channels", "POST", "/v1/langgraph/delta-history", `{"config":{"thread_id":"t"}}`, "invalid", "channels"},
-		{"delta: empty channel", "POST", "/v1/langgraph/delta-history", `{"config":{"thread_id":"t"},"channels":[""]}`, "invalid", "channels[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := a.as(keyA)
@@ -402,8 +433,10 @@ func TestLangGraphPutAndGet(t *testing.T) {
 		values: map[string]langgraph.Value{"messages": messages(m1), "count": blob("1")}, metadata: map[string]any{"source": "input", "step": -1, "run_id": "r1"}}
 	c2 := lgCheckpoint{thread: "t", parent: "c01", id: "c02", versions: map[string]int{"messages": 2, "count": 1}, moved: map[string]int{"messages": 2},
 		values: map[string]langgraph.Value{"messages": messages(m1, m2)}, metadata: map[string]any{"source": "loop", "step": 0, "writes": map[string]any{"n": []any{1, "x"}}}}
-	a.put(c1)
-	a.put(c2)
+	sums := map[string]*langgraph.MessagesSum{"c01": a.put(c1).Messages, "c02": a.put(c2).Messages}
+	if sums["c01"] == nil || sums["c01"].N != 1 || sums["c02"] == nil || sums["c02"].N != 2 || *sums["c01"] == *sums["c02"] {
+		t.Fatalf("the puts' message sums: %+v, %+v", sums["c01"], sums["c02"])
+	}
 
 	for _, tc := range []struct {
 		cfg    langgraph.Config
@@ -436,6 +469,9 @@ func TestLangGraphPutAndGet(t *testing.T) {
 		}
 		if len(got.PendingWrites) != 0 {
 			t.Errorf("get %+v: pending writes %+v", tc.cfg, got.PendingWrites)
+		}
+		if *got.sum != *sums[tc.want.id] {
+			t.Errorf("get %+v: the messages' sum %+v, the put's %+v", tc.cfg, got.sum, sums[tc.want.id])
 		}
 	}
 	// Neither another id nor another namespace has it.
@@ -544,8 +580,9 @@ func TestLangGraphCopyThread(t *testing.T) {
 	a := newLGAPI(t)
 	v := map[string]int{"a": 1}
 	src := "source/thread ✓"
-	a.put(lgCheckpoint{thread: src, id: "c01", versions: v, moved: v, values: map[string]langgraph.Value{"a": blob("1"), "messages": messages(lcMessage("human", "m1", "hi"))}})
-	a.put(lgCheckpoint{thread: src, parent: "c01", id: "c02", versions: v, moved: map[string]int{}})
+	vm := map[string]int{"a": 1, "messages": 1}
+	a.put(lgCheckpoint{thread: src, id: "c01", versions: vm, moved: vm, values: map[string]langgraph.Value{"a": blob("1"), "messages": messages(lcMessage("human", "m1", "hi"))}})
+	a.put(lgCheckpoint{thread: src, parent: "c01", id: "c02", versions: vm, moved: map[string]int{}})
 	a.put(lgCheckpoint{thread: src, ns: "sub:1", id: "c03", versions: v, moved: v, values: map[string]langgraph.Value{"a": blob("3")}})
 	a.writes(src, "", "c02", "task", "", langgraph.Write{Idx: 0, Channel: "a", Value: blob("2")})
 
@@ -725,5 +762,106 @@ func TestLangGraphRoutesAnswer2xx(t *testing.T) {
 		if isLangGraphRoute(rt.pattern) && !answered2xx(out.String(), rt.pattern, method) {
 			t.Errorf("route %s never answered a 2xx", rt.pattern)
 		}
+	}
+}
+
+// rebuildMessages returns the whole list of messages of each tuple of a
+// list's answer, as a client rebuilds them: an earlier tuple's beginning
+// (shares), then the messages sent.
+func rebuildMessages(tb testing.TB, tuples []lgTupleJSON) [][]json.RawMessage {
+	tb.Helper()
+	out := make([][]json.RawMessage, len(tuples))
+	for i, t := range tuples {
+		v := t.values["messages"]
+		var list []json.RawMessage
+		if sh := v.Shares; sh != nil {
+			if sh.Tuple >= i || sh.N > len(out[sh.Tuple]) {
+				tb.Fatalf("tuple %d shares %+v, which is not an earlier list", i, *sh)
+			}
+			list = append(list, out[sh.Tuple][:sh.N]...)
+		}
+		if v.Extends != nil {
+			tb.Fatalf("tuple %d of a list extends %+v, which no request named", i, *v.Extends)
+		}
+		out[i] = append(list, v.Messages...)
+	}
+	return out
+}
+
+// TestLangGraphSendsWhatATurnAdds checks that the messages of a turn cost
+// what it adds, both ways: a put may send only the messages after its
+// parent's (extends), which a put that names another list is refused
+// (409, so the client sends the whole list); a get that names the list the
+// client holds is answered with the rest only; a list sends each line of
+// messages once (shares).
+func TestLangGraphSendsWhatATurnAdds(t *testing.T) {
+	a := newLGAPI(t)
+	m1, m2, m3 := lcMessage("human", "m1", "hi"), lcMessage("ai", "m2", "hello"), lcMessage("human", "m3", "and?")
+	vs := func(n int) map[string]int { return map[string]int{"messages": n} }
+	s1 := a.put(lgCheckpoint{thread: "t", id: "c01", versions: vs(1), moved: vs(1), values: map[string]langgraph.Value{"messages": messages(m1)}}).Messages
+	// c02 sends m2 only.
+	s2 := a.put(lgCheckpoint{thread: "t", parent: "c01", id: "c02", versions: vs(2), moved: vs(2),
+		values: map[string]langgraph.Value{"messages": {Messages: []json.RawMessage{m2}, Extends: s1}}}).Messages
+	if s1 == nil || s2 == nil || s2.N != 2 {
+		t.Fatalf("sums %+v, %+v", s1, s2)
+	}
+	whole := a.get(langgraph.Config{ThreadID: "t"})
+	if diff := jsonDiff(t, messages(m1, m2), whole.values["messages"]); diff != "" {
+		t.Errorf("c02's messages (-want +got):\n%s", diff)
+	}
+	if *whole.sum != *s2 {
+		t.Errorf("c02's sum %+v, its put's %+v", whole.sum, s2)
+	}
+
+	// A get that names what the client holds.
+	getKnowing := func(id string, known langgraph.MessagesSum) lgTupleJSON {
+		t.Helper()
+		q := url.Values{"thread_id": {"t"}, "checkpoint_id": {id}, "messages_n": {fmt.Sprint(known.N)}, "messages_h": {known.H}}
+		var tup lgTupleJSON
+		a.call("GET", "/v1/langgraph/checkpoint?"+q.Encode(), nil, http.StatusOK, &tup)
+		return tup
+	}
+	for _, tc := range []struct {
+		id      string
+		known   langgraph.MessagesSum
+		extends *langgraph.MessagesSum
+		rest    langgraph.Value
+	}{
+		{"c02", *s1, s1, messages(m2)},
+		{"c02", *s2, s2, langgraph.Value{Messages: []json.RawMessage{}}},
+		{"c02", langgraph.MessagesSum{}, &langgraph.MessagesSum{}, messages(m1, m2)},
+		// Not a beginning of the list: all of it.
+		{"c01", *s2, nil, messages(m1)},
+		{"c02", langgraph.MessagesSum{N: 1, H: strings.Repeat("0", 64)}, nil, messages(m1, m2)},
+	} {
+		got := getKnowing(tc.id, tc.known)
+		v := got.values["messages"]
+		if diff := cmp.Diff(tc.extends, v.Extends); diff != "" {
+			t.Errorf("get %s knowing %+v: extends (-want +got):\n%s", tc.id, tc.known, diff)
+		}
+		v.Extends = nil
+		if diff := jsonDiff(t, tc.rest, v); diff != "" {
+			t.Errorf("get %s knowing %+v: messages (-want +got):\n%s", tc.id, tc.known, diff)
+		}
+	}
+
+	// A put whose extends is not its parent's list: 409, nothing stored;
+	// the whole list then goes.
+	w := a.call("POST", "/v1/langgraph/checkpoints", lgCheckpoint{thread: "t", parent: "c02", id: "c03", versions: vs(3), moved: vs(3),
+		values: map[string]langgraph.Value{"messages": {Messages: []json.RawMessage{m3}, Extends: s1}}}.body(), http.StatusConflict, nil)
+	if code := errorCode(t, w); code != "conflict" {
+		t.Errorf("a stale extends: code %q", code)
+	}
+	a.call("GET", lgGetPath(langgraph.Config{ThreadID: "t", CheckpointID: "c03"}), nil, http.StatusNotFound, nil)
+	a.put(lgCheckpoint{thread: "t", parent: "c02", id: "c03", versions: vs(3), moved: vs(3), values: map[string]langgraph.Value{"messages": messages(m1, m2, m3)}})
+
+	// A list: each tuple's whole list, rebuilt.
+	var listed struct {
+		Checkpoints []lgTupleJSON `json:"checkpoints"`
+	}
+	a.call("POST", "/v1/langgraph/checkpoints/search", map[string]any{"thread_id": "t"}, http.StatusOK, &listed)
+	want := [][]json.RawMessage{{m1, m2, m3}, {m1, m2}, {m1}}
+	if diff := jsonDiff(t, want, rebuildMessages(t, listed.Checkpoints)); diff != "" {
+		t.Errorf("listed messages (-want +got):\n%s", diff)
 	}
 }
