@@ -213,8 +213,8 @@ func TestAnswersMatchTheDocument(t *testing.T) {
 
 	for _, rt := range routes {
 		method, path, _ := strings.Cut(rt.pattern, " ")
-		at := strings.NewReplacer("{id}", "t1", "{name}", "c1").Replace(path)
-		missing := strings.NewReplacer("{id}", "nope", "{name}", "nope").Replace(path)
+		at := strings.NewReplacer("{id}", "t1", "{name}", "c1", "{thread_id}", "t1").Replace(path)
+		missing := strings.NewReplacer("{id}", "nope", "{name}", "nope", "{thread_id}", "nope").Replace(path)
 		t.Run(rt.pattern, func(t *testing.T) {
 			// Every route: an unknown query parameter, no key, a
 			// refused origin, an unknown id.
