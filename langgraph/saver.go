@@ -832,7 +832,7 @@ func (s *Saver) find(ctx context.Context, th *thread.Thread, id string) (*record
 		if err != nil && !errors.Is(err, thread.ErrNotFound) {
 			return nil, err
 		}
-		if r.id() == id {
+		if r.id() == id && r.st.Latest == "" {
 			return r, nil
 		}
 	}

@@ -299,7 +299,18 @@ func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name stri
 		if !dropped {
 			return nil
 		}
-		if latestGone {
+		headGone := false
+		if h, err := s.load(ctx, th.Record().Head); err == nil && gone(h.id(), h) {
+			headGone = true
+		}
+		switch {
+		case latest != nil && !latestGone && headGone:
+			// The head holds writes to a checkpoint that goes: back to
+			// the latest.
+			if err := g.Rollback(ctx, th, latest.id()); err != nil {
+				return err
+			}
+		case latestGone || headGone:
 			if newest == "" {
 				err = g.Reset(ctx, th)
 			} else {
