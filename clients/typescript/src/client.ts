@@ -3,6 +3,7 @@ import type {
   DeleteRunsRequest,
   DeltaRequest,
   DeltaResponse,
+  GetQuery,
   ListRequest,
   ListResponse,
   PruneRequest,
@@ -71,13 +72,15 @@ export class LoomClient {
   }
 
   /** getTuple: the checkpoint named (the latest without checkpoint_id), or undefined when there is none. */
-  async getCheckpoint(query: { thread_id: string; checkpoint_ns?: string; checkpoint_id?: string }): Promise<Tuple | undefined> {
+  async getCheckpoint(query: GetQuery): Promise<Tuple | undefined> {
     try {
       return await this.#json<Tuple>("GET", "/v1/langgraph/checkpoint", {
         query: {
           thread_id: query.thread_id,
           checkpoint_ns: query.checkpoint_ns ?? "",
           checkpoint_id: query.checkpoint_id,
+          messages_n: query.messages_n === undefined ? undefined : String(query.messages_n),
+          messages_h: query.messages_h,
         },
       });
     } catch (err) {

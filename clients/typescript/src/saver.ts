@@ -1,3 +1,4 @@
+import type { BaseMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import {
   BaseCheckpointSaver,
@@ -16,6 +17,7 @@ import {
   type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import { LoomClient, LoomError } from "./client.js";
+import { KnownLists } from "./lists.js";
 import { MESSAGES_CHANNEL, fromStoredMessages, toStoredMessages } from "./messages.js";
 import type { Config, ListRequest, PendingWrite as WirePendingWrite, Tuple, Value } from "./wire.js";
 
@@ -53,6 +55,7 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
   readonly #known = new RecentSet(10_000);
   readonly #inflight = new Map<string, number>();
   readonly #puts = new Map<string, Deferred>();
+  readonly #lists = new KnownLists();
 
   constructor(options: LoomSaverOptions) {
     super(options.serde);
@@ -63,13 +66,20 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     const threadId = config.configurable?.thread_id as unknown;
     if (threadId === undefined || threadId === null || threadId === "") return undefined;
     const checkpointId = getCheckpointId(config);
+    const ns = namespaceOf(config);
+    const thread = threadKey(String(threadId), ns);
+    // The list held for this checkpoint, or the last one put or got here:
+    // loom then sends only the messages after it.
+    const known = (checkpointId === "" ? undefined : this.#lists.get(thread, checkpointId)) ?? this.#lists.latest(thread);
     const tuple = await this.client.getCheckpoint({
       thread_id: String(threadId),
-      checkpoint_ns: namespaceOf(config),
+      checkpoint_ns: ns,
       checkpoint_id: checkpointId === "" ? undefined : checkpointId,
+      messages_n: known?.n,
+      messages_h: known?.h,
     });
     if (tuple === undefined) return undefined;
-    const out = await this.#fromWire(tuple);
+    const out = await this.#fromWire(tuple, []);
     await this.#migratePendingSends([out]);
     return out;
   }
@@ -86,7 +96,10 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     if (before !== "") body.before = before;
     if (options?.limit !== undefined) body.limit = options.limit;
     const { checkpoints } = await this.client.searchCheckpoints(body);
-    const tuples = await Promise.all(checkpoints.map((t) => this.#fromWire(t)));
+    // In order: a tuple's messages may begin with an earlier tuple's (shares).
+    const lists: Array<BaseMessage[] | undefined> = [];
+    const tuples: CheckpointTuple[] = [];
+    for (const t of checkpoints) tuples.push(await this.#fromWire(t, lists));
     await this.#migratePendingSends(tuples);
     yield* tuples;
   }
@@ -100,27 +113,43 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     if (config.configurable === undefined) throw new Error("LoomSaver.put: config.configurable is missing");
     const threadId = requireString(config.configurable.thread_id, "LoomSaver.put", "thread_id");
     const parentId = config.configurable.checkpoint_id as unknown;
-    const { channel_values: values, ...header } = checkpoint;
-    const channelValues: Record<string, Value> = {};
-    for (const channel of Object.keys(newVersions)) {
-      if (values !== undefined && Object.prototype.hasOwnProperty.call(values, channel)) {
-        channelValues[channel] = await this.#toValue(channel, (values as Record<string, unknown>)[channel]);
-      }
-    }
     const wireConfig: Config = { thread_id: threadId, checkpoint_ns: namespaceOf(config) };
     if (typeof parentId === "string" && parentId !== "") wireConfig.checkpoint_id = parentId;
     const thread = threadKey(threadId, wireConfig.checkpoint_ns);
     const ck = checkpointKey(threadId, wireConfig.checkpoint_ns, String(checkpoint.id));
+    // Before any await: writes sent from now on wait for this put.
     this.#inflight.set(thread, (this.#inflight.get(thread) ?? 0) + 1);
     const waiting = this.#deferred(ck);
     try {
-      const res = await this.client.putCheckpoint({
-        config: wireConfig,
-        checkpoint: header,
-        metadata: metadata as Record<string, unknown>,
-        new_versions: newVersions,
-        channel_values: channelValues,
-      });
+      const { channel_values: values, ...header } = checkpoint;
+      const all = (values ?? {}) as Record<string, unknown>;
+      const channelValues: Record<string, Value> = {};
+      let sentRest = false; // only the messages after the parent's went
+      for (const channel of Object.keys(newVersions)) {
+        if (!Object.prototype.hasOwnProperty.call(all, channel)) continue;
+        const value = all[channel];
+        if (channel === MESSAGES_CHANNEL && wireConfig.checkpoint_id !== undefined) {
+          const rest = await this.#restOf(thread, wireConfig.checkpoint_id, value);
+          if (rest !== undefined) {
+            channelValues[channel] = rest;
+            sentRest = true;
+            continue;
+          }
+        }
+        channelValues[channel] = await this.#toValue(channel, value);
+      }
+      const body = { config: wireConfig, checkpoint: header, metadata: metadata as Record<string, unknown>, new_versions: newVersions, channel_values: channelValues };
+      let res;
+      try {
+        res = await this.client.putCheckpoint(body);
+      } catch (err) {
+        // loom's list for the parent is not the one held here: send it whole.
+        if (!sentRest || !(err instanceof LoomError && err.code === "conflict")) throw err;
+        const whole = await this.#toValue(MESSAGES_CHANNEL, all[MESSAGES_CHANNEL]);
+        res = await this.client.putCheckpoint({ ...body, channel_values: { ...channelValues, [MESSAGES_CHANNEL]: whole } });
+      }
+      const list = all[MESSAGES_CHANNEL];
+      if (res.messages !== undefined && Array.isArray(list)) this.#lists.set(thread, String(checkpoint.id), list.slice() as BaseMessage[], res.messages);
       this.#known.add(ck);
       waiting.resolve();
       return toRunnableConfig(res.config);
@@ -133,6 +162,21 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
       if (n === 0) this.#inflight.delete(thread);
       else this.#inflight.set(thread, n);
     }
+  }
+
+  /**
+   * restOf is the messages value that names the parent's list and holds
+   * only what follows it, when this saver holds the parent's list and value
+   * begins with those very message objects (LangGraph's reducer keeps
+   * them); otherwise undefined, and the list goes whole.
+   */
+  async #restOf(thread: string, parentId: string, value: unknown): Promise<Value | undefined> {
+    const parent = this.#lists.get(thread, parentId);
+    if (parent === undefined || !Array.isArray(value) || value.length <= parent.n) return undefined;
+    for (let i = 0; i < parent.n; i++) if (value[i] !== parent.list[i]) return undefined;
+    const messages = await toStoredMessages(value.slice(parent.n), this.serde);
+    if (messages === undefined) return undefined;
+    return { messages, extends: { n: parent.n, h: parent.h } };
   }
 
   override async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
@@ -198,6 +242,7 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
   }
 
   override async deleteThread(threadId: string): Promise<void> {
+    this.#lists.forget(threadId);
     await this.client.deleteThread(threadId);
   }
 
@@ -213,7 +258,7 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     for (const ch of channels) {
       const h = res.channels[ch];
       const entry: DeltaChannelHistory = { writes: await Promise.all((h?.writes ?? []).map((w) => this.#fromWireWrite(w))) };
-      if (h?.seed !== undefined && h.seed !== null) entry.seed = await this.#fromValue(h.seed);
+      if (h?.seed !== undefined && h.seed !== null) entry.seed = await this.#fromValue(h.seed, threadKey(threadId, wireConfig.checkpoint_ns));
       out[ch] = entry;
     }
     return out;
@@ -249,24 +294,59 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     return { blob: { type, data: Buffer.from(bytes).toString("base64") } };
   }
 
-  async #fromValue(value: Value): Promise<unknown> {
-    if (value.messages !== undefined && value.messages !== null) return fromStoredMessages(value.messages);
+  /**
+   * fromValue decodes a value; a list of messages that begins with one
+   * loom names (extends: a list held here; shares: an earlier tuple's of the
+   * same answer, in lists) is rebuilt on the very objects it begins with.
+   */
+  async #fromValue(value: Value, thread?: string, lists?: Array<BaseMessage[] | undefined>): Promise<unknown> {
     if (value.blob !== undefined && value.blob !== null) {
       return this.serde.loadsTyped(value.blob.type, new Uint8Array(Buffer.from(value.blob.data, "base64")));
     }
-    throw new Error("LoomSaver: loom serve answered a value that is neither a blob nor messages");
+    if (value.messages === undefined && value.extends === undefined && value.shares === undefined) {
+      throw new LoomError("bad_response", "loom serve answered a value that is neither a blob nor messages", 200);
+    }
+    const rest = fromStoredMessages(value.messages ?? []);
+    let head: readonly BaseMessage[] = [];
+    if (value.extends !== undefined && value.extends !== null) {
+      const known = thread === undefined ? undefined : this.#lists.named(thread, value.extends);
+      if (known === undefined) throw new LoomError("bad_response", `loom serve answered messages after a list of ${value.extends.n} this saver does not hold`, 200);
+      head = known.list.slice(0, value.extends.n);
+    } else if (value.shares !== undefined && value.shares !== null) {
+      const earlier = lists?.[value.shares.tuple];
+      if (earlier === undefined || earlier.length < value.shares.n) {
+        throw new LoomError("bad_response", `loom serve answered messages after those of tuple ${value.shares.tuple}, which has none so many`, 200);
+      }
+      head = earlier.slice(0, value.shares.n);
+    }
+    return head.length === 0 ? rest : head.concat(rest);
   }
 
   async #fromWireWrite(w: WirePendingWrite): Promise<CheckpointPendingWrite> {
     return [w.task_id, w.channel, await this.#fromValue(w.value)];
   }
 
-  async #fromWire(t: Tuple): Promise<CheckpointTuple> {
+  /**
+   * fromWire decodes a tuple of an answer; lists holds the messages of the
+   * answer's tuples before it (for shares) and gets this one's.
+   */
+  async #fromWire(t: Tuple, lists: Array<BaseMessage[] | undefined>): Promise<CheckpointTuple> {
     const { channel_values: wireValues, ...header } = t.checkpoint as Record<string, unknown> & {
       channel_values?: Record<string, Value>;
     };
+    const thread = threadKey(t.config.thread_id, t.config.checkpoint_ns ?? "");
     const channelValues: Record<string, unknown> = {};
-    for (const [ch, v] of Object.entries(wireValues ?? {})) channelValues[ch] = await this.#fromValue(v);
+    let messages: BaseMessage[] | undefined;
+    for (const [ch, v] of Object.entries(wireValues ?? {})) {
+      channelValues[ch] = await this.#fromValue(v, thread, lists);
+      if (ch === MESSAGES_CHANNEL && v.blob === undefined && Array.isArray(channelValues[ch])) {
+        messages = channelValues[ch] as BaseMessage[];
+        if (v.sum !== undefined && v.sum !== null && t.config.checkpoint_id !== undefined) {
+          this.#lists.set(thread, t.config.checkpoint_id, messages.slice(), v.sum);
+        }
+      }
+    }
+    lists.push(messages);
     const checkpoint = { ...header, channel_values: channelValues } as unknown as Checkpoint;
     const out: CheckpointTuple = {
       config: toRunnableConfig(t.config),

@@ -5,7 +5,7 @@
  * the document says an object is kept as given (a checkpoint's other
  * members, a message's fields), the type is widened to say so too.
  */
-import type { components } from "./generated/openapi.js";
+import type { components, operations } from "./generated/openapi.js";
 
 type S = components["schemas"];
 
@@ -19,14 +19,28 @@ export type StoredMessageWire = Omit<GeneratedStoredMessage, "data"> & {
   data: GeneratedStoredMessage["data"] & Record<string, unknown>;
 };
 
-/** Exactly one of blob and messages. */
-export type Value = { blob: Blob; messages?: undefined } | { messages: StoredMessageWire[]; blob?: undefined };
+export type MessagesSum = S["LangGraphMessagesSum"];
+export type Share = S["LangGraphShare"];
+
+/**
+ * A blob, or messages: a list of stored messages, which may be only the
+ * rest of a list that begins with one named by extends (a put's parent's,
+ * or a list a GET said it knows) or by shares (an earlier tuple's, in a
+ * list's answer); sum names the whole list in answers. An answer's list
+ * whose rest is empty comes without messages.
+ */
+export type Value =
+  | { blob: Blob; messages?: undefined; extends?: undefined; shares?: undefined; sum?: undefined }
+  | { blob?: undefined; messages?: StoredMessageWire[]; extends?: MessagesSum; shares?: Share; sum?: MessagesSum };
 
 export type PutRequest = Omit<S["LangGraphPutRequest"], "checkpoint" | "channel_values"> & {
   checkpoint: S["LangGraphPutRequest"]["checkpoint"] & Record<string, unknown>;
   channel_values?: Record<string, Value>;
 };
 export type PutResponse = S["LangGraphPutResponse"];
+
+/** getTuple's query: messages_n and messages_h (both or neither) name a list the client holds. */
+export type GetQuery = operations["getLangGraphCheckpoint"]["parameters"]["query"];
 
 export type Write = Omit<S["LangGraphWrite"], "value"> & { value: Value };
 export type WritesRequest = Omit<S["LangGraphWritesRequest"], "writes"> & { writes: Write[] };

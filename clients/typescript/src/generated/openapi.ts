@@ -849,7 +849,7 @@ export interface paths {
         put?: never;
         /**
          * Put a LangGraph checkpoint
-         * @description BaseCheckpointSaver.put: stores a checkpoint of a LangGraph thread and namespace, whose parent is config.checkpoint_id (absent for none). The checkpoint comes without its channel_values; channel_values holds the values of the channels of new_versions that have one. Putting a checkpoint id again replaces it.
+         * @description BaseCheckpointSaver.put: stores a checkpoint of a LangGraph thread and namespace, whose parent is config.checkpoint_id (absent for none). The checkpoint comes without its channel_values; channel_values holds the values of the channels of new_versions that have one. Putting a checkpoint id again replaces it. The messages channel may be sent as what it adds to the parent's list (extends); 409 (code conflict) when the parent's list is not the one extends names: send the whole list.
          */
         post: operations["putLangGraphCheckpoint"];
         delete?: never;
@@ -887,7 +887,7 @@ export interface paths {
         };
         /**
          * Get a LangGraph checkpoint tuple
-         * @description BaseCheckpointSaver.getTuple: the checkpoint the query names, or the latest of the thread's namespace when checkpoint_id is absent, with its channel values, metadata, parent and pending writes (sorted by task_id, then idx).
+         * @description BaseCheckpointSaver.getTuple: the checkpoint the query names, or the latest of the thread's namespace when checkpoint_id is absent, with its channel values, metadata, parent and pending writes (sorted by task_id, then idx). With messages_n and messages_h, the messages the client holds are not sent again.
          */
         get: operations["getLangGraphCheckpoint"];
         put?: never;
@@ -909,7 +909,7 @@ export interface paths {
         put?: never;
         /**
          * List LangGraph checkpoints
-         * @description BaseCheckpointSaver.list: the checkpoints the body selects, newest first (descending checkpoint id). Without thread_id, every LangGraph thread of the tenant; without checkpoint_ns, every namespace.
+         * @description BaseCheckpointSaver.list: the checkpoints the body selects, newest first (descending checkpoint id). Without thread_id, every LangGraph thread of the tenant; without checkpoint_ns, every namespace. A tuple's messages may share the beginning of an earlier tuple's (shares): each line of messages is sent once.
          */
         post: operations["listLangGraphCheckpoints"];
         delete?: never;
@@ -1845,7 +1845,7 @@ export interface components {
              * @default
              */
             checkpoint_ns: string;
-            /** @description The checkpoint; absent where none is named. At most 256 bytes of valid UTF-8 without control characters. */
+            /** @description The checkpoint; absent where none is named. 1 to 128 bytes of valid UTF-8 without control characters. */
             checkpoint_id?: string;
         };
         /** @description A value as the client's serializer made it (dumps_typed): a type tag and bytes. The server keeps it as it came. */
@@ -1855,7 +1855,7 @@ export interface components {
             /** @description The bytes, base64 (standard alphabet, padded). */
             data: string;
         };
-        /** @description A channel's value or a pending write's: exactly one of blob and messages. messages is only for the channel named "messages", when its value is a list of LangChain messages that each have an id; the server keeps them as loom messages, stored once, and gives them back as the same {type, data} objects. */
+        /** @description A channel's value or a pending write's: exactly one of blob and messages. messages is only for the channel "messages", when its value is a list of LangChain messages that each have an id; the server keeps them as loom messages, stored once, and gives them back as the same {type, data} objects. So that a turn sends what it adds, a list may be sent and answered as its new part only: extends says the list begins with the messages it names (in a put, the parent checkpoint's; in an answer, the list the GET said it knows) and messages holds the rest; shares (list answers only) says it begins with the first n messages of an earlier tuple's list; sum (answers) names the whole list, for the next put's extends or GET's messages_n and messages_h. A blob has none of the three, and a pending write's value neither. */
         LangGraphValue: {
             blob?: components["schemas"]["LangGraphBlob"];
             /** @description LangChain messages in their stored form (message_to_dict, toDict()). */
@@ -1867,13 +1867,19 @@ export interface components {
                     id: string;
                 };
             }[];
+            /** @description The list begins with these messages; messages holds the rest. In a put's channel_values (the parent's list: 409 conflict when it is not, and the client sends the whole list) and in answers to a GET that named a list. */
+            extends?: components["schemas"]["LangGraphMessagesSum"];
+            /** @description In a list's answer only: the list begins with an earlier tuple's messages; messages holds the rest. */
+            shares?: components["schemas"]["LangGraphShare"];
+            /** @description In answers only: the whole list's count and chain sum. */
+            sum?: components["schemas"]["LangGraphMessagesSum"];
         } & (unknown | unknown);
         LangGraphPutRequest: {
             /** @description The thread and namespace; checkpoint_id is the parent's id, absent for none. */
             config: components["schemas"]["LangGraphConfig"];
             /** @description LangGraph's Checkpoint without channel_values: id and channel_versions are read, every member is kept as given. */
             checkpoint: {
-                /** @description The checkpoint's id. At most 256 bytes of valid UTF-8 without control characters. */
+                /** @description The checkpoint's id. 1 to 128 bytes of valid UTF-8 without control characters. */
                 id: string;
                 channel_versions?: {
                     [key: string]: number | string;
@@ -1893,19 +1899,21 @@ export interface components {
         LangGraphPutResponse: {
             /** @description The checkpoint put: checkpoint_id is its id. */
             config: components["schemas"]["LangGraphConfig"];
+            /** @description The new checkpoint's whole list of messages, when its messages channel holds messages: the extends of the next put. */
+            messages?: components["schemas"]["LangGraphMessagesSum"];
         };
         /** @description One pending write of a task. */
         LangGraphWrite: {
             /** @description The write's index in the task's writes, or LangGraph's fixed negative index of a special channel (WRITES_IDX_MAP), which replaces rather than adds. */
             idx: number;
-            /** @description The channel written. At most 1024 bytes of valid UTF-8 without control characters. */
+            /** @description The channel written. 1 to 200 bytes of valid UTF-8 without control characters. */
             channel: string;
             value: components["schemas"]["LangGraphValue"];
         };
         LangGraphWritesRequest: {
             /** @description The checkpoint the writes are against: checkpoint_id is required. */
             config: components["schemas"]["LangGraphConfig"];
-            /** @description The task. At most 256 bytes of valid UTF-8 without control characters. */
+            /** @description The task. 1 to 1024 bytes of valid UTF-8 without control characters. */
             task_id: string;
             /**
              * @description The task's path. At most 1024 bytes of valid UTF-8 without control characters.
@@ -1942,11 +1950,11 @@ export interface components {
             thread_id?: string;
             /** @description The namespace; absent means every namespace. */
             checkpoint_ns?: string;
-            /** @description Only the checkpoint of this id. At most 256 bytes of valid UTF-8 without control characters. */
+            /** @description Only the checkpoint of this id. 1 to 128 bytes of valid UTF-8 without control characters. */
             checkpoint_id?: string;
             /** @description Metadata members the checkpoints' metadata must have, equal as JSON. */
             filter?: Record<string, unknown>;
-            /** @description Only checkpoints whose id is less than this one's. At most 256 bytes of valid UTF-8 without control characters. */
+            /** @description Only checkpoints whose id is less than this one (a checkpoint id). */
             before?: string;
             /** @description At most this many; absent or 0 means no limit. */
             limit?: number;
@@ -1974,6 +1982,7 @@ export interface components {
         LangGraphDeltaRequest: {
             /** @description The checkpoint; without checkpoint_id, the latest of the thread's namespace. */
             config: components["schemas"]["LangGraphConfig"];
+            /** @description The channels, each answered (with no writes and no seed when it has none). */
             channels: string[];
         };
         /** @description What one channel contributed along a checkpoint's ancestors. */
@@ -1988,6 +1997,20 @@ export interface components {
             channels: {
                 [key: string]: components["schemas"]["LangGraphDeltaHistory"];
             };
+        };
+        /** @description Names a list of messages: how many, and their chain sum (the server's; "" for the empty list). Equal lists, and only they, have equal sums. */
+        LangGraphMessagesSum: {
+            /** @description How many messages. */
+            n: number;
+            /** @description Their chain sum: 32 hex digits, "" when n is 0. */
+            h: string;
+        };
+        /** @description In a list's answer: this list begins with the first n messages of the list of the tuple at index tuple of the same answer (an earlier one). */
+        LangGraphShare: {
+            /** @description The index of the earlier tuple in checkpoints. */
+            tuple: number;
+            /** @description How many of its messages this list begins with. */
+            n: number;
         };
     };
     responses: {
@@ -4041,6 +4064,10 @@ export interface operations {
                 checkpoint_ns?: string;
                 /** @description The checkpoint; absent means the latest. */
                 checkpoint_id?: string;
+                /** @description With messages_h, names a list of messages the client holds (the last it put or got for this thread and namespace): when the checkpoint's list begins with it, the answer's messages carry extends and only the rest. */
+                messages_n?: number;
+                /** @description The chain sum of the list messages_n counts (a sum the server answered); "" for the empty list. */
+                messages_h?: string;
             };
             header?: never;
             path?: never;
