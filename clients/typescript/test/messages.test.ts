@@ -14,7 +14,8 @@ import {
   ToolMessage,
   type BaseMessage,
 } from "@langchain/core/messages";
-import { JsonPlusSerializer, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
+import { JsonPlusSerializer, emptyCheckpoint, uuid6, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import type { RunnableConfig } from "@langchain/core/runnables";
 import { describe, expect, inject, it } from "vitest";
 import { LoomSaver, fromStoredMessages, toStoredMessages } from "../src/index.js";
 import type { PutRequest, WritesRequest } from "../src/wire.js";
@@ -162,6 +163,96 @@ describe.each(Object.keys(stores))("LoomSaver's messages on %s", (store) => {
     const childTuple = await saver.getTuple(childConfig);
     await expectSameMessages(childTuple?.checkpoint.channel_values.messages, more);
     expect(childTuple?.checkpoint.channel_values.other).toEqual({ n: 1 });
+    await saver.deleteThread(thread);
+  });
+});
+
+describe.each(Object.keys(stores))("a turn sends what it adds, on %s", (store) => {
+  const url = stores[store]!;
+  const meta = { source: "loop" as const, step: 0, parents: {} };
+
+  function spyBodies() {
+    const seen: Array<{ method: string; path: string; query: string; body: any; status: number; answer: any }> = [];
+    const f: typeof fetch = async (input, init) => {
+      const u = new URL(String(input));
+      const res = await fetch(input, init);
+      const text = await res.clone().text();
+      seen.push({ method: init?.method ?? "GET", path: u.pathname, query: u.search, body: init?.body ? JSON.parse(String(init.body)) : undefined, status: res.status, answer: text ? JSON.parse(text) : undefined });
+      return res;
+    };
+    return { seen, fetch: f };
+  }
+
+  async function putList(saver: LoomSaver, parent: RunnableConfig, list: BaseMessage[]): Promise<RunnableConfig> {
+    const cp = { ...emptyCheckpoint(), id: uuid6(3), channel_values: { messages: list }, channel_versions: { messages: list.length } };
+    return saver.put(parent, cp, meta, { messages: list.length });
+  }
+
+  it("puts only the messages after the parent's, gets only those it lacks, and rebuilds on the same objects", async () => {
+    const s = spyBodies();
+    const saver = new LoomSaver({ url, apiKey: keys.messages, fetch: s.fetch });
+    const thread = `ext-${uuid6(3)}`;
+    const msgs = conversation();
+    const c1 = await putList(saver, { configurable: { thread_id: thread, checkpoint_ns: "" } }, msgs.slice(0, 3));
+    const list2 = [...msgs.slice(0, 3), ...msgs.slice(3, 6)];
+    const c2 = await putList(saver, c1, list2);
+    const put2 = s.seen.filter((r) => r.path === "/v1/langgraph/checkpoints")[1]!;
+    expect(put2.body.channel_values.messages.extends.n).toBe(3);
+    expect(put2.body.channel_values.messages.messages.map((m: { data: { id: string } }) => m.data.id)).toEqual(["t1", "t2", "a2"]);
+
+    const t2 = await saver.getTuple(c2);
+    const get = s.seen.at(-1)!;
+    expect(get.query).toMatch(/messages_n=6/);
+    expect(get.answer.checkpoint.channel_values.messages.messages ?? []).toHaveLength(0); // it holds them all
+    const got = t2!.checkpoint.channel_values.messages as BaseMessage[];
+    for (let i = 0; i < list2.length; i++) expect(got[i]).toBe(list2[i]);
+
+    // A fresh saver holds nothing: the whole list comes, equal to what was put.
+    const fresh = new LoomSaver({ url, apiKey: keys.messages });
+    await expectSameMessages((await fresh.getTuple(c2))!.checkpoint.channel_values.messages, list2);
+    await saver.deleteThread(thread);
+  });
+
+  it("sends the whole list again when loom's list for the parent is not the one held (409)", async () => {
+    const s = spyBodies();
+    const a = new LoomSaver({ url, apiKey: keys.messages, fetch: s.fetch });
+    const b = new LoomSaver({ url, apiKey: keys.messages });
+    const thread = `conflict-${uuid6(3)}`;
+    const msgs = conversation();
+    const root = { configurable: { thread_id: thread, checkpoint_ns: "" } };
+    const cp = { ...emptyCheckpoint(), id: uuid6(3), channel_values: { messages: msgs.slice(0, 3) }, channel_versions: { messages: 1 } };
+    const c1 = await a.put(root, cp, meta, { messages: 1 });
+    // Another saver puts the same checkpoint again with another list.
+    await b.put(root, { ...cp, channel_values: { messages: [msgs[1]!, msgs[0]!] } }, meta, { messages: 1 });
+    const list2 = [...msgs.slice(0, 3), msgs[3]!];
+    const c2 = await putList(a, c1, list2);
+    const puts = s.seen.filter((r) => r.path === "/v1/langgraph/checkpoints");
+    expect(puts.map((p) => p.status)).toEqual([200, 409, 200]);
+    expect(puts[2]!.body.channel_values.messages.extends).toBeUndefined();
+    const fresh = new LoomSaver({ url, apiKey: keys.messages });
+    await expectSameMessages((await fresh.getTuple(c2))!.checkpoint.channel_values.messages, list2);
+    await a.deleteThread(thread);
+  });
+
+  it("rebuilds a list's tuples on the earlier ones they share messages with", async () => {
+    const saver = new LoomSaver({ url, apiKey: keys.messages });
+    const thread = `shares-${uuid6(3)}`;
+    const msgs = conversation();
+    let config: RunnableConfig = { configurable: { thread_id: thread, checkpoint_ns: "" } };
+    const lists: BaseMessage[][] = [];
+    for (let n = 2; n <= msgs.length; n += 2) {
+      lists.push(msgs.slice(0, n));
+      config = await putList(saver, config, msgs.slice(0, n));
+    }
+    const s = spyBodies();
+    const reader = new LoomSaver({ url, apiKey: keys.messages, fetch: s.fetch });
+    const listed: CheckpointTuple[] = [];
+    for await (const t of reader.list({ configurable: { thread_id: thread } })) listed.push(t);
+    expect(listed).toHaveLength(lists.length);
+    lists.reverse();
+    for (let i = 0; i < listed.length; i++) await expectSameMessages(listed[i]!.checkpoint.channel_values.messages, lists[i]!);
+    const answer = s.seen[0]!.answer as { checkpoints: Array<{ checkpoint: { channel_values: { messages: { shares?: unknown } } } }> };
+    expect(answer.checkpoints.some((t) => t.checkpoint.channel_values.messages.shares !== undefined)).toBe(true);
     await saver.deleteThread(thread);
   });
 });
