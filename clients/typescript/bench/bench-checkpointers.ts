@@ -58,9 +58,14 @@ function mean(xs: number[]): number {
   return xs.reduce((a, b) => a + b, 0) / Math.max(xs.length, 1);
 }
 
+/** dirBytes is the size of the files in dir (a database with its WAL), each said on stderr. */
 function dirBytes(dir: string): number {
   let n = 0;
-  for (const f of readdirSync(dir)) n += statSync(join(dir, f)).size;
+  for (const f of readdirSync(dir)) {
+    const size = statSync(join(dir, f)).size;
+    process.stderr.write(`  ${f}: ${size} bytes\n`);
+    n += size;
+  }
   return n;
 }
 

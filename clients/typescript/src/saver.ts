@@ -53,7 +53,7 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
    * for, so that such writes follow their checkpoint.
    */
   readonly #known = new RecentSet(10_000);
-  readonly #inflight = new Map<string, number>();
+  readonly #inflight = new Map<string, Set<Promise<unknown>>>();
   readonly #puts = new Map<string, Deferred>();
   readonly #lists = new KnownLists();
 
@@ -118,8 +118,12 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     const thread = threadKey(threadId, wireConfig.checkpoint_ns);
     const ck = checkpointKey(threadId, wireConfig.checkpoint_ns, String(checkpoint.id));
     // Before any await: writes sent from now on wait for this put.
-    this.#inflight.set(thread, (this.#inflight.get(thread) ?? 0) + 1);
-    const waiting = this.#deferred(ck);
+    const waiting = new Deferred();
+    this.#puts.set(ck, waiting);
+    let flying = this.#inflight.get(thread);
+    if (flying === undefined) this.#inflight.set(thread, (flying = new Set()));
+    const settled = waiting.promise.catch(() => {});
+    flying.add(settled);
     try {
       const { channel_values: values, ...header } = checkpoint;
       const all = (values ?? {}) as Record<string, unknown>;
@@ -157,10 +161,9 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
       waiting.reject(err);
       throw err;
     } finally {
-      this.#puts.delete(ck);
-      const n = (this.#inflight.get(thread) ?? 1) - 1;
-      if (n === 0) this.#inflight.delete(thread);
-      else this.#inflight.set(thread, n);
+      if (this.#puts.get(ck) === waiting) this.#puts.delete(ck);
+      flying.delete(settled);
+      if (flying.size === 0 && this.#inflight.get(thread) === flying) this.#inflight.delete(thread);
     }
   }
 
@@ -193,51 +196,61 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     const ns = namespaceOf(config);
     const body = { config: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpointId }, task_id: taskId, task_path: taskPath, writes: wire };
     const ck = checkpointKey(threadId, ns, checkpointId);
-    if (!this.#known.has(ck) && (this.#puts.has(ck) || this.#inflight.has(threadKey(threadId, ns)))) {
-      // Its checkpoint's put is in flight, or queued behind one that is.
-      await this.#putOf(ck);
-    }
+    const thread = threadKey(threadId, ns);
+    await this.#afterPutOf(thread, ck);
     try {
-      await this.client.putWrites(body);
+      await this.#flying(thread, this.client.putWrites(body));
     } catch (err) {
-      // A put this loop has not called yet: wait for it once, then retry.
+      // A put this saver had not been asked for yet when the writes left:
+      // once it is done, send them again.
       if (!(err instanceof LoomError && err.code === "not_found") || this.#known.has(ck)) throw err;
-      if (!(await this.#putOf(ck))) throw err;
-      await this.client.putWrites(body);
+      await this.#afterPutOf(thread, ck);
+      if (!this.#known.has(ck)) throw err;
+      await this.#flying(thread, this.client.putWrites(body));
     }
   }
 
-  /** deferred is the promise of the put of checkpoint key ck on this saver, made on first ask. */
-  #deferred(ck: string): Deferred {
-    let d = this.#puts.get(ck);
-    if (d === undefined) {
-      d = new Deferred();
-      this.#puts.set(ck, d);
+  /** flying counts p among the requests of thread in flight until it settles. */
+  async #flying<T>(thread: string, p: Promise<T>): Promise<T> {
+    const done = p.then(
+      () => {},
+      () => {},
+    );
+    let set = this.#inflight.get(thread);
+    if (set === undefined) this.#inflight.set(thread, (set = new Set()));
+    set.add(done);
+    try {
+      return await p;
+    } finally {
+      set.delete(done);
+      if (set.size === 0 && this.#inflight.get(thread) === set) this.#inflight.delete(thread);
     }
-    return d;
   }
 
   /**
-   * putOf waits until this saver has put checkpoint key ck (rejecting when
-   * that put failed); it answers false when no such put came within
-   * PUT_WAIT_MS, a bound that only keeps a caller who writes to a
-   * checkpoint nobody puts from waiting forever.
+   * afterPutOf returns once the writes of checkpoint key ck can follow it:
+   * when loom has it (put or read here), when its put here is done (it
+   * throws that put's error), or when no request of its thread is in flight
+   * here and no put of ck started after them. LangGraph's loop calls a put
+   * a few microtasks after what it waits for settles (the put before it,
+   * and the writes to delta channels before it), so a put of ck that is
+   * coming has started by the next macrotask after those.
    */
-  async #putOf(ck: string): Promise<boolean> {
-    if (this.#known.has(ck)) return true;
-    const d = this.#deferred(ck);
-    let timer: NodeJS.Timeout | undefined;
-    const gaveUp = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), PUT_WAIT_MS);
-    });
-    try {
-      return await Promise.race([d.promise.then(() => true), gaveUp]);
-    } finally {
-      clearTimeout(timer);
-      if (!this.#known.has(ck) && this.#puts.get(ck) === d && !d.settled) {
-        // Nobody put it: forget the promise so it cannot leak.
-        this.#puts.delete(ck);
+  async #afterPutOf(thread: string, ck: string): Promise<void> {
+    for (;;) {
+      if (this.#known.has(ck)) return;
+      const put = this.#puts.get(ck);
+      if (put !== undefined) {
+        await put.promise;
+        return;
       }
+      const flying = this.#inflight.get(thread);
+      if (flying === undefined || flying.size === 0) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (this.#puts.has(ck)) continue;
+        return;
+      }
+      await Promise.race(flying);
     }
   }
 
@@ -381,9 +394,6 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
   }
 }
 
-/** How long writes wait for the put of their checkpoint (a bound, not a pace). */
-const PUT_WAIT_MS = 60_000;
-
 function threadKey(threadId: string, ns: string): string {
   return JSON.stringify([threadId, ns]);
 }
@@ -395,20 +405,13 @@ function checkpointKey(threadId: string, ns: string, checkpointId: string): stri
 /** A promise with its resolve and reject; a rejection nobody awaits is not reported. */
 class Deferred {
   readonly promise: Promise<void>;
-  settled = false;
   resolve!: () => void;
   reject!: (err: unknown) => void;
 
   constructor() {
     this.promise = new Promise<void>((resolve, reject) => {
-      this.resolve = () => {
-        this.settled = true;
-        resolve();
-      };
-      this.reject = (err) => {
-        this.settled = true;
-        reject(err);
-      };
+      this.resolve = resolve;
+      this.reject = reject;
     });
     this.promise.catch(() => {});
   }

@@ -17,11 +17,14 @@ const { stores, keys } = inject("loom");
 
 function spy() {
   const requests: string[] = [];
+  const statuses: number[] = [];
   const f: typeof fetch = async (input, init) => {
-    requests.push(`${init?.method ?? "GET"} ${new URL(String(input)).pathname}`);
-    return fetch(input, init);
+    const i = requests.push(`${init?.method ?? "GET"} ${new URL(String(input)).pathname}`) - 1;
+    const res = await fetch(input, init);
+    statuses[i] = res.status;
+    return res;
   };
-  return { requests, fetch: f };
+  return { requests, statuses, fetch: f };
 }
 
 async function rejection(p: Promise<unknown>): Promise<LoomError> {
@@ -140,7 +143,31 @@ describe.each(Object.keys(stores))("LoomSaver on %s", (store) => {
     for await (const _ of graph.getStateHistory(config, { limit: 5 })) void _;
     await graph.getState(config);
     expect(saver.calls).toBeGreaterThan(20);
-    expect(s.requests).toHaveLength(saver.calls);
+    // One request a call; the only second one is the protocol's own: a put
+    // of only the new messages answered 409 sends its whole list again.
+    const conflicts = s.statuses.filter((st) => st === 409).length;
+    s.statuses.forEach((st, i) => st === 409 && expect(s.requests[i]).toBe("POST /v1/langgraph/checkpoints"));
+    expect(s.requests).toHaveLength(saver.calls + conflicts);
+  });
+
+  it("sends writes that come before their checkpoint's put after it, as LangGraph's loop sends them", async () => {
+    const s = spy();
+    const saver = new LoomSaver({ url, apiKey: keys.ops, fetch: s.fetch });
+    const root = { configurable: { thread_id: `order-${uuid6(3)}`, checkpoint_ns: "" } };
+    const c1 = checkpoint({ n: 1 });
+    const c2 = checkpoint({ n: 2 });
+    // The loop chains each put on the one before and sends a task's writes at once.
+    const first = saver.put(root, c1, { source: "input", step: -1, parents: {} }, { n: 1 });
+    const second = first.then((config) => saver.put(config, c2, { source: "loop", step: 0, parents: {} }, { n: 2 }));
+    const writes = saver.putWrites({ configurable: { ...root.configurable, checkpoint_id: c2.id } }, [["n", 3]], "task");
+    await Promise.all([second, writes]);
+    expect(s.requests).toEqual(["POST /v1/langgraph/checkpoints", "POST /v1/langgraph/checkpoints", "POST /v1/langgraph/writes"]);
+    const tuple = await saver.getTuple({ configurable: { ...root.configurable, checkpoint_id: c2.id } });
+    expect(tuple?.pendingWrites).toEqual([["task", "n", 3]]);
+
+    // Writes to a checkpoint nobody puts are refused at once.
+    const err = await rejection(saver.putWrites({ configurable: { ...root.configurable, checkpoint_id: uuid6(3) } }, [["n", 4]], "task"));
+    expect([err.code, err.status]).toEqual(["not_found", 404]);
   });
 
   it("copies a thread with every namespace and its writes", async () => {
