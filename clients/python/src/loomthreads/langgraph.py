@@ -1,0 +1,403 @@
+"""LoomSaver: a LangGraph checkpointer kept by loom serve.
+
+    from loomthreads.langgraph import LoomSaver
+    graph = builder.compile(checkpointer=LoomSaver(url="http://127.0.0.1:8080"))
+
+Every method, sync and async, is one HTTP request to loom serve's LangGraph
+routes. Channel values go through the saver's serde (dumps_typed) as blobs,
+except the channel named "messages": its LangChain messages go as
+themselves, and loom stores each message once, however many checkpoints
+hold it, which is what keeps a long thread's storage linear in its length.
+Versions are the base class's integers (get_next_version).
+
+langgraph-checkpoint and langchain-core are peer dependencies: install them
+with LangGraph (or `pip install loomthreads[langgraph]`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from loomthreads._types import (
+    LangGraphConfig,
+    LangGraphDeltaRequest,
+    LangGraphDeltaResponse,
+    LangGraphListRequest,
+    LangGraphPendingWrite,
+    LangGraphPutRequest,
+    LangGraphPutRequestCheckpoint,
+    LangGraphTuple,
+    LangGraphWritesRequest,
+)
+from loomthreads._values import decode, encode
+from loomthreads.client import DEFAULT_TIMEOUT, AsyncClient, Client, LoomError
+
+__all__ = ["LoomError", "LoomSaver"]
+
+
+class LoomSaver(BaseCheckpointSaver[int]):
+    """A BaseCheckpointSaver on loom serve at url (api_key when it runs
+    with --keys).
+
+    Safe for use from several threads and event loops at once: the sync
+    methods share one httpx.Client; the async ones use an httpx.AsyncClient
+    per event loop (connections cannot move between loops). Use it as a
+    context manager (with or async with), or call close/aclose, to close
+    them."""
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8080",
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.url = url
+        self._api_key = api_key
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._client: Client | None = None
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        _check_url(url)
+
+    # --- clients ---------------------------------------------------------
+
+    @property
+    def client(self) -> Client:
+        """The sync client, made on first use."""
+        with self._lock:
+            if self._client is None:
+                self._client = Client(self.url, api_key=self._api_key, timeout=self._timeout)
+            return self._client
+
+    @property
+    def aclient(self) -> AsyncClient:
+        """The running event loop's async client, made on first use."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            c = self._aclients.get(loop)
+            if c is None:
+                c = AsyncClient(self.url, api_key=self._api_key, timeout=self._timeout)
+                self._aclients[loop] = c
+            return c
+
+    def close(self) -> None:
+        """Closes the sync client (async clients: aclose)."""
+        with self._lock:
+            c, self._client = self._client, None
+        if c is not None:
+            c.close()
+
+    async def aclose(self) -> None:
+        """Closes the sync client and the running loop's async client, and
+        forgets those of other loops."""
+        self.close()
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            c = self._aclients.pop(loop, None)
+            self._aclients.clear()
+        if c is not None:
+            await c.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- the wire --------------------------------------------------------
+
+    def _put_request(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> LangGraphPutRequest:
+        header = cast(
+            LangGraphPutRequestCheckpoint,
+            {k: v for k, v in checkpoint.items() if k != "channel_values"},
+        )
+        values = checkpoint["channel_values"]
+        return {
+            "config": _config(config),
+            "checkpoint": header,
+            "metadata": dict(get_serializable_checkpoint_metadata(config, metadata)),
+            "new_versions": dict(new_versions),
+            "channel_values": {
+                ch: encode(self.serde, ch, values[ch]) for ch in new_versions if ch in values
+            },
+        }
+
+    def _writes_request(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> LangGraphWritesRequest:
+        return {
+            "config": _config(config),
+            "task_id": task_id,
+            "task_path": task_path,
+            "writes": [
+                {
+                    "idx": WRITES_IDX_MAP.get(ch, i),
+                    "channel": ch,
+                    "value": encode(self.serde, ch, v),
+                }
+                for i, (ch, v) in enumerate(writes)
+            ],
+        }
+
+    def _tuple(self, t: LangGraphTuple) -> CheckpointTuple:
+        checkpoint = cast(dict[str, Any], dict(t["checkpoint"]))
+        checkpoint["channel_values"] = {
+            ch: decode(self.serde, v) for ch, v in t["checkpoint"]["channel_values"].items()
+        }
+        parent = t["parent_config"]
+        return CheckpointTuple(
+            config=_runnable(t["config"]),
+            checkpoint=cast(Checkpoint, checkpoint),
+            metadata=cast(CheckpointMetadata, t["metadata"]),
+            parent_config=_runnable(parent) if parent is not None else None,
+            pending_writes=[self._write(w) for w in t["pending_writes"]],
+        )
+
+    def _write(self, w: LangGraphPendingWrite) -> PendingWrite:
+        return (w["task_id"], w["channel"], decode(self.serde, w["value"]))
+
+    def _delta(self, resp: LangGraphDeltaResponse) -> dict[str, DeltaChannelHistory]:
+        out: dict[str, DeltaChannelHistory] = {}
+        for ch, h in resp["channels"].items():
+            entry: DeltaChannelHistory = {"writes": [self._write(w) for w in h["writes"]]}
+            if "seed" in h:
+                entry["seed"] = decode(self.serde, h["seed"])
+            out[ch] = entry
+        return out
+
+    # --- sync ------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        t = self.client.get_checkpoint(_config(config, with_id=True))
+        return self._tuple(t) if t is not None else None
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if limit is not None and limit <= 0:
+            # LangGraph's savers give nothing for limit 0; loom's 0 is "no limit".
+            return iter([])
+        resp = self.client.list_checkpoints(_list_request(config, filter, before, limit))
+        return iter([self._tuple(t) for t in resp["checkpoints"]])
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        resp = self.client.put_checkpoint(self._put_request(config, checkpoint, metadata, new_versions))
+        return _runnable(resp["config"])
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self.client.put_writes(self._writes_request(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.client.delete_thread(str(thread_id))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.client.copy_thread(str(source_thread_id), {"target_thread_id": str(target_thread_id)})
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.client.prune({"thread_ids": [str(t) for t in thread_ids], "strategy": _strategy(strategy)})
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.client.delete_for_runs({"run_ids": [str(r) for r in run_ids]})
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        return self._delta(self.client.delta_history(_delta_request(config, channels)))
+
+    # --- async -----------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        t = await self.aclient.get_checkpoint(_config(config, with_id=True))
+        return self._tuple(t) if t is not None else None
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        if limit is not None and limit <= 0:
+            return
+        resp = await self.aclient.list_checkpoints(_list_request(config, filter, before, limit))
+        for t in resp["checkpoints"]:
+            yield self._tuple(t)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        resp = await self.aclient.put_checkpoint(
+            self._put_request(config, checkpoint, metadata, new_versions)
+        )
+        return _runnable(resp["config"])
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self.aclient.put_writes(self._writes_request(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.aclient.delete_thread(str(thread_id))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.aclient.copy_thread(
+            str(source_thread_id), {"target_thread_id": str(target_thread_id)}
+        )
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self.aclient.prune(
+            {"thread_ids": [str(t) for t in thread_ids], "strategy": _strategy(strategy)}
+        )
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self.aclient.delete_for_runs({"run_ids": [str(r) for r in run_ids]})
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        return self._delta(await self.aclient.delta_history(_delta_request(config, channels)))
+
+
+def _config(config: RunnableConfig, *, with_id: bool = True) -> LangGraphConfig:
+    """The wire config of a RunnableConfig's configurable."""
+    c = config.get("configurable") or {}
+    if "thread_id" not in c:
+        raise ValueError("LoomSaver: config['configurable'] needs a thread_id")
+    out: LangGraphConfig = {
+        "thread_id": str(c["thread_id"]),
+        "checkpoint_ns": str(c.get("checkpoint_ns") or ""),
+    }
+    cid = get_checkpoint_id(config) if with_id else None
+    if cid:
+        out["checkpoint_id"] = str(cid)
+    return out
+
+
+def _runnable(c: LangGraphConfig) -> RunnableConfig:
+    configurable: dict[str, Any] = {
+        "thread_id": c["thread_id"],
+        "checkpoint_ns": c.get("checkpoint_ns", ""),
+    }
+    if "checkpoint_id" in c:
+        configurable["checkpoint_id"] = c["checkpoint_id"]
+    return {"configurable": configurable}
+
+
+def _list_request(
+    config: RunnableConfig | None,
+    filter: dict[str, Any] | None,
+    before: RunnableConfig | None,
+    limit: int | None,
+) -> LangGraphListRequest:
+    req: LangGraphListRequest = {}
+    c = (config or {}).get("configurable") or {}
+    if c.get("thread_id") is not None:
+        req["thread_id"] = str(c["thread_id"])
+    if c.get("checkpoint_ns") is not None:
+        req["checkpoint_ns"] = str(c["checkpoint_ns"])
+    if c.get("checkpoint_id"):
+        req["checkpoint_id"] = str(c["checkpoint_id"])
+    if filter:
+        req["filter"] = dict(filter)
+    if before is not None and (bid := get_checkpoint_id(before)):
+        req["before"] = str(bid)
+    if limit is not None:
+        req["limit"] = limit
+    return req
+
+
+def _delta_request(config: RunnableConfig, channels: Sequence[str]) -> LangGraphDeltaRequest:
+    return {"config": _config(config), "channels": list(channels)}
+
+
+def _check_url(url: str) -> None:
+    """Fails early on a bad url, not at the first checkpoint."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"LoomSaver: url must be http:// or https://, not {url!r}")
+
+
+def _strategy(strategy: str) -> Any:
+    if strategy not in ("keep_latest", "delete"):
+        raise ValueError(f"LoomSaver.prune: unknown strategy {strategy!r}")
+    return strategy
