@@ -22,8 +22,8 @@ type Blob struct {
 // channel named "messages", the list of LangChain messages in their stored
 // form ({"type", "data"}), which loom keeps as its own messages.
 type Value struct {
-	Blob     *Blob             `json:"blob,omitempty"`
-	Messages []json.RawMessage `json:"messages,omitempty"`
+	Blob     *Blob             `json:"blob,omitzero"`
+	Messages []json.RawMessage `json:"messages,omitzero"`
 }
 
 // PutRequest is BaseCheckpointSaver.put: a checkpoint whose parent is

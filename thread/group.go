@@ -115,8 +115,9 @@ func (g *Group) headIs(e *groupEntry, h *Commit) {
 // Commit adds a commit on t at its handle's version (or opts.IfVersion)
 // and returns it as it will be once the group is applied. Unlike
 // Thread.Commit it never retries: the group fails if t has moved. After a
-// Restore or Rollback of t in the group, the commit is made on the commit
-// they move to, and becomes the head of that same move. Changing the kind
+// Restore, Rollback or Reset of t in the group, the commit is made on the
+// commit they move to (the empty root for a Reset), and becomes the head
+// of that same move. Changing the kind
 // is not done in a group (ErrInvalid).
 func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Commit, error) {
 	if opts.Op == "" {
@@ -133,7 +134,7 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 		return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 	}
 	switch {
-	case e.committed || e.deleted || e.move >= 0 && g.b.Moves[e.move].Op != OpRestore && g.b.Moves[e.move].Op != OpRollback:
+	case e.committed || e.deleted || e.move >= 0 && g.b.Moves[e.move].Op != OpRestore && g.b.Moves[e.move].Op != OpRollback && g.b.Moves[e.move].Op != OpReset:
 		return nil, g.fail(fmt.Errorf("commit to %s: the group moves it already: %w", t.ID(), ErrInvalid))
 	case opts.IfVersion != 0 && opts.IfVersion != e.rec.Version && e.move < 0:
 		return nil, g.fail(fmt.Errorf("commit to %s: at version %d, not %d: %w", t.ID(), e.rec.Version, opts.IfVersion, ErrConflict))
@@ -276,6 +277,25 @@ func (g *Group) moveTo(ctx context.Context, t *Thread, op Op, id, what string) e
 	return g.move(ctx, t, op, id, nil, what)
 }
 
+// DropCheckpoint adds the deletion of t's checkpoint name; a checkpoint of
+// that name added to the group after it takes its place, so that moving a
+// name to the head is one atomic change. A missing name is ErrNotFound at
+// Apply.
+func (g *Group) DropCheckpoint(ctx context.Context, t *Thread, name string) error {
+	if err := checkCheckpointName(name); err != nil {
+		return g.fail(fmt.Errorf("drop checkpoint %s: %w", t.ID(), err))
+	}
+	e, err := g.entry(ctx, t)
+	if err != nil {
+		return g.fail(fmt.Errorf("drop checkpoint %s of %s: %w", name, t.ID(), err))
+	}
+	if e.deleted {
+		return g.fail(fmt.Errorf("drop checkpoint %s of %s: the group deletes it: %w", name, t.ID(), ErrInvalid))
+	}
+	g.b.DropCheckpoints = append(g.b.DropCheckpoints, CheckpointKey{Thread: e.rec.ID, Name: name})
+	return nil
+}
+
 // Checkpoint adds a checkpoint name on t at its head as the group leaves
 // it (after the group's commit on t, if any). An empty head is ErrInvalid;
 // a name taken is ErrConflict at Apply.
@@ -363,7 +383,7 @@ func (g *Group) Apply(ctx context.Context) error {
 	}
 	g.applied = true
 	b := &g.b
-	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.Checkpoints)+len(b.Delete) == 0 {
+	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) == 0 {
 		return nil
 	}
 	if err := g.db.apply(ctx, b); err != nil {

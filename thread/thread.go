@@ -767,6 +767,10 @@ type ForkOptions struct {
 	Title string
 	// Labels, when not nil, replace the source's labels.
 	Labels map[string]string
+	// Checkpoints makes Copy take the source's checkpoints too: the same
+	// names on the same commits, so that the copy can roll back where the
+	// source could. Fork ignores it.
+	Checkpoints bool
 	// State, when not nil, patches the fork's state (a nil value removes
 	// its key): the fork's head is then one new commit on the fork point
 	// (op fork) that holds the patched state, and ForkedFrom still names
@@ -797,6 +801,14 @@ func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (_ *Thread, 
 	r, head, err := t.forkInto(ctx, opts, op, b)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Checkpoints && op == OpCopy {
+		for cp, err := range t.Checkpoints(ctx) {
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", op, t.ID(), err)
+			}
+			b.Checkpoints = append(b.Checkpoints, Checkpoint{Thread: r.ID, Name: cp.Name, Commit: cp.Commit, Version: r.Version, CreatedAt: r.CreatedAt})
+		}
 	}
 	if err := t.db.apply(ctx, b); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, t.ID(), err)

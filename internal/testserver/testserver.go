@@ -114,6 +114,26 @@ func Postgres(t testing.TB) string {
 	return fmt.Sprintf("postgres://loom@127.0.0.1:%d/%s?sslmode=disable", pg.port, name)
 }
 
+// StartPostgres starts a throwaway PostgreSQL server outside a test and
+// returns the URLs of n fresh, empty databases on it, and a stop that
+// removes the server and its files. The command pgserve hands it to tests
+// written in other languages.
+func StartPostgres(n int) (urls []string, stop func(), err error) {
+	s, err := startPostgres()
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("loom_%d", i)
+		if out, err := s.run("createdb", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "loom", name); err != nil {
+			s.stop()
+			return nil, nil, fmt.Errorf("createdb %s: %v\n%s", name, err, out)
+		}
+		urls = append(urls, fmt.Sprintf("postgres://loom@127.0.0.1:%d/%s?sslmode=disable", s.port, name))
+	}
+	return urls, s.stop, nil
+}
+
 func pgBinDir() (string, error) {
 	if p, err := exec.LookPath("pg_ctl"); err == nil {
 		// Debian links a few binaries into PATH; the rest (createdb) sit
