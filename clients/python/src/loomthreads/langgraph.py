@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -54,6 +55,12 @@ from loomthreads.client import DEFAULT_TIMEOUT, AsyncClient, Client, LoomError
 
 __all__ = ["LoomError", "LoomSaver"]
 
+# How many of the checkpoints it put a saver remembers, for the writes that
+# reach loom before their checkpoint (see LoomSaver.put_writes).
+_RECENT_PUTS = 4096
+
+_Key = tuple[str, str, str]
+
 
 class LoomSaver(BaseCheckpointSaver[int]):
     """A BaseCheckpointSaver on loom serve at url (api_key when it runs
@@ -82,6 +89,8 @@ class LoomSaver(BaseCheckpointSaver[int]):
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
+        self._recent: OrderedDict[_Key, None] = OrderedDict()
+        self._waiters: dict[_Key, list[Callable[[], None]]] = {}
         _check_url(url)
 
     # --- clients ---------------------------------------------------------
@@ -144,6 +153,71 @@ class LoomSaver(BaseCheckpointSaver[int]):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    # --- writes that overtake their checkpoint ----------------------------
+    #
+    # LangGraph saves a checkpoint in the background and runs the next
+    # step's tasks meanwhile; a task's writes, also saved in the background,
+    # can reach loom before the checkpoint they belong to (loom keeps a
+    # checkpoint's writes with it, so it answers not_found). SQL savers
+    # store such writes in a table of their own and never notice. So a
+    # saver remembers the checkpoints it put, and writes that got not_found
+    # wait for their checkpoint's put to finish (at most the timeout) and
+    # go again, once; writes for a checkpoint nobody puts still fail.
+
+    def _stored(self, c: LangGraphConfig) -> None:
+        key = _key(c)
+        with self._lock:
+            self._recent[key] = None
+            while len(self._recent) > _RECENT_PUTS:
+                self._recent.popitem(last=False)
+            wake = self._waiters.pop(key, [])
+        for f in wake:
+            f()
+
+    def _watch(self, key: _Key, wake: Callable[[], None]) -> bool:
+        """Registers wake for key's put; False when it is already put."""
+        with self._lock:
+            if key in self._recent:
+                return False
+            self._waiters.setdefault(key, []).append(wake)
+            return True
+
+    def _unwatch(self, key: _Key, wake: Callable[[], None]) -> None:
+        with self._lock:
+            ws = self._waiters.get(key, [])
+            if wake in ws:
+                ws.remove(wake)
+            if not ws:
+                self._waiters.pop(key, None)
+
+    def _wait_stored(self, key: _Key) -> bool:
+        ev = threading.Event()
+        if not self._watch(key, ev.set):
+            return True
+        ok = ev.wait(self._timeout)
+        self._unwatch(key, ev.set)
+        return ok
+
+    async def _await_stored(self, key: _Key) -> bool:
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+
+        def wake() -> None:
+            try:
+                loop.call_soon_threadsafe(done.set)
+            except RuntimeError:  # the loop is closed: nobody is waiting
+                pass
+
+        if not self._watch(key, wake):
+            return True
+        try:
+            await asyncio.wait_for(done.wait(), self._timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._unwatch(key, wake)
 
     # --- the wire --------------------------------------------------------
 
@@ -244,6 +318,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         resp = self.client.put_checkpoint(self._put_request(config, checkpoint, metadata, new_versions))
+        self._stored(resp["config"])
         return _runnable(resp["config"])
 
     def put_writes(
@@ -253,7 +328,13 @@ class LoomSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        self.client.put_writes(self._writes_request(config, writes, task_id, task_path))
+        req = self._writes_request(config, writes, task_id, task_path)
+        try:
+            self.client.put_writes(req)
+        except LoomError as e:
+            if e.code != "not_found" or not self._wait_stored(_key(req["config"])):
+                raise
+            self.client.put_writes(req)
 
     def delete_thread(self, thread_id: str) -> None:
         self.client.delete_thread(str(thread_id))
@@ -304,6 +385,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
         resp = await self.aclient.put_checkpoint(
             self._put_request(config, checkpoint, metadata, new_versions)
         )
+        self._stored(resp["config"])
         return _runnable(resp["config"])
 
     async def aput_writes(
@@ -313,7 +395,13 @@ class LoomSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await self.aclient.put_writes(self._writes_request(config, writes, task_id, task_path))
+        req = self._writes_request(config, writes, task_id, task_path)
+        try:
+            await self.aclient.put_writes(req)
+        except LoomError as e:
+            if e.code != "not_found" or not await self._await_stored(_key(req["config"])):
+                raise
+            await self.aclient.put_writes(req)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self.aclient.delete_thread(str(thread_id))
@@ -352,6 +440,10 @@ def _config(config: RunnableConfig, *, with_id: bool = True) -> LangGraphConfig:
     if cid:
         out["checkpoint_id"] = str(cid)
     return out
+
+
+def _key(c: LangGraphConfig) -> _Key:
+    return (c["thread_id"], c.get("checkpoint_ns", ""), c.get("checkpoint_id", ""))
 
 
 def _runnable(c: LangGraphConfig) -> RunnableConfig:
