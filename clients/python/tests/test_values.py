@@ -26,7 +26,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from loomthreads import Client
-from loomthreads._values import decode, encode
+from loomthreads._values import MessageCodec, decode, encode
 from loomthreads.langgraph import LoomSaver
 from tests.servers import LoomServer
 
@@ -146,3 +146,30 @@ def test_messages_round_trip_through_loom(sqlite_server: LoomServer) -> None:
         assert tup is not None and tup.pending_writes is not None
         _same(tup.pending_writes[0][2], msgs[:2])
         assert tup.pending_writes[1][2] == msgs[0]
+
+
+def test_codec_remembers_messages_but_sees_fields_set_anew() -> None:
+    codec = MessageCodec()
+    msgs = every_kind()
+    first = codec.stored(msgs)
+    assert first is not None
+    again = codec.stored(msgs)
+    assert again is not None and all(a is b for a, b in zip(first, again))  # from memory
+    msgs[1].content = "edited"  # a field set anew
+    msgs[3] = ToolMessage("replaced", tool_call_id="call_1", id="m-tool")  # same id, new object
+    msgs[2].additional_kwargs = {"k": (1, 2)}  # no longer plain JSON
+    assert codec.stored(msgs) is None
+    msgs[2].additional_kwargs = {}
+    third = codec.stored(msgs)
+    assert third is not None
+    contents = [dict(m["data"]).get("content") for m in third]
+    assert contents[1] == "edited" and contents[3] == "replaced"
+    assert third[0] is first[0]
+    _same(decode(SERDE, {"messages": third}), msgs)
+
+
+def test_codec_forgets_beyond_its_size() -> None:
+    codec = MessageCodec(size=2)
+    msgs = [HumanMessage(str(i), id=f"m{i}") for i in range(5)]
+    assert codec.stored(msgs) is not None
+    assert len(codec._memo) == 2

@@ -50,7 +50,7 @@ from loomthreads._types import (
     LangGraphTuple,
     LangGraphWritesRequest,
 )
-from loomthreads._values import decode, encode
+from loomthreads._values import MessageCodec, decode, encode
 from loomthreads.client import DEFAULT_TIMEOUT, AsyncClient, Client, LoomError
 
 __all__ = ["LoomError", "LoomSaver"]
@@ -89,6 +89,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
+        self._codec = MessageCodec()
         self._recent: OrderedDict[_Key, None] = OrderedDict()
         self._waiters: dict[_Key, list[Callable[[], None]]] = {}
         _check_url(url)
@@ -239,7 +240,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
             "metadata": dict(get_serializable_checkpoint_metadata(config, metadata)),
             "new_versions": dict(new_versions),
             "channel_values": {
-                ch: encode(self.serde, ch, values[ch]) for ch in new_versions if ch in values
+                ch: encode(self.serde, ch, values[ch], self._codec) for ch in new_versions if ch in values
             },
         }
 
@@ -258,7 +259,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
                 {
                     "idx": WRITES_IDX_MAP.get(ch, i),
                     "channel": ch,
-                    "value": encode(self.serde, ch, v),
+                    "value": encode(self.serde, ch, v, self._codec),
                 }
                 for i, (ch, v) in enumerate(writes)
             ],
