@@ -128,7 +128,7 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 	createThread(t, s, "", "t1", "hi")
 	for _, rt := range routes {
 		method, path, _ := strings.Cut(rt.pattern, " ")
-		path = strings.NewReplacer("{id}", "t1", "{name}", "c1").Replace(path)
+		path = strings.NewReplacer("{id}", "t1", "{name}", "c1", "{thread_id}", "t1").Replace(path)
 		t.Run(rt.pattern, func(t *testing.T) {
 			wantLoomError(t, s, req{method: method, path: path + "?colour=blue"}, http.StatusBadRequest, "invalid", `query parameter "colour"`)
 		})

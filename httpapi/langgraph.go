@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -12,18 +13,18 @@ import (
 	"github.com/loomthreads/loom/langgraph"
 )
 
-// The routes of LangGraph's checkpointer (docs: the langgraph tag of
+// The routes of LangGraph's checkpointer (the langgraph tag of
 // openapi.json), each one BaseCheckpointSaver method in one round trip.
-// The handlers check what the wire carries — names' lengths and text, a
-// value's shape — so that a bad request is a 400 that names its member
-// before package langgraph sees it; what the checkpoints mean is
-// langgraph's.
+// The handlers check what the wire carries — the thread names, a value's
+// shape, the query — so that a bad request is a 400 that names its member;
+// the rest of the names' rules (checkpoint ids, tasks, channels) and what
+// the checkpoints mean are package langgraph's.
 
 // Limits of the names a LangGraph client sends, in bytes of UTF-8.
 const (
 	lgMaxThreadID = 1024 // thread_id, target_thread_id
-	lgMaxNS       = 1024 // checkpoint_ns, task_path, a channel
-	lgMaxID       = 256  // checkpoint_id, task_id, before, a run id
+	lgMaxNS       = 1024 // checkpoint_ns
+	lgMaxRunID    = 256  // a run id of runs/delete
 )
 
 // saver returns the Saver on the request's tenant.
@@ -49,27 +50,29 @@ func lgText(name, v string, max int, required bool) error {
 	return nil
 }
 
-// lgConfig checks a config: its thread is required, its checkpoint id
-// when withID.
-func lgConfig(name string, c langgraph.Config, withID bool) error {
+// lgConfig checks the thread and namespace of a config; package langgraph
+// checks its checkpoint id.
+func lgConfig(name string, c langgraph.Config) error {
 	if err := lgText(name+".thread_id", c.ThreadID, lgMaxThreadID, true); err != nil {
 		return err
 	}
-	if err := lgText(name+".checkpoint_ns", c.CheckpointNS, lgMaxNS, false); err != nil {
-		return err
-	}
-	return lgText(name+".checkpoint_id", c.CheckpointID, lgMaxID, withID)
+	return lgText(name+".checkpoint_ns", c.CheckpointNS, lgMaxNS, false)
 }
 
-// lgValue checks a value of channel: exactly one of blob and messages, and
+// lgValue checks a value of channel: exactly one of blob and messages;
 // messages only for the channel "messages", each a stored LangChain
-// message ({"type", "data"}) whose data has an id.
-func lgValue(name, channel string, v langgraph.Value) error {
+// message ({"type", "data"}) whose data has an id; extends only in a put
+// (extends), and shares and sum never, which are the server's.
+func lgValue(name, channel string, v langgraph.Value, extends bool) error {
 	switch {
 	case v.Blob == nil && v.Messages == nil:
 		return invalidf("%s: one of blob and messages is required", name)
 	case v.Blob != nil && v.Messages != nil:
 		return invalidf("%s: blob and messages both given, one is taken", name)
+	case v.Shares != nil || v.Sum != nil:
+		return invalidf("%s: shares and sum are in answers only", name)
+	case v.Extends != nil && (v.Blob != nil || !extends):
+		return invalidf("%s: extends is for the messages of a put only", name)
 	case v.Blob != nil:
 		return nil
 	case channel != "messages":
@@ -104,9 +107,6 @@ func lgValue(name, channel string, v langgraph.Value) error {
 // strings.
 func lgVersions(name string, vs map[string]json.RawMessage) error {
 	for ch, v := range vs {
-		if err := lgText(name+" channel", ch, lgMaxNS, true); err != nil {
-			return err
-		}
 		v = bytes.TrimSpace(v)
 		if len(v) == 0 || (v[0] != '"' && v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
 			return invalidf("%s[%q]: a version is a number or a string", name, clip(ch))
@@ -121,20 +121,7 @@ func (s *Server) lgPut(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	if err := lgConfig("config", req.Config, false); err != nil {
-		return err
-	}
-	if req.Checkpoint == nil {
-		return invalidf("checkpoint: required, an object")
-	}
-	if _, ok := req.Checkpoint["channel_values"]; ok {
-		return invalidf("checkpoint.channel_values: sent apart, as channel_values")
-	}
-	var id string
-	if err := json.Unmarshal(req.Checkpoint["id"], &id); err != nil {
-		return invalidf("checkpoint.id: required, a string")
-	}
-	if err := lgText("checkpoint.id", id, lgMaxID, true); err != nil {
+	if err := lgConfig("config", req.Config); err != nil {
 		return err
 	}
 	if raw, ok := req.Checkpoint["channel_versions"]; ok {
@@ -150,10 +137,7 @@ func (s *Server) lgPut(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for ch, v := range req.ChannelValues {
-		if err := lgText("channel_values channel", ch, lgMaxNS, true); err != nil {
-			return err
-		}
-		if err := lgValue(fmt.Sprintf("channel_values[%q]", clip(ch)), ch, v); err != nil {
+		if err := lgValue(fmt.Sprintf("channel_values[%q]", clip(ch)), ch, v, true); err != nil {
 			return err
 		}
 	}
@@ -172,24 +156,14 @@ func (s *Server) lgPutWrites(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	if err := lgConfig("config", req.Config, true); err != nil {
-		return err
-	}
-	if err := lgText("task_id", req.TaskID, lgMaxID, true); err != nil {
-		return err
-	}
-	if err := lgText("task_path", req.TaskPath, lgMaxNS, false); err != nil {
+	if err := lgConfig("config", req.Config); err != nil {
 		return err
 	}
 	if req.Writes == nil {
 		return invalidf("writes: required, an array")
 	}
 	for i, wr := range req.Writes {
-		name := fmt.Sprintf("writes[%d]", i)
-		if err := lgText(name+".channel", wr.Channel, lgMaxNS, true); err != nil {
-			return err
-		}
-		if err := lgValue(name+".value", wr.Channel, wr.Value); err != nil {
+		if err := lgValue(fmt.Sprintf("writes[%d].value", i), wr.Channel, wr.Value, false); err != nil {
 			return err
 		}
 	}
@@ -201,7 +175,7 @@ func (s *Server) lgPutWrites(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// lgGet: GET /v1/langgraph/checkpoint?thread_id=&checkpoint_ns=&checkpoint_id=
+// lgGet: GET /v1/langgraph/checkpoint?thread_id=&checkpoint_ns=&checkpoint_id=&messages_n=&messages_h=
 func (s *Server) lgGet(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	if !q.Has("thread_id") {
@@ -211,16 +185,55 @@ func (s *Server) lgGet(w http.ResponseWriter, r *http.Request) error {
 	if q.Has("checkpoint_id") && cfg.CheckpointID == "" {
 		return invalidf("query parameter checkpoint_id: empty; leave it out for the latest")
 	}
-	if err := lgConfig("query parameter", cfg, false); err != nil {
+	if err := lgText("query parameter thread_id", cfg.ThreadID, lgMaxThreadID, true); err != nil {
+		return err
+	}
+	if err := lgText("query parameter checkpoint_ns", cfg.CheckpointNS, lgMaxNS, false); err != nil {
+		return err
+	}
+	known, err := lgKnown(q.Has("messages_n"), q.Get("messages_n"), q.Has("messages_h"), q.Get("messages_h"))
+	if err != nil {
 		return err
 	}
 	defer s.metrics.StoreOpSince("langgraph_get", time.Now())
-	tup, err := s.saver(r).Get(r.Context(), cfg)
+	tup, err := s.saver(r).Get(r.Context(), cfg, known)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, lgTuple(*tup))
 	return nil
+}
+
+// lgKnown reads the list of messages a GET says the client holds: its
+// count n and chain sum h, both or neither. The empty list's sum is "";
+// any other's is 32 hex digits.
+func lgKnown(hasN bool, n string, hasH bool, h string) (*langgraph.MessagesSum, error) {
+	if !hasN && !hasH {
+		return nil, nil
+	}
+	if hasN != hasH {
+		return nil, invalidf("query parameters messages_n and messages_h: both or neither")
+	}
+	count, err := strconv.Atoi(n)
+	if err != nil || count < 0 {
+		return nil, invalidf("query parameter messages_n %q: a count, 0 or more", clip(n))
+	}
+	if count == 0 && h != "" || count > 0 && !isHexSum(h) {
+		return nil, invalidf("query parameter messages_h %q: the chain sum of the list, 32 hex digits (\"\" for none)", clip(h))
+	}
+	return &langgraph.MessagesSum{N: count, H: h}, nil
+}
+
+func isHexSum(h string) bool {
+	if len(h) != 32 {
+		return false
+	}
+	for _, c := range []byte(h) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // lgTuple is t with [] and {} for its nil members, as the document has
@@ -249,12 +262,6 @@ func (s *Server) lgList(w http.ResponseWriter, r *http.Request) error {
 		if err := lgText("checkpoint_ns", *req.CheckpointNS, lgMaxNS, false); err != nil {
 			return err
 		}
-	}
-	if err := lgText("checkpoint_id", req.CheckpointID, lgMaxID, false); err != nil {
-		return err
-	}
-	if err := lgText("before", req.Before, lgMaxID, false); err != nil {
-		return err
 	}
 	if req.Limit < 0 {
 		return invalidf("limit: not negative (0 or absent: no limit)")
@@ -351,7 +358,7 @@ func (s *Server) lgDeleteRuns(w http.ResponseWriter, r *http.Request) error {
 		return invalidf("run_ids: required, an array")
 	}
 	for i, id := range req.RunIDs {
-		if err := lgText(fmt.Sprintf("run_ids[%d]", i), id, lgMaxID, true); err != nil {
+		if err := lgText(fmt.Sprintf("run_ids[%d]", i), id, lgMaxRunID, true); err != nil {
 			return err
 		}
 	}
@@ -369,16 +376,11 @@ func (s *Server) lgDeltaHistory(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	if err := lgConfig("config", req.Config, false); err != nil {
+	if err := lgConfig("config", req.Config); err != nil {
 		return err
 	}
 	if req.Channels == nil {
 		return invalidf("channels: required, an array")
-	}
-	for i, ch := range req.Channels {
-		if err := lgText(fmt.Sprintf("channels[%d]", i), ch, lgMaxNS, true); err != nil {
-			return err
-		}
 	}
 	defer s.metrics.StoreOpSince("langgraph_delta_history", time.Now())
 	resp, err := s.saver(r).DeltaHistory(r.Context(), req)

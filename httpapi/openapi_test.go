@@ -192,6 +192,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"LangGraphDeltaRequest":      langgraph.DeltaRequest{},
 		"LangGraphDeltaHistory":      langgraph.DeltaHistory{},
 		"LangGraphDeltaResponse":     langgraph.DeltaResponse{},
+		"LangGraphMessagesSum":       langgraph.MessagesSum{},
+		"LangGraphShare":             langgraph.Share{},
 	} {
 		s, ok := schemas[name].(map[string]any)
 		if !ok {

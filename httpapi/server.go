@@ -187,7 +187,7 @@ var routes = []route{
 	{pattern: "POST /v1/sessions/{id}/close", handle: (*Server).closeSession, query: []string{"project"}},
 	{pattern: "POST /v1/langgraph/checkpoints", handle: (*Server).lgPut},
 	{pattern: "POST /v1/langgraph/writes", handle: (*Server).lgPutWrites},
-	{pattern: "GET /v1/langgraph/checkpoint", handle: (*Server).lgGet, query: []string{"thread_id", "checkpoint_ns", "checkpoint_id"}},
+	{pattern: "GET /v1/langgraph/checkpoint", handle: (*Server).lgGet, query: []string{"thread_id", "checkpoint_ns", "checkpoint_id", "messages_n", "messages_h"}},
 	{pattern: "POST /v1/langgraph/checkpoints/search", handle: (*Server).lgList},
 	{pattern: "DELETE /v1/langgraph/threads/{thread_id}", handle: (*Server).lgDeleteThread},
 	{pattern: "POST /v1/langgraph/threads/{thread_id}/copy", handle: (*Server).lgCopyThread},

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/langgraph"
 	"github.com/loomthreads/loom/sqlite"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
@@ -39,6 +41,8 @@ func victimWorld(tb testing.TB, h http.Handler) string {
 		b.Write(must(tb, h, req{method: "GET", path: "/v1/threads/" + th.ID + "/checkpoints", key: keyA}, http.StatusOK, nil).Body.Bytes())
 		b.Write(must(tb, h, req{method: "GET", path: "/v1/threads/" + th.ID + "/history", key: keyA}, http.StatusOK, nil).Body.Bytes())
 	}
+	// Its LangGraph checkpoints, with their values and writes.
+	b.Write(must(tb, h, req{method: "POST", path: "/v1/langgraph/checkpoints/search", key: keyA, body: map[string]any{}}, http.StatusOK, nil).Body.Bytes())
 	for _, it := range allItems(tb, h, keyA, victimProject) {
 		fmt.Fprintf(&b, "item %s %s %q\n", it.ID, it.Status, it.Text)
 	}
@@ -85,6 +89,20 @@ func tenantAttack(t *testing.T, h http.Handler) {
 	must(t, h, req{method: "POST", path: "/v1/sessions" + q, key: keyA, body: map[string]any{"session_id": "s-victim"}}, http.StatusCreated, nil)
 	must(t, h, req{method: "POST", path: "/v1/sessions/s-victim/close" + q, key: keyA, body: map[string]any{"open_threads": []string{"carried by the victim"}}}, http.StatusOK, nil)
 	wl := worklog.ThreadID("a", victimProject)
+	// A LangGraph thread with a checkpoint, its child and a task's writes.
+	lgPut := func(key, thread, parent, id, text string) {
+		t.Helper()
+		body := lgCheckpoint{thread: thread, parent: parent, id: id, versions: map[string]int{"messages": 1}, moved: map[string]int{"messages": 1},
+			values:   map[string]langgraph.Value{"messages": messages(lcMessage("human", id, text))},
+			metadata: map[string]any{"run_id": "run-" + thread}}.body()
+		must(t, h, req{method: "POST", path: "/v1/langgraph/checkpoints", key: key, body: body}, http.StatusOK, nil)
+	}
+	lgPut(keyA, "secret-lg", "", "c01", "the launch date is")
+	lgPut(keyA, "secret-lg", "c01", "c02", "the 9th")
+	must(t, h, req{method: "POST", path: "/v1/langgraph/writes", key: keyA, body: langgraph.WritesRequest{
+		Config: langgraph.Config{ThreadID: "secret-lg", CheckpointID: "c02"}, TaskID: "task",
+		Writes: []langgraph.Write{{Idx: 0, Channel: "messages", Value: messages(lcMessage("ai", "w1", "the launch date is the 9th"))}},
+	}}, http.StatusNoContent, nil)
 	before := victimWorld(t, h)
 	if !strings.Contains(before, "thread "+wl) {
 		t.Fatalf("the victim's work log is not thread %s:\n%s", wl, before)
@@ -142,6 +160,41 @@ func tenantAttack(t *testing.T, h http.Handler) {
 			}
 		}
 	}
+	// LangGraph: b's answers for a's LangGraph thread (and a's loom
+	// threads' ids) are those for a thread nobody has, and b's writes,
+	// deletes and prunes of them change nothing of a's.
+	lgReads := func(id string) []req {
+		q := url.Values{"thread_id": {id}}.Encode()
+		return []req{
+			{method: "GET", path: "/v1/langgraph/checkpoint?" + q},
+			{method: "GET", path: "/v1/langgraph/checkpoint?" + q + "&checkpoint_id=c01"},
+			{method: "POST", path: "/v1/langgraph/checkpoints/search", body: map[string]any{"thread_id": id}},
+			{method: "POST", path: "/v1/langgraph/delta-history", body: map[string]any{"config": map[string]any{"thread_id": id, "checkpoint_id": "c02"}, "channels": []string{"messages"}}},
+			{method: "POST", path: "/v1/langgraph/threads/" + url.PathEscape(id) + "/copy", body: map[string]any{"target_thread_id": id + "-copy"}},
+			{method: "POST", path: "/v1/langgraph/writes", body: map[string]any{"config": map[string]any{"thread_id": id, "checkpoint_id": "c02"}, "task_id": "b-task",
+				"writes": []any{map[string]any{"idx": -1, "channel": "__error__", "value": blob("pwned")}}}},
+			{method: "POST", path: "/v1/langgraph/prune", body: map[string]any{"thread_ids": []string{id}, "strategy": "delete"}},
+			{method: "POST", path: "/v1/langgraph/runs/delete", body: map[string]any{"run_ids": []string{"run-" + id}}},
+			{method: "DELETE", path: "/v1/langgraph/threads/" + url.PathEscape(id)},
+		}
+	}
+	for _, id := range []string{"secret-lg", "secret", wl} {
+		theirs, nobody := lgReads(id), lgReads("nobody-has-this")
+		for i := range theirs {
+			if got, want := answer(theirs[i], ""), answer(nobody[i], ""); got != want || strings.HasPrefix(got, "5") {
+				t.Errorf("b: %s %s on a's id %s answers %q, on an unknown id %q", theirs[i].method, theirs[i].path, id, got, want)
+			}
+		}
+	}
+	var lgList langgraph.ListResponse
+	must(t, h, req{method: "POST", path: "/v1/langgraph/checkpoints/search", key: keyB, body: map[string]any{}}, http.StatusOK, &lgList)
+	if len(lgList.Checkpoints) != 0 {
+		t.Errorf("b lists LangGraph checkpoints: %+v", lgList.Checkpoints)
+	}
+	// b's LangGraph thread of the same id is b's own.
+	lgPut(keyB, "secret-lg", "", "c01", "b's own")
+	must(t, h, req{method: "GET", path: "/v1/langgraph/checkpoint?thread_id=secret-lg", key: keyB}, http.StatusOK, nil)
+
 	// Items and sessions: a's item id, text and session are nowhere for b.
 	for _, rq := range []req{
 		{method: "GET", path: "/v1/items/" + item.ID + q},

@@ -260,12 +260,13 @@ func TestEveryRouteHappyPath(t *testing.T) {
 	must(t, s, req{method: "GET", path: "/v1/search?q=hello"}, http.StatusOK, nil)
 	must(t, s, req{method: "GET", path: "/v1/threads/trip/family"}, http.StatusOK, nil)
 
-	// Every route answered a 2xx, runs, work items and workflows aside
-	// (TestRun…, TestItems and TestWorkflowRoutes cover them).
+	// Every route answered a 2xx, runs, work items, workflows and
+	// LangGraph's aside (TestRun…, TestItems, TestWorkflowRoutes and
+	// TestLangGraphRoutesAnswer2xx cover them).
 	var out strings.Builder
 	s.Metrics().WriteTo(&out)
 	for _, rt := range routes {
-		if rt.pattern == "POST /v1/threads/{id}/runs" || isWorkItemRoute(rt.pattern) || isWorkflowRoute(rt.pattern) || isConversationRoute(rt.pattern) || isFeedRoute(rt.pattern) {
+		if rt.pattern == "POST /v1/threads/{id}/runs" || isWorkItemRoute(rt.pattern) || isWorkflowRoute(rt.pattern) || isConversationRoute(rt.pattern) || isFeedRoute(rt.pattern) || isLangGraphRoute(rt.pattern) {
 			continue
 		}
 		method, _, _ := strings.Cut(rt.pattern, " ")

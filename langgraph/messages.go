@@ -3,10 +3,9 @@ package langgraph
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"hash"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
@@ -154,7 +153,15 @@ func validRole(s string) bool {
 func toStored(m message.Message) (json.RawMessage, error) {
 	meta, _ := m.Metadata[metaKey].(map[string]any)
 	if meta == nil {
-		return nil, fmt.Errorf("message %s: not a LangChain message", m.ID)
+		// A message that came another way (loom's API, an agent): the
+		// LangChain message of its role.
+		typ := string(m.Role)
+		for t, r := range roles {
+			if r == m.Role {
+				typ = t
+			}
+		}
+		meta = map[string]any{"type": typ, "content": "", "additional_kwargs": map[string]any{}, "response_metadata": map[string]any{}}
 	}
 	data := make(map[string]any, len(meta)+3)
 	for k, v := range meta {
@@ -168,6 +175,10 @@ func toStored(m message.Message) (json.RawMessage, error) {
 	for _, c := range m.Contents {
 		switch c := c.(type) {
 		case message.Text:
+			if t, ok := data["content"].(string); ok && t != "" && m.Metadata[metaKey] == nil {
+				data["content"] = t + "\n" + c.Text
+				continue
+			}
 			data["content"] = c.Text
 		case message.FunctionCall:
 			calls = append(calls, map[string]any{"name": c.Name, "args": json.RawMessage(c.Arguments), "id": c.CallID, "type": "tool_call"})
@@ -182,32 +193,16 @@ func toStored(m message.Message) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"type": typ, "data": data})
 }
 
-// canonical is a stored message's JSON with its object keys sorted, which
-// is what two equal messages share however a client wrote them.
-func canonical(raw json.RawMessage) ([]byte, error) {
-	var x any
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&x); err != nil {
-		return nil, err
-	}
-	return json.Marshal(x)
-}
-
-// chain hashes a list of messages one after another: equal lists, and
-// only they, end with equal sums.
-type chain struct{ h hash.Hash }
-
-func newChain() *chain { return &chain{h: sha256.New()} }
-
-func (c *chain) add(canon []byte) {
+// nextSum is the chain sum of a list of messages after one more, whose
+// stored form is st: the first 128 bits of sha256 of the previous sum, st's length and st. Equal
+// lists, and only they, have equal sums; the empty list's is "". A sum
+// is carried on: a list that extends another continues its sum.
+func nextSum(prev string, st []byte) string {
+	h := sha256.New()
+	h.Write([]byte(prev))
 	var n [8]byte
-	l := len(canon)
-	for i := range n {
-		n[i] = byte(l >> (8 * i))
-	}
-	c.h.Write(n[:])
-	c.h.Write(canon)
+	binary.LittleEndian.PutUint64(n[:], uint64(len(st)))
+	h.Write(n[:])
+	h.Write(st)
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
-
-func (c *chain) sum() string { return hex.EncodeToString(c.h.Sum(nil)) }

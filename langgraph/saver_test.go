@@ -120,7 +120,7 @@ func TestCheckpointsKeepMessagesOnce(t *testing.T) {
 		c2 := put(t, s, "t-1", "", c1.CheckpointID, "cp-2", 2, m[:3], map[string]any{"source": "loop", "step": 0})
 		c3 := put(t, s, "t-1", "", c2.CheckpointID, "cp-3", 3, m[:4], map[string]any{"source": "loop", "step": 1})
 
-		latest, err := s.Get(ctx, langgraph.Config{ThreadID: "t-1"})
+		latest, err := s.Get(ctx, langgraph.Config{ThreadID: "t-1"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestCheckpointsKeepMessagesOnce(t *testing.T) {
 			t.Fatalf("latest %+v parent %+v", latest.Config, latest.ParentConfig)
 		}
 		sameJSON(t, messagesOf(t, latest), m)
-		old, err := s.Get(ctx, c2)
+		old, err := s.Get(ctx, c2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,12 +154,12 @@ func TestCheckpointsKeepMessagesOnce(t *testing.T) {
 		// the tool result: a new line from cp-1's prefix, cp-3 untouched.
 		edited := []json.RawMessage{m[0], m[1], toolMsg("m3", "call_1", "corrected"), human("m5", "again")}
 		put(t, s, "t-1", "", c2.CheckpointID, "cp-4", 4, edited, nil)
-		b, err := s.Get(ctx, langgraph.Config{ThreadID: "t-1"})
+		b, err := s.Get(ctx, langgraph.Config{ThreadID: "t-1"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sameJSON(t, messagesOf(t, b), edited)
-		again, err := s.Get(ctx, c3)
+		again, err := s.Get(ctx, c3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestPendingWrites(t *testing.T) {
 		write("task-a", langgraph.Write{Idx: 0, Channel: "x", Value: blob("changed")}) // kept as it was
 		write("task-a", langgraph.Write{Idx: -1, Channel: "__error__", Value: blob("first")})
 		write("task-a", langgraph.Write{Idx: -1, Channel: "__error__", Value: blob("second")}) // replaces
-		tu, err := s.Get(ctx, langgraph.Config{ThreadID: "t-w"})
+		tu, err := s.Get(ctx, langgraph.Config{ThreadID: "t-w"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,24 +225,24 @@ func TestPendingWrites(t *testing.T) {
 		}
 		// The next checkpoint starts with none; the old one keeps its own.
 		c2 := put(t, s, "t-w", "", c1.CheckpointID, "cp-2", 2, []json.RawMessage{human("m1", "hi"), aiCall("m2", "c1")}, nil)
-		tu2, err := s.Get(ctx, c2)
+		tu2, err := s.Get(ctx, c2, nil)
 		if err != nil || len(tu2.PendingWrites) != 0 {
 			t.Fatalf("new checkpoint writes %v %v", tu2, err)
 		}
-		tu1, err := s.Get(ctx, c1)
+		tu1, err := s.Get(ctx, c1, nil)
 		if err != nil || len(tu1.PendingWrites) != 4 {
 			t.Fatalf("old checkpoint writes %v %v", tu1, err)
 		}
 		// A write to the older checkpoint leaves cp-2 the latest.
 		write("task-c", langgraph.Write{Idx: 0, Channel: "z", Value: blob("3")})
-		if l, err := s.Get(ctx, langgraph.Config{ThreadID: "t-w"}); err != nil || l.Config.CheckpointID != "cp-2" {
+		if l, err := s.Get(ctx, langgraph.Config{ThreadID: "t-w"}, nil); err != nil || l.Config.CheckpointID != "cp-2" {
 			t.Fatalf("latest after a write to cp-1: %v %v", l, err)
 		}
-		if tu1, err = s.Get(ctx, c1); err != nil || len(tu1.PendingWrites) != 5 {
+		if tu1, err = s.Get(ctx, c1, nil); err != nil || len(tu1.PendingWrites) != 5 {
 			t.Fatalf("old checkpoint writes %v %v", tu1, err)
 		}
 		c3 := put(t, s, "t-w", "", "cp-2", "cp-3", 3, []json.RawMessage{human("m1", "hi"), aiCall("m2", "c1"), human("m3", "next")}, nil)
-		if l, err := s.Get(ctx, langgraph.Config{ThreadID: "t-w"}); err != nil || l.Config != c3 || len(messagesOf(t, l)) != 3 {
+		if l, err := s.Get(ctx, langgraph.Config{ThreadID: "t-w"}, nil); err != nil || l.Config != c3 || len(messagesOf(t, l)) != 3 {
 			t.Fatalf("latest %v %v", l, err)
 		}
 	})
@@ -285,7 +285,7 @@ func TestThreadsCopyPruneDelete(t *testing.T) {
 		if got := ids("src", &root); got != "/cp-2 /cp-1" {
 			t.Fatalf("after deleting run-3: %q", got)
 		}
-		if l, err := s.Get(ctx, langgraph.Config{ThreadID: "src"}); err != nil || l.Config.CheckpointID != "cp-2" {
+		if l, err := s.Get(ctx, langgraph.Config{ThreadID: "src"}, nil); err != nil || l.Config.CheckpointID != "cp-2" {
 			t.Fatalf("latest after deleting run-3: %v %v", l, err)
 		}
 		if err := s.Prune(ctx, []string{"dst"}, langgraph.KeepLatest); err != nil {
@@ -301,14 +301,119 @@ func TestThreadsCopyPruneDelete(t *testing.T) {
 		if got := ids("src", nil); got != "" {
 			t.Fatalf("after delete: %q", got)
 		}
-		if _, err := s.Get(ctx, langgraph.Config{ThreadID: "src", CheckpointNS: "child:1"}); !errors.Is(err, thread.ErrNotFound) {
+		if _, err := s.Get(ctx, langgraph.Config{ThreadID: "src", CheckpointNS: "child:1"}, nil); !errors.Is(err, thread.ErrNotFound) {
 			t.Fatalf("get after delete: %v", err)
 		}
 		if got := ids("dst", nil); got != "/cp-2 child:1/cp-2" && got != "child:1/cp-2 /cp-2" {
 			t.Fatalf("the copy after the source's delete: %q", got)
 		}
-		if tu, err := s.Get(ctx, langgraph.Config{ThreadID: "dst"}); err != nil || len(messagesOf(t, tu)) != 1 {
+		if tu, err := s.Get(ctx, langgraph.Config{ThreadID: "dst"}, nil); err != nil || len(messagesOf(t, tu)) != 1 {
 			t.Fatalf("the copy's latest after the source's delete: %v %v", tu, err)
+		}
+	})
+}
+
+// resolve gives each tuple of an answer its whole messages list, as a
+// client rebuilds it from Shares and Extends (known: the list the request
+// said it knows).
+func resolve(t *testing.T, tuples []langgraph.Tuple, known []json.RawMessage) [][]json.RawMessage {
+	t.Helper()
+	out := make([][]json.RawMessage, len(tuples))
+	for i := range tuples {
+		var values map[string]langgraph.Value
+		if err := json.Unmarshal(tuples[i].Checkpoint["channel_values"], &values); err != nil {
+			t.Fatal(err)
+		}
+		v := values["messages"]
+		var list []json.RawMessage
+		switch {
+		case v.Shares != nil:
+			list = append(list, out[v.Shares.Tuple][:v.Shares.N]...)
+		case v.Extends != nil:
+			list = append(list, known[:v.Extends.N]...)
+		}
+		out[i] = append(list, v.Messages...)
+		if v.Sum == nil || v.Sum.N != len(out[i]) {
+			t.Fatalf("tuple %d: sum %+v for %d messages", i, v.Sum, len(out[i]))
+		}
+	}
+	return out
+}
+
+// A turn sends and receives what it adds: a put extends its parent's
+// list, a get answers only what the client does not know, and a listing
+// sends each line once.
+func TestMessagesSentOnce(t *testing.T) {
+	stores(t, func(t *testing.T, s *langgraph.Saver, db *thread.DB) {
+		ctx := context.Background()
+		var all []json.RawMessage
+		for i := range 6 {
+			all = append(all, human(fmt.Sprintf("m%d", i), fmt.Sprintf("message %d", i)))
+		}
+		req := func(parent, id string, v int, val langgraph.Value) langgraph.PutRequest {
+			return langgraph.PutRequest{
+				Config:        langgraph.Config{ThreadID: "t-s", CheckpointID: parent},
+				Checkpoint:    map[string]json.RawMessage{"id": raw(id), "channel_versions": raw(map[string]int{"messages": v})},
+				NewVersions:   map[string]json.RawMessage{"messages": raw(v)},
+				ChannelValues: map[string]langgraph.Value{"messages": val},
+			}
+		}
+		r1, err := s.Put(ctx, req("", "cp-1", 1, langgraph.Value{Messages: all[:2]}))
+		if err != nil || r1.Messages == nil || r1.Messages.N != 2 {
+			t.Fatalf("put cp-1: %+v %v", r1, err)
+		}
+		r2, err := s.Put(ctx, req("cp-1", "cp-2", 2, langgraph.Value{Messages: all[2:4], Extends: r1.Messages}))
+		if err != nil || r2.Messages.N != 4 {
+			t.Fatalf("put cp-2 extending cp-1: %+v %v", r2, err)
+		}
+		// The same sum as sending the whole list.
+		r2b, err := s.Put(ctx, req("cp-1", "cp-2b", 2, langgraph.Value{Messages: all[:4]}))
+		if err != nil || *r2b.Messages != *r2.Messages {
+			t.Fatalf("whole list %+v, extended %+v, %v", r2b.Messages, r2.Messages, err)
+		}
+		if _, err := s.Put(ctx, req("cp-2", "cp-3", 3, langgraph.Value{Messages: all[4:], Extends: r1.Messages})); !errors.Is(err, thread.ErrConflict) {
+			t.Fatalf("extending a list that is not the parent's: %v", err)
+		}
+		r3, err := s.Put(ctx, req("cp-2", "cp-3", 3, langgraph.Value{Messages: all[4:], Extends: r2.Messages}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Get(ctx, langgraph.Config{ThreadID: "t-s", CheckpointID: "cp-3"}, r2.Messages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var values map[string]langgraph.Value
+		json.Unmarshal(got.Checkpoint["channel_values"], &values)
+		if v := values["messages"]; v.Extends == nil || v.Extends.N != 4 || len(v.Messages) != 2 || *v.Sum != *r3.Messages {
+			t.Fatalf("get knowing cp-2's list: %+v", v)
+		}
+		sameJSON(t, resolve(t, []langgraph.Tuple{*got}, all[:4])[0], all)
+		// A list the client says it knows but does not match: all of it.
+		wrong := &langgraph.MessagesSum{N: 4, H: r1.Messages.H}
+		got, err = s.Get(ctx, langgraph.Config{ThreadID: "t-s", CheckpointID: "cp-3"}, wrong)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.Unmarshal(got.Checkpoint["channel_values"], &values)
+		if v := values["messages"]; v.Extends != nil || len(v.Messages) != 6 {
+			t.Fatalf("get with a wrong known list: %+v", v)
+		}
+
+		list, err := s.List(ctx, langgraph.ListRequest{ThreadID: "t-s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lists := resolve(t, list, nil)
+		want := map[string][]json.RawMessage{"cp-3": all, "cp-2b": all[:4], "cp-2": all[:4], "cp-1": all[:2]}
+		sent := 0
+		for i, tu := range list {
+			sameJSON(t, lists[i], want[tu.Config.CheckpointID])
+			json.Unmarshal(tu.Checkpoint["channel_values"], &values)
+			sent += len(values["messages"].Messages)
+		}
+		// cp-2b branched from cp-1 with two messages of its own.
+		if sent != 8 {
+			t.Fatalf("the listing sent %d messages for lines of 6 and 2", sent)
 		}
 	})
 }

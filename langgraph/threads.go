@@ -102,18 +102,28 @@ func (s *Saver) List(ctx context.Context, req ListRequest) ([]Tuple, error) {
 	}
 	slices.SortStableFunc(cands, func(a, b cand) int { return strings.Compare(b.name, a.name) })
 	out := []Tuple{}
+	reads := map[string]*reading{} // one per thread: lines are shared within one
 	for _, c := range cands {
 		if req.Limit > 0 && len(out) == req.Limit {
 			break
 		}
-		p, err := s.at(ctx, c.commit)
+		p, err := s.load(ctx, c.commit)
+		if errors.Is(err, thread.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		if p.id() != c.name || !matches(p.state[keyMeta], req.Filter) {
+		if p.id() != c.name || !matches(get(p.put, metaMeta), req.Filter) {
 			continue
 		}
-		tu, err := s.tuple(ctx, c.t.threadID, c.t.ns, p)
+		r := reads[c.t.th.ID()]
+		if r == nil {
+			r = &reading{}
+			reads[c.t.th.ID()] = r
+		}
+		r.index = len(out)
+		tu, err := s.tuple(ctx, c.t.threadID, c.t.ns, p, r)
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +243,7 @@ func (s *Saver) Prune(ctx context.Context, threadIDs []string, strategy string) 
 				return err
 			}
 			keep := p.id()
-			if err := s.drop(ctx, t.th, func(name string, _ *point) bool { return name != keep }); err != nil {
+			if err := s.drop(ctx, t.th, func(name string, _ *record) bool { return name != keep }); err != nil {
 				return err
 			}
 		}
@@ -244,7 +254,7 @@ func (s *Saver) Prune(ctx context.Context, threadIDs []string, strategy string) 
 // drop deletes the checkpoints of th for which gone is true, in one group;
 // when the latest goes, the head moves to the newest that stays (or the
 // empty root).
-func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name string, p *point) bool) error {
+func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name string, p *record) bool) error {
 	for range attempts {
 		if err := th.Refresh(ctx); err != nil {
 			return err
@@ -264,7 +274,10 @@ func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name stri
 			if err != nil {
 				return err
 			}
-			p, err := s.at(ctx, cp.Commit)
+			p, err := s.load(ctx, cp.Commit)
+			if errors.Is(err, thread.ErrNotFound) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -286,7 +299,18 @@ func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name stri
 		if !dropped {
 			return nil
 		}
-		if latestGone {
+		headGone := false
+		if h, err := s.load(ctx, th.Record().Head); err == nil && gone(h.id(), h) {
+			headGone = true
+		}
+		switch {
+		case latest != nil && !latestGone && headGone:
+			// The head holds writes to a checkpoint that goes: back to
+			// the latest.
+			if err := g.Rollback(ctx, th, latest.id()); err != nil {
+				return err
+			}
+		case latestGone || headGone:
 			if newest == "" {
 				err = g.Reset(ctx, th)
 			} else {
@@ -319,11 +343,11 @@ func (s *Saver) DeleteForRuns(ctx context.Context, runIDs []string) error {
 		return err
 	}
 	for _, t := range ts {
-		err := s.drop(ctx, t.th, func(_ string, p *point) bool {
+		err := s.drop(ctx, t.th, func(_ string, p *record) bool {
 			var md struct {
 				RunID string `json:"run_id"`
 			}
-			_ = json.Unmarshal(p.state[keyMeta], &md)
+			_ = json.Unmarshal(get(p.put, metaMeta), &md)
 			return md.RunID != "" && runs[md.RunID]
 		})
 		if err != nil {
@@ -356,7 +380,7 @@ func (s *Saver) DeltaHistory(ctx context.Context, req DeltaRequest) (DeltaRespon
 	case err != nil:
 		return DeltaResponse{}, err
 	default:
-		t, err := s.Get(ctx, req.Config)
+		t, err := s.Get(ctx, req.Config, nil)
 		switch {
 		case errors.Is(err, thread.ErrNotFound):
 		case err != nil:
@@ -373,7 +397,7 @@ func (s *Saver) DeltaHistory(ctx context.Context, req DeltaRequest) (DeltaRespon
 		if err != nil {
 			return DeltaResponse{}, err
 		}
-		t, err := s.tuple(ctx, cursor.ThreadID, cursor.CheckpointNS, p)
+		t, err := s.tuple(ctx, cursor.ThreadID, cursor.CheckpointNS, p, &reading{})
 		if err != nil {
 			return DeltaResponse{}, err
 		}

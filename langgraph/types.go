@@ -21,9 +21,34 @@ type Blob struct {
 // Value is a channel's value or a pending write's: a Blob, or, for the
 // channel named "messages", the list of LangChain messages in their stored
 // form ({"type", "data"}), which loom keeps as its own messages.
+//
+// A list of messages may be sent and answered as its new part only, so
+// that a turn costs what it adds, not the whole thread: Extends says the
+// list begins with the N messages whose chain sum is H — in a put, those
+// of the parent checkpoint; in an answer, those of the list the request
+// said it knows. Shares, in a list's answer, says the list begins with
+// the first N messages of an earlier tuple of the same answer. Sum, in an
+// answer, is the whole list's count and chain sum, for the next request.
 type Value struct {
 	Blob     *Blob             `json:"blob,omitzero"`
 	Messages []json.RawMessage `json:"messages,omitzero"`
+	Extends  *MessagesSum      `json:"extends,omitzero"`
+	Shares   *Share            `json:"shares,omitzero"`
+	Sum      *MessagesSum      `json:"sum,omitzero"`
+}
+
+// MessagesSum names a list of messages: how many, and their chain sum
+// (sha256 over each message's stored form, in order; "" for none).
+type MessagesSum struct {
+	N int    `json:"n"`
+	H string `json:"h"`
+}
+
+// Share says that a list begins with the first N messages of the list of
+// the tuple at index Tuple of the same answer.
+type Share struct {
+	Tuple int `json:"tuple"`
+	N     int `json:"n"`
 }
 
 // PutRequest is BaseCheckpointSaver.put: a checkpoint whose parent is
@@ -39,9 +64,11 @@ type PutRequest struct {
 	ChannelValues map[string]Value           `json:"channel_values"`
 }
 
-// PutResponse names the checkpoint put.
+// PutResponse names the checkpoint put, and its messages when it has
+// them (to extend in the next put).
 type PutResponse struct {
-	Config Config `json:"config"`
+	Config   Config       `json:"config"`
+	Messages *MessagesSum `json:"messages,omitzero"`
 }
 
 // Write is one pending write of a task. Idx is its index in the task's
