@@ -18,11 +18,13 @@ __all__ = [
     "LangGraphDeltaResponse",
     "LangGraphListRequest",
     "LangGraphListResponse",
+    "LangGraphMessagesSum",
     "LangGraphPendingWrite",
     "LangGraphPruneRequest",
     "LangGraphPutRequest",
     "LangGraphPutRequestCheckpoint",
     "LangGraphPutResponse",
+    "LangGraphShare",
     "LangGraphTuple",
     "LangGraphTupleCheckpoint",
     "LangGraphValue",
@@ -43,7 +45,7 @@ class LangGraphConfig(TypedDict):
     # The namespace: "" for the root graph, "node:task" for a subgraph.
     # At most 1024 bytes of valid UTF-8 without control characters.
     checkpoint_ns: NotRequired[str]
-    # The checkpoint; absent where none is named. At most 256 bytes of
+    # The checkpoint; absent where none is named. 1 to 128 bytes of
     # valid UTF-8 without control characters.
     checkpoint_id: NotRequired[str]
 
@@ -60,15 +62,32 @@ class LangGraphBlob(TypedDict):
 
 class LangGraphValue(TypedDict):
     """A channel's value or a pending write's: exactly one of blob and
-    messages. messages is only for the channel named "messages", when its
-    value is a list of LangChain messages that each have an id; the server
-    keeps them as loom messages, stored once, and gives them back as the
-    same {type, data} objects.
+    messages. messages is only for the channel "messages", when its value is
+    a list of LangChain messages that each have an id; the server keeps them
+    as loom messages, stored once, and gives them back as the same {type,
+    data} objects. So that a turn sends what it adds, a list may be sent and
+    answered as its new part only: extends says the list begins with the
+    messages it names (in a put, the parent checkpoint's; in an answer, the
+    list the GET said it knows) and messages holds the rest; shares (list
+    answers only) says it begins with the first n messages of an earlier
+    tuple's list; sum (answers) names the whole list, for the next put's
+    extends or GET's messages_n and messages_h. A blob has none of the
+    three, and a pending write's value neither.
     """
     blob: NotRequired[LangGraphBlob]
     # LangChain messages in their stored form (message_to_dict,
     # toDict()).
     messages: NotRequired[list[LangGraphValueMessagesItem]]
+    # The list begins with these messages; messages holds the rest. In a
+    # put's channel_values (the parent's list: 409 conflict when it is
+    # not, and the client sends the whole list) and in answers to a GET
+    # that named a list.
+    extends: NotRequired[LangGraphMessagesSum]
+    # In a list's answer only: the list begins with an earlier tuple's
+    # messages; messages holds the rest.
+    shares: NotRequired[LangGraphShare]
+    # In answers only: the whole list's count and chain sum.
+    sum: NotRequired[LangGraphMessagesSum]
 
 
 class LangGraphValueMessagesItem(TypedDict):
@@ -109,8 +128,8 @@ class LangGraphPutRequestCheckpoint(TypedDict):
 
     Open: members beyond these are kept as given.
     """
-    # The checkpoint's id. At most 256 bytes of valid UTF-8 without
-    # control characters.
+    # The checkpoint's id. 1 to 128 bytes of valid UTF-8 without control
+    # characters.
     id: str
     channel_versions: NotRequired[dict[str, int | float | str]]
 
@@ -118,6 +137,9 @@ class LangGraphPutRequestCheckpoint(TypedDict):
 class LangGraphPutResponse(TypedDict):
     # The checkpoint put: checkpoint_id is its id.
     config: LangGraphConfig
+    # The new checkpoint's whole list of messages, when its messages
+    # channel holds messages: the extends of the next put.
+    messages: NotRequired[LangGraphMessagesSum]
 
 
 class LangGraphWrite(TypedDict):
@@ -127,8 +149,8 @@ class LangGraphWrite(TypedDict):
     # negative index of a special channel (WRITES_IDX_MAP), which
     # replaces rather than adds.
     idx: int
-    # The channel written. At most 1024 bytes of valid UTF-8 without
-    # control characters.
+    # The channel written. 1 to 200 bytes of valid UTF-8 without control
+    # characters.
     channel: str
     value: LangGraphValue
 
@@ -136,7 +158,7 @@ class LangGraphWrite(TypedDict):
 class LangGraphWritesRequest(TypedDict):
     # The checkpoint the writes are against: checkpoint_id is required.
     config: LangGraphConfig
-    # The task. At most 256 bytes of valid UTF-8 without control
+    # The task. 1 to 1024 bytes of valid UTF-8 without control
     # characters.
     task_id: str
     # The task's path. At most 1024 bytes of valid UTF-8 without control
@@ -183,14 +205,13 @@ class LangGraphListRequest(TypedDict):
     thread_id: NotRequired[str]
     # The namespace; absent means every namespace.
     checkpoint_ns: NotRequired[str]
-    # Only the checkpoint of this id. At most 256 bytes of valid UTF-8
+    # Only the checkpoint of this id. 1 to 128 bytes of valid UTF-8
     # without control characters.
     checkpoint_id: NotRequired[str]
     # Metadata members the checkpoints' metadata must have, equal as
     # JSON.
     filter: NotRequired[dict[str, Any]]
-    # Only checkpoints whose id is less than this one's. At most 256
-    # bytes of valid UTF-8 without control characters.
+    # Only checkpoints whose id is less than this one (a checkpoint id).
     before: NotRequired[str]
     # At most this many; absent or 0 means no limit.
     limit: NotRequired[int]
@@ -222,6 +243,8 @@ class LangGraphDeltaRequest(TypedDict):
     # The checkpoint; without checkpoint_id, the latest of the thread's
     # namespace.
     config: LangGraphConfig
+    # The channels, each answered (with no writes and no seed when it
+    # has none).
     channels: list[str]
 
 
@@ -238,3 +261,23 @@ class LangGraphDeltaHistory(TypedDict):
 class LangGraphDeltaResponse(TypedDict):
     # Each channel asked for, and its history.
     channels: dict[str, LangGraphDeltaHistory]
+
+
+class LangGraphMessagesSum(TypedDict):
+    """Names a list of messages: how many, and their chain sum (the server's;
+    "" for the empty list). Equal lists, and only they, have equal sums.
+    """
+    # How many messages.
+    n: int
+    # Their chain sum: 32 hex digits, "" when n is 0.
+    h: str
+
+
+class LangGraphShare(TypedDict):
+    """In a list's answer: this list begins with the first n messages of the
+    list of the tuple at index tuple of the same answer (an earlier one).
+    """
+    # The index of the earlier tuple in checkpoints.
+    tuple: int
+    # How many of its messages this list begins with.
+    n: int

@@ -82,10 +82,11 @@ class MessageCodec:
             OrderedDict()
         )
 
-    def stored(self, value: Any) -> list[LangGraphValueMessagesItem] | None:
+    def stored(self, value: Any, *, empty: bool = False) -> list[LangGraphValueMessagesItem] | None:
         """value's messages in their stored form, or None when value is not
-        a non-empty list of messages that each round-trip exactly."""
-        if type(value) is not list or not value:
+        a non-empty (empty: or empty) list of messages that each round-trip
+        exactly."""
+        if type(value) is not list or not (value or empty):
             return None
         out: list[LangGraphValueMessagesItem] = []
         fresh: list[tuple[BaseMessage, tuple[Any, ...], LangGraphValueMessagesItem]] = []
@@ -138,7 +139,8 @@ def encode(
 
 
 def decode(serde: SerializerProtocol, value: LangGraphValue) -> Any:
-    """The value a wire value stands for."""
+    """The value a wire value stands for (for a messages list sent as its
+    new part only, the new part)."""
     if "messages" in value:
         return messages_from_dict([dict(m) for m in value["messages"]])
     blob = value["blob"]

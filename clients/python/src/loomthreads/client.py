@@ -24,6 +24,7 @@ from loomthreads._types import (
     LangGraphDeltaResponse,
     LangGraphListRequest,
     LangGraphListResponse,
+    LangGraphMessagesSum,
     LangGraphPruneRequest,
     LangGraphPutRequest,
     LangGraphPutResponse,
@@ -91,15 +92,22 @@ def _base(url: str) -> str:
     return url.rstrip("/")
 
 
-def _tuple_params(config: LangGraphConfig) -> dict[str, str]:
+def _tuple_params(config: LangGraphConfig, known: LangGraphMessagesSum | None) -> dict[str, str]:
     params = {"thread_id": config["thread_id"], "checkpoint_ns": config.get("checkpoint_ns", "")}
     if config.get("checkpoint_id"):
         params["checkpoint_id"] = config["checkpoint_id"]
+    if known is not None:
+        params["messages_n"] = str(known["n"])
+        params["messages_h"] = known["h"]
     return params
 
 
 def _thread_path(thread_id: str) -> str:
     return "/v1/langgraph/threads/" + quote(thread_id, safe="")
+
+
+def _dumps(body: Any) -> str:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _check(resp: httpx.Response) -> httpx.Response:
@@ -149,7 +157,7 @@ class Client:
 
     def _post(self, path: str, body: Any) -> httpx.Response:
         return _check(
-            self._http.post(path, content=json.dumps(body), headers={"Content-Type": "application/json"})
+            self._http.post(path, content=_dumps(body), headers={"Content-Type": "application/json"})
         )
 
     def put_checkpoint(self, req: LangGraphPutRequest) -> LangGraphPutResponse:
@@ -160,10 +168,14 @@ class Client:
         """putWrites: stores the pending writes of a task."""
         self._post("/v1/langgraph/writes", req)
 
-    def get_checkpoint(self, config: LangGraphConfig) -> LangGraphTuple | None:
+    def get_checkpoint(
+        self, config: LangGraphConfig, known: LangGraphMessagesSum | None = None
+    ) -> LangGraphTuple | None:
         """getTuple: the checkpoint config names (the latest without
-        checkpoint_id), or None when there is none."""
-        resp = self._http.get("/v1/langgraph/checkpoint", params=_tuple_params(config))
+        checkpoint_id), or None when there is none. known names a list of
+        messages the caller holds: when the checkpoint's list begins with
+        it, the answer has only the rest (and extends)."""
+        resp = self._http.get("/v1/langgraph/checkpoint", params=_tuple_params(config, known))
         if resp.status_code == 404:
             err = error_from_response(404, resp.content)
             if err.code == "not_found":
@@ -231,7 +243,7 @@ class AsyncClient:
     async def _post(self, path: str, body: Any) -> httpx.Response:
         return _check(
             await self._http.post(
-                path, content=json.dumps(body), headers={"Content-Type": "application/json"}
+                path, content=_dumps(body), headers={"Content-Type": "application/json"}
             )
         )
 
@@ -243,10 +255,12 @@ class AsyncClient:
         """putWrites: stores the pending writes of a task."""
         await self._post("/v1/langgraph/writes", req)
 
-    async def get_checkpoint(self, config: LangGraphConfig) -> LangGraphTuple | None:
+    async def get_checkpoint(
+        self, config: LangGraphConfig, known: LangGraphMessagesSum | None = None
+    ) -> LangGraphTuple | None:
         """getTuple: the checkpoint config names (the latest without
-        checkpoint_id), or None when there is none."""
-        resp = await self._http.get("/v1/langgraph/checkpoint", params=_tuple_params(config))
+        checkpoint_id), or None when there is none. known: as Client's."""
+        resp = await self._http.get("/v1/langgraph/checkpoint", params=_tuple_params(config, known))
         if resp.status_code == 404:
             err = error_from_response(404, resp.content)
             if err.code == "not_found":

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, cast
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -39,18 +40,22 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from loomthreads._lists import Known, KnownLists
 from loomthreads._types import (
     LangGraphConfig,
     LangGraphDeltaRequest,
     LangGraphDeltaResponse,
     LangGraphListRequest,
+    LangGraphMessagesSum,
     LangGraphPendingWrite,
     LangGraphPutRequest,
     LangGraphPutRequestCheckpoint,
+    LangGraphPutResponse,
     LangGraphTuple,
+    LangGraphValue,
     LangGraphWritesRequest,
 )
-from loomthreads._values import MessageCodec, decode, encode
+from loomthreads._values import MESSAGES, MessageCodec, decode, encode
 from loomthreads.client import DEFAULT_TIMEOUT, AsyncClient, Client, LoomError
 
 __all__ = ["LoomError", "LoomSaver"]
@@ -90,6 +95,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
             weakref.WeakKeyDictionary()
         )
         self._codec = MessageCodec()
+        self._lists = KnownLists()
         self._recent: OrderedDict[_Key, None] = OrderedDict()
         self._waiters: dict[_Key, list[Callable[[], None]]] = {}
         _check_url(url)
@@ -228,21 +234,64 @@ class LoomSaver(BaseCheckpointSaver[int]):
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> LangGraphPutRequest:
+        *,
+        extend: bool = True,
+    ) -> tuple[LangGraphPutRequest, list[BaseMessage] | None, bool]:
+        """The put's request, the messages list it sends as messages (None:
+        none), and whether it sends only their new part (extends)."""
+        cfg = _config(config)
         header = cast(
             LangGraphPutRequestCheckpoint,
             {k: v for k, v in checkpoint.items() if k != "channel_values"},
         )
         values = checkpoint["channel_values"]
-        return {
-            "config": _config(config),
+        wire: dict[str, LangGraphValue] = {}
+        sent: list[BaseMessage] | None = None
+        extended = False
+        for ch in new_versions:
+            if ch not in values:
+                continue
+            v = values[ch]
+            if ch == MESSAGES and extend and "checkpoint_id" in cfg:
+                parent = self._lists.get(cfg["thread_id"], cfg.get("checkpoint_ns", ""), cfg["checkpoint_id"])
+                if parent is not None and parent.begins(v):
+                    rest = self._codec.stored(v[parent.n :], empty=True)
+                    if rest is not None:
+                        wire[ch] = {"messages": rest, "extends": parent.sum()}
+                        sent, extended = list(v), True
+                        continue
+            wire[ch] = encode(self.serde, ch, v, self._codec)
+            if ch == MESSAGES and "messages" in wire[ch]:
+                sent = list(v)
+        req: LangGraphPutRequest = {
+            "config": cfg,
             "checkpoint": header,
             "metadata": dict(get_serializable_checkpoint_metadata(config, metadata)),
             "new_versions": dict(new_versions),
-            "channel_values": {
-                ch: encode(self.serde, ch, values[ch], self._codec) for ch in new_versions if ch in values
-            },
+            "channel_values": wire,
         }
+        return req, sent, extended
+
+    def _after_put(
+        self, req: LangGraphPutRequest, sent: list[BaseMessage] | None, resp: LangGraphPutResponse
+    ) -> RunnableConfig:
+        """Remembers the new checkpoint's list and wakes its writes."""
+        c = resp["config"]
+        s = resp.get("messages")
+        if s is not None:
+            tid, ns = c["thread_id"], c.get("checkpoint_ns", "")
+            known: Known | None = None
+            if sent is not None:
+                known = Known(sent, s["n"], s["h"])
+            elif "checkpoint_id" in req["config"]:
+                # The list did not move: it is the parent's.
+                parent = self._lists.get(tid, ns, req["config"]["checkpoint_id"])
+                if parent is not None and (parent.n, parent.h) == (s["n"], s["h"]):
+                    known = parent
+            if known is not None and "checkpoint_id" in c:
+                self._lists.remember(tid, ns, c["checkpoint_id"], known)
+        self._stored(c)
+        return _runnable(c)
 
     def _writes_request(
         self,
@@ -265,19 +314,65 @@ class LoomSaver(BaseCheckpointSaver[int]):
             ],
         }
 
-    def _tuple(self, t: LangGraphTuple) -> CheckpointTuple:
+    def _tuple(self, t: LangGraphTuple, earlier: Sequence[Any] = ()) -> CheckpointTuple:
+        """The CheckpointTuple of t; earlier holds the message lists of the
+        answer's earlier tuples (for shares)."""
         checkpoint = cast(dict[str, Any], dict(t["checkpoint"]))
-        checkpoint["channel_values"] = {
-            ch: decode(self.serde, v) for ch, v in t["checkpoint"]["channel_values"].items()
-        }
+        c = t["config"]
+        values: dict[str, Any] = {}
+        for ch, v in t["checkpoint"]["channel_values"].items():
+            if ch == MESSAGES and "messages" in v:
+                values[ch] = self._messages(c, v, earlier)
+            else:
+                values[ch] = decode(self.serde, v)
+        checkpoint["channel_values"] = values
         parent = t["parent_config"]
         return CheckpointTuple(
-            config=_runnable(t["config"]),
+            config=_runnable(c),
             checkpoint=cast(Checkpoint, checkpoint),
             metadata=cast(CheckpointMetadata, t["metadata"]),
             parent_config=_runnable(parent) if parent is not None else None,
             pending_writes=[self._write(w) for w in t["pending_writes"]],
         )
+
+    def _messages(self, c: LangGraphConfig, v: LangGraphValue, earlier: Sequence[Any]) -> list[BaseMessage]:
+        """A checkpoint's messages list from its wire value: the rest after
+        a list this saver holds (extends) or an earlier tuple's (shares),
+        or all of it. Remembers it by its sum."""
+        tid, ns = c["thread_id"], c.get("checkpoint_ns", "")
+        rest: list[BaseMessage] = decode(self.serde, v)
+        if "extends" in v:
+            base = self._lists.find(tid, ns, v["extends"])
+            if base is None:
+                raise LoomError("invalid", "loom answered a list of messages this saver does not hold", 200)
+            msgs = base.messages + rest
+        elif "shares" in v:
+            share = v["shares"]
+            i, n = share["tuple"], share["n"]
+            prior = earlier[i] if 0 <= i < len(earlier) else None
+            if not isinstance(prior, list) or len(prior) < n:
+                raise LoomError("invalid", f"loom answered a share of tuple {i} it did not give", 200)
+            msgs = prior[:n] + rest
+        else:
+            msgs = rest
+        if "sum" in v and "checkpoint_id" in c:
+            self._lists.remember(tid, ns, c["checkpoint_id"], Known(msgs, v["sum"]["n"], v["sum"]["h"]))
+        return msgs
+
+    def _tuples(self, ts: Sequence[LangGraphTuple]) -> list[CheckpointTuple]:
+        """The tuples of a list answer, in order, each messages list
+        rebuilt from the earlier ones it shares."""
+        out: list[CheckpointTuple] = []
+        lists: list[Any] = []
+        for t in ts:
+            tup = self._tuple(t, lists)
+            out.append(tup)
+            lists.append(tup.checkpoint["channel_values"].get(MESSAGES))
+        return out
+
+    def _known(self, cfg: LangGraphConfig) -> LangGraphMessagesSum | None:
+        k = self._lists.last(cfg["thread_id"], cfg.get("checkpoint_ns", ""))
+        return k.sum() if k is not None else None
 
     def _write(self, w: LangGraphPendingWrite) -> PendingWrite:
         return (w["task_id"], w["channel"], decode(self.serde, w["value"]))
@@ -294,7 +389,8 @@ class LoomSaver(BaseCheckpointSaver[int]):
     # --- sync ------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        t = self.client.get_checkpoint(_config(config, with_id=True))
+        cfg = _config(config)
+        t = self.client.get_checkpoint(cfg, self._known(cfg))
         return self._tuple(t) if t is not None else None
 
     def list(
@@ -309,7 +405,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
             # LangGraph's savers give nothing for limit 0; loom's 0 is "no limit".
             return iter([])
         resp = self.client.list_checkpoints(_list_request(config, filter, before, limit))
-        return iter([self._tuple(t) for t in resp["checkpoints"]])
+        return iter(self._tuples(resp["checkpoints"]))
 
     def put(
         self,
@@ -318,9 +414,16 @@ class LoomSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        resp = self.client.put_checkpoint(self._put_request(config, checkpoint, metadata, new_versions))
-        self._stored(resp["config"])
-        return _runnable(resp["config"])
+        req, sent, extended = self._put_request(config, checkpoint, metadata, new_versions)
+        try:
+            resp = self.client.put_checkpoint(req)
+        except LoomError as e:
+            if e.code not in ("conflict", "not_found") or not extended:
+                raise
+            # The parent's list is not the one this saver holds: send it all.
+            req, sent, _ = self._put_request(config, checkpoint, metadata, new_versions, extend=False)
+            resp = self.client.put_checkpoint(req)
+        return self._after_put(req, sent, resp)
 
     def put_writes(
         self,
@@ -338,15 +441,19 @@ class LoomSaver(BaseCheckpointSaver[int]):
             self.client.put_writes(req)
 
     def delete_thread(self, thread_id: str) -> None:
+        self._lists.forget(str(thread_id))
         self.client.delete_thread(str(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self.client.copy_thread(str(source_thread_id), {"target_thread_id": str(target_thread_id)})
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        for t in thread_ids:
+            self._lists.forget(str(t))
         self.client.prune({"thread_ids": [str(t) for t in thread_ids], "strategy": _strategy(strategy)})
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._lists.clear()
         self.client.delete_for_runs({"run_ids": [str(r) for r in run_ids]})
 
     def get_delta_channel_history(
@@ -359,7 +466,8 @@ class LoomSaver(BaseCheckpointSaver[int]):
     # --- async -----------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        t = await self.aclient.get_checkpoint(_config(config, with_id=True))
+        cfg = _config(config)
+        t = await self.aclient.get_checkpoint(cfg, self._known(cfg))
         return self._tuple(t) if t is not None else None
 
     async def alist(
@@ -373,8 +481,8 @@ class LoomSaver(BaseCheckpointSaver[int]):
         if limit is not None and limit <= 0:
             return
         resp = await self.aclient.list_checkpoints(_list_request(config, filter, before, limit))
-        for t in resp["checkpoints"]:
-            yield self._tuple(t)
+        for t in self._tuples(resp["checkpoints"]):
+            yield t
 
     async def aput(
         self,
@@ -383,11 +491,15 @@ class LoomSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        resp = await self.aclient.put_checkpoint(
-            self._put_request(config, checkpoint, metadata, new_versions)
-        )
-        self._stored(resp["config"])
-        return _runnable(resp["config"])
+        req, sent, extended = self._put_request(config, checkpoint, metadata, new_versions)
+        try:
+            resp = await self.aclient.put_checkpoint(req)
+        except LoomError as e:
+            if e.code not in ("conflict", "not_found") or not extended:
+                raise
+            req, sent, _ = self._put_request(config, checkpoint, metadata, new_versions, extend=False)
+            resp = await self.aclient.put_checkpoint(req)
+        return self._after_put(req, sent, resp)
 
     async def aput_writes(
         self,
@@ -405,6 +517,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
             await self.aclient.put_writes(req)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        self._lists.forget(str(thread_id))
         await self.aclient.delete_thread(str(thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -413,11 +526,14 @@ class LoomSaver(BaseCheckpointSaver[int]):
         )
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        for t in thread_ids:
+            self._lists.forget(str(t))
         await self.aclient.prune(
             {"thread_ids": [str(t) for t in thread_ids], "strategy": _strategy(strategy)}
         )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._lists.clear()
         await self.aclient.delete_for_runs({"run_ids": [str(r) for r in run_ids]})
 
     async def aget_delta_channel_history(
@@ -428,7 +544,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
         return self._delta(await self.aclient.delta_history(_delta_request(config, channels)))
 
 
-def _config(config: RunnableConfig, *, with_id: bool = True) -> LangGraphConfig:
+def _config(config: RunnableConfig) -> LangGraphConfig:
     """The wire config of a RunnableConfig's configurable."""
     c = config.get("configurable") or {}
     if "thread_id" not in c:
@@ -437,7 +553,7 @@ def _config(config: RunnableConfig, *, with_id: bool = True) -> LangGraphConfig:
         "thread_id": str(c["thread_id"]),
         "checkpoint_ns": str(c.get("checkpoint_ns") or ""),
     }
-    cid = get_checkpoint_id(config) if with_id else None
+    cid = get_checkpoint_id(config)
     if cid:
         out["checkpoint_id"] = str(cid)
     return out
