@@ -4,11 +4,22 @@
     graph = builder.compile(checkpointer=LoomSaver(url="http://127.0.0.1:8080"))
 
 Every method, sync and async, is one HTTP request to loom serve's LangGraph
-routes. Channel values go through the saver's serde (dumps_typed) as blobs,
-except the channel named "messages": its LangChain messages go as
-themselves, and loom stores each message once, however many checkpoints
-hold it, which is what keeps a long thread's storage linear in its length.
-Versions are the base class's integers (get_next_version).
+routes (two in the rare cases said at put and put_writes). Channel values go
+through the saver's serde (dumps_typed) as blobs, except the channel named
+"messages": its LangChain messages go as themselves, and loom stores each
+message once, however many checkpoints hold it, which is what keeps a long
+thread's storage linear in its length. Versions are the base class's
+integers (get_next_version).
+
+A turn sends what it adds, not the thread: the saver remembers the message
+lists of the last checkpoints it put or got on each thread (_lists), and a
+put whose list begins with its parent's very message objects sends only the
+rest (loom answers 409 when its parent's list is another, and the whole list
+goes again); a get names the list the saver holds and receives the rest,
+rebuilt from the same objects. So a message already checkpointed is taken
+as unchanged while it is the same object: LangGraph replaces messages (by
+id, with add_messages), it does not edit them in place, and neither should
+a node.
 
 langgraph-checkpoint and langchain-core are peer dependencies: install them
 with LangGraph (or `pip install loomthreads[langgraph]`).
