@@ -124,9 +124,9 @@ def test_writes_wait_for_their_checkpoint(sqlite_server: LoomServer) -> None:
         # The writes are refused (not_found) before the put: wait for that
         # round trip to be over, then put.
         deadline = time.monotonic() + 30
-        while not saver._waiters and time.monotonic() < deadline:
+        while not saver._order.waiting() and time.monotonic() < deadline:
             time.sleep(0.005)
-        assert saver._waiters, "the writes did not wait"
+        assert saver._order.waiting(), "the writes did not wait"
         saver.put({"configurable": {"thread_id": tid, "checkpoint_ns": ""}}, cp, {}, {})
         writer.join(30)
         assert not writer.is_alive()
@@ -141,9 +141,9 @@ async def test_async_writes_wait_for_their_checkpoint(sqlite_server: LoomServer)
         cfg: RunnableConfig = {"configurable": {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": cp["id"]}}
         writes = asyncio.create_task(saver.aput_writes(cfg, [("x", 1)], "task"))
         deadline = time.monotonic() + 30
-        while not saver._waiters and time.monotonic() < deadline:
+        while not saver._order.waiting() and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
-        assert saver._waiters, "the writes did not wait"
+        assert saver._order.waiting(), "the writes did not wait"
         await saver.aput({"configurable": {"thread_id": tid, "checkpoint_ns": ""}}, cp, {}, {})
         await asyncio.wait_for(writes, 30)
         tup = await saver.aget_tuple(cfg)

@@ -23,18 +23,38 @@ from tests.servers import LoomServer
 
 
 class Wire:
-    """Every request a saver's sync client sends: method, path, query, body."""
+    """Every request a saver's sync client sends (method, path, query,
+    body) and the status of each answer, by request."""
 
     def __init__(self, saver: LoomSaver) -> None:
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
+        self.status: dict[int, int] = {}
         saver.client._http.event_hooks["request"].append(self._record)
+        saver.client._http.event_hooks["response"].append(self._answer)
 
     def _record(self, req: httpx.Request) -> None:
         body = json.loads(req.content) if req.content else None
+        req.extensions["wire_index"] = len(self.requests)
         self.requests.append((req.method, req.url.path, dict(req.url.params), body))
 
-    def puts(self) -> list[Any]:
-        return [b for m, p, _, b in self.requests if p == "/v1/langgraph/checkpoints"]
+    def _answer(self, resp: httpx.Response) -> None:
+        self.status[resp.request.extensions["wire_index"]] = resp.status_code
+
+    def puts(self, *, first_attempts: bool = False) -> list[Any]:
+        """The puts' bodies; first_attempts: without the resends that
+        follow a 409."""
+        out = []
+        retry = False
+        for i, (m, p, _, b) in enumerate(self.requests):
+            if p != "/v1/langgraph/checkpoints":
+                continue
+            if not (first_attempts and retry):
+                out.append(b)
+            retry = self.status.get(i) == 409
+        return out
+
+    def statuses(self, path: str) -> list[int]:
+        return [self.status[i] for i, r in enumerate(self.requests) if r[1] == path]
 
     def gets(self) -> list[dict[str, str]]:
         return [q for m, p, q, _ in self.requests if p == "/v1/langgraph/checkpoint"]
@@ -52,13 +72,19 @@ def test_a_turn_sends_what_it_adds(saver: LoomSaver) -> None:
     cfg: RunnableConfig = {"configurable": {"thread_id": f"adds-{uuid.uuid4()}"}}
     for i in range(6):
         graph.invoke({"messages": [HumanMessage(f"question {i}")]}, cfg)
-    sent = [p["channel_values"]["messages"] for p in wire.puts() if "messages" in p["channel_values"]]
+    sent = [
+        p["channel_values"]["messages"] for p in wire.puts(first_attempts=True) if "messages" in p["channel_values"]
+    ]
     assert sent, "no put carried messages"
     # The first put of the thread sends its one message; every later one
-    # extends its parent's list with the messages the step added.
+    # extends its parent's list with the messages the step added (a 409
+    # would make the saver send the whole list again, which the
+    # conflict test covers).
     assert "extends" not in sent[0] and len(sent[0]["messages"]) == 1
     assert all("extends" in v for v in sent[1:]), [sorted(v) for v in sent]
     assert max(len(v["messages"]) for v in sent[1:]) <= 2
+    # Writes wait for their checkpoint's put rather than reach loom first.
+    assert set(wire.statuses("/v1/langgraph/writes")) == {204}
     # After the first turn, each turn's get names the list it holds, and
     # is answered with the rest only.
     assert all("messages_n" in q for q in wire.gets()[1:])
@@ -99,6 +125,7 @@ def test_a_list_that_is_not_the_parents_goes_whole(server: LoomServer) -> None:
         wire = Wire(a)
         second = _put(a, tid, [m1, m2, m3], parent)
         assert [("extends" in p["channel_values"]["messages"]) for p in wire.puts()] == [True, False]
+        assert wire.statuses("/v1/langgraph/checkpoints") == [409, 200]
         got = b.get_tuple(second)
         assert got is not None
         assert _ids(got.checkpoint["channel_values"]["messages"]) == ["m1", "m2", "m3"]

@@ -30,8 +30,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -52,6 +51,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from loomthreads._lists import Known, KnownLists
+from loomthreads._order import PutOrder, key
 from loomthreads._types import (
     LangGraphConfig,
     LangGraphDeltaRequest,
@@ -70,13 +70,6 @@ from loomthreads._values import MESSAGES, MessageCodec, decode, encode
 from loomthreads.client import DEFAULT_TIMEOUT, AsyncClient, Client, LoomError
 
 __all__ = ["LoomError", "LoomSaver"]
-
-# How many of the checkpoints it put a saver remembers, for the writes that
-# reach loom before their checkpoint (see LoomSaver.put_writes).
-_RECENT_PUTS = 4096
-
-_Key = tuple[str, str, str]
-
 
 class LoomSaver(BaseCheckpointSaver[int]):
     """A BaseCheckpointSaver on loom serve at url (api_key when it runs
@@ -107,8 +100,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
         )
         self._codec = MessageCodec()
         self._lists = KnownLists()
-        self._recent: OrderedDict[_Key, None] = OrderedDict()
-        self._waiters: dict[_Key, list[Callable[[], None]]] = {}
+        self._order = PutOrder(timeout)
         _check_url(url)
 
     # --- clients ---------------------------------------------------------
@@ -171,71 +163,6 @@ class LoomSaver(BaseCheckpointSaver[int]):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-    # --- writes that overtake their checkpoint ----------------------------
-    #
-    # LangGraph saves a checkpoint in the background and runs the next
-    # step's tasks meanwhile; a task's writes, also saved in the background,
-    # can reach loom before the checkpoint they belong to (loom keeps a
-    # checkpoint's writes with it, so it answers not_found). SQL savers
-    # store such writes in a table of their own and never notice. So a
-    # saver remembers the checkpoints it put, and writes that got not_found
-    # wait for their checkpoint's put to finish (at most the timeout) and
-    # go again, once; writes for a checkpoint nobody puts still fail.
-
-    def _stored(self, c: LangGraphConfig) -> None:
-        key = _key(c)
-        with self._lock:
-            self._recent[key] = None
-            while len(self._recent) > _RECENT_PUTS:
-                self._recent.popitem(last=False)
-            wake = self._waiters.pop(key, [])
-        for f in wake:
-            f()
-
-    def _watch(self, key: _Key, wake: Callable[[], None]) -> bool:
-        """Registers wake for key's put; False when it is already put."""
-        with self._lock:
-            if key in self._recent:
-                return False
-            self._waiters.setdefault(key, []).append(wake)
-            return True
-
-    def _unwatch(self, key: _Key, wake: Callable[[], None]) -> None:
-        with self._lock:
-            ws = self._waiters.get(key, [])
-            if wake in ws:
-                ws.remove(wake)
-            if not ws:
-                self._waiters.pop(key, None)
-
-    def _wait_stored(self, key: _Key) -> bool:
-        ev = threading.Event()
-        if not self._watch(key, ev.set):
-            return True
-        ok = ev.wait(self._timeout)
-        self._unwatch(key, ev.set)
-        return ok
-
-    async def _await_stored(self, key: _Key) -> bool:
-        loop = asyncio.get_running_loop()
-        done = asyncio.Event()
-
-        def wake() -> None:
-            try:
-                loop.call_soon_threadsafe(done.set)
-            except RuntimeError:  # the loop is closed: nobody is waiting
-                pass
-
-        if not self._watch(key, wake):
-            return True
-        try:
-            await asyncio.wait_for(done.wait(), self._timeout)
-            return True
-        except TimeoutError:
-            return False
-        finally:
-            self._unwatch(key, wake)
 
     # --- the wire --------------------------------------------------------
 
@@ -301,7 +228,6 @@ class LoomSaver(BaseCheckpointSaver[int]):
                     known = parent
             if known is not None and "checkpoint_id" in c:
                 self._lists.remember(tid, ns, c["checkpoint_id"], known)
-        self._stored(c)
         return _runnable(c)
 
     def _writes_request(
@@ -337,6 +263,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
             else:
                 values[ch] = decode(self.serde, v)
         checkpoint["channel_values"] = values
+        self._order.seen(c)
         parent = t["parent_config"]
         return CheckpointTuple(
             config=_runnable(c),
@@ -426,15 +353,21 @@ class LoomSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         req, sent, extended = self._put_request(config, checkpoint, metadata, new_versions)
+        self._order.started(req["config"])
+        done = None
         try:
-            resp = self.client.put_checkpoint(req)
-        except LoomError as e:
-            if e.code not in ("conflict", "not_found") or not extended:
-                raise
-            # The parent's list is not the one this saver holds: send it all.
-            req, sent, _ = self._put_request(config, checkpoint, metadata, new_versions, extend=False)
-            resp = self.client.put_checkpoint(req)
-        return self._after_put(req, sent, resp)
+            try:
+                resp = self.client.put_checkpoint(req)
+            except LoomError as e:
+                if e.code not in ("conflict", "not_found") or not extended:
+                    raise
+                # The parent's list is not the one this saver holds: send it all.
+                req, sent, _ = self._put_request(config, checkpoint, metadata, new_versions, extend=False)
+                resp = self.client.put_checkpoint(req)
+            done = resp["config"]
+            return self._after_put(req, sent, resp)
+        finally:
+            self._order.ended(req["config"], done)
 
     def put_writes(
         self,
@@ -444,10 +377,12 @@ class LoomSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         req = self._writes_request(config, writes, task_id, task_path)
+        k = key(req["config"])
+        self._order.wait(k, after_miss=False)
         try:
             self.client.put_writes(req)
         except LoomError as e:
-            if e.code != "not_found" or not self._wait_stored(_key(req["config"])):
+            if e.code != "not_found" or not self._order.wait(k, after_miss=True):
                 raise
             self.client.put_writes(req)
 
@@ -503,14 +438,20 @@ class LoomSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         req, sent, extended = self._put_request(config, checkpoint, metadata, new_versions)
+        self._order.started(req["config"])
+        done = None
         try:
-            resp = await self.aclient.put_checkpoint(req)
-        except LoomError as e:
-            if e.code not in ("conflict", "not_found") or not extended:
-                raise
-            req, sent, _ = self._put_request(config, checkpoint, metadata, new_versions, extend=False)
-            resp = await self.aclient.put_checkpoint(req)
-        return self._after_put(req, sent, resp)
+            try:
+                resp = await self.aclient.put_checkpoint(req)
+            except LoomError as e:
+                if e.code not in ("conflict", "not_found") or not extended:
+                    raise
+                req, sent, _ = self._put_request(config, checkpoint, metadata, new_versions, extend=False)
+                resp = await self.aclient.put_checkpoint(req)
+            done = resp["config"]
+            return self._after_put(req, sent, resp)
+        finally:
+            self._order.ended(req["config"], done)
 
     async def aput_writes(
         self,
@@ -520,10 +461,12 @@ class LoomSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         req = self._writes_request(config, writes, task_id, task_path)
+        k = key(req["config"])
+        await self._order.await_(k, after_miss=False)
         try:
             await self.aclient.put_writes(req)
         except LoomError as e:
-            if e.code != "not_found" or not await self._await_stored(_key(req["config"])):
+            if e.code != "not_found" or not await self._order.await_(k, after_miss=True):
                 raise
             await self.aclient.put_writes(req)
 
@@ -568,10 +511,6 @@ def _config(config: RunnableConfig) -> LangGraphConfig:
     if cid:
         out["checkpoint_id"] = str(cid)
     return out
-
-
-def _key(c: LangGraphConfig) -> _Key:
-    return (c["thread_id"], c.get("checkpoint_ns", ""), c.get("checkpoint_id", ""))
 
 
 def _runnable(c: LangGraphConfig) -> RunnableConfig:

@@ -1,0 +1,152 @@
+"""Writes that would overtake their checkpoint.
+
+LangGraph saves a checkpoint in the background and runs the next step's
+tasks meanwhile; a task's writes, also saved in the background, can reach
+loom before the checkpoint they belong to, and loom, which keeps a
+checkpoint's writes with it, answers not_found. (SQL savers keep writes in a
+table of their own and never notice.) So a saver counts the puts it has in
+flight on each thread and namespace and remembers the checkpoints it put:
+
+- before sending writes for a checkpoint it has neither put nor read, on a
+  thread and namespace where it has a put in flight or has put before, it
+  waits for that checkpoint's put (LangGraph has submitted it: its thread
+  may just not have started yet), at most GRACE;
+- writes that still get not_found wait for their checkpoint's put and go
+  once more, at most the saver's timeout.
+
+Writes for a checkpoint nobody puts still fail with not_found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+
+from loomthreads._types import LangGraphConfig
+
+# How many of the checkpoints it put or read a saver remembers, and of the
+# threads it put on.
+RECENT_PUTS = 4096
+ACTIVE_THREADS = 1024
+
+# The longest writes wait before they are sent for a put they expect.
+GRACE = 5.0
+
+Key = tuple[str, str, str]
+_Thread = tuple[str, str]
+
+
+def key(c: LangGraphConfig) -> Key:
+    return (c["thread_id"], c.get("checkpoint_ns", ""), c.get("checkpoint_id", ""))
+
+
+class PutOrder:
+    """The puts in flight and done, and the writes waiting on them; safe
+    for threads and event loops alike."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._inflight: Counter[_Thread] = Counter()
+        self._recent: OrderedDict[Key, None] = OrderedDict()
+        self._active: OrderedDict[_Thread, None] = OrderedDict()
+        self._waiters: dict[_Thread, list[Callable[[], None]]] = {}
+
+    def started(self, c: LangGraphConfig) -> None:
+        with self._lock:
+            self._inflight[key(c)[:2]] += 1
+
+    def ended(self, c: LangGraphConfig, put: LangGraphConfig | None) -> None:
+        """A put on c's thread ended; put names the checkpoint it stored
+        (None: it failed)."""
+        t = key(c)[:2]
+        with self._lock:
+            self._inflight[t] -= 1
+            if self._inflight[t] <= 0:
+                del self._inflight[t]
+            if put is not None:
+                self._remember(key(put))
+                self._active[t] = None
+                self._active.move_to_end(t)
+                while len(self._active) > ACTIVE_THREADS:
+                    self._active.popitem(last=False)
+            wake = self._waiters.pop(t, [])
+        for f in wake:
+            f()
+
+    def _remember(self, k: Key) -> None:
+        self._recent[k] = None
+        self._recent.move_to_end(k)
+        while len(self._recent) > RECENT_PUTS:
+            self._recent.popitem(last=False)
+
+    def seen(self, c: LangGraphConfig) -> None:
+        """A checkpoint read from loom: it exists, writes need not wait."""
+        with self._lock:
+            self._remember(key(c))
+
+    def waiting(self) -> int:
+        """How many writes wait (for tests)."""
+        with self._lock:
+            return sum(len(w) for w in self._waiters.values())
+
+    def _check(self, k: Key, after_miss: bool, wake: Callable[[], None]) -> bool | None:
+        """True: k is put; False: nothing to wait for; None: wake is
+        registered for the next put of k's thread to end."""
+        with self._lock:
+            if k in self._recent:
+                return True
+            if not after_miss and self._inflight[k[:2]] == 0 and k[:2] not in self._active:
+                return False
+            self._waiters.setdefault(k[:2], []).append(wake)
+            return None
+
+    def _drop(self, k: Key, wake: Callable[[], None]) -> None:
+        with self._lock:
+            ws = self._waiters.get(k[:2], [])
+            if wake in ws:
+                ws.remove(wake)
+            if not ws:
+                self._waiters.pop(k[:2], None)
+
+    def wait(self, k: Key, *, after_miss: bool) -> bool:
+        """Waits until checkpoint k is put: after a miss, at most the
+        timeout; before sending, at most GRACE and only when a put of its
+        thread is in flight or was made. True when k is put."""
+        deadline = time.monotonic() + (self.timeout if after_miss else min(GRACE, self.timeout))
+        while True:
+            ev = threading.Event()
+            got = self._check(k, after_miss, ev.set)
+            if got is not None:
+                return got
+            if not ev.wait(max(0.0, deadline - time.monotonic())):
+                self._drop(k, ev.set)
+                return False
+
+    async def await_(self, k: Key, *, after_miss: bool) -> bool:
+        """wait, for a coroutine."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.timeout if after_miss else min(GRACE, self.timeout))
+        while True:
+            done = asyncio.Event()
+
+            def wake(done: asyncio.Event = done) -> None:
+                try:
+                    loop.call_soon_threadsafe(done.set)
+                except RuntimeError:  # the loop is closed: nobody waits
+                    pass
+
+            got = self._check(k, after_miss, wake)
+            if got is not None:
+                return got
+            try:
+                await asyncio.wait_for(done.wait(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                self._drop(k, wake)
+                return False
+
+
+__all__ = ["Key", "PutOrder", "key"]
