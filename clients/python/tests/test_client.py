@@ -155,3 +155,21 @@ def test_writes_for_a_checkpoint_never_put_fail(sqlite_server: LoomServer) -> No
         cfg: RunnableConfig = {"configurable": {"thread_id": f"never-{uuid.uuid4()}", "checkpoint_ns": "", "checkpoint_id": "nope"}}
         saver.put_writes(cfg, [("x", 1)], "task")
     assert e.value.code == "not_found"
+
+
+def test_writes_do_not_wait_for_a_put_that_failed(sqlite_server: LoomServer) -> None:
+    """A put that fails ends the wait of its checkpoint's writes at once
+    (they fail with not_found), rather than at the timeout."""
+    tid = f"failed-{uuid.uuid4()}"
+    with LoomSaver(url=sqlite_server.url, timeout=20) as saver:
+        cfg: RunnableConfig = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+        saver.put(cfg, empty_checkpoint(), {}, {})  # the thread is one the saver puts on
+        bad = empty_checkpoint()
+        bad["id"] = "\x00bad"
+        with pytest.raises(LoomError):
+            saver.put(cfg, bad, {}, {})
+        t0 = time.monotonic()
+        with pytest.raises(LoomError) as e:
+            saver.put_writes({"configurable": {**cfg["configurable"], "checkpoint_id": bad["id"]}}, [("x", 1)], "t")
+        assert e.value.code in ("not_found", "invalid")
+        assert time.monotonic() - t0 < 2

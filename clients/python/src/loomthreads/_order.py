@@ -53,15 +53,16 @@ class PutOrder:
         self._inflight: Counter[_Thread] = Counter()
         self._recent: OrderedDict[Key, None] = OrderedDict()
         self._active: OrderedDict[_Thread, None] = OrderedDict()
+        self._failed: OrderedDict[Key, None] = OrderedDict()
         self._waiters: dict[_Thread, list[Callable[[], None]]] = {}
 
     def started(self, c: LangGraphConfig) -> None:
         with self._lock:
             self._inflight[key(c)[:2]] += 1
 
-    def ended(self, c: LangGraphConfig, put: LangGraphConfig | None) -> None:
+    def ended(self, c: LangGraphConfig, put: LangGraphConfig | None, failed: str = "") -> None:
         """A put on c's thread ended; put names the checkpoint it stored
-        (None: it failed)."""
+        (None: it failed to store the checkpoint of id failed)."""
         t = key(c)[:2]
         with self._lock:
             self._inflight[t] -= 1
@@ -73,6 +74,10 @@ class PutOrder:
                 self._active.move_to_end(t)
                 while len(self._active) > ACTIVE_THREADS:
                     self._active.popitem(last=False)
+            elif failed:
+                self._failed[(*t, failed)] = None
+                while len(self._failed) > RECENT_PUTS:
+                    self._failed.popitem(last=False)
             wake = self._waiters.pop(t, [])
         for f in wake:
             f()
@@ -99,6 +104,8 @@ class PutOrder:
         with self._lock:
             if k in self._recent:
                 return True
+            if k in self._failed:
+                return False
             if not after_miss and self._inflight[k[:2]] == 0 and k[:2] not in self._active:
                 return False
             self._waiters.setdefault(k[:2], []).append(wake)

@@ -367,7 +367,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
             done = resp["config"]
             return self._after_put(req, sent, resp)
         finally:
-            self._order.ended(req["config"], done)
+            self._order.ended(req["config"], done, checkpoint["id"])
 
     def put_writes(
         self,
@@ -451,7 +451,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
             done = resp["config"]
             return self._after_put(req, sent, resp)
         finally:
-            self._order.ended(req["config"], done)
+            self._order.ended(req["config"], done, checkpoint["id"])
 
     async def aput_writes(
         self,
