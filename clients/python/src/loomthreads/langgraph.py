@@ -213,7 +213,7 @@ class LoomSaver(BaseCheckpointSaver[int]):
     def _after_put(
         self, req: LangGraphPutRequest, sent: list[BaseMessage] | None, resp: LangGraphPutResponse
     ) -> RunnableConfig:
-        """Remembers the new checkpoint's list and wakes its writes."""
+        """Remembers the new checkpoint's list; its config."""
         c = resp["config"]
         s = resp.get("messages")
         if s is not None:
@@ -294,7 +294,8 @@ class LoomSaver(BaseCheckpointSaver[int]):
         else:
             msgs = rest
         if "sum" in v and "checkpoint_id" in c:
-            self._lists.remember(tid, ns, c["checkpoint_id"], Known(msgs, v["sum"]["n"], v["sum"]["h"]))
+            # A copy: the list given to LangGraph is its to change.
+            self._lists.remember(tid, ns, c["checkpoint_id"], Known(list(msgs), v["sum"]["n"], v["sum"]["h"]))
         return msgs
 
     def _tuples(self, ts: Sequence[LangGraphTuple]) -> list[CheckpointTuple]:
