@@ -219,3 +219,32 @@ async def test_async_scenario_matches_sqlite(loom: LoomSaver, sqlite: SqliteSave
     on_sqlite = scenario(build(sqlite), tid)
     _check_scenario(on_loom)
     assert on_loom == on_sqlite
+
+
+def test_one_saver_many_threads_and_loops(server: LoomServer) -> None:
+    """One LoomSaver shared by graphs running at once in OS threads, and by
+    two event loops one after the other (each gets its own connections)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with LoomSaver(url=server.url) as saver:
+        graph = build(saver)
+        tids = [f"many-{i}-{uuid.uuid4()}" for i in range(4)]
+
+        def run(tid: str) -> list[tuple[Any, ...]]:
+            for q in ("alpha and beta", "gamma"):
+                graph.invoke({"messages": [HumanMessage(f"{q} for {tid[:6]}")]}, _config(tid))
+            return _messages(graph.get_state(_config(tid)).values)
+
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(run, tids))
+        for tid, msgs in zip(tids, results, strict=True):
+            assert [m[0] for m in msgs] == ["human", "ai", "tool", "tool", "ai", "human", "ai", "tool", "ai"]
+            assert all(tid[:6] in str(m[1]) for m in msgs if m[0] == "human")
+
+        async def turn(tid: str) -> int:
+            await graph.ainvoke({"messages": [HumanMessage("delta")]}, _config(tid))
+            return len((await graph.aget_state(_config(tid))).values["messages"])
+
+        assert asyncio.run(turn(tids[0])) == 13
+        assert asyncio.run(turn(tids[0])) == 17  # a new loop, the same saver
