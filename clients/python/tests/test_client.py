@@ -173,3 +173,41 @@ def test_writes_do_not_wait_for_a_put_that_failed(sqlite_server: LoomServer) -> 
             saver.put_writes({"configurable": {**cfg["configurable"], "checkpoint_id": bad["id"]}}, [("x", 1)], "t")
         assert e.value.code in ("not_found", "invalid")
         assert time.monotonic() - t0 < 2
+
+
+def test_a_put_waits_for_its_parents_writes(sqlite_server: LoomServer) -> None:
+    """LangGraph may send a step's writes after the next checkpoint's put;
+    the saver holds the put until the writes of its parent are in, so loom
+    gets them in the order the run made them."""
+    tid = f"order-{uuid.uuid4()}"
+    with LoomSaver(url=sqlite_server.url) as saver:
+        base: RunnableConfig = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+        parent = saver.put(base, empty_checkpoint(), {}, {})
+        sent: list[str] = []
+        hold = threading.Event()
+
+        def on_request(req: httpx.Request) -> None:
+            sent.append(req.url.path)
+            if req.url.path.endswith("/writes"):
+                hold.wait(30)
+
+        saver.client._http.event_hooks["request"].append(on_request)
+        writer = threading.Thread(target=saver.put_writes, args=(parent, [("x", 1)], "task"))
+        child = threading.Thread(target=saver.put, args=(parent, empty_checkpoint(), {}, {}))
+        try:
+            writer.start()
+            deadline = time.monotonic() + 30
+            while not sent and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert sent == ["/v1/langgraph/writes"]
+            child.start()
+            child.join(0.5)
+            assert child.is_alive() and sent == ["/v1/langgraph/writes"], "the child's put did not wait"
+        finally:
+            hold.set()
+            writer.join(30)
+            if child.is_alive():
+                child.join(30)
+        assert sent == ["/v1/langgraph/writes", "/v1/langgraph/checkpoints"]
+        tup = saver.get_tuple(parent)
+        assert tup is not None and tup.pending_writes == [("task", "x", 1)]

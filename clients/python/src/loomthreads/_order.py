@@ -15,6 +15,11 @@ flight on each thread and namespace and remembers the checkpoints it put:
   once more, at most the saver's timeout.
 
 Writes for a checkpoint nobody puts still fail with not_found.
+
+The other way round, LangGraph may send a step's writes after the next
+checkpoint's put (each goes in the background once submitted); a put waits
+for the writes this saver is sending for its parent, so that loom takes a
+checkpoint's writes before its child, as a run made them.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class PutOrder:
         self._recent: OrderedDict[Key, None] = OrderedDict()
         self._active: OrderedDict[_Thread, None] = OrderedDict()
         self._failed: OrderedDict[Key, None] = OrderedDict()
+        self._writing: Counter[Key] = Counter()
         self._waiters: dict[_Thread, list[Callable[[], None]]] = {}
 
     def started(self, c: LangGraphConfig) -> None:
@@ -98,45 +104,64 @@ class PutOrder:
         with self._lock:
             return sum(len(w) for w in self._waiters.values())
 
-    def _check(self, k: Key, after_miss: bool, wake: Callable[[], None]) -> bool | None:
-        """True: k is put; False: nothing to wait for; None: wake is
-        registered for the next put of k's thread to end."""
+    def writing(self, k: Key, n: int) -> None:
+        """Writes for checkpoint k start (n=1) or end (n=-1)."""
         with self._lock:
+            self._writing[k] += n
+            if self._writing[k] <= 0:
+                del self._writing[k]
+            wake = self._waiters.pop(k[:2], []) if n < 0 else []
+        for f in wake:
+            f()
+
+    def _for_writes(self, k: Key, after_miss: bool) -> Callable[[], bool | None]:
+        """When writes for k may go: True, k is put; False, go anyway
+        (nothing to wait for, or its put failed); None, wait."""
+
+        def ready() -> bool | None:
             if k in self._recent:
                 return True
             if k in self._failed:
                 return False
             if not after_miss and self._inflight[k[:2]] == 0 and k[:2] not in self._active:
                 return False
-            self._waiters.setdefault(k[:2], []).append(wake)
             return None
 
-    def _drop(self, k: Key, wake: Callable[[], None]) -> None:
+        return ready
+
+    def _for_put(self, parent: Key) -> Callable[[], bool | None]:
+        """When a put whose parent is parent may go: its writes are done."""
+        return lambda: True if self._writing[parent] == 0 else None
+
+    def _poll(self, t: _Thread, ready: Callable[[], bool | None], wake: Callable[[], None]) -> bool | None:
         with self._lock:
-            ws = self._waiters.get(k[:2], [])
+            got = ready()
+            if got is None:
+                self._waiters.setdefault(t, []).append(wake)
+            return got
+
+    def _drop(self, t: _Thread, wake: Callable[[], None]) -> None:
+        with self._lock:
+            ws = self._waiters.get(t, [])
             if wake in ws:
                 ws.remove(wake)
             if not ws:
-                self._waiters.pop(k[:2], None)
+                self._waiters.pop(t, None)
 
-    def wait(self, k: Key, *, after_miss: bool) -> bool:
-        """Waits until checkpoint k is put: after a miss, at most the
-        timeout; before sending, at most GRACE and only when a put of its
-        thread is in flight or was made. True when k is put."""
-        deadline = time.monotonic() + (self.timeout if after_miss else min(GRACE, self.timeout))
+    def _wait(self, t: _Thread, ready: Callable[[], bool | None], budget: float) -> bool:
+        deadline = time.monotonic() + budget
         while True:
             ev = threading.Event()
-            got = self._check(k, after_miss, ev.set)
+            got = self._poll(t, ready, ev.set)
             if got is not None:
                 return got
             if not ev.wait(max(0.0, deadline - time.monotonic())):
-                self._drop(k, ev.set)
+                self._drop(t, ev.set)
                 return False
 
-    async def await_(self, k: Key, *, after_miss: bool) -> bool:
-        """wait, for a coroutine."""
+    async def _await(self, t: _Thread, ready: Callable[[], bool | None], budget: float) -> bool:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + (self.timeout if after_miss else min(GRACE, self.timeout))
+        deadline = loop.time() + budget
         while True:
             done = asyncio.Event()
 
@@ -146,14 +171,37 @@ class PutOrder:
                 except RuntimeError:  # the loop is closed: nobody waits
                     pass
 
-            got = self._check(k, after_miss, wake)
+            got = self._poll(t, ready, wake)
             if got is not None:
                 return got
             try:
                 await asyncio.wait_for(done.wait(), max(0.0, deadline - loop.time()))
             except TimeoutError:
-                self._drop(k, wake)
+                self._drop(t, wake)
                 return False
+
+    def _budget(self, after_miss: bool) -> float:
+        return self.timeout if after_miss else min(GRACE, self.timeout)
+
+    def wait(self, k: Key, *, after_miss: bool) -> bool:
+        """Waits until checkpoint k is put: after a miss, at most the
+        timeout; before sending, at most GRACE and only when a put of its
+        thread is in flight or was made. True when k is put."""
+        return self._wait(k[:2], self._for_writes(k, after_miss), self._budget(after_miss))
+
+    async def await_(self, k: Key, *, after_miss: bool) -> bool:
+        """wait, for a coroutine."""
+        return await self._await(k[:2], self._for_writes(k, after_miss), self._budget(after_miss))
+
+    def wait_writes(self, parent: Key) -> None:
+        """Waits (at most the timeout) until the writes this saver is
+        sending for checkpoint parent are done, so that loom gets a
+        checkpoint's writes before its child."""
+        self._wait(parent[:2], self._for_put(parent), self.timeout)
+
+    async def await_writes(self, parent: Key) -> None:
+        """wait_writes, for a coroutine."""
+        await self._await(parent[:2], self._for_put(parent), self.timeout)
 
 
 __all__ = ["Key", "PutOrder", "key"]

@@ -354,6 +354,8 @@ class LoomSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         req, sent, extended = self._put_request(config, checkpoint, metadata, new_versions)
+        if "checkpoint_id" in req["config"]:
+            self._order.wait_writes(key(req["config"]))
         self._order.started(req["config"])
         done = None
         try:
@@ -379,13 +381,17 @@ class LoomSaver(BaseCheckpointSaver[int]):
     ) -> None:
         req = self._writes_request(config, writes, task_id, task_path)
         k = key(req["config"])
-        self._order.wait(k, after_miss=False)
+        self._order.writing(k, 1)
         try:
-            self.client.put_writes(req)
-        except LoomError as e:
-            if e.code != "not_found" or not self._order.wait(k, after_miss=True):
-                raise
-            self.client.put_writes(req)
+            self._order.wait(k, after_miss=False)
+            try:
+                self.client.put_writes(req)
+            except LoomError as e:
+                if e.code != "not_found" or not self._order.wait(k, after_miss=True):
+                    raise
+                self.client.put_writes(req)
+        finally:
+            self._order.writing(k, -1)
 
     def delete_thread(self, thread_id: str) -> None:
         self._lists.forget(str(thread_id))
@@ -439,6 +445,8 @@ class LoomSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         req, sent, extended = self._put_request(config, checkpoint, metadata, new_versions)
+        if "checkpoint_id" in req["config"]:
+            await self._order.await_writes(key(req["config"]))
         self._order.started(req["config"])
         done = None
         try:
@@ -463,13 +471,17 @@ class LoomSaver(BaseCheckpointSaver[int]):
     ) -> None:
         req = self._writes_request(config, writes, task_id, task_path)
         k = key(req["config"])
-        await self._order.await_(k, after_miss=False)
+        self._order.writing(k, 1)
         try:
-            await self.aclient.put_writes(req)
-        except LoomError as e:
-            if e.code != "not_found" or not await self._order.await_(k, after_miss=True):
-                raise
-            await self.aclient.put_writes(req)
+            await self._order.await_(k, after_miss=False)
+            try:
+                await self.aclient.put_writes(req)
+            except LoomError as e:
+                if e.code != "not_found" or not await self._order.await_(k, after_miss=True):
+                    raise
+                await self.aclient.put_writes(req)
+        finally:
+            self._order.writing(k, -1)
 
     async def adelete_thread(self, thread_id: str) -> None:
         self._lists.forget(str(thread_id))
