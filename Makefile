@@ -2,18 +2,32 @@
 GO ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test bench fuzz schemathesis
+.PHONY: test clients bench fuzz schemathesis
 
-# vet, then every test with the race detector on, then schemathesis against
-# `loom serve`'s own OpenAPI document (scripts/schemathesis/run: pinned, with
-# hashes). scripts/test-deps installs PostgreSQL and Redis when missing (as
-# root) and then makes a missing server a failure rather than a skip.
+# vet, then every test with the race detector on, then the clients' tests,
+# then schemathesis against `loom serve`'s own OpenAPI document
+# (scripts/schemathesis/run: pinned, with hashes). scripts/test-deps installs
+# PostgreSQL and Redis when missing (as root) and then makes a missing server
+# a failure rather than a skip.
 test:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	env $$(./scripts/test-deps) $(GO) test -race ./...
+	$(MAKE) clients
 	./scripts/schemathesis/run
+
+# The client packages' own tests (clients/python: mypy --strict and pytest;
+# clients/typescript: tsc --strict and vitest), each against real `loom
+# serve` processes on SQLite and PostgreSQL, LangGraph's conformance suites
+# among them; their dependencies come pinned from PyPI and npm. One loom
+# binary and one pgserve (a throwaway PostgreSQL) are built for both.
+BIN := $(CURDIR)/.bin
+clients:
+	$(GO) build -o $(BIN)/loom ./cmd/loom
+	$(GO) build -o $(BIN)/pgserve ./internal/testserver/pgserve
+	LOOM_BIN=$(BIN)/loom LOOM_PGSERVE=$(BIN)/pgserve ./clients/python/run-tests
+	LOOM_BIN=$(BIN)/loom LOOM_PGSERVE=$(BIN)/pgserve ./clients/typescript/run-tests
 
 # schemathesis alone.
 schemathesis:

@@ -206,7 +206,7 @@ func (s *Server) lgGet(w http.ResponseWriter, r *http.Request) error {
 
 // lgKnown reads the list of messages a GET says the client holds: its
 // count n and chain sum h, both or neither. The empty list's sum is "";
-// any other's is 64 hex digits.
+// any other's is 32 hex digits.
 func lgKnown(hasN bool, n string, hasH bool, h string) (*langgraph.MessagesSum, error) {
 	if !hasN && !hasH {
 		return nil, nil
@@ -219,13 +219,13 @@ func lgKnown(hasN bool, n string, hasH bool, h string) (*langgraph.MessagesSum, 
 		return nil, invalidf("query parameter messages_n %q: a count, 0 or more", clip(n))
 	}
 	if count == 0 && h != "" || count > 0 && !isHexSum(h) {
-		return nil, invalidf("query parameter messages_h %q: the chain sum of the list, 64 hex digits (\"\" for none)", clip(h))
+		return nil, invalidf("query parameter messages_h %q: the chain sum of the list, 32 hex digits (\"\" for none)", clip(h))
 	}
 	return &langgraph.MessagesSum{N: count, H: h}, nil
 }
 
 func isHexSum(h string) bool {
-	if len(h) != 64 {
+	if len(h) != 32 {
 		return false
 	}
 	for _, c := range []byte(h) {

@@ -322,7 +322,7 @@ func TestLangGraphRefusesBadInput(t *testing.T) {
 		{"get: messages_n negative", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=-1&messages_h=", nil, "invalid", "messages_n"},
 		{"get: messages_n not a number", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=x&messages_h=", nil, "invalid", "messages_n"},
 		{"get: messages_h not a sum", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=1&messages_h=abc", nil, "invalid", "messages_h"},
-		{"get: messages_h of nothing", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=0&messages_h=" + strings.Repeat("a", 64), nil, "invalid", "messages_h"},
+		{"get: messages_h of nothing", "GET", "/v1/langgraph/checkpoint?thread_id=a&messages_n=0&messages_h=" + strings.Repeat("a", 32), nil, "invalid", "messages_h"},
 		{"get: namespace too long", "GET", "/v1/langgraph/checkpoint?thread_id=a&checkpoint_ns=" + long(1025), nil, "invalid", "checkpoint_ns"},
 		{"get: unknown parameter", "GET", "/v1/langgraph/checkpoint?thread_id=a&thread=b", nil, "invalid", `"thread"`},
 
@@ -833,7 +833,7 @@ func TestLangGraphSendsWhatATurnAdds(t *testing.T) {
 		{"c02", langgraph.MessagesSum{}, &langgraph.MessagesSum{}, messages(m1, m2)},
 		// Not a beginning of the list: all of it.
 		{"c01", *s2, nil, messages(m1)},
-		{"c02", langgraph.MessagesSum{N: 1, H: strings.Repeat("0", 64)}, nil, messages(m1, m2)},
+		{"c02", langgraph.MessagesSum{N: 1, H: strings.Repeat("0", 32)}, nil, messages(m1, m2)},
 	} {
 		got := getKnowing(tc.id, tc.known)
 		v := got.values["messages"]

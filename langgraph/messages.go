@@ -194,7 +194,7 @@ func toStored(m message.Message) (json.RawMessage, error) {
 }
 
 // nextSum is the chain sum of a list of messages after one more, whose
-// stored form is st: sha256 of the previous sum, st's length and st. Equal
+// stored form is st: the first 128 bits of sha256 of the previous sum, st's length and st. Equal
 // lists, and only they, have equal sums; the empty list's is "". A sum
 // is carried on: a list that extends another continues its sum.
 func nextSum(prev string, st []byte) string {
@@ -204,5 +204,5 @@ func nextSum(prev string, st []byte) string {
 	binary.LittleEndian.PutUint64(n[:], uint64(len(st)))
 	h.Write(n[:])
 	h.Write(st)
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

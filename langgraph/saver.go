@@ -9,39 +9,15 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
 
-// State keys of a LangGraph thread (DESIGN §3: namespaced, small).
-const (
-	keyPrefix  = "lg/"
-	keyHeader  = "lg/cp"     // the checkpoint without channel_values
-	keyMeta    = "lg/md"     // its metadata
-	keyParent  = "lg/parent" // its parent's id
-	keyMsgs    = "lg/msgs"   // the messages channel: msgsState
-	keyWrites  = "lg/w"      // its pending writes
-	keyLatest  = "lg/latest" // the latest checkpoint, when the head is not its
-	keyChannel = "lg/ch/"    // + a channel: chanState
-)
-
 // messagesChannel is the channel that, holding messages, is the thread's.
 const messagesChannel = "messages"
-
-// msgsState says that the messages channel is the thread's messages: the
-// first N of them, at version V, whose chain sum is H.
-type msgsState struct {
-	V json.RawMessage `json:"v"`
-	N int             `json:"n"`
-	H string          `json:"h"`
-}
-
-// chanState is a channel's value at version V.
-type chanState struct {
-	V json.RawMessage `json:"v"`
-	B Blob            `json:"b"`
-}
 
 // attempts bounds the retries of a write that lost a race with another
 // writer of the same thread.
@@ -62,61 +38,21 @@ func invalidf(format string, args ...any) error {
 
 func notFound(what string) error { return fmt.Errorf("%s: %w", what, thread.ErrNotFound) }
 
-// point is a checkpoint as the thread keeps it: the commit where its
-// record ends (its own, or its last pending writes') and the state there.
-type point struct {
-	commit string
-	state  map[string]json.RawMessage
-}
-
-func (p *point) id() string {
-	var h struct {
-		ID string `json:"id"`
-	}
-	if p == nil || json.Unmarshal(p.state[keyHeader], &h) != nil {
-		return ""
-	}
-	return h.ID
-}
-
-// at reads the state in effect at commit id.
-func (s *Saver) at(ctx context.Context, id string) (*point, error) {
-	p := &point{commit: id, state: map[string]json.RawMessage{}}
-	if id == "" {
-		return p, nil
-	}
-	c, err := s.db.Store().Commit(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case c.StateFrom == id:
-		p.state = c.State
-	case c.StateFrom != "":
-		sc, err := s.db.Store().Commit(ctx, c.StateFrom)
-		if err != nil {
-			return nil, err
-		}
-		p.state = sc.State
-	}
-	return p, nil
-}
-
-// named returns the checkpoint name of th, or ErrNotFound.
-func (s *Saver) named(ctx context.Context, th *thread.Thread, name string) (*point, error) {
+// named returns th's checkpoint name, or ErrNotFound.
+func (s *Saver) named(ctx context.Context, th *thread.Thread, name string) (*record, error) {
 	for cp, err := range th.Checkpoints(ctx) {
 		if err != nil {
 			return nil, err
 		}
 		if cp.Name == name {
-			p, err := s.at(ctx, cp.Commit)
+			r, err := s.load(ctx, cp.Commit)
 			if err != nil {
 				return nil, err
 			}
-			if p.id() != name {
+			if r.id() != name {
 				break
 			}
-			return p, nil
+			return r, nil
 		}
 	}
 	return nil, notFound(fmt.Sprintf("checkpoint %q", name))
@@ -129,30 +65,15 @@ func (s *Saver) open(ctx context.Context, cfg Config) (*thread.Thread, error) {
 
 // latest returns the latest checkpoint of th: its head's, unless writes to
 // an older checkpoint moved the head there.
-func (s *Saver) latest(ctx context.Context, th *thread.Thread) (*point, error) {
-	head := th.Record().Head
-	if head == "" {
-		return nil, notFound("checkpoint")
-	}
-	p, err := s.at(ctx, head)
+func (s *Saver) latest(ctx context.Context, th *thread.Thread) (*record, error) {
+	r, err := s.load(ctx, th.Record().Head)
 	if err != nil {
 		return nil, err
 	}
-	if l := stringOf(p.state[keyLatest]); l != "" {
-		return s.named(ctx, th, l)
+	if r.st.Latest != "" {
+		return s.named(ctx, th, r.st.Latest)
 	}
-	if p.id() == "" {
-		return nil, notFound("checkpoint")
-	}
-	return p, nil
-}
-
-func stringOf(raw json.RawMessage) string {
-	var s string
-	if raw != nil && json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s
+	return r, nil
 }
 
 // Put stores a checkpoint and returns its config.
@@ -177,13 +98,13 @@ func (s *Saver) Put(ctx context.Context, req PutRequest) (PutResponse, error) {
 	if _, ok := req.Checkpoint["channel_values"]; ok {
 		return PutResponse{}, invalidf("checkpoint.channel_values: send the values in channel_values")
 	}
-	in, err := s.prepare(req, h.Versions)
+	in, err := s.prepare(req, h.ID, h.Versions)
 	if err != nil {
 		return PutResponse{}, err
 	}
 	var sum *MessagesSum
 	for range attempts {
-		sum, err = s.put(ctx, cfg, h.ID, in)
+		sum, err = s.put(ctx, cfg, in)
 		if !errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrDuplicateID) || errors.Is(err, errStale) {
 			break
 		}
@@ -197,10 +118,14 @@ func (s *Saver) Put(ctx context.Context, req PutRequest) (PutResponse, error) {
 // putInput is a checkpoint checked and converted, ready to be committed
 // (again, when a race is lost).
 type putInput struct {
+	id       string
 	versions map[string]json.RawMessage
 	newV     map[string]json.RawMessage
-	fixed    map[string]json.RawMessage // the state keys that do not depend on the parent
 	parent   string
+	// header, meta: the checkpoint's header and metadata, as JSON.
+	header, meta []byte
+	// blobs: the values of the channels whose version moved.
+	blobs map[string][]byte
 	// The messages channel, when it holds messages: msgs (all of them, or
 	// those after extends), their stored forms, and its version.
 	hasMsgs bool
@@ -210,22 +135,18 @@ type putInput struct {
 	msgsV   json.RawMessage
 }
 
-func (s *Saver) prepare(req PutRequest, versions map[string]json.RawMessage) (*putInput, error) {
-	in := &putInput{versions: versions, newV: req.NewVersions, parent: req.Config.CheckpointID, fixed: map[string]json.RawMessage{}}
-	header, err := json.Marshal(req.Checkpoint)
-	if err != nil {
+func (s *Saver) prepare(req PutRequest, id string, versions map[string]json.RawMessage) (*putInput, error) {
+	in := &putInput{id: id, versions: versions, newV: req.NewVersions, parent: req.Config.CheckpointID, blobs: map[string][]byte{}}
+	var err error
+	if in.header, err = json.Marshal(req.Checkpoint); err != nil {
 		return nil, invalidf("checkpoint: %v", err)
 	}
-	in.fixed[keyHeader] = header
 	meta := req.Metadata
 	if meta == nil {
 		meta = map[string]json.RawMessage{}
 	}
-	if in.fixed[keyMeta], err = json.Marshal(meta); err != nil {
+	if in.meta, err = json.Marshal(meta); err != nil {
 		return nil, invalidf("metadata: %v", err)
-	}
-	if in.parent != "" {
-		in.fixed[keyParent], _ = json.Marshal(in.parent)
 	}
 	for ch, v := range req.ChannelValues {
 		if ch == "" || len(ch) > maxChannel || !printable(ch) {
@@ -244,7 +165,7 @@ func (s *Saver) prepare(req PutRequest, versions map[string]json.RawMessage) (*p
 		case isMsgs && ch != messagesChannel:
 			return nil, invalidf("channel_values.%s: only the channel %q holds messages", clip(ch), messagesChannel)
 		case isMsgs:
-			if e := v.Extends; e != nil && (e.N < 0 || e.N == 0 && e.H != "" || e.N > 0 && len(e.H) != 64) {
+			if e := v.Extends; e != nil && (e.N < 0 || e.N == 0 && e.H != "" || e.N > 0 && len(e.H) != 32) {
 				return nil, invalidf("channel_values.messages.extends: a count and its sum")
 			}
 			in.hasMsgs, in.extends, in.msgsV = true, v.Extends, nv
@@ -262,7 +183,7 @@ func (s *Saver) prepare(req PutRequest, versions map[string]json.RawMessage) (*p
 				in.stored = append(in.stored, st)
 			}
 		default:
-			in.fixed[keyChannel+ch], _ = json.Marshal(chanState{V: nv, B: *v.Blob})
+			in.blobs[ch], _ = json.Marshal(v.Blob)
 		}
 	}
 	return in, nil
@@ -279,9 +200,45 @@ func clip(s string) string {
 	return s
 }
 
+// place says where a new commit goes: on the head, on the empty root
+// (reset), on a checkpoint's record (rollback to its name), or on a
+// checkpoint's put commit (restore to the version it was made at, checked
+// to be that commit).
+type place struct {
+	reset  bool
+	name   string
+	v      int64
+	commit *thread.Commit // the commit the new one goes on, nil for the head or the root
+}
+
+// errNoRestore says a put commit's version no longer names it (the thread
+// is a copy, with a history of its own).
+var errNoRestore = errors.New("the version no longer names the commit")
+
+// to adds the move to pl to g.
+func (pl place) to(ctx context.Context, g *thread.Group, th *thread.Thread) error {
+	switch {
+	case pl.reset:
+		if th.Record().Head != "" {
+			return g.Reset(ctx, th)
+		}
+	case pl.name != "":
+		return g.Rollback(ctx, th, pl.name)
+	case pl.commit != nil:
+		id := pl.commit.ID
+		return g.RestoreChecked(ctx, th, pl.v, func(e thread.HistoryEntry) error {
+			if e.Commit != id {
+				return errNoRestore
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
 // put makes one attempt at storing a checkpoint, and returns the sum of
 // its messages when it has them.
-func (s *Saver) put(ctx context.Context, cfg Config, id string, in *putInput) (*MessagesSum, error) {
+func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum, error) {
 	key := ThreadKey(cfg.ThreadID, cfg.CheckpointNS)
 	th, err := s.db.Thread(ctx, key)
 	if errors.Is(err, thread.ErrNotFound) {
@@ -290,48 +247,83 @@ func (s *Saver) put(ctx context.Context, cfg Config, id string, in *putInput) (*
 	if err != nil {
 		return nil, err
 	}
-	// The base is the checkpoint the new one follows: the parent, found
-	// at the head in the common case, by name when it branches.
-	g := s.db.Group()
-	head, err := s.at(ctx, th.Record().Head)
-	if err != nil {
-		return nil, err
+	// parent is the checkpoint the new one follows, found at the head in
+	// the common case, by name when it branches; nil for none.
+	var head *record
+	var headCommit *thread.Commit
+	if h := th.Record().Head; h != "" {
+		if head, err = s.load(ctx, h); err != nil && !errors.Is(err, thread.ErrNotFound) {
+			return nil, err
+		}
+		if head != nil {
+			headCommit = head.tip
+		} else if headCommit, err = s.commit(ctx, h); err != nil {
+			return nil, err
+		}
 	}
-	base := head
-	move := "" // the checkpoint to roll back to first, "reset", or "" for none
+	parent := head
+	var pl place
 	switch {
 	case in.parent == "":
-		base = &point{state: map[string]json.RawMessage{}}
-		move = "reset"
-	case head.id() == in.parent && head.state[keyLatest] == nil:
+		parent, pl = nil, place{reset: true}
+	case head.id() == in.parent && head.st.Latest == "":
 	default:
-		p, err := s.named(ctx, th, in.parent)
+		r, err := s.named(ctx, th, in.parent)
 		switch {
 		case errors.Is(err, thread.ErrNotFound):
 			// A parent this thread does not know: the new checkpoint
 			// records it, and follows the head.
+			parent = nil
 		case err != nil:
 			return nil, err
 		default:
-			base, move = p, in.parent
+			parent, pl = r, place{name: in.parent, commit: r.tip}
 		}
 	}
-	baseSum, err := s.lineSum(ctx, base.commit)
-	if err != nil {
-		return nil, err
+	// at is the commit the new one goes on.
+	at := headCommit
+	switch {
+	case pl.reset:
+		at = nil
+	case pl.commit != nil:
+		at = pl.commit
+	}
+	lineSum := ""
+	if at != nil {
+		lineSum = at.Metadata[metaSum]
 	}
 	var msgs []message.Message
 	var sum *MessagesSum
-	lineSum := baseSum
 	if in.hasMsgs {
-		var ms msgsState
-		haveBase := base.state[keyMsgs] != nil && json.Unmarshal(base.state[keyMsgs], &ms) == nil && ms.N == s.depth(ctx, base.commit)
+		// pm: the parent's messages, when they are its put commit's line.
+		var pm *msgsState
+		if parent != nil && parent.st.Msgs != nil && int64(parent.st.Msgs.N) == parent.put.Depth {
+			pm = parent.st.Msgs
+		}
+		// pending: the messages written on the line after the parent's
+		// put (its tasks' writes), which the new list takes in order.
+		pending := 0
+		if pm != nil && at != nil && at == parent.tip {
+			pending = int(at.Depth) - pm.N
+		}
+		onPut := place{v: 0}
+		if parent != nil {
+			onPut = place{v: parent.st.V, commit: parent.put}
+		}
 		if e := in.extends; e != nil {
-			if !haveBase || ms.N != e.N || ms.H != e.H {
+			if pm == nil || pm.N != e.N || pm.H != e.H {
 				return nil, errStale
 			}
-			msgs, lineSum = in.msgs, sumOf(ms.H, in.stored)
-			sum = &MessagesSum{N: ms.N + len(msgs), H: lineSum}
+			lineSum = sumOf(pm.H, in.stored)
+			sum = &MessagesSum{N: pm.N + len(in.msgs), H: lineSum}
+			switch {
+			case pending == 0 && (at == nil || int(at.Depth) == pm.N):
+				msgs = in.msgs
+			case pending > 0 && len(in.stored) >= pending && sumOf(pm.H, in.stored[:pending]) == at.Metadata[metaSum]:
+				msgs = in.msgs[pending:]
+			default:
+				pl, at, msgs = onPut, parent.put, in.msgs
+			}
 		} else {
 			sums := make([]string, len(in.stored))
 			h := ""
@@ -339,53 +331,67 @@ func (s *Saver) put(ctx context.Context, cfg Config, id string, in *putInput) (*
 				h = nextSum(h, st)
 				sums[i] = h
 			}
-			if haveBase && ms.N <= len(in.msgs) && (ms.N == 0 || sums[ms.N-1] == ms.H) {
-				msgs = in.msgs[ms.N:]
-			} else {
-				nb, nmove, n, err := s.prefixBase(ctx, th, base, in.stored, sums)
-				if err != nil {
-					return nil, err
-				}
-				base, move, msgs = nb, nmove, in.msgs[n:]
-			}
 			lineSum = h
 			sum = &MessagesSum{N: len(in.msgs), H: h}
+			extends := pm != nil && pm.N <= len(in.msgs) && (pm.N == 0 || sums[pm.N-1] == pm.H)
+			switch {
+			case extends && pending == 0 && (at == nil || int(at.Depth) == pm.N):
+				msgs = in.msgs[pm.N:]
+			case extends && pending > 0 && len(sums) >= pm.N+pending && sums[pm.N+pending-1] == at.Metadata[metaSum]:
+				msgs = in.msgs[pm.N+pending:]
+			case extends:
+				pl, at, msgs = onPut, parent.put, in.msgs[pm.N:]
+			default:
+				var n int
+				if pl, at, n, err = s.prefixBase(ctx, at, sums); err != nil {
+					return nil, err
+				}
+				msgs = in.msgs[n:]
+			}
 		}
-		in.fixed[keyMsgs], _ = json.Marshal(msgsState{V: in.msgsV, N: sum.N, H: sum.H})
+	} else if at == nil {
+		lineSum = ""
 	}
-	patch := s.patch(base, in)
-	switch move {
-	case "":
-	case "reset":
-		if th.Record().Head != "" {
-			err = g.Reset(ctx, th)
-		}
-		if !in.hasMsgs {
-			lineSum = ""
-		}
-	default:
-		err = g.Rollback(ctx, th, move)
-	}
+	// What the new checkpoint takes from its parent by reference (its
+	// header's patch, its channels' values) must stay reachable from it:
+	// it is, when the new commit goes on the parent's record.
+	anchored := parent != nil && at != nil && (at.ID == parent.tip.ID || at.ID == parent.put.ID)
+	b, st, err := s.putParts(ctx, parent, anchored, in, lineSum, sum)
 	if err != nil {
+		return nil, err
+	}
+	st.V = th.Record().Version + 1
+	if sum == nil && st.Msgs != nil {
+		sum = &MessagesSum{N: st.Msgs.N, H: st.Msgs.H}
+	}
+	patch := statePatch(at, st, b.extra)
+	g := s.db.Group()
+	if err := pl.to(ctx, g, th); err != nil {
+		if errors.Is(err, errNoRestore) {
+			if in.extends != nil {
+				return nil, errStale
+			}
+			return s.putReset(ctx, th, in)
+		}
 		return nil, err
 	}
 	op := thread.OpAppend
 	if len(msgs) == 0 {
 		op = thread.OpState
 	}
-	meta := commitMeta("langgraph.checkpoint", id, lineSum)
-	if _, err := g.Commit(ctx, th, thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: meta}); err != nil {
+	opts := thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: b.meta}
+	if _, err := g.Commit(ctx, th, opts); err != nil {
 		return nil, err
 	}
-	if err := g.Checkpoint(ctx, th, id); err != nil {
+	if err := g.Checkpoint(ctx, th, in.id); err != nil {
 		return nil, err
 	}
 	err = g.Apply(ctx)
 	if errors.Is(err, thread.ErrConflict) && !errors.Is(err, thread.ErrDuplicateID) {
 		// A checkpoint of this id may exist already: it is replaced, as
 		// LangGraph's savers upsert.
-		if _, nerr := s.named(ctx, th, id); nerr == nil {
-			err = s.replace(ctx, th, id, msgs, patch, move, op, meta)
+		if _, nerr := s.named(ctx, th, in.id); nerr == nil {
+			err = s.replace(ctx, th, in.id, opts, pl)
 		}
 	}
 	if err != nil {
@@ -394,32 +400,135 @@ func (s *Saver) put(ctx context.Context, cfg Config, id string, in *putInput) (*
 	return sum, nil
 }
 
-// commitMeta is the metadata of a commit the saver makes: what it is for,
-// and the chain sum of the messages on its line (see lineSum).
-func commitMeta(what, id, sum string) map[string]string {
-	m := map[string]string{what: id}
-	if sum != "" {
-		m[metaSum] = sum
+// putReset stores a checkpoint whose messages start a new line from the
+// root: the last resort, where no earlier commit can be gone back to.
+func (s *Saver) putReset(ctx context.Context, th *thread.Thread, in *putInput) (*MessagesSum, error) {
+	parent, err := s.named(ctx, th, in.parent)
+	if err != nil && !errors.Is(err, thread.ErrNotFound) {
+		return nil, err
 	}
-	return m
+	h := sumOf("", in.stored)
+	sum := &MessagesSum{N: len(in.msgs), H: h}
+	b, st, err := s.putParts(ctx, parent, false, in, h, sum)
+	if err != nil {
+		return nil, err
+	}
+	st.V = th.Record().Version + 1
+	g := s.db.Group()
+	if err := g.Reset(ctx, th); err != nil {
+		return nil, err
+	}
+	if _, err := g.Commit(ctx, th, thread.CommitOptions{Messages: in.msgs, State: statePatch(nil, st, b.extra), Metadata: b.meta}); err != nil {
+		return nil, err
+	}
+	if err := g.Checkpoint(ctx, th, in.id); err != nil {
+		return nil, err
+	}
+	return sum, g.Apply(ctx)
 }
 
-// metaSum is the commit metadata key that holds the chain sum of the
-// messages from the root to the commit, so that a client that knows a
-// prefix of a line is sent only the rest.
-const metaSum = "langgraph.sum"
+// putParts returns the metadata of a checkpoint's put commit and the state
+// it sets: the values of the channels whose version moved are in the
+// commit; the others keep pointing where base's did, when their version
+// is base's.
+//
+// anchored says the new commit goes on base's record, so that it may
+// refer to base's commits; when not, it holds copies.
+func (s *Saver) putParts(ctx context.Context, base *record, anchored bool, in *putInput, lineSum string, sum *MessagesSum) (*bag, lgState, error) {
+	b := newBag()
+	b.meta[metaCheckpoint] = in.id
+	if lineSum != "" {
+		b.meta[metaSum] = lineSum
+	}
+	if in.parent != "" {
+		b.meta[metaParent] = in.parent
+	}
+	st := lgState{ID: in.id, Ch: map[string]chanRef{}}
+	if sum != nil {
+		st.Msgs = &msgsState{V: in.msgsV, N: sum.N, H: sum.H}
+	}
+	whole := true
+	if anchored && base.st.HD < headerChain {
+		ph, err := s.header(ctx, base.put)
+		if err != nil {
+			return nil, lgState{}, err
+		}
+		pv, err1 := decodeAny(ph)
+		nv, err2 := decodeAny(in.header)
+		po, ok1 := pv.(map[string]any)
+		no, ok2 := nv.(map[string]any)
+		if err1 == nil && err2 == nil && ok1 && ok2 {
+			if d, ok := mergeDiff(po, no); ok {
+				if dj, err := json.Marshal(d); err == nil && len(dj) < len(in.header)*3/4 {
+					b.put(metaDelta, dj)
+					b.meta[metaDeltaBase] = base.put.ID
+					st.HD, whole = base.st.HD+1, false
+				}
+			}
+		}
+	}
+	if whole {
+		b.put(metaHeader, in.header)
+	}
+	b.put(metaMeta, in.meta)
+	chans := make([]string, 0, len(in.blobs))
+	for ch := range in.blobs {
+		chans = append(chans, ch)
+	}
+	slices.Sort(chans)
+	for i, ch := range chans {
+		k := metaBlob + strconv.Itoa(i)
+		b.put(k, in.blobs[ch])
+		st.Ch[ch] = chanRef{V: in.newV[ch], K: k}
+	}
+	for ch, v := range in.versions {
+		if _, moved := in.newV[ch]; moved || base == nil {
+			continue
+		}
+		if ch == messagesChannel && st.Msgs == nil {
+			if m := base.st.Msgs; m != nil && jsonEqual(m.V, v) {
+				st.Msgs = m
+				continue
+			}
+		}
+		if ref, ok := base.st.Ch[ch]; ok && jsonEqual(ref.V, v) {
+			if !anchored {
+				blob, err := s.blob(ctx, base, ref)
+				if err != nil {
+					return nil, lgState{}, err
+				}
+				data, _ := json.Marshal(blob)
+				k := metaBlob + strconv.Itoa(len(chans))
+				chans = append(chans, ch)
+				b.put(k, data)
+				st.Ch[ch] = chanRef{V: v, K: k}
+				continue
+			}
+			if ref.At == "" {
+				ref.At = base.put.ID
+			}
+			st.Ch[ch] = ref
+		}
+	}
+	return b, st, nil
+}
 
-// lineSum returns the chain sum of the messages on the line that ends at
-// commit.
-func (s *Saver) lineSum(ctx context.Context, commit string) (string, error) {
-	if commit == "" {
-		return "", nil
+// statePatch is the patch that sets the state st (and the pieces that did
+// not fit in metadata) on the commit at.
+func statePatch(at *thread.Commit, st lgState, extra map[string]json.RawMessage) map[string]json.RawMessage {
+	patch := map[string]json.RawMessage{}
+	patch[keyState], _ = json.Marshal(st)
+	for k, v := range extra {
+		patch[k] = v
 	}
-	c, err := s.db.Store().Commit(ctx, commit)
-	if err != nil {
-		return "", err
+	if at != nil && at.StateFrom == at.ID {
+		for k := range at.State {
+			if _, ok := extra[k]; !ok && strings.HasPrefix(k, keyExtra) {
+				patch[k] = nil
+			}
+		}
 	}
-	return c.Metadata[metaSum], nil
+	return patch
 }
 
 func sumOf(h string, stored [][]byte) string {
@@ -430,25 +539,15 @@ func sumOf(h string, stored [][]byte) string {
 }
 
 // replace is put for a checkpoint id that the thread has already.
-func (s *Saver) replace(ctx context.Context, th *thread.Thread, id string, msgs []message.Message, patch map[string]json.RawMessage, move string, op thread.Op, meta map[string]string) error {
+func (s *Saver) replace(ctx context.Context, th *thread.Thread, id string, opts thread.CommitOptions, pl place) error {
 	if err := th.Refresh(ctx); err != nil {
 		return err
 	}
 	g := s.db.Group()
-	var err error
-	switch move {
-	case "":
-	case "reset":
-		if th.Record().Head != "" {
-			err = g.Reset(ctx, th)
-		}
-	default:
-		err = g.Rollback(ctx, th, move)
-	}
-	if err != nil {
+	if err := pl.to(ctx, g, th); err != nil {
 		return err
 	}
-	if _, err := g.Commit(ctx, th, thread.CommitOptions{Messages: msgs, State: patch, Op: op, Metadata: meta}); err != nil {
+	if _, err := g.Commit(ctx, th, opts); err != nil {
 		return err
 	}
 	if err := g.DropCheckpoint(ctx, th, id); err != nil {
@@ -477,30 +576,17 @@ func (s *Saver) create(ctx context.Context, cfg Config) (*thread.Thread, error) 
 	return th, err
 }
 
-// depth returns the number of messages on the line that ends at commit.
-func (s *Saver) depth(ctx context.Context, commit string) int {
-	if commit == "" {
-		return 0
-	}
-	c, err := s.db.Store().Commit(ctx, commit)
-	if err != nil {
-		return -1
-	}
-	return int(c.Depth)
-}
-
-// prefixBase finds where a messages list that does not extend base's
-// departs from it, and the checkpoint to branch from: the newest one on
-// base's line whose messages are all in the new list's prefix. It returns
-// that checkpoint (with the move to it) and how many of the new messages
-// its line holds already. stored and sums are the new list's stored forms
-// and chain sums.
-func (s *Saver) prefixBase(ctx context.Context, th *thread.Thread, base *point, stored [][]byte, sums []string) (*point, string, int, error) {
+// prefixBase finds where a messages list departs from the line that ends
+// at commit at, and the put commit on that line to go on: the newest whose
+// messages the new list starts with. It returns where to put the new
+// commit and how many of the new messages are there already. sums are the
+// new list's chain sums.
+func (s *Saver) prefixBase(ctx context.Context, at *thread.Commit, sums []string) (place, *thread.Commit, int, error) {
 	var line []*thread.Commit
-	if base.commit != "" {
-		for c, err := range s.db.Store().Ancestors(ctx, base.commit, -1) {
+	if at != nil {
+		for c, err := range s.db.Store().Ancestors(ctx, at.ID, -1) {
 			if err != nil {
-				return nil, "", 0, err
+				return place{}, nil, 0, err
 			}
 			line = append(line, c)
 		}
@@ -512,7 +598,7 @@ func (s *Saver) prefixBase(ctx context.Context, th *thread.Thread, base *point, 
 walk:
 	for _, cm := range line {
 		for _, m := range cm.Messages {
-			if p >= len(stored) {
+			if p >= len(sums) {
 				break walk
 			}
 			st, err := toStored(m)
@@ -527,68 +613,16 @@ walk:
 	}
 	for i := len(line) - 1; i >= 0; i-- {
 		cm := line[i]
-		if int(cm.Depth) > p {
+		if int(cm.Depth) > p || cm.Metadata[metaCheckpoint] == "" || cm.StateFrom != cm.ID {
 			continue
 		}
-		name := cm.Metadata["langgraph.checkpoint"]
-		if name == "" {
+		var st lgState
+		if json.Unmarshal(cm.State[keyState], &st) != nil || st.V == 0 {
 			continue
 		}
-		cp, err := s.named(ctx, th, name)
-		if err != nil {
-			if errors.Is(err, thread.ErrNotFound) {
-				continue
-			}
-			return nil, "", 0, err
-		}
-		if d := s.depth(ctx, cp.commit); d >= 0 && d <= p {
-			return cp, name, d, nil
-		}
+		return place{v: st.V, commit: cm}, cm, int(cm.Depth), nil
 	}
-	return &point{state: map[string]json.RawMessage{}}, "reset", 0, nil
-}
-
-// patch returns the state patch that makes base's state the new
-// checkpoint's: the lg/ keys set, or removed when the new checkpoint has
-// no such key. A channel keeps base's value when its version did not move.
-func (s *Saver) patch(base *point, in *putInput) map[string]json.RawMessage {
-	want := make(map[string]json.RawMessage, len(in.fixed)+len(in.versions))
-	for k, v := range in.fixed {
-		want[k] = v
-	}
-	for ch, v := range in.versions {
-		if _, moved := in.newV[ch]; moved {
-			continue
-		}
-		if ch == messagesChannel {
-			var ms msgsState
-			if raw := base.state[keyMsgs]; raw != nil && json.Unmarshal(raw, &ms) == nil && jsonEqual(ms.V, v) {
-				want[keyMsgs] = raw
-				continue
-			}
-		}
-		var cs chanState
-		if raw := base.state[keyChannel+ch]; raw != nil && json.Unmarshal(raw, &cs) == nil && jsonEqual(cs.V, v) {
-			want[keyChannel+ch] = raw
-		}
-	}
-	patch := make(map[string]json.RawMessage, len(want))
-	for k, v := range want {
-		if !bytes.Equal(base.state[k], v) {
-			patch[k] = v
-		}
-	}
-	for k := range base.state {
-		if _, ok := want[k]; !ok && len(k) > len(keyPrefix) && k[:len(keyPrefix)] == keyPrefix {
-			patch[k] = nil
-		}
-	}
-	if len(patch) == 0 {
-		// A commit in a group carries messages or state: one key, set to
-		// what it is.
-		patch[keyHeader] = want[keyHeader]
-	}
-	return patch
+	return place{reset: true}, nil, 0, nil
 }
 
 func jsonEqual(a, b json.RawMessage) bool {
@@ -630,8 +664,15 @@ func (s *Saver) PutWrites(ctx context.Context, req WritesRequest) error {
 		}
 	}
 	var err error
+	byRef := true
 	for range attempts {
-		err = s.putWrites(ctx, req)
+		err = s.putWrites(ctx, req, byRef)
+		if errors.Is(err, thread.ErrDuplicateID) && byRef {
+			// A message of the writes is on the line already (a node that
+			// edits one): the writes keep their messages themselves.
+			byRef = false
+			continue
+		}
 		if !errors.Is(err, thread.ErrConflict) {
 			break
 		}
@@ -639,24 +680,38 @@ func (s *Saver) PutWrites(ctx context.Context, req WritesRequest) error {
 	return err
 }
 
-func (s *Saver) putWrites(ctx context.Context, req WritesRequest) error {
+// storedWrite is a pending write as a mark keeps it: its messages, when
+// M is set, are the mark's own messages M[0]:M[1] — appended to the
+// thread's line as they are written, so that the checkpoint that takes
+// them in stores nothing again.
+type storedWrite struct {
+	PendingWrite
+	M []int `json:"m,omitempty"`
+}
+
+func (s *Saver) putWrites(ctx context.Context, req WritesRequest, byRef bool) error {
 	th, err := s.open(ctx, req.Config)
 	if err != nil {
 		return err
 	}
-	head, err := s.at(ctx, th.Record().Head)
-	if err != nil {
+	id := req.Config.CheckpointID
+	g := s.db.Group()
+	head, err := s.load(ctx, th.Record().Head)
+	if err != nil && !errors.Is(err, thread.ErrNotFound) {
 		return err
 	}
-	id := req.Config.CheckpointID
 	target := head
-	g := s.db.Group()
-	latest := stringOf(head.state[keyLatest])
+	latest := ""
+	if head != nil {
+		latest = head.st.Latest
+	}
 	if head.id() != id {
+		// Writes to an older checkpoint: the head moves to its record,
+		// and says which checkpoint is still the latest.
 		if target, err = s.named(ctx, th, id); err != nil {
 			return err
 		}
-		if latest == "" {
+		if latest == "" && head != nil {
 			latest = head.id()
 		}
 		if err := g.Rollback(ctx, th, id); err != nil {
@@ -666,43 +721,68 @@ func (s *Saver) putWrites(ctx context.Context, req WritesRequest) error {
 	if latest == id {
 		latest = ""
 	}
-	var ws []PendingWrite
-	if raw := target.state[keyWrites]; raw != nil {
-		if err := json.Unmarshal(raw, &ws); err != nil {
-			return fmt.Errorf("pending writes of %s: %w", id, err)
-		}
-	}
-	changed := false
-	for _, w := range req.Writes {
-		pw := PendingWrite{TaskID: req.TaskID, Channel: w.Channel, Value: w.Value, Idx: w.Idx, TaskPath: req.TaskPath}
-		i := slices.IndexFunc(ws, func(o PendingWrite) bool { return o.TaskID == pw.TaskID && o.Idx == pw.Idx })
-		switch {
-		case i < 0:
-			ws = append(ws, pw)
-			changed = true
-		case pw.Idx < 0:
-			ws[i] = pw
-			changed = true
-		}
-	}
-	if !changed {
-		return nil
-	}
-	sortWrites(ws)
-	patch := map[string]json.RawMessage{}
-	if patch[keyWrites], err = json.Marshal(ws); err != nil {
-		return err
-	}
-	if latest != "" {
-		patch[keyLatest], _ = json.Marshal(latest)
-	} else if target.state[keyLatest] != nil {
-		patch[keyLatest] = nil
-	}
-	sum, err := s.lineSum(ctx, target.commit)
+	have, err := s.writes(ctx, target)
 	if err != nil {
 		return err
 	}
-	if _, err := g.Commit(ctx, th, thread.CommitOptions{State: patch, Op: thread.OpState, Metadata: commitMeta("langgraph.writes", id, sum)}); err != nil {
+	var changes []PendingWrite
+	for _, w := range req.Writes {
+		pw := PendingWrite{TaskID: req.TaskID, Channel: w.Channel, Value: w.Value, Idx: w.Idx, TaskPath: req.TaskPath}
+		i := slices.IndexFunc(have, func(o PendingWrite) bool { return o.TaskID == pw.TaskID && o.Idx == pw.Idx })
+		if i >= 0 && pw.Idx >= 0 {
+			continue // stored already: a task's writes are put once
+		}
+		if j := slices.IndexFunc(changes, func(o PendingWrite) bool { return o.TaskID == pw.TaskID && o.Idx == pw.Idx }); j >= 0 {
+			changes[j] = pw
+			continue
+		}
+		changes = append(changes, pw)
+	}
+	if len(changes) == 0 && latest == target.st.Latest {
+		return nil
+	}
+	var msgs []message.Message
+	sum := target.tip.Metadata[metaSum]
+	sws := make([]storedWrite, len(changes))
+	for i, w := range changes {
+		sws[i].PendingWrite = w
+		if !byRef || w.Value.Messages == nil {
+			continue
+		}
+		from := len(msgs)
+		for _, raw := range w.Value.Messages {
+			m, err := fromStored(raw)
+			if err != nil {
+				return err
+			}
+			st, err := toStored(m)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, m)
+			sum = nextSum(sum, st)
+		}
+		sws[i].Value, sws[i].M = Value{}, []int{from, len(msgs)}
+	}
+	b := newBag()
+	b.meta[metaWrites] = id
+	if sum != "" {
+		b.meta[metaSum] = sum
+	}
+	list, err := json.Marshal(sws)
+	if err != nil {
+		return err
+	}
+	b.put(metaWriteList, list)
+	opts := thread.CommitOptions{Messages: msgs, Op: opWrites, Metadata: b.meta}
+	if b.extra != nil || latest != target.st.Latest {
+		// This mark sets the state: the checkpoint's, with where its put
+		// is, and what did not fit in metadata.
+		st := target.st
+		st.Put, st.Latest = target.put.ID, latest
+		opts.State = statePatch(target.tip, st, b.extra)
+	}
+	if _, err := g.Commit(ctx, th, opts); err != nil {
 		return err
 	}
 	if err := g.DropCheckpoint(ctx, th, id); err != nil {
@@ -743,17 +823,17 @@ func (s *Saver) Get(ctx context.Context, cfg Config, known *MessagesSum) (*Tuple
 }
 
 // find returns th's checkpoint id, or its latest for "".
-func (s *Saver) find(ctx context.Context, th *thread.Thread, id string) (*point, error) {
+func (s *Saver) find(ctx context.Context, th *thread.Thread, id string) (*record, error) {
 	if id == "" {
 		return s.latest(ctx, th)
 	}
 	if head := th.Record().Head; head != "" {
-		p, err := s.at(ctx, head)
-		if err != nil {
+		r, err := s.load(ctx, head)
+		if err != nil && !errors.Is(err, thread.ErrNotFound) {
 			return nil, err
 		}
-		if p.id() == id {
-			return p, nil
+		if r.id() == id && r.st.Latest == "" {
+			return r, nil
 		}
 	}
 	return s.named(ctx, th, id)
@@ -769,31 +849,34 @@ type reading struct {
 	index int // the index of the tuple being made
 }
 
-// tuple makes the CheckpointTuple of p.
-func (s *Saver) tuple(ctx context.Context, threadID, ns string, p *point, r *reading) (*Tuple, error) {
-	t := &Tuple{Config: Config{ThreadID: threadID, CheckpointNS: ns, CheckpointID: p.id()}, PendingWrites: []PendingWrite{}}
-	if err := json.Unmarshal(p.state[keyHeader], &t.Checkpoint); err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", t.Config.CheckpointID, err)
+// tuple makes the CheckpointTuple of r.
+func (s *Saver) tuple(ctx context.Context, threadID, ns string, r *record, rd *reading) (*Tuple, error) {
+	t := &Tuple{Config: Config{ThreadID: threadID, CheckpointNS: ns, CheckpointID: r.id()}}
+	header, err := s.header(ctx, r.put)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(header, &t.Checkpoint); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", r.id(), err)
 	}
 	var versions map[string]json.RawMessage
 	_ = json.Unmarshal(t.Checkpoint["channel_versions"], &versions)
 	values := make(map[string]Value, len(versions))
 	for ch, v := range versions {
-		if ch == messagesChannel {
-			var ms msgsState
-			if raw := p.state[keyMsgs]; raw != nil && json.Unmarshal(raw, &ms) == nil && jsonEqual(ms.V, v) {
-				val, err := s.messages(ctx, p.commit, ms, r)
-				if err != nil {
-					return nil, err
-				}
-				values[ch] = val
-				continue
+		if m := r.st.Msgs; ch == messagesChannel && m != nil && jsonEqual(m.V, v) {
+			val, err := s.messages(ctx, r.put.ID, *m, rd)
+			if err != nil {
+				return nil, err
 			}
+			values[ch] = val
+			continue
 		}
-		var cs chanState
-		if raw := p.state[keyChannel+ch]; raw != nil && json.Unmarshal(raw, &cs) == nil && jsonEqual(cs.V, v) {
-			b := cs.B
-			values[ch] = Value{Blob: &b}
+		if ref, ok := r.st.Ch[ch]; ok && jsonEqual(ref.V, v) {
+			b, err := s.blob(ctx, r, ref)
+			if err != nil {
+				return nil, err
+			}
+			values[ch] = Value{Blob: b}
 		}
 	}
 	cv, err := json.Marshal(values)
@@ -801,16 +884,14 @@ func (s *Saver) tuple(ctx context.Context, threadID, ns string, p *point, r *rea
 		return nil, err
 	}
 	t.Checkpoint["channel_values"] = cv
-	if err := json.Unmarshal(p.state[keyMeta], &t.Metadata); err != nil || t.Metadata == nil {
+	if err := json.Unmarshal(get(r.put, metaMeta), &t.Metadata); err != nil || t.Metadata == nil {
 		t.Metadata = map[string]json.RawMessage{}
 	}
-	if parent := stringOf(p.state[keyParent]); parent != "" {
+	if parent := r.put.Metadata[metaParent]; parent != "" {
 		t.ParentConfig = &Config{ThreadID: threadID, CheckpointNS: ns, CheckpointID: parent}
 	}
-	if raw := p.state[keyWrites]; raw != nil {
-		if err := json.Unmarshal(raw, &t.PendingWrites); err != nil {
-			return nil, err
-		}
+	if t.PendingWrites, err = s.writes(ctx, r); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -107,11 +107,14 @@ func (s *Saver) List(ctx context.Context, req ListRequest) ([]Tuple, error) {
 		if req.Limit > 0 && len(out) == req.Limit {
 			break
 		}
-		p, err := s.at(ctx, c.commit)
+		p, err := s.load(ctx, c.commit)
+		if errors.Is(err, thread.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		if p.id() != c.name || !matches(p.state[keyMeta], req.Filter) {
+		if p.id() != c.name || !matches(get(p.put, metaMeta), req.Filter) {
 			continue
 		}
 		r := reads[c.t.th.ID()]
@@ -240,7 +243,7 @@ func (s *Saver) Prune(ctx context.Context, threadIDs []string, strategy string) 
 				return err
 			}
 			keep := p.id()
-			if err := s.drop(ctx, t.th, func(name string, _ *point) bool { return name != keep }); err != nil {
+			if err := s.drop(ctx, t.th, func(name string, _ *record) bool { return name != keep }); err != nil {
 				return err
 			}
 		}
@@ -251,7 +254,7 @@ func (s *Saver) Prune(ctx context.Context, threadIDs []string, strategy string) 
 // drop deletes the checkpoints of th for which gone is true, in one group;
 // when the latest goes, the head moves to the newest that stays (or the
 // empty root).
-func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name string, p *point) bool) error {
+func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name string, p *record) bool) error {
 	for range attempts {
 		if err := th.Refresh(ctx); err != nil {
 			return err
@@ -271,7 +274,10 @@ func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name stri
 			if err != nil {
 				return err
 			}
-			p, err := s.at(ctx, cp.Commit)
+			p, err := s.load(ctx, cp.Commit)
+			if errors.Is(err, thread.ErrNotFound) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -293,7 +299,18 @@ func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name stri
 		if !dropped {
 			return nil
 		}
-		if latestGone {
+		headGone := false
+		if h, err := s.load(ctx, th.Record().Head); err == nil && gone(h.id(), h) {
+			headGone = true
+		}
+		switch {
+		case latest != nil && !latestGone && headGone:
+			// The head holds writes to a checkpoint that goes: back to
+			// the latest.
+			if err := g.Rollback(ctx, th, latest.id()); err != nil {
+				return err
+			}
+		case latestGone || headGone:
 			if newest == "" {
 				err = g.Reset(ctx, th)
 			} else {
@@ -326,11 +343,11 @@ func (s *Saver) DeleteForRuns(ctx context.Context, runIDs []string) error {
 		return err
 	}
 	for _, t := range ts {
-		err := s.drop(ctx, t.th, func(_ string, p *point) bool {
+		err := s.drop(ctx, t.th, func(_ string, p *record) bool {
 			var md struct {
 				RunID string `json:"run_id"`
 			}
-			_ = json.Unmarshal(p.state[keyMeta], &md)
+			_ = json.Unmarshal(get(p.put, metaMeta), &md)
 			return md.RunID != "" && runs[md.RunID]
 		})
 		if err != nil {

@@ -113,7 +113,9 @@ func (g *Group) headIs(e *groupEntry, h *Commit) {
 }
 
 // Commit adds a commit on t at its handle's version (or opts.IfVersion)
-// and returns it as it will be once the group is applied. Unlike
+// and returns it as it will be once the group is applied. A commit holds
+// messages, state or, alone, metadata: a mark on the thread's line that
+// costs one small record (package langgraph marks a task's writes so). Unlike
 // Thread.Commit it never retries: the group fails if t has moved. After a
 // Restore, Rollback or Reset of t in the group, the commit is made on the
 // commit they move to (the empty root for a Reset), and becomes the head
@@ -126,8 +128,8 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 			opts.Op = OpState
 		}
 	}
-	if len(opts.Messages) == 0 && opts.State == nil || opts.Kind != "" {
-		return nil, g.fail(fmt.Errorf("commit to %s in a group: no messages and no state, or a kind: %w", t.ID(), ErrInvalid))
+	if len(opts.Messages) == 0 && opts.State == nil && len(opts.Metadata) == 0 || opts.Kind != "" {
+		return nil, g.fail(fmt.Errorf("commit to %s in a group: no messages, state or metadata, or a kind: %w", t.ID(), ErrInvalid))
 	}
 	e, err := g.entry(ctx, t)
 	if err != nil {
