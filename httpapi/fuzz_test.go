@@ -294,7 +294,7 @@ func FuzzLangGraph(f *testing.F) {
 	put := `{"config":{"thread_id":"t","checkpoint_ns":"","checkpoint_id":"c01"},"checkpoint":{"v":4,"id":"c02","ts":"x","channel_versions":{"a":2,"messages":2}},` +
 		`"metadata":{"run_id":"r1"},"new_versions":{"a":2,"messages":2},"channel_values":{"a":{"blob":{"type":"json","data":"MQ=="}},` +
 		`"messages":{"messages":[{"type":"ai","data":{"id":"m2","content":"hello","tool_calls":[{"id":"c1","name":"f","args":{}}]}}],"extends":{"n":1,"h":"%s"}}}}`
-	put = fmt.Sprintf(put, strings.Repeat("0", 64))
+	put = fmt.Sprintf(put, strings.Repeat("0", 32))
 	for _, seed := range []struct {
 		body  string
 		route int
@@ -307,7 +307,7 @@ func FuzzLangGraph(f *testing.F) {
 		{`{"target_thread_id":"copy"}`, 3}, {`{"target_thread_id":"t"}`, 3},
 		{`{"thread_ids":["t","u"],"strategy":"keep_latest"}`, 4}, {`{"thread_ids":[]}`, 4},
 		{`{"run_ids":["r1"]}`, 5}, {`{"config":{"thread_id":"t","checkpoint_id":"c01"},"channels":["a","messages",""]}`, 6},
-		{`thread_id=t&messages_n=1&messages_h=` + strings.Repeat("a", 64), 7}, {`thread_id=t&checkpoint_id=c01&checkpoint_ns=`, 7},
+		{`thread_id=t&messages_n=1&messages_h=` + strings.Repeat("a", 32), 7}, {`thread_id=t&checkpoint_id=c01&checkpoint_ns=`, 7},
 		{``, 0}, {`null`, 1}, {`[]`, 2}, {`{"x":1}`, 3},
 	} {
 		f.Add(seed.body, seed.route)
