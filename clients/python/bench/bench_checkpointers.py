@@ -110,7 +110,10 @@ def run(name: str, saver: BaseCheckpointSaver[Any], turns: int, disk: Callable[[
 
 
 def files_size(*paths: Path) -> int:
-    return sum(p.stat().st_size for p in paths if p.exists())
+    """The paths' sizes summed; each told on stderr."""
+    sizes = {p.name: p.stat().st_size for p in paths if p.exists()}
+    print("  " + ", ".join(f"{n}: {b:,} bytes" for n, b in sizes.items()), file=sys.stderr)
+    return sum(sizes.values())
 
 
 @contextmanager
