@@ -10,7 +10,7 @@ a tool (a result of about 300 bytes), then answers in about 800 bytes.
 Reported, as a markdown table: the mean time of a turn (graph.invoke) over
 the first 100 and the last 100 turns, of get_state and of a history of 10
 (get_state_history limit 10) at the end, the bytes on disk (the SQLite
-files, WAL included, for loom and SqliteSaver; the sum of
+files, WAL included, for loom — at rest, after loom serve stopped — and SqliteSaver; the sum of
 pg_total_relation_size of PostgresSaver's tables) and the raw message
 bytes (the sum of len(json.dumps(message_to_dict(m))) over the final
 state's messages), and the ratio of the two.
@@ -34,7 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +187,11 @@ def main() -> int:
             loom_bin = os.environ.get("LOOM_BIN") or build_go(ROOT, "./cmd/loom", work / "loom")
             with loom_saver(work, loom_bin) as (saver, disk):
                 results.append(run("LoomSaver (loom serve, SQLite, HTTP)", saver, args.turns, disk))
+            # At rest: loom serve stopped, its WAL folded into the file (as
+            # SqliteSaver's rollback journal leaves its file after each
+            # commit); the WAL of a running server is up to ~4 MB more.
+            db = work / "loom.db"
+            results[-1] = replace(results[-1], disk=files_size(db, Path(f"{db}-wal")))
         if "sqlite" in only:
             with sqlite_saver(work) as (saver, disk):
                 results.append(run("SqliteSaver", saver, args.turns, disk))
