@@ -58,6 +58,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRun$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzListQuery$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzItems$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzLangGraph$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzState$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./workflow
 	$(GO) test -run '^$$' -fuzz '^FuzzStreams$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./openai
 	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./anthropic

@@ -286,3 +286,48 @@ func FuzzItems(f *testing.F) {
 		fuzzPost(t, s, path, body, nil)
 	})
 }
+
+// FuzzLangGraph sends random bodies to LangGraph's checkpointer routes,
+// and random queries to its GET, on a thread with two checkpoints (the
+// second extends the first's messages) and pending writes.
+func FuzzLangGraph(f *testing.F) {
+	put := `{"config":{"thread_id":"t","checkpoint_ns":"","checkpoint_id":"c01"},"checkpoint":{"v":4,"id":"c02","ts":"x","channel_versions":{"a":2,"messages":2}},` +
+		`"metadata":{"run_id":"r1"},"new_versions":{"a":2,"messages":2},"channel_values":{"a":{"blob":{"type":"json","data":"MQ=="}},` +
+		`"messages":{"messages":[{"type":"ai","data":{"id":"m2","content":"hello","tool_calls":[{"id":"c1","name":"f","args":{}}]}}],"extends":{"n":1,"h":"%s"}}}}`
+	put = fmt.Sprintf(put, strings.Repeat("0", 32))
+	for _, seed := range []struct {
+		body  string
+		route int
+	}{
+		{put, 0}, {`{"config":{"thread_id":"t"},"checkpoint":{"id":"c03","channel_values":{}}}`, 0},
+		{`{"config":{"thread_id":"t"},"checkpoint":{"id":"c09"},"channel_values":{"messages":{"messages":[{"type":"x","data":{"id":"..\/"}}]}},"new_versions":{"messages":"9"}}`, 0},
+		{`{"config":{"thread_id":"t","checkpoint_id":"c01"},"task_id":"k","task_path":"~p","writes":[{"idx":-1,"channel":"__error__","value":{"blob":{"type":"json","data":""}}}]}`, 1},
+		{`{"config":{"thread_id":"t","checkpoint_id":"c01"},"task_id":"k","writes":[{"idx":0,"channel":"messages","value":{"messages":[{"type":"human","data":{"id":"w"}}]}}]}`, 1},
+		{`{"thread_id":"t","filter":{"run_id":"r1"},"before":"c09","limit":1}`, 2}, {`{"checkpoint_ns":""}`, 2}, {`{}`, 2},
+		{`{"target_thread_id":"copy"}`, 3}, {`{"target_thread_id":"t"}`, 3},
+		{`{"thread_ids":["t","u"],"strategy":"keep_latest"}`, 4}, {`{"thread_ids":[]}`, 4},
+		{`{"run_ids":["r1"]}`, 5}, {`{"config":{"thread_id":"t","checkpoint_id":"c01"},"channels":["a","messages",""]}`, 6},
+		{`thread_id=t&messages_n=1&messages_h=` + strings.Repeat("a", 32), 7}, {`thread_id=t&checkpoint_id=c01&checkpoint_ns=`, 7},
+		{``, 0}, {`null`, 1}, {`[]`, 2}, {`{"x":1}`, 3},
+	} {
+		f.Add(seed.body, seed.route)
+	}
+	s := newServer(f, Options{MaxBodyBytes: 64 << 10})
+	paths := []string{"/v1/langgraph/checkpoints", "/v1/langgraph/writes", "/v1/langgraph/checkpoints/search",
+		"/v1/langgraph/threads/t/copy", "/v1/langgraph/prune", "/v1/langgraph/runs/delete", "/v1/langgraph/delta-history"}
+	f.Fuzz(func(t *testing.T, body string, route int) {
+		// The thread as the seeds know it: c01 with one message.
+		do(t, s, req{method: "POST", path: "/v1/langgraph/checkpoints", body: `{"config":{"thread_id":"t"},"checkpoint":{"id":"c01","channel_versions":{"messages":1}},` +
+			`"new_versions":{"messages":1},"channel_values":{"messages":{"messages":[{"type":"human","data":{"id":"m1","content":"hi"}}]}}}`})
+		route = (route%(len(paths)+1) + len(paths) + 1) % (len(paths) + 1)
+		if route == len(paths) {
+			r := httptest.NewRequest("GET", "/v1/langgraph/checkpoint", nil)
+			r.URL.RawQuery = body
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, r)
+			checkAnswer(t, w, body)
+			return
+		}
+		fuzzPost(t, s, paths[route], body, nil)
+	})
+}

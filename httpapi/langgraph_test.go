@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -863,5 +864,35 @@ func TestLangGraphSendsWhatATurnAdds(t *testing.T) {
 	want := [][]json.RawMessage{{m1, m2, m3}, {m1, m2}, {m1}}
 	if diff := jsonDiff(t, want, rebuildMessages(t, listed.Checkpoints)); diff != "" {
 		t.Errorf("listed messages (-want +got):\n%s", diff)
+	}
+}
+
+// TestLangGraphDeltaHistoryEndsOnACycle checks that delta history answers
+// when parents make a cycle — a checkpoint put as its own parent, or two
+// each naming the other (a parent a thread does not know is recorded as
+// given) — rather than walking it for ever. What it answers is not
+// LangGraph's concern (its own walk would not end): only that it does.
+func TestLangGraphDeltaHistoryEndsOnACycle(t *testing.T) {
+	a := newLGAPI(t)
+	v := map[string]int{"a": 1}
+	val := map[string]langgraph.Value{"a": blob("1")}
+	a.put(lgCheckpoint{thread: "self", parent: "c01", id: "c01", versions: v, moved: v, values: val})
+	a.put(lgCheckpoint{thread: "pair", parent: "c03", id: "c02", versions: v, moved: v, values: val})
+	a.put(lgCheckpoint{thread: "pair", parent: "c02", id: "c03", versions: v, moved: v, values: val})
+	for _, cfg := range []langgraph.Config{{ThreadID: "self"}, {ThreadID: "pair", CheckpointID: "c02"}, {ThreadID: "pair", CheckpointID: "c03"}} {
+		done := make(chan int, 1)
+		go func() {
+			w := do(t, a.s, req{method: "POST", path: "/v1/langgraph/delta-history", key: keyA,
+				body: langgraph.DeltaRequest{Config: cfg, Channels: []string{"a", "none"}}})
+			done <- w.Code
+		}()
+		select {
+		case code := <-done:
+			if code != http.StatusOK {
+				t.Errorf("delta history at %+v: status %d", cfg, code)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("delta history at %+v: no answer after 10 s", cfg)
+		}
 	}
 }

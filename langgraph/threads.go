@@ -389,7 +389,11 @@ func (s *Saver) DeltaHistory(ctx context.Context, req DeltaRequest) (DeltaRespon
 			cursor = t.ParentConfig
 		}
 	}
-	for cursor != nil && len(remaining) > 0 {
+	// Parents are what clients said: a checkpoint put as its own parent,
+	// or two naming each other, end the walk where it comes round.
+	visited := map[string]bool{req.Config.CheckpointID: true}
+	for cursor != nil && len(remaining) > 0 && !visited[cursor.CheckpointID] {
+		visited[cursor.CheckpointID] = true
 		p, err := s.find(ctx, th, cursor.CheckpointID)
 		if errors.Is(err, thread.ErrNotFound) {
 			break
