@@ -44,6 +44,8 @@ interface Result {
   getState: number;
   history10: number;
   disk: number;
+  /** The files' bytes once the store is closed (SQLite folds its WAL in); undefined where not files. */
+  atRest?: number;
   raw: number;
 }
 
@@ -52,6 +54,8 @@ interface Subject {
   saver: BaseCheckpointSaver;
   disk(): Promise<number>;
   close(): Promise<void>;
+  /** The bytes on disk after close, for a store kept in files. */
+  atRest?(): number;
 }
 
 function mean(xs: number[]): number {
@@ -117,6 +121,7 @@ async function loomSubject(dir: string): Promise<Subject> {
     saver: new LoomSaver({ url: server.url }),
     disk: async () => dirBytes(dbDir),
     close: () => server.stop(),
+    atRest: () => dirBytes(dbDir),
   };
 }
 
@@ -130,6 +135,7 @@ async function sqliteSubject(dir: string): Promise<Subject> {
     saver,
     disk: async () => dirBytes(dbDir),
     close: async () => saver.db.close(),
+    atRest: () => dirBytes(dbDir),
   };
 }
 
@@ -177,11 +183,14 @@ try {
     const make = makers[name];
     if (!make) throw new Error(`unknown saver ${name}: loom, sqlite or postgres`);
     const subject = await make(dir);
+    let result: Result | undefined;
     try {
-      results.push(await run(subject));
+      result = await run(subject);
     } finally {
       await subject.close();
     }
+    if (subject.atRest) result.atRest = subject.atRest();
+    results.push(result);
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });
@@ -189,10 +198,14 @@ try {
 
 const window = Math.min(100, turns);
 console.log(`${turns} turns of the chat agent (a tool call each turn; messages of ~200, ~300 and ~800 bytes), Node ${process.version}\n`);
-console.log(`| checkpointer | turn, first ${window} (ms) | turn, last ${window} (ms) | getState (ms) | history of 10 (ms) | bytes on disk | raw message bytes | disk / raw |`);
-console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
+console.log(
+  `| checkpointer | turn, first ${window} (ms) | turn, last ${window} (ms) | getState (ms) | history of 10 (ms) | bytes on disk (with WAL) | disk / raw | at rest (closed) | at rest / raw | raw message bytes |`,
+);
+console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of results) {
+  const rest = r.atRest === undefined ? "—" : fmtBytes(r.atRest);
+  const restRatio = r.atRest === undefined ? "—" : `${(r.atRest / r.raw).toFixed(1)}×`;
   console.log(
-    `| ${r.name} | ${r.first.toFixed(2)} | ${r.last.toFixed(2)} | ${r.getState.toFixed(2)} | ${r.history10.toFixed(2)} | ${fmtBytes(r.disk)} | ${fmtBytes(r.raw)} | ${(r.disk / r.raw).toFixed(1)}× |`,
+    `| ${r.name} | ${r.first.toFixed(2)} | ${r.last.toFixed(2)} | ${r.getState.toFixed(2)} | ${r.history10.toFixed(2)} | ${fmtBytes(r.disk)} | ${(r.disk / r.raw).toFixed(1)}× | ${rest} | ${restRatio} | ${fmtBytes(r.raw)} |`,
   );
 }
