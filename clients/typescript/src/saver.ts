@@ -19,7 +19,7 @@ import {
 import { LoomClient, LoomError } from "./client.js";
 import { KnownLists } from "./lists.js";
 import { MESSAGES_CHANNEL, fromStoredMessages, toStoredMessages } from "./messages.js";
-import type { Config, ListRequest, PendingWrite as WirePendingWrite, Tuple, Value } from "./wire.js";
+import type { Config, ListRequest, PendingWrite as WirePendingWrite, Tuple, Value, WritesRequest } from "./wire.js";
 
 export interface LoomSaverOptions {
   /** loom serve's base URL, e.g. `http://127.0.0.1:8080`. */
@@ -53,8 +53,16 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
    * for, so that such writes follow their checkpoint.
    */
   readonly #known = new RecentSet(10_000);
-  readonly #inflight = new Map<string, Set<Promise<unknown>>>();
+  /** Per thread, the requests in flight here; a put maps to its parent's key (it waits for that one's writes). */
+  readonly #inflight = new Map<string, Map<Promise<unknown>, string | undefined>>();
   readonly #puts = new Map<string, Deferred>();
+  /**
+   * The writes this saver is sending, per checkpoint: a put waits for those
+   * of its parent, so that loom takes a step's written messages before the
+   * checkpoint that lists them (else it answers the put's extends 409 and
+   * the whole list goes again).
+   */
+  readonly #writing = new Map<string, Set<Promise<unknown>>>();
   readonly #lists = new KnownLists();
 
   constructor(options: LoomSaverOptions) {
@@ -120,11 +128,14 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     // Before any await: writes sent from now on wait for this put.
     const waiting = new Deferred();
     this.#puts.set(ck, waiting);
+    const parentCk = wireConfig.checkpoint_id === undefined ? undefined : checkpointKey(threadId, wireConfig.checkpoint_ns, wireConfig.checkpoint_id);
     let flying = this.#inflight.get(thread);
-    if (flying === undefined) this.#inflight.set(thread, (flying = new Set()));
+    if (flying === undefined) this.#inflight.set(thread, (flying = new Map()));
     const settled = waiting.promise.catch(() => {});
-    flying.add(settled);
+    flying.set(settled, parentCk);
     try {
+      const parentWrites = parentCk === undefined ? undefined : this.#writing.get(parentCk);
+      if (parentWrites !== undefined) await Promise.all(parentWrites);
       const { channel_values: values, ...header } = checkpoint;
       const all = (values ?? {}) as Record<string, unknown>;
       const channelValues: Record<string, Value> = {};
@@ -197,6 +208,23 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
     const body = { config: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpointId }, task_id: taskId, task_path: taskPath, writes: wire };
     const ck = checkpointKey(threadId, ns, checkpointId);
     const thread = threadKey(threadId, ns);
+    const sending = this.#sendWrites(thread, ck, body);
+    const done = sending.then(
+      () => {},
+      () => {},
+    );
+    let set = this.#writing.get(ck);
+    if (set === undefined) this.#writing.set(ck, (set = new Set()));
+    set.add(done);
+    try {
+      await sending;
+    } finally {
+      set.delete(done);
+      if (set.size === 0 && this.#writing.get(ck) === set) this.#writing.delete(ck);
+    }
+  }
+
+  async #sendWrites(thread: string, ck: string, body: WritesRequest): Promise<void> {
     await this.#afterPutOf(thread, ck);
     try {
       await this.#flying(thread, this.client.putWrites(body));
@@ -216,14 +244,14 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
       () => {},
       () => {},
     );
-    let set = this.#inflight.get(thread);
-    if (set === undefined) this.#inflight.set(thread, (set = new Set()));
-    set.add(done);
+    let flying = this.#inflight.get(thread);
+    if (flying === undefined) this.#inflight.set(thread, (flying = new Map()));
+    flying.set(done, undefined);
     try {
       return await p;
     } finally {
-      set.delete(done);
-      if (set.size === 0 && this.#inflight.get(thread) === set) this.#inflight.delete(thread);
+      flying.delete(done);
+      if (flying.size === 0 && this.#inflight.get(thread) === flying) this.#inflight.delete(thread);
     }
   }
 
@@ -231,7 +259,8 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
    * afterPutOf returns once the writes of checkpoint key ck can follow it:
    * when loom has it (put or read here), when its put here is done (it
    * throws that put's error), or when no request of its thread is in flight
-   * here and no put of ck started after them. LangGraph's loop calls a put
+   * here (but a put waiting for ck's writes) and no put of ck started after
+   * them. LangGraph's loop calls a put
    * a few microtasks after what it waits for settles (the put before it,
    * and the writes to delta channels before it), so a put of ck that is
    * coming has started by the next macrotask after those.
@@ -244,13 +273,14 @@ export class LoomSaver extends BaseCheckpointSaver<number> {
         await put.promise;
         return;
       }
-      const flying = this.#inflight.get(thread);
-      if (flying === undefined || flying.size === 0) {
+      // A put that waits for these very writes is not waited for.
+      const others = [...(this.#inflight.get(thread) ?? [])].filter(([, parent]) => parent !== ck).map(([p]) => p);
+      if (others.length === 0) {
         await new Promise<void>((resolve) => setImmediate(resolve));
         if (this.#puts.has(ck)) continue;
         return;
       }
-      await Promise.race(flying);
+      await Promise.race(others);
     }
   }
 
