@@ -14,8 +14,22 @@ import (
 // metaKey is the message metadata key that keeps what a loom message has
 // no field for: the LangChain message's data other than its content, tool
 // calls, tool call id and id (additional_kwargs, response_metadata, name,
-// usage_metadata, …), and its type.
+// usage_metadata, …), as it came.
 const metaKey = "langchain"
+
+// metaTypeKey keeps a LangChain message's type where its role does not
+// say it (a chat or function message, a chunk).
+const metaTypeKey = "langchain_type"
+
+// typeOf is the LangChain message type of a loom role.
+func typeOf(r message.Role) string {
+	for t, role := range roles {
+		if role == r {
+			return t
+		}
+	}
+	return string(r)
+}
 
 // stored is a LangChain message in its stored form (message_to_dict in
 // Python, toDict in JavaScript).
@@ -94,7 +108,6 @@ func fromStored(raw json.RawMessage) (message.Message, error) {
 			delete(rest, "tool_call_id")
 		}
 	}
-	rest["type"] = s.Type
 	meta := make(map[string]any, len(rest))
 	for k, v := range rest {
 		if r, ok := v.(json.RawMessage); ok {
@@ -109,6 +122,9 @@ func fromStored(raw json.RawMessage) (message.Message, error) {
 		meta[k] = v
 	}
 	m.Metadata = map[string]any{metaKey: meta}
+	if typeOf(m.Role) != s.Type {
+		m.Metadata[metaTypeKey] = s.Type
+	}
 	if err := m.Validate(); err != nil {
 		return message.Message{}, invalidf("a message: %v", err)
 	}
@@ -151,23 +167,20 @@ func validRole(s string) bool {
 
 // toStored gives back the stored LangChain message that fromStored took.
 func toStored(m message.Message) (json.RawMessage, error) {
+	typ := typeOf(m.Role)
+	if t, ok := m.Metadata[metaTypeKey].(string); ok {
+		typ = t
+	}
 	meta, _ := m.Metadata[metaKey].(map[string]any)
 	if meta == nil {
 		// A message that came another way (loom's API, an agent): the
 		// LangChain message of its role.
-		typ := string(m.Role)
-		for t, r := range roles {
-			if r == m.Role {
-				typ = t
-			}
-		}
 		meta = map[string]any{"type": typ, "content": "", "additional_kwargs": map[string]any{}, "response_metadata": map[string]any{}}
 	}
 	data := make(map[string]any, len(meta)+3)
 	for k, v := range meta {
 		data[k] = v
 	}
-	typ, _ := data["type"].(string)
 	if m.ID != "" {
 		data["id"] = m.ID
 	}

@@ -18,6 +18,9 @@ var storedCases = []string{
 	`{"type":"system","data":{"content":"be brief","type":"system","id":"s 1 with spaces/and:colons"}}`,
 	`{"type":"chat","data":{"content":"x","role":"critic","type":"chat","id":"c-1"}}`,
 	`{"type":"AIMessageChunk","data":{"content":"chunk","type":"AIMessageChunk","id":"k1"}}`,
+	// LangChain.js's stored form: no type in data.
+	`{"type":"ai","data":{"content":"from js","id":"js-1","tool_calls":[],"additional_kwargs":{},"response_metadata":{}}}`,
+	`{"type":"chat","data":{"content":"x","role":"critic","id":"js-2"}}`,
 }
 
 // A LangChain message kept as a loom message gives back its data as it
