@@ -218,12 +218,17 @@ var errLineUnknown = errors.New("the ids on the head's line are not at hand")
 // queues again, up to the DB's retries. A line the DB cannot remember is
 // errLineUnknown.
 func (t *Thread) appendQueued(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
+	// Each try that finds a head whose line is not at hand follows another
+	// writer's commit, whose line the DB takes up a moment after the
+	// store has it: on a hot thread that is progress, not a lost race, and
+	// takes more tries than AppendRetries allows for lost races.
+	tries := max(t.db.retries, queuedTries)
 	for try := 0; ; try++ {
 		c, err := t.appendLocked(ctx, ap, opts)
 		if !errors.Is(err, errLineUnknown) {
 			return c, err
 		}
-		if try >= t.db.retries {
+		if try >= tries {
 			return nil, fmt.Errorf("commit to %s: the thread moved on under every try: %w", t.ID(), ErrConflict)
 		}
 		if err := t.Refresh(ctx); err != nil {
@@ -237,12 +242,16 @@ func (t *Thread) appendQueued(ctx context.Context, ap Appender, opts CommitOptio
 			if err := t.db.checkLine(ctx, head, opts.Messages); err != nil {
 				return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
 			}
-			if !t.db.ids.has(head.ID) {
+			if !t.db.ids.has(head.ID) && (t.db.ids.budget < 0 || head.Depth > int64(t.db.ids.budget)) {
 				return nil, errLineUnknown
 			}
 		}
 	}
 }
+
+// queuedTries bounds the tries of an append in the store's queue that
+// finds heads whose lines are not at hand yet.
+const queuedTries = 64
 
 // appendLocked makes a pure append's commit on the head the store holds under
 // the thread's lock (Appender). Messages with ids of their own are checked
@@ -251,7 +260,6 @@ func (t *Thread) appendQueued(ctx context.Context, ap Appender, opts CommitOptio
 func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
 	var (
 		c   *Commit
-		on  *Commit // the head c goes on
 		rec *Record
 		mv  Move
 	)
@@ -272,7 +280,14 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 		if err != nil {
 			return nil, err
 		}
-		c, on, rec, mv = cc, head, r, Move{Thread: r.ID, From: r.Version, Head: cc.ID, Op: opts.Op, Time: now}
+		// The line moves to the new commit here, under the store's lock:
+		// the next append in the queue finds it. Were it moved after the
+		// lock is let go, that append would find a head whose line is not
+		// at hand, and queue again, until it ran out of tries on a hot
+		// thread. Should the batch not apply, the line goes with a commit
+		// that is no head, and the next append reads it again.
+		t.db.committed(head, cc)
+		c, rec, mv = cc, r, Move{Thread: r.ID, From: r.Version, Head: cc.ID, Op: opts.Op, Time: now}
 		return &Batch{Commits: []*Commit{cc}, Moves: []Move{mv}}, nil
 	})
 	if errors.Is(err, errLineUnknown) {
@@ -281,7 +296,6 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 	if err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
 	}
-	t.db.committed(on, c)
 	t.db.published(&Batch{Commits: []*Commit{c}, Moves: []Move{mv}})
 	t.advance(moved(rec, mv), c.header())
 	return c, nil
