@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode"
@@ -84,7 +86,8 @@ func lgValue(name, channel string, v langgraph.Value, extends bool) error {
 		if json.Unmarshal(raw, &m) != nil || m == nil {
 			return invalidf("%s: expected a stored message, {\"type\", \"data\"}", what)
 		}
-		for k := range m {
+		// In name order, so that the same body gets the same answer.
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if k != "type" && k != "data" {
 				return invalidf("%s: unknown member %q: a stored message has type and data", what, clip(k))
 			}
@@ -106,8 +109,8 @@ func lgValue(name, channel string, v langgraph.Value, extends bool) error {
 // lgVersions checks versions (channel_versions, new_versions): numbers or
 // strings.
 func lgVersions(name string, vs map[string]json.RawMessage) error {
-	for ch, v := range vs {
-		v = bytes.TrimSpace(v)
+	for _, ch := range slices.Sorted(maps.Keys(vs)) {
+		v := bytes.TrimSpace(vs[ch])
 		if len(v) == 0 || (v[0] != '"' && v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
 			return invalidf("%s[%q]: a version is a number or a string", name, clip(ch))
 		}
@@ -136,8 +139,8 @@ func (s *Server) lgPut(w http.ResponseWriter, r *http.Request) error {
 	if err := lgVersions("new_versions", req.NewVersions); err != nil {
 		return err
 	}
-	for ch, v := range req.ChannelValues {
-		if err := lgValue(fmt.Sprintf("channel_values[%q]", clip(ch)), ch, v, true); err != nil {
+	for _, ch := range slices.Sorted(maps.Keys(req.ChannelValues)) {
+		if err := lgValue(fmt.Sprintf("channel_values[%q]", clip(ch)), ch, req.ChannelValues[ch], true); err != nil {
 			return err
 		}
 	}

@@ -276,7 +276,7 @@ func TestLangGraphRefusesBadInput(t *testing.T) {
 		}), "invalid", "messages[0]"},
 		{"put: a message of another shape", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) {
 			b["channel_values"] = map[string]any{"messages": messages(json.RawMessage(`{"role":"user","content":"hi"}`))}
-		}), "invalid", "role"},
+		}), "invalid", "content"},
 		{"put: a message without a type", "POST", "/v1/langgraph/checkpoints", put(func(b map[string]any) {
 			b["channel_values"] = map[string]any{"messages": messages(json.RawMessage(`{"data":{"id":"m1"}}`))}
 		}), "invalid", "messages[0].type"},

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -148,7 +149,8 @@ func (s *Saver) prepare(req PutRequest, id string, versions map[string]json.RawM
 	if in.meta, err = json.Marshal(meta); err != nil {
 		return nil, invalidf("metadata: %v", err)
 	}
-	for ch, v := range req.ChannelValues {
+	for _, ch := range slices.Sorted(maps.Keys(req.ChannelValues)) {
+		v := req.ChannelValues[ch]
 		if ch == "" || len(ch) > maxChannel || !printable(ch) {
 			return nil, invalidf("channel %q: 1 to %d printable bytes", clip(ch), maxChannel)
 		}
