@@ -69,8 +69,11 @@ func labelValue(s string) string {
 		return s
 	}
 	sum := sha256.Sum256([]byte(s))
-	return "sha256:" + hex.EncodeToString(sum[:16])
+	return hashPrefix + hex.EncodeToString(sum[:16])
 }
+
+// hashPrefix begins a label value that is a name's hash.
+const hashPrefix = "sha256:"
 
 func labels(threadID, ns string) map[string]string {
 	l := map[string]string{LabelKind: kindValue, LabelThread: labelValue(threadID)}

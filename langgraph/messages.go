@@ -181,7 +181,8 @@ func toStored(m message.Message) (json.RawMessage, error) {
 	for k, v := range meta {
 		data[k] = v
 	}
-	if m.ID != "" {
+	if _, kept := data["id"]; !kept && m.ID != "" {
+		// An id that is no loom id stayed in data as it came.
 		data["id"] = m.ID
 	}
 	var calls []any

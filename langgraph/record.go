@@ -39,6 +39,7 @@ const (
 	metaParent     = "lg.parent"
 	metaBlob       = "lg.b" // + a number: a channel's value
 	metaWriteList  = "lg.w"
+	metaDropped    = "lg.dropped" // on a drop mark: how many checkpoints it dropped
 )
 
 // State keys.
@@ -56,6 +57,7 @@ const (
 // Ops of the commits the saver makes.
 const (
 	opWrites thread.Op = "writes"
+	opDrop   thread.Op = "drop"
 )
 
 // lgState is the state of a LangGraph thread at a commit.
@@ -74,6 +76,10 @@ type lgState struct {
 	Latest string `json:"latest,omitempty"`
 	// V is the thread's version when the put commit became its head.
 	V int64 `json:"v,omitempty"`
+	// TID and NS are the thread's names when its labels hold their hashes
+	// (too long, or not printable).
+	TID string `json:"tid,omitempty"`
+	NS  string `json:"ns,omitempty"`
 	// HD counts the merge patches the header is kept as, back to a whole
 	// one (0: kept whole).
 	HD int `json:"hd,omitempty"`

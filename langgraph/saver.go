@@ -105,7 +105,15 @@ func (s *Saver) Put(ctx context.Context, req PutRequest) (PutResponse, error) {
 	}
 	var sum *MessagesSum
 	for range attempts {
+		in.tid, in.ns = cfg.ThreadID, cfg.CheckpointNS
 		sum, err = s.put(ctx, cfg, in)
+		if errors.Is(err, errExists) {
+			// The checkpoint is there already: it is replaced, as
+			// LangGraph's savers upsert, by a put made anew that drops
+			// the old name in the same group.
+			in.replace = true
+			continue
+		}
 		if !errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrDuplicateID) || errors.Is(err, errStale) {
 			break
 		}
@@ -130,6 +138,11 @@ type putInput struct {
 	// The messages channel, when it holds messages: msgs (all of them, or
 	// those after extends), their stored forms, and its version.
 	hasMsgs bool
+	// replace says the checkpoint's id is taken: its name is dropped and
+	// made anew in the put's group.
+	replace bool
+	// tid and ns are the names, kept in the state when a label cannot.
+	tid, ns string
 	msgs    []message.Message
 	stored  [][]byte
 	extends *MessagesSum
@@ -190,6 +203,9 @@ func (s *Saver) prepare(req PutRequest, id string, versions map[string]json.RawM
 	}
 	return in, nil
 }
+
+// errExists says a put's checkpoint id is taken on its thread.
+var errExists = errors.New("the checkpoint exists")
 
 // errStale answers a put whose messages extend a list that is not its
 // parent's: the client sends the whole list instead.
@@ -363,6 +379,13 @@ func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum
 		return nil, err
 	}
 	st.V = th.Record().Version + 1
+	if in.replace && head != nil {
+		// A checkpoint put again is not the latest for that, when a
+		// greater id is (LangGraph's latest is the greatest).
+		if l := cmp.Or(head.st.Latest, head.id()); l > in.id {
+			st.Latest = l
+		}
+	}
 	if sum == nil && st.Msgs != nil {
 		sum = &MessagesSum{N: st.Msgs.N, H: st.Msgs.H}
 	}
@@ -385,21 +408,35 @@ func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum
 	if _, err := g.Commit(ctx, th, opts); err != nil {
 		return nil, err
 	}
+	if in.replace {
+		if err := g.DropCheckpoint(ctx, th, in.id); err != nil {
+			return nil, err
+		}
+	}
 	if err := g.Checkpoint(ctx, th, in.id); err != nil {
 		return nil, err
 	}
-	err = g.Apply(ctx)
-	if errors.Is(err, thread.ErrConflict) && !errors.Is(err, thread.ErrDuplicateID) {
-		// A checkpoint of this id may exist already: it is replaced, as
-		// LangGraph's savers upsert.
-		if _, nerr := s.named(ctx, th, in.id); nerr == nil {
-			err = s.replace(ctx, th, in.id, opts, pl)
+	if err = g.Apply(ctx); err == nil {
+		return sum, nil
+	}
+	if errors.Is(err, thread.ErrConflict) {
+		if r, nerr := s.named(ctx, th, in.id); nerr == nil {
+			if errors.Is(err, thread.ErrDuplicateID) && !in.replace {
+				// The same put, made by another request first (a client's
+				// retry): it is done.
+				if m := r.st.Msgs; m != nil {
+					return &MessagesSum{N: m.N, H: m.H}, nil
+				}
+				return sum, nil
+			}
+			if !in.replace {
+				return nil, errExists
+			}
+		} else if in.replace && errors.Is(nerr, thread.ErrNotFound) {
+			in.replace = false
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return sum, nil
+	return nil, err
 }
 
 // putReset stores a checkpoint whose messages start a new line from the
@@ -446,6 +483,12 @@ func (s *Saver) putParts(ctx context.Context, base *record, anchored bool, in *p
 		b.meta[metaParent] = in.parent
 	}
 	st := lgState{ID: in.id, Ch: map[string]chanRef{}}
+	if labelValue(in.tid) != in.tid {
+		st.TID = in.tid
+	}
+	if labelValue(in.ns) != in.ns {
+		st.NS = in.ns
+	}
 	if sum != nil {
 		st.Msgs = &msgsState{V: in.msgsV, N: sum.N, H: sum.H}
 	}
@@ -538,27 +581,6 @@ func sumOf(h string, stored [][]byte) string {
 		h = nextSum(h, st)
 	}
 	return h
-}
-
-// replace is put for a checkpoint id that the thread has already.
-func (s *Saver) replace(ctx context.Context, th *thread.Thread, id string, opts thread.CommitOptions, pl place) error {
-	if err := th.Refresh(ctx); err != nil {
-		return err
-	}
-	g := s.db.Group()
-	if err := pl.to(ctx, g, th); err != nil {
-		return err
-	}
-	if _, err := g.Commit(ctx, th, opts); err != nil {
-		return err
-	}
-	if err := g.DropCheckpoint(ctx, th, id); err != nil {
-		return err
-	}
-	if err := g.Checkpoint(ctx, th, id); err != nil {
-		return err
-	}
-	return g.Apply(ctx)
 }
 
 // create makes the thread of cfg; a subgraph's thread is linked to its

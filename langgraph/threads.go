@@ -1,11 +1,13 @@
 package langgraph
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/loomthreads/loom/thread"
@@ -33,12 +35,20 @@ func (s *Saver) namespaces(ctx context.Context, threadID string, all bool) ([]ns
 		}
 		l := th.Record().Labels
 		t := nsThread{th: th, threadID: l[LabelThread], ns: l[LabelNS]}
-		if !all {
-			t.threadID = threadID
+		if strings.HasPrefix(t.threadID, hashPrefix) || strings.HasPrefix(t.ns, hashPrefix) {
+			// A label holds a hash: the names are in the state.
+			r, err := s.load(ctx, th.Record().Head)
+			if err != nil {
+				continue
+			}
+			t.threadID, t.ns = cmp.Or(r.st.TID, t.threadID), cmp.Or(r.st.NS, t.ns)
 		}
-		if !all && th.ID() != ThreadKey(threadID, t.ns) && !strings.HasPrefix(th.ID(), "lg.h") {
-			// Another thread_id with the same hashed label.
-			continue
+		if !all {
+			if th.ID() != ThreadKey(threadID, t.ns) {
+				// Another thread_id with the same hashed label.
+				continue
+			}
+			t.threadID = threadID
 		}
 		out = append(out, t)
 	}
@@ -267,7 +277,7 @@ func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name stri
 			return err
 		}
 		g := s.db.Group()
-		var dropped bool
+		dropped := 0
 		newest := ""
 		latestGone := false
 		for cp, err := range th.Checkpoints(ctx) {
@@ -288,7 +298,7 @@ func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name stri
 				if err := g.DropCheckpoint(ctx, th, cp.Name); err != nil {
 					return err
 				}
-				dropped = true
+				dropped++
 				if latest != nil && cp.Name == latest.id() {
 					latestGone = true
 				}
@@ -296,7 +306,7 @@ func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name stri
 			}
 			newest = max(newest, cp.Name)
 		}
-		if !dropped {
+		if dropped == 0 {
 			return nil
 		}
 		headGone := false
@@ -317,6 +327,21 @@ func (s *Saver) drop(ctx context.Context, th *thread.Thread, gone func(name stri
 				err = g.Rollback(ctx, th, newest)
 			}
 			if err != nil {
+				return err
+			}
+		default:
+			// A mark on the head ties the drops to the thread's version:
+			// a checkpoint put meanwhile fails the group, and the names
+			// are read again, so the new latest's is never dropped.
+			head, err := s.commit(ctx, th.Record().Head)
+			if err != nil {
+				return err
+			}
+			meta := map[string]string{metaDropped: strconv.Itoa(dropped)}
+			if sum := head.Metadata[metaSum]; sum != "" {
+				meta[metaSum] = sum
+			}
+			if _, err := g.Commit(ctx, th, thread.CommitOptions{Op: opDrop, Metadata: meta}); err != nil {
 				return err
 			}
 		}
