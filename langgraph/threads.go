@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -399,51 +400,77 @@ func (s *Saver) DeltaHistory(ctx context.Context, req DeltaRequest) (DeltaRespon
 	}
 	seeds := map[string]Value{}
 	th, err := s.open(ctx, req.Config)
-	var cursor *Config
-	switch {
-	case errors.Is(err, thread.ErrNotFound):
-	case err != nil:
+	if errors.Is(err, thread.ErrNotFound) {
+		th = nil
+	} else if err != nil {
 		return DeltaResponse{}, err
-	default:
-		t, err := s.Get(ctx, req.Config, nil)
-		switch {
-		case errors.Is(err, thread.ErrNotFound):
-		case err != nil:
+	}
+	var r *record
+	if th != nil {
+		if r, err = s.find(ctx, th, req.Config.CheckpointID); err != nil && !errors.Is(err, thread.ErrNotFound) {
 			return DeltaResponse{}, err
-		default:
-			cursor = t.ParentConfig
 		}
 	}
-	// Parents are what clients said: a checkpoint put as its own parent,
-	// or two naming each other, end the walk where it comes round.
-	visited := map[string]bool{req.Config.CheckpointID: true}
-	for cursor != nil && len(remaining) > 0 && !visited[cursor.CheckpointID] {
-		visited[cursor.CheckpointID] = true
-		p, err := s.find(ctx, th, cursor.CheckpointID)
-		if errors.Is(err, thread.ErrNotFound) {
+	// The walk reads each ancestor's record, not its tuple: its writes,
+	// and where its channels' values are; a value is read only for a seed.
+	// The names are listed once, for the parents not on the head.
+	var names map[string]string
+	visited := map[string]bool{}
+	for r != nil && len(remaining) > 0 {
+		visited[r.id()] = true
+		parent := r.put.Metadata[metaParent]
+		if parent == "" || visited[parent] {
+			// Parents are what clients said: a checkpoint put as its own
+			// parent, or two naming each other, end the walk there.
 			break
 		}
+		if names == nil {
+			names = map[string]string{}
+			for cp, err := range th.Checkpoints(ctx) {
+				if err != nil {
+					return DeltaResponse{}, err
+				}
+				names[cp.Name] = cp.Commit
+			}
+		}
+		commit, ok := names[parent]
+		if !ok {
+			break
+		}
+		if r, err = s.load(ctx, commit); err != nil {
+			if errors.Is(err, thread.ErrNotFound) {
+				break
+			}
+			return DeltaResponse{}, err
+		}
+		ws, err := s.writes(ctx, r)
 		if err != nil {
 			return DeltaResponse{}, err
 		}
-		t, err := s.tuple(ctx, cursor.ThreadID, cursor.CheckpointNS, p, &reading{})
-		if err != nil {
-			return DeltaResponse{}, err
-		}
-		for _, w := range slices.Backward(t.PendingWrites) {
+		for _, w := range slices.Backward(ws) {
 			if remaining[w.Channel] {
 				collected[w.Channel] = append(collected[w.Channel], w)
 			}
 		}
-		var values map[string]Value
-		_ = json.Unmarshal(t.Checkpoint["channel_values"], &values)
-		for ch := range remaining {
-			if v, ok := values[ch]; ok {
-				seeds[ch] = v
-				delete(remaining, ch)
+		for _, ch := range slices.Sorted(maps.Keys(remaining)) {
+			var v Value
+			switch ref, ok := r.st.Ch[ch]; {
+			case ch == messagesChannel && r.st.Msgs != nil:
+				if v, err = s.messages(ctx, r.put.ID, *r.st.Msgs, &reading{}); err != nil {
+					return DeltaResponse{}, err
+				}
+			case ok:
+				b, err := s.blob(ctx, r, ref)
+				if err != nil {
+					return DeltaResponse{}, err
+				}
+				v = Value{Blob: b}
+			default:
+				continue
 			}
+			seeds[ch] = v
+			delete(remaining, ch)
 		}
-		cursor = t.ParentConfig
 	}
 	for _, ch := range req.Channels {
 		ws := collected[ch]
