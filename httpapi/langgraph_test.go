@@ -896,3 +896,65 @@ func TestLangGraphDeltaHistoryEndsOnACycle(t *testing.T) {
 		}
 	}
 }
+
+// TestLangGraphThreadIsALoomThread reads a LangGraph thread through the
+// routes loom's page uses: it is listed with its labels, its messages are
+// loom messages (a person reads the text; the answer's role is the
+// assistant's), its checkpoints are the timeline's, and a branch made by
+// updateState on an old checkpoint is in its history.
+func TestLangGraphThreadIsALoomThread(t *testing.T) {
+	a := newLGAPI(t)
+	v := func(n int) map[string]int { return map[string]int{"messages": n} }
+	m1, m2, m3 := lcMessage("human", "m1", "hello"), lcMessage("ai", "m2", "hi there"), lcMessage("ai", "m3", "hi, edited")
+	a.put(lgCheckpoint{thread: "chat", id: "c01", versions: v(1), moved: v(1), values: map[string]langgraph.Value{"messages": messages(m1)}})
+	a.put(lgCheckpoint{thread: "chat", parent: "c01", id: "c02", versions: v(2), moved: v(2), values: map[string]langgraph.Value{"messages": messages(m1, m2)}})
+	// updateState on c01: a branch with another answer.
+	a.put(lgCheckpoint{thread: "chat", parent: "c01", id: "c03", versions: v(3), moved: v(3), values: map[string]langgraph.Value{"messages": messages(m1, m3)}})
+
+	id := langgraph.ThreadKey("chat", "")
+	var list struct {
+		Threads []struct {
+			ID     string            `json:"id"`
+			Labels map[string]string `json:"labels"`
+		} `json:"threads"`
+	}
+	a.call("GET", "/v1/threads?label=langgraph.thread:chat", nil, http.StatusOK, &list)
+	if len(list.Threads) != 1 || list.Threads[0].ID != id || list.Threads[0].Labels["langgraph"] != "checkpoints" {
+		t.Fatalf("listed %+v, want the one thread %s", list.Threads, id)
+	}
+	var msgs struct {
+		Messages []struct {
+			ID       string `json:"id"`
+			Role     string `json:"role"`
+			Contents []struct {
+				Text string `json:"text"`
+			} `json:"contents"`
+		} `json:"messages"`
+	}
+	a.call("GET", "/v1/threads/"+id+"/messages", nil, http.StatusOK, &msgs)
+	if len(msgs.Messages) != 2 || msgs.Messages[1].Role != "assistant" || msgs.Messages[1].Contents[0].Text != "hi, edited" {
+		t.Fatalf("the thread's messages: %+v", msgs.Messages)
+	}
+	var cps struct {
+		Checkpoints []struct {
+			Name string `json:"name"`
+		} `json:"checkpoints"`
+	}
+	a.call("GET", "/v1/threads/"+id+"/checkpoints", nil, http.StatusOK, &cps)
+	var names []string
+	for _, c := range cps.Checkpoints {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"c01", "c02", "c03"}) {
+		t.Fatalf("the timeline's checkpoints: %v", names)
+	}
+	var hist struct {
+		Entries []struct {
+			Op string `json:"op"`
+		} `json:"entries"`
+	}
+	a.call("GET", "/v1/threads/"+id+"/history", nil, http.StatusOK, &hist)
+	if len(hist.Entries) == 0 || hist.Entries[0].Op != "rollback" {
+		t.Fatalf("the branch is not in the history: %+v", hist.Entries)
+	}
+}
