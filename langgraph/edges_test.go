@@ -490,3 +490,56 @@ func TestReplaceAfterRefreshUsesStaleCommit(t *testing.T) {
 		})
 	}
 }
+
+// The saver follows commit ids it reads from a thread's state (a
+// channel's "at", "put", a header's base). State and metadata can be
+// written with loom's ordinary API, and commit ids are shared by a store's
+// tenants, so a tenant that knows another's commit id could forge a state
+// that names it: the saver follows only commits its own tenant made.
+func TestTenantCannotReadAnotherTenantsCommit(t *testing.T) {
+	ctx := context.Background()
+	root, err := thread.Open(ctx, "memory://", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	a, b := root.WithTenant("alice"), root.WithTenant("bob")
+	sb := langgraph.New(b)
+	req := langgraph.PutRequest{
+		Config:        langgraph.Config{ThreadID: "secret"},
+		Checkpoint:    map[string]json.RawMessage{"v": raw(1), "id": raw("cp-1"), "ts": raw("x"), "channel_versions": raw(map[string]int{"step": 1})},
+		Metadata:      map[string]json.RawMessage{},
+		NewVersions:   map[string]json.RawMessage{"step": raw(1)},
+		ChannelValues: map[string]langgraph.Value{"step": {Blob: &langgraph.Blob{Type: "json", Data: []byte(`"bob's secret"`)}}},
+	}
+	if _, err := sb.Put(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	bt, err := b.Thread(ctx, langgraph.ThreadKey("secret", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobCommit := bt.Record().Head // known to alice somehow: a log, a shared link, a copy
+
+	// alice forges a LangGraph thread of her own with loom's API
+	at, err := a.Create(ctx, thread.CreateOptions{ID: langgraph.ThreadKey("mine", ""), Kind: thread.KindLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := raw(map[string]any{"id": "cp-1", "ch": map[string]any{"step": map[string]any{"v": 1, "k": "lg.b0", "at": bobCommit}}})
+	if _, err := at.Commit(ctx, thread.CommitOptions{State: map[string]json.RawMessage{"lg": st},
+		Metadata: map[string]string{"lg.checkpoint": "cp-1", "lg.cp": `{"v":1,"id":"cp-1","channel_versions":{"step":1}}`, "lg.md": "{}"}}); err != nil {
+		t.Skipf("loom's API refuses the forged commit: %v", err)
+	}
+	tu, err := langgraph.New(a).Get(ctx, langgraph.Config{ThreadID: "mine"}, nil)
+	if errors.Is(err, thread.ErrNotFound) {
+		return // the reference is refused
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("alice sees %s", tu.Checkpoint["channel_values"])
+	if strings.Contains(string(tu.Checkpoint["channel_values"]), "secret") || strings.Contains(string(tu.Checkpoint["channel_values"]), "ImJvYidzIHNlY3JldCI") {
+		t.Fatalf("alice reads bob's value: %s", tu.Checkpoint["channel_values"])
+	}
+}

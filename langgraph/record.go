@@ -40,6 +40,7 @@ const (
 	metaBlob       = "lg.b" // + a number: a channel's value
 	metaWriteList  = "lg.w"
 	metaDropped    = "lg.dropped" // on a drop mark: how many checkpoints it dropped
+	metaTenant     = "lg.tenant"  // on a put commit: the tenant that made it, when not the default
 )
 
 // State keys.
@@ -191,6 +192,21 @@ func (s *Saver) commit(ctx context.Context, id string) (*thread.Commit, error) {
 	return s.db.Store().Commit(ctx, id)
 }
 
+// owned reads the put commit id that a checkpoint refers to (by its
+// state or metadata, not by its line), which must be its tenant's: a
+// commit id is shared by a store's tenants, and a state or metadata
+// written through loom's other faces could name another tenant's.
+func (s *Saver) owned(ctx context.Context, id string) (*thread.Commit, error) {
+	c, err := s.commit(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.Metadata[metaTenant] != s.db.Tenant() || c.Metadata[metaCheckpoint] == "" {
+		return nil, fmt.Errorf("commit %s: not a checkpoint of this tenant's: %w", id, thread.ErrNotFound)
+	}
+	return c, nil
+}
+
 // load reads the checkpoint whose record ends at tip; a commit that is no
 // LangGraph checkpoint's is ErrNotFound.
 func (s *Saver) load(ctx context.Context, tip string) (*record, error) {
@@ -217,7 +233,7 @@ func (s *Saver) load(ctx context.Context, tip string) (*record, error) {
 	}
 	r.put = sc
 	if r.st.Put != "" {
-		if r.put, err = s.commit(ctx, r.st.Put); err != nil {
+		if r.put, err = s.owned(ctx, r.st.Put); err != nil {
 			return nil, err
 		}
 	}
@@ -288,7 +304,7 @@ func (s *Saver) blob(ctx context.Context, r *record, ref chanRef) (*Blob, error)
 	c := r.put
 	if ref.At != "" && ref.At != c.ID {
 		var err error
-		if c, err = s.commit(ctx, ref.At); err != nil {
+		if c, err = s.owned(ctx, ref.At); err != nil {
 			return nil, err
 		}
 	}
@@ -312,7 +328,7 @@ func (s *Saver) header(ctx context.Context, c *thread.Commit) ([]byte, error) {
 		}
 		patches = append(patches, d)
 		var err error
-		if c, err = s.commit(ctx, base); err != nil {
+		if c, err = s.owned(ctx, base); err != nil {
 			return nil, err
 		}
 		if h := get(c, metaHeader); h != nil {

@@ -476,6 +476,9 @@ func (s *Saver) putReset(ctx context.Context, th *thread.Thread, in *putInput) (
 func (s *Saver) putParts(ctx context.Context, base *record, anchored bool, in *putInput, lineSum string, sum *MessagesSum) (*bag, lgState, error) {
 	b := newBag()
 	b.meta[metaCheckpoint] = in.id
+	if t := s.db.Tenant(); t != "" {
+		b.meta[metaTenant] = t
+	}
 	if lineSum != "" {
 		b.meta[metaSum] = lineSum
 	}
