@@ -103,9 +103,9 @@ func (s *Saver) Put(ctx context.Context, req PutRequest) (PutResponse, error) {
 	if err != nil {
 		return PutResponse{}, err
 	}
+	in.tid, in.ns = cfg.ThreadID, cfg.CheckpointNS
 	var sum *MessagesSum
 	for range attempts {
-		in.tid, in.ns = cfg.ThreadID, cfg.CheckpointNS
 		sum, err = s.put(ctx, cfg, in)
 		if errors.Is(err, errExists) {
 			// The checkpoint is there already: it is replaced, as
@@ -324,8 +324,10 @@ func (s *Saver) put(ctx context.Context, cfg Config, in *putInput) (*MessagesSum
 		if pm != nil && at != nil && at == parent.tip {
 			pending = int(at.Depth) - pm.N
 		}
-		onPut := place{v: 0}
-		if parent != nil {
+		// onPut goes back to the parent's put commit, before its writes
+		// (pm is set only with a parent).
+		var onPut place
+		if pm != nil {
 			onPut = place{v: parent.st.V, commit: parent.put}
 		}
 		if e := in.extends; e != nil {

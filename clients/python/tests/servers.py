@@ -29,7 +29,25 @@ def _drain(stream: IO[str], sink: list[str], found: threading.Event) -> None:
     found.set()
 
 
-class LoomServer:
+class _Process:
+    """A server process: a context manager that stops it on exit."""
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class LoomServer(_Process):
     """`loom serve --store <store>` on a free port, its URL once it says it
     serves; stopped with SIGTERM. extra holds more flags (--keys ...)."""
 
@@ -60,19 +78,8 @@ class LoomServer:
                 self.proc.kill()
                 self.proc.wait()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class PgServe:
+class PgServe(_Process):
     """The repository's pgserve: n fresh PostgreSQL database URLs, kept
     until its standard input closes."""
 
@@ -105,17 +112,6 @@ class PgServe:
         except subprocess.TimeoutExpired:
             self.proc.terminate()
             self.proc.wait()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 __all__ = ["LoomServer", "PgServe", "build_go"]
