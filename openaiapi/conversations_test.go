@@ -578,17 +578,38 @@ func TestNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, call := range map[string]func() error{
-		"get":           func() error { _, err := e.a.Conversations.Get(ctx, "conv_nope"); return err },
-		"bad id":        func() error { _, err := e.a.Conversations.Get(ctx, "conv nope/.."); return err },
-		"update":        func() error { _, err := e.a.Conversations.Update(ctx, "conv_nope", conversations.ConversationUpdateParams{Metadata: shared.Metadata{}}); return err },
-		"delete":        func() error { _, err := e.a.Conversations.Delete(ctx, "conv_nope"); return err },
-		"list":          func() error { _, err := e.a.Conversations.Items.List(ctx, "conv_nope", conversations.ItemListParams{}); return err },
-		"item":          func() error { _, err := e.a.Conversations.Items.Get(ctx, conv.ID, "msg_nope", conversations.ItemGetParams{}); return err },
-		"sub-item":      func() error { _, err := e.a.Conversations.Items.Get(ctx, conv.ID, "msg_nope.1", conversations.ItemGetParams{}); return err },
-		"delete item":   func() error { _, err := e.a.Conversations.Items.Delete(ctx, conv.ID, "msg_nope"); return err },
-		"after desc":    func() error { _, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{After: param.NewOpt("msg_nope")}); return err },
-		"after asc":     func() error { _, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{After: param.NewOpt("msg_nope"), Order: "asc"}); return err },
-		"after sub-id":  func() error { _, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{After: param.NewOpt("msg_nope.2")}); return err },
+		"get":    func() error { _, err := e.a.Conversations.Get(ctx, "conv_nope"); return err },
+		"bad id": func() error { _, err := e.a.Conversations.Get(ctx, "conv nope/.."); return err },
+		"update": func() error {
+			_, err := e.a.Conversations.Update(ctx, "conv_nope", conversations.ConversationUpdateParams{Metadata: shared.Metadata{}})
+			return err
+		},
+		"delete": func() error { _, err := e.a.Conversations.Delete(ctx, "conv_nope"); return err },
+		"list": func() error {
+			_, err := e.a.Conversations.Items.List(ctx, "conv_nope", conversations.ItemListParams{})
+			return err
+		},
+		"item": func() error {
+			_, err := e.a.Conversations.Items.Get(ctx, conv.ID, "msg_nope", conversations.ItemGetParams{})
+			return err
+		},
+		"sub-item": func() error {
+			_, err := e.a.Conversations.Items.Get(ctx, conv.ID, "msg_nope.1", conversations.ItemGetParams{})
+			return err
+		},
+		"delete item": func() error { _, err := e.a.Conversations.Items.Delete(ctx, conv.ID, "msg_nope"); return err },
+		"after desc": func() error {
+			_, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{After: param.NewOpt("msg_nope")})
+			return err
+		},
+		"after asc": func() error {
+			_, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{After: param.NewOpt("msg_nope"), Order: "asc"})
+			return err
+		},
+		"after sub-id": func() error {
+			_, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{After: param.NewOpt("msg_nope.2")})
+			return err
+		},
 		"unknown route": func() error { return e.a.Get(ctx, "conversations/"+conv.ID+"/nothing", nil, nil) },
 	} {
 		err := call()
