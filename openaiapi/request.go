@@ -3,7 +3,6 @@ package openaiapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,7 +33,7 @@ type responseBody struct {
 	TopP               *float64          `json:"top_p"`
 	MaxOutputTokens    *int64            `json:"max_output_tokens"`
 	MaxToolCalls       *int64            `json:"max_tool_calls"`
-	Metadata           map[string]string `json:"metadata"`
+	Metadata           json.RawMessage   `json:"metadata"`
 	Text               json.RawMessage   `json:"text"`
 	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 	Include            []string          `json:"include"`
@@ -73,22 +72,6 @@ type responseRequest struct {
 	// The settings echoed in the response object, as it shows them.
 	settings responseObject
 }
-
-// The include values OpenAI documents. loom returns everything it has
-// whatever include says, so each is accepted.
-var includeValues = []string{
-	"code_interpreter_call.outputs", "computer_call_output.output.image_url", "file_search_call.results",
-	"message.input_image.image_url", "message.output_text.logprobs", "reasoning.encrypted_content",
-	"web_search_call.action.sources", "web_search_call.results",
-}
-
-// maxMetadata are OpenAI's limits on metadata: 16 pairs, keys of 64
-// characters, values of 512.
-const (
-	maxMetadataPairs = 16
-	maxMetadataKey   = 64
-	maxMetadataValue = 512
-)
 
 // isNull says whether raw is absent or JSON null.
 func isNull(raw json.RawMessage) bool {
@@ -235,13 +218,11 @@ func parseResponseRequest(data []byte, defaultModel string) (*responseRequest, e
 		}
 		set.MaxToolCalls = n
 	}
-	if err := checkMetadata(b.Metadata); err != nil {
+	md, err := parseMetadata(b.Metadata)
+	if err != nil {
 		return nil, err
 	}
-	set.Metadata = b.Metadata
-	if set.Metadata == nil {
-		set.Metadata = map[string]string{}
-	}
+	set.Metadata = md
 	text, format, err := textConfig(b.Text)
 	if err != nil {
 		return nil, err
@@ -252,8 +233,8 @@ func parseResponseRequest(data []byte, defaultModel string) (*responseRequest, e
 		set.ParallelToolCalls = *b.ParallelToolCalls
 	}
 	for i, inc := range b.Include {
-		if !slices.Contains(includeValues, inc) {
-			return nil, invalidParam(fmt.Sprintf("include[%d]", i), "Invalid value: '%s'. Supported values are: %s.", clip(inc), quoteAll(includeValues))
+		if !slices.Contains(knownIncludes, inc) {
+			return nil, invalidParam(fmt.Sprintf("include[%d]", i), "Invalid value: '%s'. Supported values are: %s.", clip(inc), quoteAll(knownIncludes))
 		}
 	}
 	set.Truncation = "disabled"
@@ -333,15 +314,6 @@ func refuseReferences(input json.RawMessage) error {
 		}
 	}
 	return nil
-}
-
-// itemError turns oaiitem's error about a bad item into a 400 naming it.
-func itemError(err error) error {
-	var e *oaiitem.Error
-	if errors.As(err, &e) {
-		return invalidParam(e.Param, "Invalid '%s': %s.", e.Param, e.Msg)
-	}
-	return invalidParam("input", "Invalid 'input': %v.", err)
 }
 
 // functionTool reads tools[i]: a function tool, the only kind loom offers
@@ -532,22 +504,6 @@ func reasoningConfig(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	data, _ := json.Marshal(map[string]*string{"effort": r.Effort, "summary": r.Summary})
 	return data, nil
-}
-
-// checkMetadata keeps OpenAI's limits on metadata.
-func checkMetadata(md map[string]string) error {
-	if len(md) > maxMetadataPairs {
-		return invalidParam("metadata", "Invalid 'metadata': too many properties. Expected an object with at most %d properties, but got %d instead.", maxMetadataPairs, len(md))
-	}
-	for k, v := range md {
-		if utf8.RuneCountInString(k) > maxMetadataKey || !utf8.ValidString(k) {
-			return invalidParam("metadata", "Invalid 'metadata': keys of at most %d characters.", maxMetadataKey)
-		}
-		if utf8.RuneCountInString(v) > maxMetadataValue || !utf8.ValidString(v) {
-			return invalidParam("metadata."+clip(k), "Invalid 'metadata.%s': string too long. Expected a string with maximum length %d.", clip(k), maxMetadataValue)
-		}
-	}
-	return nil
 }
 
 func quoteAll(vs []string) string {

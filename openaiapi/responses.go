@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -504,31 +503,11 @@ func (s *Server) save(ctx context.Context, p *pending, output []message.Message)
 	}
 }
 
-// titleOf is a new thread's title: the first user text of its input, at
-// most 80 runes.
-func titleOf(msgs []message.Message) string {
-	for _, m := range msgs {
-		if m.Role != message.RoleUser {
-			continue
-		}
-		t := strings.Join(strings.Fields(m.Text()), " ")
-		if t == "" {
-			continue
-		}
-		if utf8.RuneCountInString(t) > 80 {
-			t = string([]rune(t)[:79]) + "…"
-		}
-		return t
-	}
-	return ""
-}
-
 func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if v := q.Get("stream"); v != "" && v != "false" {
+	if v := r.URL.Query().Get("stream"); v != "" && v != "false" {
 		return unsupported("stream", "streaming a stored response again: GET it without stream")
 	}
-	if err := checkIncludes(q); err != nil {
+	if err := checkInclude(r); err != nil {
 		return err
 	}
 	obj, _, err := s.loadResponse(r.Context(), s.tenantDB(r), r.PathValue("response_id"))
@@ -536,18 +515,6 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, obj)
-	return nil
-}
-
-// checkIncludes refuses include values OpenAI does not document.
-func checkIncludes(q url.Values) error {
-	for _, k := range []string{"include", "include[]"} {
-		for _, v := range q[k] {
-			if !slices.Contains(includeValues, v) {
-				return invalidParam(k, "Invalid value: '%s'. Supported values are: %s.", clip(v), quoteAll(includeValues))
-			}
-		}
-	}
 	return nil
 }
 
@@ -576,12 +543,10 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) error {
 		Message: "loom does not support background responses, so there is nothing to cancel: only a response created with background=true can be cancelled."}
 }
 
+// listInputItems: GET /responses/{response_id}/input_items, a list of
+// the response's input items as the conversation items' lists are paged.
 func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := checkIncludes(q); err != nil {
-		return err
-	}
-	pg, err := inputPageParams(q)
+	p, err := parseList(r)
 	if err != nil {
 		return err
 	}
@@ -594,75 +559,17 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	items := oaiitem.Items(c.Messages[:min(inputs, len(c.Messages))])
-	writeJSON(w, http.StatusOK, pg.of(items))
-	return nil
-}
-
-// inputPage is the query of a list: after, limit, order.
-type inputPage struct {
-	after string
-	limit int
-	desc  bool
-}
-
-// inputPageParams reads a list's query as OpenAI's lists take it: limit 1 to
-// 100 (20 by default), order asc or desc (desc by default), after an id.
-func inputPageParams(q url.Values) (inputPage, error) {
-	p := inputPage{limit: 20, desc: true, after: q.Get("after")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return p, invalidParam("limit", "Invalid 'limit': '%s'. Expected an integer between 1 and 100.", clip(v))
-		}
-		p.limit = n
-	}
-	switch q.Get("order") {
-	case "", "desc":
-	case "asc":
-		p.desc = false
-	default:
-		return p, invalidParam("order", "Invalid value: '%s'. Supported values are: 'asc' and 'desc'.", clip(q.Get("order")))
-	}
-	return p, nil
-}
-
-// inputList is OpenAI's list object.
-type inputList struct {
-	Object  string            `json:"object"`
-	Data    []json.RawMessage `json:"data"`
-	FirstID *string           `json:"first_id"`
-	LastID  *string           `json:"last_id"`
-	HasMore bool              `json:"has_more"`
-}
-
-// of is the page of items (oldest first) p asks for. An after that names
-// no item is an empty page.
-func (p inputPage) of(items []oaiitem.Item) inputList {
-	ordered := items
-	if p.desc {
-		ordered = make([]oaiitem.Item, len(items))
-		for i, it := range items {
-			ordered[len(items)-1-i] = it
-		}
+	if !p.asc {
+		slices.Reverse(items)
 	}
 	start := 0
 	if p.after != "" {
-		start = len(ordered)
-		for i, it := range ordered {
-			if it.ID == p.after {
-				start = i + 1
-				break
-			}
+		start = slices.IndexFunc(items, func(it oaiitem.Item) bool { return it.ID == p.after }) + 1
+		if start == 0 {
+			return afterNotFound(p.after)
 		}
 	}
-	end := min(start+p.limit, len(ordered))
-	list := inputList{Object: "list", Data: []json.RawMessage{}, HasMore: end < len(ordered)}
-	for _, it := range ordered[start:end] {
-		list.Data = append(list.Data, it.JSON)
-	}
-	if start < end {
-		first, last := ordered[start].ID, ordered[end-1].ID
-		list.FirstID, list.LastID = &first, &last
-	}
-	return list
+	end := min(start+p.limit, len(items))
+	writeItemList(w, items[start:end], end < len(items))
+	return nil
 }

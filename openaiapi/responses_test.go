@@ -18,12 +18,12 @@ import (
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/internal/auth"
-	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/openaiapi"
 	"github.com/loomthreads/loom/sqlite"
 	"github.com/loomthreads/loom/thread"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/conversations"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 )
@@ -97,14 +97,14 @@ func newRespServer(t *testing.T, store thread.Store, model agent.ChatClient) *re
 	return s
 }
 
-// conversation makes an empty conversation thread of tenant a.
+// conversation makes an empty conversation of tenant a, through the SDK.
 func (s *respServer) conversation(t *testing.T) string {
 	t.Helper()
-	th, err := s.db.WithTenant("a").Create(t.Context(), thread.CreateOptions{ID: ids.New("conv_"), Labels: map[string]string{"openai": "conversation"}})
+	c, err := s.a.Conversations.New(t.Context(), conversations.ConversationNewParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return th.ID()
+	return c.ID
 }
 
 // messages reads a thread of tenant a.
@@ -174,7 +174,7 @@ func transcript(msgs []message.Message) string {
 }
 
 // apiError is the OpenAI error err carries, failing the test if none.
-func apiError(t *testing.T, err error) *openai.Error {
+func oaiError(t *testing.T, err error) *openai.Error {
 	t.Helper()
 	var e *openai.Error
 	if !errors.As(err, &e) {
@@ -252,6 +252,21 @@ func TestResponseInConversation(t *testing.T) {
 		}
 		if msgs[1].ID != r1.Output[0].ID || msgs[3].ID != completed.Output[0].ID {
 			t.Fatalf("item ids %s %s, messages %s %s", r1.Output[0].ID, completed.Output[0].ID, msgs[1].ID, msgs[3].ID)
+		}
+		// As the SDK reads the conversation: input then output, twice.
+		items, err := s.a.Conversations.Items.List(ctx, conv, conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, it := range items.Data {
+			m := it.AsMessage()
+			got = append(got, it.ID+" "+string(m.Role)+" "+m.Content[0].Text)
+		}
+		wantItems := []string{msgs[0].ID + " user hello", r1.Output[0].ID + " assistant You said: hello",
+			msgs[2].ID + " user tell me a longer thing", completed.Output[0].ID + " assistant " + want}
+		if !slices.Equal(got, wantItems) {
+			t.Fatalf("items\n%q\nwant\n%q", got, wantItems)
 		}
 
 		// Both are stored, and read back as they were answered.
@@ -422,7 +437,7 @@ func TestGetDeleteInputItems(t *testing.T) {
 		}
 
 		// Cancel is refused: loom runs no background responses.
-		if _, err := s.a.Responses.Cancel(ctx, r.ID); apiError(t, err).StatusCode != 400 {
+		if _, err := s.a.Responses.Cancel(ctx, r.ID); oaiError(t, err).StatusCode != 400 {
 			t.Fatalf("cancel: %v", err)
 		}
 		// Delete drops the response; its messages stay in the thread.
@@ -437,7 +452,7 @@ func TestGetDeleteInputItems(t *testing.T) {
 				return err
 			}(),
 		} {
-			if e := apiError(t, err); e.StatusCode != 404 || !strings.Contains(e.Message, r.ID) {
+			if e := oaiError(t, err); e.StatusCode != 404 || !strings.Contains(e.Message, r.ID) {
 				t.Fatalf("after delete: %v", err)
 			}
 		}
@@ -479,7 +494,7 @@ func TestStoreFalse(t *testing.T) {
 		if after := s.threads(t); !slices.Equal(before, after) {
 			t.Fatalf("threads %v, then %v", before, after)
 		}
-		if _, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); apiError(t, err).StatusCode != 404 {
+		if _, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); oaiError(t, err).StatusCode != 404 {
 			t.Fatalf("get: %v", err)
 		}
 		// With a conversation, the items are appended, and no response is
@@ -491,7 +506,7 @@ func TestStoreFalse(t *testing.T) {
 		if got := transcript(s.messages(t, conv)); got != "user: hi\nassistant: You said: hi\n" {
 			t.Fatalf("conversation:\n%s", got)
 		}
-		if _, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); apiError(t, err).StatusCode != 404 {
+		if _, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); oaiError(t, err).StatusCode != 404 {
 			t.Fatalf("get: %v", err)
 		}
 	})
@@ -539,7 +554,7 @@ func TestRefusals(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := s.a.Responses.New(ctx, tc.params, tc.opts...)
-				e := apiError(t, err)
+				e := oaiError(t, err)
 				if e.StatusCode/100 != 4 || e.Type != "invalid_request_error" || e.Param != tc.param || !strings.Contains(e.Message, tc.says) {
 					t.Fatalf("%d %s", e.StatusCode, e.RawJSON())
 				}
@@ -577,7 +592,7 @@ func TestTenantsIsolated(t *testing.T) {
 				return err
 			}(),
 		} {
-			if e := apiError(t, err); e.StatusCode != 404 {
+			if e := oaiError(t, err); e.StatusCode != 404 {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}
@@ -589,7 +604,7 @@ func TestTenantsIsolated(t *testing.T) {
 		}
 		// No key: OpenAI's 401.
 		anon := openai.NewClient(option.WithBaseURL(s.url), option.WithAPIKey("wrong"), option.WithMaxRetries(0))
-		if _, err := anon.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); apiError(t, err).StatusCode != 401 || apiError(t, err).Code != "invalid_api_key" {
+		if _, err := anon.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); oaiError(t, err).StatusCode != 401 || oaiError(t, err).Code != "invalid_api_key" {
 			t.Fatalf("no key: %v", err)
 		}
 	})
@@ -604,7 +619,7 @@ func TestModelFailureWritesNothing(t *testing.T) {
 			conv := s.conversation(t)
 			before := s.threads(t)
 			_, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("hi"), Conversation: inConversation(conv)})
-			if e := apiError(t, err); e.StatusCode != 502 || e.Type != "server_error" || strings.Contains(e.Message, "down") {
+			if e := oaiError(t, err); e.StatusCode != 502 || e.Type != "server_error" || strings.Contains(e.Message, "down") {
 				t.Fatalf("%v", err)
 			}
 			stream := s.a.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m", Input: text("hi"), Conversation: inConversation(conv)})

@@ -275,3 +275,32 @@ func Coalesce(msgs []message.Message) []message.Message {
 	}
 	return out
 }
+
+// Without returns m without the contents of its k-th item (as Items
+// counts them), and false when m has no such item. The message keeps its
+// id; an item kept whole under MetadataKey is the message's only item, so
+// k = 0 of it leaves no contents. Later items of m move down one index.
+func Without(m message.Message, k int) (message.Message, bool) {
+	if _, kept := m.Metadata[MetadataKey]; kept {
+		if k != 0 {
+			return m, false
+		}
+		m = m.Clone()
+		delete(m.Metadata, MetadataKey)
+		m.Contents = nil
+		return m, true
+	}
+	gs, rest := groups(m)
+	if k < 0 || k >= len(gs) {
+		return m, false
+	}
+	out := m.Clone()
+	out.Contents = nil
+	for i, g := range gs {
+		if i != k {
+			out.Contents = append(out.Contents, g.contents...)
+		}
+	}
+	out.Contents = append(out.Contents, rest...)
+	return out, true
+}
