@@ -74,13 +74,22 @@ func eachStore(t *testing.T, fn func(t *testing.T, s *respServer)) {
 
 func newRespServer(t *testing.T, store thread.Store, model agent.ChatClient) *respServer {
 	t.Helper()
+	return serveResponses(t, store, model, true)
+}
+
+// serveResponses is newRespServer, with or without keys: without, any
+// key is taken, as loom serve takes them on loopback.
+func serveResponses(t *testing.T, store thread.Store, model agent.ChatClient, withKeys bool) *respServer {
+	t.Helper()
 	db := thread.New(store, nil)
-	keys := new(auth.Keys)
-	if err := keys.Add(respKeyA, "a"); err != nil {
-		t.Fatal(err)
-	}
-	if err := keys.Add(respKeyB, "b"); err != nil {
-		t.Fatal(err)
+	var keys *auth.Keys
+	if withKeys {
+		keys = new(auth.Keys)
+		for key, tenant := range map[string]string{respKeyA: "a", respKeyB: "b"} {
+			if err := keys.Add(key, tenant); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Chat: model, MaxBodyBytes: 1 << 20, Logger: quiet})
