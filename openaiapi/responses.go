@@ -235,7 +235,10 @@ func (s *Server) loadResponse(ctx context.Context, db *thread.DB, id string) (*r
 	}
 	obj, inputs, err := decodeResponseMeta(c.Metadata)
 	if err != nil {
-		return nil, nil, fmt.Errorf("response %s of %s: %w", cp.Name, th.ID(), err)
+		// A checkpoint that merely looks like a response's (named so by
+		// hand, on a commit that holds no response) names none.
+		s.log.DebugContext(ctx, "openai api: a checkpoint named as a response holds none", "thread", th.ID(), "checkpoint", cp.Name, "err", err)
+		return nil, nil, notFound("Response", id)
 	}
 	obj.ID = id
 	obj.Output = itemsJSON(c.Messages[min(inputs, len(c.Messages)):])

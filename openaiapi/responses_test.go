@@ -748,3 +748,93 @@ func callOutput(callID, output string) responses.ResponseInputItemUnionParam {
 	it.OfFunctionCallOutput.CallID = openai.String(callID)
 	return it
 }
+
+// gated answers as its client does, but holds a request whose last
+// message says "slow" until release is closed.
+type gated struct {
+	agent.ChatClient
+	started chan struct{}
+	release chan struct{}
+}
+
+func (g *gated) Response(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions) (*agent.ChatResponse, error) {
+	if len(msgs) > 0 && msgs[len(msgs)-1].Text() == "slow" {
+		g.started <- struct{}{}
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.ChatClient.Response(ctx, msgs, opts)
+}
+
+// Two responses continue one head at once: the first to commit goes on
+// the thread, the other — its compare-and-swap lost — lands on a fork
+// at the response both continued, with the context it was answered in.
+func TestPreviousResponseRace(t *testing.T) {
+	for _, st := range respStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := t.Context()
+			model := &gated{ChatClient: scripted.Echo(), started: make(chan struct{}, 1), release: make(chan struct{})}
+			s := newRespServer(t, st.open(t), model)
+			r1, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("one")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			source := r1.ID[len("resp_")+27:]
+			type result struct {
+				r   *responses.Response
+				err error
+			}
+			slow := make(chan result, 1)
+			go func() {
+				r, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("slow"), PreviousResponseID: openai.String(r1.ID)})
+				slow <- result{r, err}
+			}()
+			<-model.started
+			fast, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("fast"), PreviousResponseID: openai.String(r1.ID)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			close(model.release)
+			res := <-slow
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			if got := fast.ID[len("resp_")+27:]; got != source {
+				t.Fatalf("the first commit went to %s, not %s", got, source)
+			}
+			fork := res.r.ID[len("resp_")+27:]
+			if fork == source || res.r.OutputText() != "You said: slow" {
+				t.Fatalf("the second: %s", res.r.RawJSON())
+			}
+			if got := transcript(s.messages(t, fork)); got != "user: one\nassistant: You said: one\nuser: slow\nassistant: You said: slow\n" {
+				t.Fatalf("fork:\n%s", got)
+			}
+			if got := transcript(s.messages(t, source)); got != "user: one\nassistant: You said: one\nuser: fast\nassistant: You said: fast\n" {
+				t.Fatalf("source:\n%s", got)
+			}
+			if got, err := s.a.Responses.Get(ctx, res.r.ID, responses.ResponseGetParams{}); err != nil || got.OutputText() != "You said: slow" {
+				t.Fatalf("get: %v", err)
+			}
+		})
+	}
+}
+
+// A checkpoint named like a response, made by hand on a commit that holds
+// none, is no response.
+func TestCheckpointThatIsNoResponse(t *testing.T) {
+	s := newRespServer(t, thread.NewMemoryStore(), scripted.Echo())
+	th, err := s.db.WithTenant("a").Create(t.Context(), thread.CreateOptions{Messages: []message.Message{message.User("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "resp_0123456789abcdefghjkmnpqrs"
+	if _, err := th.Checkpoint(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.a.Responses.Get(t.Context(), key+"_"+th.ID(), responses.ResponseGetParams{}); oaiError(t, err).StatusCode != 404 {
+		t.Fatalf("get: %v", err)
+	}
+}
