@@ -838,3 +838,93 @@ func TestCheckpointThatIsNoResponse(t *testing.T) {
 		t.Fatalf("get: %v", err)
 	}
 }
+
+// A model turn of reasoning, text and two calls streams as four items,
+// each announced, filled and done in order, and the response's output is
+// those items, ids and all, as a stream accumulator checks.
+func TestStreamMixedOutput(t *testing.T) {
+	answer := message.New(message.RoleAssistant,
+		message.Reasoning{Text: "think"}, message.Text{Text: "Hello"},
+		message.FunctionCall{CallID: "c1", Name: "f", Arguments: "{}"}, message.FunctionCall{CallID: "c2", Name: "g", Arguments: `{"a":1}`})
+	step := scripted.Step{Messages: []message.Message{answer}, Usage: message.Usage{InputTokens: 5, OutputTokens: 7}, Chunks: []agent.Update{
+		{Reasoning: "thi"}, {Reasoning: "nk"}, {Text: "Hel"}, {Text: "lo"},
+		{Call: &agent.CallDelta{Index: 0, CallID: "c1", Name: "f", Arguments: "{}"}},
+		{Call: &agent.CallDelta{Index: 1, CallID: "c2", Name: "g", Arguments: `{"a"`}}, {Call: &agent.CallDelta{Index: 1, Arguments: `:1}`}},
+	}}
+	model := scripted.New(step, step)
+	s := newRespServer(t, thread.NewMemoryStore(), model)
+	ctx := t.Context()
+	tools := []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "f"}}, {OfFunction: &responses.FunctionToolParam{Name: "g"}}}
+
+	stream := s.a.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m", Input: text("go"), Tools: tools})
+	var types []string
+	added := map[int64]string{}
+	done := map[int64]string{}
+	var completed responses.Response
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.output_item.added":
+			if _, dup := added[ev.OutputIndex]; dup || ev.OutputIndex != int64(len(added)) {
+				t.Fatalf("added at %d after %d", ev.OutputIndex, len(added))
+			}
+			added[ev.OutputIndex] = ev.Item.ID
+		case "response.output_item.done":
+			done[ev.OutputIndex] = ev.Item.ID
+		case "response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_summary_text.delta":
+			if added[ev.OutputIndex] != ev.ItemID {
+				t.Fatalf("%s for %s at %d, which is %s", ev.Type, ev.ItemID, ev.OutputIndex, added[ev.OutputIndex])
+			}
+		case "response.completed":
+			completed = ev.Response
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"response.created", "response.in_progress",
+		"response.output_item.added", "response.reasoning_summary_part.added", "response.reasoning_summary_text.delta", "response.reasoning_summary_text.delta",
+		"response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "response.output_item.done",
+		"response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.delta",
+		"response.output_text.done", "response.content_part.done", "response.output_item.done",
+		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+		"response.completed"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events\n%q\nwant\n%q", types, want)
+	}
+	var outTypes []string
+	for i, it := range completed.Output {
+		outTypes = append(outTypes, it.Type)
+		if it.ID != added[int64(i)] || it.ID != done[int64(i)] {
+			t.Fatalf("output %d is %s, added %s, done %s", i, it.ID, added[int64(i)], done[int64(i)])
+		}
+	}
+	if strings.Join(outTypes, " ") != "reasoning message function_call function_call" || completed.Output[3].AsFunctionCall().Arguments != `{"a":1}` ||
+		completed.Usage.InputTokens != 5 || completed.Usage.OutputTokens != 7 || completed.Usage.TotalTokens != 12 {
+		t.Fatalf("completed: %s", completed.RawJSON())
+	}
+	got, err := s.a.Responses.Get(ctx, completed.ID, responses.ResponseGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got.Output {
+		if got.Output[i].ID != completed.Output[i].ID || got.Output[i].Type != completed.Output[i].Type {
+			t.Fatalf("stored: %s", got.RawJSON())
+		}
+	}
+
+	// Not streamed: the same four items.
+	r, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("go"), Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outTypes = nil
+	for _, it := range r.Output {
+		outTypes = append(outTypes, it.Type+":"+it.ID[:strings.IndexByte(it.ID, '_')])
+	}
+	if strings.Join(outTypes, " ") != "reasoning:rs message:msg function_call:fc function_call:fc" {
+		t.Fatalf("output %q", outTypes)
+	}
+}
