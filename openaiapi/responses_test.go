@@ -928,3 +928,38 @@ func TestStreamMixedOutput(t *testing.T) {
 		t.Fatalf("output %q", outTypes)
 	}
 }
+
+// The bodies the SDKs send by default (as SDKNOTES24 records them from the
+// wire) are all accepted.
+func TestSDKBodiesAccepted(t *testing.T) {
+	tool := `{"type":"function","name":"get_weather","description":"weather","parameters":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","title":"get_weather_args","properties":{"city":{"title":"City","type":"string"}},"required":["city"],"additionalProperties":false},"strict":true}`
+	history := `{"id":"msg_01hist0000000000000000000a","type":"message","role":"user","status":"completed","content":[{"type":"input_text","text":"call get_weather {\"city\":\"Paris\"}"}]},` +
+		`{"id":"fc_01hist0000000000000000000b","type":"function_call","name":"get_weather","call_id":"call_1","arguments":"{\"city\":\"Paris\"}","status":"completed"},` +
+		`{"type":"function_call_output","id":"fco_01hist000000000000000000c","call_id":"call_1","output":"sunny","status":"completed"},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Tool get_weather returned: sunny","annotations":[],"logprobs":[]}],"status":"completed"}`
+	for _, tc := range []struct{ name, body, want string }{
+		{"agents js", `{"model":"loom-model","instructions":"be brief","input":[` + history + `,{"role":"user","content":"weather in Paris?"}],"include":[],"tools":[` + tool + `],"stream":false}`, "You said: weather in Paris?"},
+		{"agents js, within a turn", `{"model":"loom-model","input":[{"role":"user","content":"hi"},{"id":"fc_01turn0000000000000000000a","type":"function_call","name":"get_weather","call_id":"call_2","arguments":"{}","status":"completed"},{"type":"function_call_output","call_id":"call_2","output":"rain","status":"completed"}],"include":[],"tools":[` + tool + `],"stream":false}`, "Tool get_weather returned: rain"},
+		{"agents python", `{"model":"loom","include":[],"input":[` + history + `,{"content":"Hello","role":"user"}],"instructions":"be brief","tools":[` + tool + `]}`, "You said: Hello"},
+		{"python, conversation object", `{"model":"loom","conversation":{"id":"CONV"},"input":"Hello!"}`, "You said: Hello!"},
+		{"python, conversation string", `{"model":"loom","conversation":"CONV","input":[{"role":"user","content":"again"}],"store":true,"parallel_tool_calls":true,"tool_choice":"auto","truncation":"disabled","text":{"format":{"type":"text"}},"top_logprobs":0}`, "You said: again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRespServer(t, thread.NewMemoryStore(), scripted.Echo())
+			body := strings.ReplaceAll(tc.body, "CONV", s.conversation(t))
+			req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/responses", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+respKeyA)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var r responses.Response
+			data, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || json.Unmarshal(data, &r) != nil || r.OutputText() != tc.want {
+				t.Fatalf("%d %s", resp.StatusCode, data)
+			}
+		})
+	}
+}
