@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/openaiapi"
 	"github.com/loomthreads/loom/thread"
@@ -683,9 +684,10 @@ func TestBadInput(t *testing.T) {
 	}
 	// An item the same id as one on the thread is a conflict, not a 500.
 	page, _ := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{})
+	// It says not to retry: the SDKs retry a 409 unless told.
 	err = e.a.Execute(ctx, "POST", path+"/items", map[string]any{"items": []any{map[string]any{"id": page.Data[0].ID, "role": "user", "content": "again"}}}, nil)
-	if ae := apiError(t, err, http.StatusConflict); ae.Message == "" {
-		t.Error(ae.RawJSON())
+	if ae := apiError(t, err, http.StatusConflict); ae.Message == "" || ae.Response.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("%s %v", ae.RawJSON(), ae.Response.Header)
 	}
 }
 
@@ -739,4 +741,18 @@ func TestConcurrentItemCreates(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBodyTooLarge: loom's body limit answers in OpenAI's shape, and the
+// conversation is not made.
+func TestBodyTooLarge(t *testing.T) {
+	e := newEnvWith(t, httpapi.Options{MaxBodyBytes: 1 << 10})
+	_, err := e.a.Conversations.New(t.Context(), conversations.ConversationNewParams{Items: []responses.ResponseInputItemUnionParam{userItem(strings.Repeat("x", 2<<10))}})
+	ae := apiError(t, err, http.StatusRequestEntityTooLarge)
+	if ae.Type != "invalid_request_error" || ae.Message == "" {
+		t.Errorf("413 body %s", ae.RawJSON())
+	}
+	for range e.tenantA.Threads(t.Context(), thread.ListOptions{}) {
+		t.Error("a thread was made")
+	}
 }
