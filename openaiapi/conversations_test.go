@@ -499,6 +499,78 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	if err != nil || conv.ID != fork.ID() || !strings.Contains(conv.RawJSON(), `"metadata":{}`) {
 		t.Errorf("fork as a conversation: %v %v", conv, err)
 	}
+	// An item from before the fork point: the fork's history has no
+	// version without it, so its line is made anew.
+	if _, err := e.a.Conversations.Items.Delete(ctx, fork.ID(), "m_user"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fork.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	forked, err := fork.Messages(ctx, thread.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forkIDs []string
+	for _, m := range forked {
+		forkIDs = append(forkIDs, m.ID)
+	}
+	if len(forkIDs) != 3 || forkIDs[0] != "m_asst" || forkIDs[1] != "m_tool" || forked[2].Text() != "on the fork" {
+		t.Errorf("fork after deleting m_user: %v", forkIDs)
+	}
+	// The original thread keeps it.
+	orig, err := msgs.Messages(ctx, thread.ReadOptions{})
+	if err != nil || orig[0].ID != "m_user" {
+		t.Errorf("the original lost m_user: %v", err)
+	}
+}
+
+// TestItemsKeptWhole: what a message cannot hold of an item (annotations,
+// an unknown item type) reads back as it was given.
+func TestItemsKeptWhole(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	conv, err := e.a.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := []string{
+		`{"type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":"see x.org","annotations":[{"type":"url_citation","url":"https://x.org","start_index":4,"end_index":9,"title":"X"}],"logprobs":[]}]}`,
+		`{"type":"web_search_call","status":"completed","action":{"type":"search","query":"loom"}}`,
+		`{"type":"message","role":"assistant","status":"completed","content":[{"type":"refusal","refusal":"I cannot."}]}`,
+	}
+	var items []any
+	for _, g := range given {
+		items = append(items, json.RawMessage(g))
+	}
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := e.a.Execute(ctx, "POST", "conversations/"+conv.ID+"/items", map[string]any{"items": items}, &list); err != nil {
+		t.Fatal(err)
+	}
+	for i, raw := range list.Data {
+		var got, want map[string]any
+		json.Unmarshal(raw, &got)
+		json.Unmarshal([]byte(given[i]), &want)
+		want["id"] = got["id"]
+		if !cmp.Equal(want, got) {
+			t.Errorf("item %d read back as\n %s\nwant\n %s", i, raw, given[i])
+		}
+		item, err := e.a.Conversations.Items.Get(ctx, conv.ID, got["id"].(string), conversations.ItemGetParams{})
+		if err != nil || item.RawJSON() != strings.TrimSpace(string(raw)) {
+			t.Errorf("item %d retrieved as %v, listed as %s (%v)", i, item.RawJSON(), raw, err)
+		}
+	}
+	// The model is sent the text all the same.
+	th, err := e.tenantA.Thread(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := th.Messages(ctx, thread.ReadOptions{})
+	if err != nil || msgs[0].Text() != "see x.org" {
+		t.Errorf("message 0: %+v %v", msgs, err)
+	}
 }
 
 // TestServiceThreadReadOnly: a service-managed thread reads as a
