@@ -126,7 +126,7 @@ func fromItem(p string, raw json.RawMessage) (message.Message, error) {
 	}
 	obj["type"] = typ
 	id := NewID(typ)
-	if v, present := obj["id"]; present {
+	if v, present := obj["id"]; present && v != "" { // "" is no id, as null is
 		s, ok := v.(string)
 		if !ok || !ids.Valid(s) {
 			return message.Message{}, bad(p+".id", "want an id of 1 to %d ASCII letters, digits, '_', '-' or '.', not starting with '.' or '-'", ids.MaxLen)
