@@ -455,7 +455,13 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	if diff := cmp.Diff([]string{"m_user", "m_asst", "m_asst.1", "m_asst.2", "m_tool", "m_tool.1"}, gotIDs); diff != "" {
 		t.Errorf("item ids (-want +got):\n%s", diff)
 	}
-	// Paging back from a sub-item.
+	// Paging forward from a sub-item, and back.
+	fwd, err := e.a.Conversations.Items.List(ctx, th.ID(), conversations.ItemListParams{After: param.NewOpt("m_asst.1"), Order: "asc", Limit: param.NewOpt[int64](2)})
+	if err != nil || len(fwd.Data) != 2 || fwd.Data[0].ID != "m_asst.2" || fwd.Data[1].ID != "m_tool" || !fwd.HasMore {
+		t.Fatalf("asc after m_asst.1: %s %v", fwd.RawJSON(), err)
+	}
+	_, err = e.a.Conversations.Items.List(ctx, th.ID(), conversations.ItemListParams{After: param.NewOpt("m_asst.3"), Order: "asc"})
+	apiError(t, err, http.StatusNotFound)
 	back, err := e.a.Conversations.Items.List(ctx, th.ID(), conversations.ItemListParams{After: param.NewOpt("m_tool"), Limit: param.NewOpt[int64](2)})
 	if err != nil || len(back.Data) != 2 || back.Data[0].ID != "m_asst.2" || back.Data[1].ID != "m_asst.1" || !back.HasMore {
 		t.Fatalf("after m_tool: %s %v", back.RawJSON(), err)
