@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/openaiapi"
 	"github.com/loomthreads/loom/thread"
@@ -454,7 +455,13 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	if diff := cmp.Diff([]string{"m_user", "m_asst", "m_asst.1", "m_asst.2", "m_tool", "m_tool.1"}, gotIDs); diff != "" {
 		t.Errorf("item ids (-want +got):\n%s", diff)
 	}
-	// Paging back from a sub-item.
+	// Paging forward from a sub-item, and back.
+	fwd, err := e.a.Conversations.Items.List(ctx, th.ID(), conversations.ItemListParams{After: param.NewOpt("m_asst.1"), Order: "asc", Limit: param.NewOpt[int64](2)})
+	if err != nil || len(fwd.Data) != 2 || fwd.Data[0].ID != "m_asst.2" || fwd.Data[1].ID != "m_tool" || !fwd.HasMore {
+		t.Fatalf("asc after m_asst.1: %s %v", fwd.RawJSON(), err)
+	}
+	_, err = e.a.Conversations.Items.List(ctx, th.ID(), conversations.ItemListParams{After: param.NewOpt("m_asst.3"), Order: "asc"})
+	apiError(t, err, http.StatusNotFound)
 	back, err := e.a.Conversations.Items.List(ctx, th.ID(), conversations.ItemListParams{After: param.NewOpt("m_tool"), Limit: param.NewOpt[int64](2)})
 	if err != nil || len(back.Data) != 2 || back.Data[0].ID != "m_asst.2" || back.Data[1].ID != "m_asst.1" || !back.HasMore {
 		t.Fatalf("after m_tool: %s %v", back.RawJSON(), err)
@@ -497,6 +504,78 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	conv, err := e.a.Conversations.Get(ctx, fork.ID())
 	if err != nil || conv.ID != fork.ID() || !strings.Contains(conv.RawJSON(), `"metadata":{}`) {
 		t.Errorf("fork as a conversation: %v %v", conv, err)
+	}
+	// An item from before the fork point: the fork's history has no
+	// version without it, so its line is made anew.
+	if _, err := e.a.Conversations.Items.Delete(ctx, fork.ID(), "m_user"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fork.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	forked, err := fork.Messages(ctx, thread.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forkIDs []string
+	for _, m := range forked {
+		forkIDs = append(forkIDs, m.ID)
+	}
+	if len(forkIDs) != 3 || forkIDs[0] != "m_asst" || forkIDs[1] != "m_tool" || forked[2].Text() != "on the fork" {
+		t.Errorf("fork after deleting m_user: %v", forkIDs)
+	}
+	// The original thread keeps it.
+	orig, err := msgs.Messages(ctx, thread.ReadOptions{})
+	if err != nil || orig[0].ID != "m_user" {
+		t.Errorf("the original lost m_user: %v", err)
+	}
+}
+
+// TestItemsKeptWhole: what a message cannot hold of an item (annotations,
+// an unknown item type) reads back as it was given.
+func TestItemsKeptWhole(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	conv, err := e.a.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := []string{
+		`{"type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":"see x.org","annotations":[{"type":"url_citation","url":"https://x.org","start_index":4,"end_index":9,"title":"X"}],"logprobs":[]}]}`,
+		`{"type":"web_search_call","status":"completed","action":{"type":"search","query":"loom"}}`,
+		`{"type":"message","role":"assistant","status":"completed","content":[{"type":"refusal","refusal":"I cannot."}]}`,
+	}
+	var items []any
+	for _, g := range given {
+		items = append(items, json.RawMessage(g))
+	}
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := e.a.Execute(ctx, "POST", "conversations/"+conv.ID+"/items", map[string]any{"items": items}, &list); err != nil {
+		t.Fatal(err)
+	}
+	for i, raw := range list.Data {
+		var got, want map[string]any
+		json.Unmarshal(raw, &got)
+		json.Unmarshal([]byte(given[i]), &want)
+		want["id"] = got["id"]
+		if !cmp.Equal(want, got) {
+			t.Errorf("item %d read back as\n %s\nwant\n %s", i, raw, given[i])
+		}
+		item, err := e.a.Conversations.Items.Get(ctx, conv.ID, got["id"].(string), conversations.ItemGetParams{})
+		if err != nil || item.RawJSON() != strings.TrimSpace(string(raw)) {
+			t.Errorf("item %d retrieved as %v, listed as %s (%v)", i, item.RawJSON(), raw, err)
+		}
+	}
+	// The model is sent the text all the same.
+	th, err := e.tenantA.Thread(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := th.Messages(ctx, thread.ReadOptions{})
+	if err != nil || msgs[0].Text() != "see x.org" {
+		t.Errorf("message 0: %+v %v", msgs, err)
 	}
 }
 
@@ -652,6 +731,7 @@ func TestBadInput(t *testing.T) {
 		{"create bad item", "POST", "conversations", map[string]any{"items": []any{map[string]any{"role": "user", "content": "ok"}, map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_image"}}}}}, "items[1].content[0].image_url"},
 		{"no items", "POST", path + "/items", map[string]any{}, "items"},
 		{"empty items", "POST", path + "/items", map[string]any{"items": []any{}}, "items"},
+		{"image_url no URL", "POST", path + "/items", map[string]any{"items": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "not a url", "detail": "auto"}}}}}, "items[0].content[0].image_url"},
 		{"item without call_id", "POST", path + "/items", map[string]any{"items": []any{map[string]any{"type": "function_call_output", "output": "x"}}}, "items[0].call_id"},
 		{"item with a bad id", "POST", path + "/items", map[string]any{"items": []any{map[string]any{"id": "../x", "role": "user", "content": "x"}}}, "items[0].id"},
 		{"item id taken", "POST", path + "/items", map[string]any{"items": []any{map[string]any{"id": "fresh_1", "role": "user", "content": "x"}, map[string]any{"id": "fresh_1", "role": "user", "content": "y"}}}, "items[1].id"},
@@ -683,9 +763,10 @@ func TestBadInput(t *testing.T) {
 	}
 	// An item the same id as one on the thread is a conflict, not a 500.
 	page, _ := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{})
+	// It says not to retry: the SDKs retry a 409 unless told.
 	err = e.a.Execute(ctx, "POST", path+"/items", map[string]any{"items": []any{map[string]any{"id": page.Data[0].ID, "role": "user", "content": "again"}}}, nil)
-	if ae := apiError(t, err, http.StatusConflict); ae.Message == "" {
-		t.Error(ae.RawJSON())
+	if ae := apiError(t, err, http.StatusConflict); ae.Message == "" || ae.Response.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("%s %v", ae.RawJSON(), ae.Response.Header)
 	}
 }
 
@@ -739,4 +820,18 @@ func TestConcurrentItemCreates(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBodyTooLarge: loom's body limit answers in OpenAI's shape, and the
+// conversation is not made.
+func TestBodyTooLarge(t *testing.T) {
+	e := newEnvWith(t, httpapi.Options{MaxBodyBytes: 1 << 10})
+	_, err := e.a.Conversations.New(t.Context(), conversations.ConversationNewParams{Items: []responses.ResponseInputItemUnionParam{userItem(strings.Repeat("x", 2<<10))}})
+	ae := apiError(t, err, http.StatusRequestEntityTooLarge)
+	if ae.Type != "invalid_request_error" || ae.Message == "" {
+		t.Errorf("413 body %s", ae.RawJSON())
+	}
+	for range e.tenantA.Threads(t.Context(), thread.ListOptions{}) {
+		t.Error("a thread was made")
+	}
 }

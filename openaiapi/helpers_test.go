@@ -37,6 +37,14 @@ type env struct {
 // a and b.
 func newEnv(tb testing.TB, db *thread.DB) *env {
 	tb.Helper()
+	return newEnvWith(tb, httpapi.Options{DB: db})
+}
+
+// newEnvWith is newEnv with loom's API options (DB, MaxBodyBytes…); Keys
+// and Logger are the test's.
+func newEnvWith(tb testing.TB, opts httpapi.Options) *env {
+	tb.Helper()
+	db := opts.DB
 	if db == nil {
 		db = thread.New(thread.NewMemoryStore(), nil)
 	}
@@ -48,7 +56,8 @@ func newEnv(tb testing.TB, db *thread.DB) *env {
 		tb.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Logger: log})
+	opts.DB, opts.Keys, opts.Logger = db, keys, log
+	api := httpapi.New(opts)
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.Handle(openaiapi.Prefix+"/", openaiapi.Errors(api.Protect(openaiapi.New(openaiapi.Options{DB: db, Logger: log}))))

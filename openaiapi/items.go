@@ -187,22 +187,37 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listAsc returns up to limit+1 items after p.after, oldest first.
+// listAsc returns up to limit+1 items after p.after, oldest first. It
+// reads the thread (a line of commits is read from its head), but makes
+// items only of the page.
 func listAsc(ctx context.Context, th *thread.Thread, p listParams) ([]oaiitem.Item, error) {
 	msgs, err := th.Messages(ctx, thread.ReadOptions{})
 	if err != nil {
 		return nil, err
 	}
-	items := oaiitem.Items(msgs)
-	start := 0
+	start, skip := 0, 0 // the page starts after skip items of msgs[start]
 	if p.after != "" {
-		i := slices.IndexFunc(items, func(it oaiitem.Item) bool { return it.ID == p.after })
-		if i < 0 {
+		start, skip = -1, 0
+		if i := slices.IndexFunc(msgs, func(m message.Message) bool { return m.ID == p.after }); i >= 0 {
+			start, skip = i, 1
+		} else if base, k, ok := oaiitem.ParseID(p.after); ok {
+			if i := slices.IndexFunc(msgs, func(m message.Message) bool { return m.ID == base }); i >= 0 {
+				start, skip = i, k+1
+			}
+		}
+		if start < 0 || len(oaiitem.Items(msgs[start:start+1])) < skip {
 			return nil, afterNotFound(p.after)
 		}
-		start = i + 1
 	}
-	return items[start:min(len(items), start+p.limit+1)], nil
+	var page []oaiitem.Item
+	for j := start; j < len(msgs) && len(page) <= p.limit; j++ {
+		items := oaiitem.Items(msgs[j : j+1])
+		if j == start {
+			items = items[skip:]
+		}
+		page = append(page, items...)
+	}
+	return page[:min(len(page), p.limit+1)], nil
 }
 
 // listDesc returns up to limit+1 items before p.after, newest first,

@@ -223,7 +223,7 @@ func TestFromItemsIDs(t *testing.T) {
 		json.RawMessage(`{"type":"function_call","call_id":"c","name":"f"}`),
 		json.RawMessage(`{"type":"function_call_output","call_id":"c","output":"x"}`),
 		json.RawMessage(`{"type":"reasoning","summary":[]}`),
-		json.RawMessage(`{"type":"web_search_call"}`),
+		json.RawMessage(`{"type":"web_search_call","id":""}`),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -254,6 +254,10 @@ func TestFromItemsErrors(t *testing.T) {
 		{`[{"type":"message","role":"user","content":[{"type":"input_text"}]}]`, "items[0].content[0].text"},
 		{`[{"type":"message","role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image"}]}]`, "items[0].content[1].image_url"},
 		{`[{"type":"message","role":"user","content":[{"type":"input_image","image_url":5}]}]`, "items[0].content[0].image_url"},
+		{`[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"not a url"}]}]`, "items[0].content[0].image_url"},
+		{`[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"ftp://x.org/a.png"}]}]`, "items[0].content[0].image_url"},
+		{`[{"type":"message","role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64"}]}]`, "items[0].content[0].image_url"},
+		{`[{"type":"message","role":"user","content":[{"type":"input_file","file_url":"/etc/passwd"}]}]`, "items[0].content[0].file_url"},
 		{`[{"type":"message","role":"user","content":[{"type":"input_file","file_data":"%%%"}]}]`, "items[0].content[0].file_data"},
 		{`[{"type":"message","role":"user","content":[{"type":"data"}]}]`, "items[0].content[0].type"},
 		{`[{"type":"message","role":"user","content":["x"]}]`, "items[0].content[0]"},

@@ -126,7 +126,7 @@ func fromItem(p string, raw json.RawMessage) (message.Message, error) {
 	}
 	obj["type"] = typ
 	id := NewID(typ)
-	if v, present := obj["id"]; present {
+	if v, present := obj["id"]; present && v != "" { // "" is no id, as null is
 		s, ok := v.(string)
 		if !ok || !ids.Valid(s) {
 			return message.Message{}, bad(p+".id", "want an id of 1 to %d ASCII letters, digits, '_', '-' or '.', not starting with '.' or '-'", ids.MaxLen)
@@ -154,7 +154,7 @@ func fromItem(p string, raw json.RawMessage) (message.Message, error) {
 		obj["status"] = "completed"
 	}
 	m.ID = id
-	if back := itemsOf(m); len(back) != 1 || !sameJSON(back[0], obj) {
+	if back := appendItems(nil, m); len(back) != 1 || !sameJSON(back[0].JSON, obj) {
 		m.Metadata = map[string]any{MetadataKey: obj}
 	}
 	if err := m.Validate(); err != nil {
@@ -191,10 +191,14 @@ func dropNulls(obj map[string]any) {
 	}
 }
 
-// sameJSON reports whether a and b are the same JSON value (maps are
-// written with sorted keys, numbers as they were read).
-func sameJSON(a, b any) bool {
-	x, err1 := json.Marshal(a)
+// sameJSON reports whether the item a and the object b are the same JSON
+// value (maps are written with sorted keys, numbers as they were read).
+func sameJSON(a []byte, b map[string]any) bool {
+	obj, err := decodeObject(a)
+	if err != nil {
+		return false
+	}
+	x, err1 := json.Marshal(obj)
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
@@ -325,6 +329,9 @@ func fromPart(p string, part map[string]any) (message.Content, error) {
 		}
 		switch {
 		case hasURL && u != "":
+			if !validURL(u) {
+				return nil, bad(p+".image_url", "expected a valid URL (https: or data:), but got a value with an invalid format")
+			}
 			return message.Data{URI: u, MediaType: imageType(u)}, nil
 		case hasFile && fileID != "":
 			return message.Data{URI: fileID, MediaType: "image/*"}, nil
@@ -356,6 +363,9 @@ func fromPart(p string, part map[string]any) (message.Content, error) {
 					d.Data, d.MediaType = b, fileType(name)
 				}
 			case "file_url":
+				if !validURL(s) || isDataURL(s) {
+					return nil, bad(p+".file_url", "expected a valid URL, but got a value with an invalid format")
+				}
 				d.URI, d.MediaType = s, fileType(urlPath(s))
 			case "file_id":
 				d.URI, d.MediaType = s, fileType(name)
@@ -368,6 +378,16 @@ func fromPart(p string, part map[string]any) (message.Content, error) {
 		return nil, bad(p+".type", "%q is not a content part type", typ)
 	}
 	return message.Unknown{Raw: raw(part)}, nil
+}
+
+// validURL reports whether s is an http(s) URL with a host or a data: URL
+// with data, as OpenAI takes them.
+func validURL(s string) bool {
+	if isDataURL(s) {
+		return strings.Contains(s, ",")
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
 func isDataURL(s string) bool { return len(s) >= 5 && strings.EqualFold(s[:5], "data:") }
