@@ -224,6 +224,10 @@ func TestResponseInConversation(t *testing.T) {
 				deltas = append(deltas, ev.Delta)
 			case "response.completed":
 				completed = ev.Response
+				// Answered is durable: the commit was made before.
+				if _, err := s.a.Responses.Get(ctx, completed.ID, responses.ResponseGetParams{}); err != nil {
+					t.Fatalf("get on response.completed: %v", err)
+				}
 			}
 		}
 		if err := stream.Err(); err != nil {
@@ -962,4 +966,43 @@ func TestSDKBodiesAccepted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A response's settings longer than one commit metadata value are kept
+// over several, and read back whole.
+func TestLongSettingsKept(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *respServer) {
+		ctx := t.Context()
+		long := strings.Repeat("Be brief, précis et concis. ", 600) // ~17 KB, multi-byte runes across chunk edges
+		r, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("hi"), Instructions: openai.String(long), Tools: weatherTool()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Instructions.OfString != long || len(got.Tools) != 1 || got.Tools[0].Name != "weather" || got.OutputText() != "You said: hi" {
+			t.Fatalf("stored: %.300s", got.RawJSON())
+		}
+		th, err := s.db.WithTenant("a").Thread(ctx, r.ID[len("resp_")+27:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.db.Store().Commit(ctx, th.Record().Head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Metadata["openai.response.4"]) == 0 || c.Metadata["openai.inputs"] != "1" {
+			t.Fatalf("metadata keys: %d", len(c.Metadata))
+		}
+		// Settings past what a commit can hold are refused before the
+		// model runs.
+		calls := len(s.model.Requests())
+		huge := strings.Repeat("x", 300_000)
+		_, err = s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("hi"), Instructions: openai.String(huge)})
+		if e := oaiError(t, err); e.StatusCode != 400 || len(s.model.Requests()) != calls {
+			t.Fatalf("%v", err)
+		}
+	})
 }
