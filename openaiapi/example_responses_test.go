@@ -48,7 +48,9 @@ func Example_responses() {
 	fmt.Println(first.OutputText(), "/", second.OutputText(), "/", branch.OutputText())
 
 	// A response id ends with its thread's id.
-	threadOf := func(r *responses.Response) string { return r.ID[strings.Index(r.ID[len("resp_"):], "_")+len("resp_")+1:] }
+	threadOf := func(r *responses.Response) string {
+		return r.ID[strings.Index(r.ID[len("resp_"):], "_")+len("resp_")+1:]
+	}
 	fmt.Println("second on the first's thread:", threadOf(second) == threadOf(first))
 	fork, _ := db.Thread(ctx, threadOf(branch))
 	fmt.Println("branch forked from it:", fork.Record().ForkedFrom.Thread == threadOf(first))
