@@ -535,6 +535,10 @@ func TestRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		svc, err := s.db.WithTenant("a").Create(ctx, thread.CreateOptions{Kind: thread.KindService})
+		if err != nil {
+			t.Fatal(err)
+		}
 		before := s.threads(t)
 		calls := len(s.model.Requests())
 		for _, tc := range []struct {
@@ -564,6 +568,13 @@ func TestRefusals(t *testing.T) {
 			{name: "tool choice not offered", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), Tools: weatherTool(),
 				ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "nope"}}}, param: "tool_choice"},
 			{name: "no input", params: responses.ResponseNewParams{Model: "m"}, param: "input"},
+			{name: "service thread", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), Conversation: inConversation(svc.ID())},
+				param: "conversation", says: "service-managed"},
+			{name: "input id already in the conversation", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), PreviousResponseID: openai.String(r.ID)},
+				opts: []option.RequestOption{option.WithJSONSet("input", []any{map[string]any{"role": "user", "content": "again", "id": r.Output[0].ID}})},
+				param: "input[0].id", says: "already in the conversation"},
+			{name: "json schema without a schema", params: responses.ResponseNewParams{Model: "m", Input: text("hi")},
+				opts: []option.RequestOption{option.WithJSONSet("text", map[string]any{"format": map[string]any{"type": "json_schema", "name": "x"}})}, param: "text.format.schema"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := s.a.Responses.New(ctx, tc.params, tc.opts...)
@@ -572,6 +583,9 @@ func TestRefusals(t *testing.T) {
 					t.Fatalf("%d %s", e.StatusCode, e.RawJSON())
 				}
 			})
+		}
+		if _, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}, option.WithQuery("stream", "true")); oaiError(t, err).StatusCode != 400 {
+			t.Fatalf("get as a stream: %v", err)
 		}
 		if after := s.threads(t); !slices.Equal(before, after) {
 			t.Fatalf("threads %v, then %v", before, after)
