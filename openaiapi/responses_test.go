@@ -571,7 +571,7 @@ func TestRefusals(t *testing.T) {
 			{name: "service thread", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), Conversation: inConversation(svc.ID())},
 				param: "conversation", says: "service-managed"},
 			{name: "input id already in the conversation", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), PreviousResponseID: openai.String(r.ID)},
-				opts: []option.RequestOption{option.WithJSONSet("input", []any{map[string]any{"role": "user", "content": "again", "id": r.Output[0].ID}})},
+				opts:  []option.RequestOption{option.WithJSONSet("input", []any{map[string]any{"role": "user", "content": "again", "id": r.Output[0].ID}})},
 				param: "input[0].id", says: "already in the conversation"},
 			{name: "json schema without a schema", params: responses.ResponseNewParams{Model: "m", Input: text("hi")},
 				opts: []option.RequestOption{option.WithJSONSet("text", map[string]any{"format": map[string]any{"type": "json_schema", "name": "x"}})}, param: "text.format.schema"},
