@@ -768,6 +768,12 @@ func TestBadInput(t *testing.T) {
 	if ae := apiError(t, err, http.StatusConflict); ae.Param != "items[0].id" || !strings.Contains(ae.Message, "already in the conversation") || ae.Response.Header.Get("X-Should-Retry") != "false" {
 		t.Errorf("%s %v", ae.RawJSON(), ae.Response.Header)
 	}
+	// However the id member is spelled.
+	escaped := `{"items":[{"\u0069d":"` + page.Data[0].ID + `","role":"user","content":"again"}]}`
+	err = e.a.Execute(ctx, "POST", path+"/items", json.RawMessage(escaped), nil)
+	if ae := apiError(t, err, http.StatusConflict); ae.Param != "items[0].id" {
+		t.Errorf("escaped id member: %s", ae.RawJSON())
+	}
 	if err := th.Refresh(ctx); err != nil || th.Version() != 1 {
 		t.Errorf("the conversation moved: v%d %v", th.Version(), err)
 	}

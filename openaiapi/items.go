@@ -78,7 +78,7 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request) error {
 	case len(req.Items) > MaxItems:
 		return invalidParam("items", "Invalid 'items': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", MaxItems, len(req.Items))
 	}
-	msgs, err := oaiitem.FromItems(req.Items)
+	msgs, fresh, err := oaiitem.FromItemsFresh(req.Items)
 	if err != nil {
 		return itemError(err)
 	}
@@ -90,7 +90,7 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := detached(r)
-	c, err := th.Commit(ctx, thread.CommitOptions{Messages: msgs, FreshIDs: !givesIDs(req.Items)})
+	c, err := th.Commit(ctx, thread.CommitOptions{Messages: msgs, FreshIDs: fresh})
 	if errors.Is(err, thread.ErrDuplicateID) {
 		w.Header().Set("X-Should-Retry", "false") // the id stays taken
 		return takenID(ctx, th, msgs, err)
@@ -135,19 +135,6 @@ func takenID(ctx context.Context, th *thread.Thread, msgs []message.Message, err
 		}
 	}
 	return err
-}
-
-// givesIDs reports whether any item may carry an id of its own; items
-// without are given fresh ids, which a commit need not look up on the
-// thread's line (thread.CommitOptions.FreshIDs). The test errs on the
-// side of looking up: any "id" member anywhere counts.
-func givesIDs(items []json.RawMessage) bool {
-	for _, it := range items {
-		if bytes.Contains(it, []byte(`"id"`)) {
-			return true
-		}
-	}
-	return false
 }
 
 // listParams are the query of a list of items.

@@ -567,3 +567,30 @@ func TestInput(t *testing.T) {
 		}
 	}
 }
+
+// TestFromItemsFresh: ids are fresh only when FromItems made them all,
+// however the item spelled its id member.
+func TestFromItemsFresh(t *testing.T) {
+	for _, tc := range []struct {
+		items string
+		fresh bool
+	}{
+		{`[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f"}]`, true},
+		{`[{"role":"user","content":"a","id":null},{"role":"user","content":"b","id":""}]`, true},
+		{`[{"role":"user","content":"a"},{"role":"user","content":"b","id":"mine"}]`, false},
+		{`[{"role":"user","content":"a","\u0069d":"mine"}]`, false},
+		{`[{"role":"user","content":"a","ID":"mine"}]`, true}, // JSON members are case-sensitive here: not an id
+	} {
+		var items []json.RawMessage
+		if err := json.Unmarshal([]byte(tc.items), &items); err != nil {
+			t.Fatal(err)
+		}
+		msgs, fresh, err := oaiitem.FromItemsFresh(items)
+		if err != nil || fresh != tc.fresh {
+			t.Errorf("%s: fresh %v, want %v (%v)", tc.items, fresh, tc.fresh, err)
+		}
+		if !tc.fresh && err == nil && msgs[len(msgs)-1].ID != "mine" {
+			t.Errorf("%s: id %q", tc.items, msgs[len(msgs)-1].ID)
+		}
+	}
+}
