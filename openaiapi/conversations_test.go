@@ -474,7 +474,13 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	if err != nil || item.Output.OfString != "2" || item.CallID != "c2" {
 		t.Fatalf("m_tool.1: %v %v", item, err)
 	}
-	// Deleting the call to add cuts it from its message.
+	// A client's item may not take a sub-item's id.
+	err = e.a.Execute(ctx, "POST", "conversations/"+th.ID()+"/items", map[string]any{"items": []any{map[string]any{"id": "m_tool.1", "role": "user", "content": "x"}}}, nil)
+	if ae := apiError(t, err, http.StatusConflict); ae.Param != "items[0].id" || ae.Response.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("a sub-item's id taken: %s", ae.RawJSON())
+	}
+	// Deleting the call to add cuts it from its message; the other items
+	// keep their ids, and the deleted id names nothing.
 	if _, err := e.a.Conversations.Items.Delete(ctx, th.ID(), "m_asst.1"); err != nil {
 		t.Fatal(err)
 	}
@@ -486,8 +492,42 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls := now[1].Calls(); len(now) != 3 || now[1].ID != "m_asst" || len(calls) != 1 || calls[0].Name != "sub" || now[1].Text() != "calling" {
-		t.Errorf("after deleting m_asst.1: %+v", now)
+	var nowIDs []string
+	for _, m := range now {
+		nowIDs = append(nowIDs, m.ID)
+	}
+	if diff := cmp.Diff([]string{"m_user", "m_asst", "m_asst.2", "m_tool"}, nowIDs); diff != "" || now[1].Text() != "calling" || len(now[1].Calls()) != 0 || now[2].Calls()[0].Name != "sub" {
+		t.Errorf("messages after deleting m_asst.1 (-want +got):\n%s", diff)
+	}
+	page, err = e.a.Conversations.Items.List(ctx, th.ID(), conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotIDs = nil
+	for _, it := range page.Data {
+		gotIDs = append(gotIDs, it.ID)
+	}
+	if diff := cmp.Diff([]string{"m_user", "m_asst", "m_asst.2", "m_tool", "m_tool.1"}, gotIDs); diff != "" {
+		t.Errorf("item ids after deleting m_asst.1 (-want +got):\n%s", diff)
+	}
+	if item, err := e.a.Conversations.Items.Get(ctx, th.ID(), "m_asst.2", conversations.ItemGetParams{}); err != nil || item.Name != "sub" {
+		t.Errorf("m_asst.2 after the delete: %v %v", item, err)
+	}
+	_, err = e.a.Conversations.Items.Get(ctx, th.ID(), "m_asst.1", conversations.ItemGetParams{})
+	apiError(t, err, http.StatusNotFound)
+	_, err = e.a.Conversations.Items.Delete(ctx, th.ID(), "m_asst.1") // a retry deletes nothing more
+	apiError(t, err, http.StatusNotFound)
+	// Deleting item 0 of a message leaves its other items their ids too.
+	if _, err := e.a.Conversations.Items.Delete(ctx, th.ID(), "m_tool"); err != nil {
+		t.Fatal(err)
+	}
+	if item, err := e.a.Conversations.Items.Get(ctx, th.ID(), "m_tool.1", conversations.ItemGetParams{}); err != nil || item.CallID != "c2" {
+		t.Errorf("m_tool.1 after deleting m_tool: %v %v", item, err)
+	}
+	_, err = e.a.Conversations.Items.Delete(ctx, th.ID(), "m_tool")
+	apiError(t, err, http.StatusNotFound)
+	if err := msgs.Refresh(ctx); err != nil {
+		t.Fatal(err)
 	}
 	// A fork made by loom's own API is a conversation the SDK uses at once.
 	fork, err := msgs.Fork(ctx, thread.ForkOptions{})
@@ -521,8 +561,8 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	for _, m := range forked {
 		forkIDs = append(forkIDs, m.ID)
 	}
-	if len(forkIDs) != 3 || forkIDs[0] != "m_asst" || forkIDs[1] != "m_tool" || forked[2].Text() != "on the fork" {
-		t.Errorf("fork after deleting m_user: %v", forkIDs)
+	if diff := cmp.Diff([]string{"m_asst", "m_asst.2", "m_tool.1"}, forkIDs[:len(forkIDs)-1]); diff != "" || forked[len(forked)-1].Text() != "on the fork" {
+		t.Errorf("fork after deleting m_user (-want +got):\n%s", diff)
 	}
 	// The original thread keeps it.
 	orig, err := msgs.Messages(ctx, thread.ReadOptions{})
