@@ -884,3 +884,74 @@ func TestBodyTooLarge(t *testing.T) {
 		t.Error("a thread was made")
 	}
 }
+
+// TestConcurrentWrites: item creates, item deletes and metadata updates on
+// one conversation at once all succeed, and each is in the result.
+func TestConcurrentWrites(t *testing.T) {
+	onStores(t, func(t *testing.T, e *env) {
+		ctx := t.Context()
+		var seed []responses.ResponseInputItemUnionParam
+		for i := range 8 {
+			seed = append(seed, userItem(fmt.Sprint("old ", i)))
+		}
+		conv, err := e.a.Conversations.New(ctx, conversations.ConversationNewParams{Items: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for w := range 3 {
+			wg.Go(func() {
+				for i := range 6 {
+					if _, err := e.a.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{
+						Items: []responses.ResponseInputItemUnionParam{userItem(fmt.Sprintf("new %d-%d", w, i))}}); err != nil {
+						errs <- fmt.Errorf("create: %w", err)
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			for _, it := range page.Data {
+				if _, err := e.a.Conversations.Items.Delete(ctx, conv.ID, it.ID); err != nil {
+					errs <- fmt.Errorf("delete %s: %w", it.ID, err)
+				}
+			}
+		})
+		wg.Go(func() {
+			for i := range 6 {
+				if _, err := e.a.Conversations.Update(ctx, conv.ID, conversations.ConversationUpdateParams{Metadata: shared.Metadata{"n": fmt.Sprint(i)}}); err != nil {
+					errs <- fmt.Errorf("update: %w", err)
+				}
+			}
+		})
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		var got []string
+		pager := e.a.Conversations.Items.ListAutoPaging(ctx, conv.ID, conversations.ItemListParams{Order: "asc", Limit: param.NewOpt[int64](100)})
+		for pager.Next() {
+			got = append(got, brief(t, pager.Current().RawJSON()))
+		}
+		if err := pager.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 18 {
+			t.Errorf("%d items, want the 18 new ones: %v", len(got), got)
+		}
+		for _, b := range got {
+			if !strings.HasPrefix(b, "user:new ") {
+				t.Errorf("item %s survived its delete", b)
+			}
+		}
+		c, err := e.a.Conversations.Get(ctx, conv.ID)
+		if err != nil || c.Metadata.(map[string]any)["n"] != "5" {
+			t.Errorf("metadata %v %v", c, err)
+		}
+	})
+}

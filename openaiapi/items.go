@@ -398,17 +398,12 @@ func (s *Server) deleteItem(w http.ResponseWriter, r *http.Request) error {
 		return notFound("Item", id)
 	}
 	ctx := detached(r)
-	for attempt := 0; ; attempt++ {
-		err = dropItem(ctx, th, id)
-		if !errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrDuplicateID) || attempt == 8 {
-			break
-		}
-		if err := th.Refresh(ctx); err != nil {
-			return err
-		}
-	}
-	if errors.Is(err, errNoItem) {
+	err = onMoved(ctx, th, func() error { return dropItem(ctx, th, id) })
+	switch {
+	case errors.Is(err, errNoItem):
 		return notFound("Item", id)
+	case errors.Is(err, thread.ErrNotFound) && th.Refresh(ctx) != nil:
+		return notFound("Conversation", th.ID())
 	}
 	if err != nil {
 		return err
