@@ -955,3 +955,40 @@ func TestConcurrentWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteItemTailLimit: an item with more messages after it than one
+// commit takes cannot be deleted, and the answer says why in OpenAI's
+// words; nothing changes.
+func TestDeleteItemTailLimit(t *testing.T) {
+	db := thread.New(thread.NewMemoryStore(), &thread.Options{Limits: thread.Limits{MessagesPerCommit: 5}})
+	e := newEnv(t, db)
+	ctx := t.Context()
+	conv, err := e.a.Conversations.New(ctx, conversations.ConversationNewParams{Items: []responses.ResponseInputItemUnionParam{userItem("first")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		if _, err := e.a.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: []responses.ResponseInputItemUnionParam{userItem(fmt.Sprint(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: "asc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := e.tenantA.Thread(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.a.Conversations.Items.Delete(ctx, conv.ID, page.Data[0].ID)
+	if ae := apiError(t, err, http.StatusBadRequest); ae.Param != "item_id" || !strings.Contains(ae.Message, "loom does not support") || !strings.Contains(ae.Message, "has 6") {
+		t.Errorf("delete of the first item: %s", ae.RawJSON())
+	}
+	if err := th.Refresh(ctx); err != nil || th.Version() != 7 {
+		t.Errorf("the conversation moved: v%d %v", th.Version(), err)
+	}
+	// An item with 5 after it can go.
+	if _, err := e.a.Conversations.Items.Delete(ctx, conv.ID, page.Data[1].ID); err != nil {
+		t.Fatal(err)
+	}
+}

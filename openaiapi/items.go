@@ -479,6 +479,11 @@ func dropItem(ctx context.Context, th *thread.Thread, id string) error {
 			msgs = append(msgs, m)
 		}
 	}
+	// The tail is rewritten in one commit (a group moves a thread once):
+	// past a commit's limit, say so rather than fail in the store's words.
+	if limit := th.DB().Limits().MessagesPerCommit; len(msgs) > limit {
+		return unsupported("item_id", "deleting an item with more than %d messages after it (this one has %d): its deletion rewrites them in one commit", limit, len(msgs))
+	}
 	// The state as the head has it, over the target's.
 	headState, err := th.State(ctx, 0)
 	if err != nil {
