@@ -90,7 +90,9 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := subIDsFree(r.Context(), th, msgs, "items"); err != nil {
-		w.Header().Set("X-Should-Retry", "false") // the id stays taken
+		if e := (*Error)(nil); errors.As(err, &e) && e.Status == http.StatusConflict {
+			w.Header().Set("X-Should-Retry", "false") // the id stays taken
+		}
 		return err
 	}
 	ctx := detached(r)
