@@ -191,7 +191,7 @@ func parseList(r *http.Request) (listParams, error) {
 	default:
 		return p, invalidParam("order", "Invalid value for 'order': expected 'asc' or 'desc', got %s.", strconv.Quote(clip(v)))
 	}
-	if q.Has("after") && !ids.Valid(p.after) {
+	if p.after != "" && !ids.Valid(p.after) { // an empty after is none
 		return p, afterNotFound(p.after)
 	}
 	return p, checkInclude(r)
