@@ -1,6 +1,7 @@
 package openaiapi
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -42,6 +43,8 @@ type Server struct {
 	model string
 	log   *slog.Logger
 	mux   *http.ServeMux
+	// saves orders the commits of responses on one thread (responses.go).
+	saves threadLocks
 }
 
 // route is one entry of the route table: a ServeMux pattern, its handler,
@@ -71,6 +74,8 @@ var routes = []route{
 	{pattern: "DELETE /responses/{response_id}", handle: (*Server).deleteResponse},
 	{pattern: "POST /responses/{response_id}/cancel", handle: (*Server).cancelResponse},
 	{pattern: "GET /responses/{response_id}/input_items", handle: (*Server).listInputItems, query: []string{"after", "limit", "order", "include", "include[]"}},
+	{pattern: "POST /responses/compact", handle: (*Server).compactResponses},
+	{pattern: "POST /responses/input_tokens", handle: (*Server).countInputTokens},
 }
 
 // New returns a Server on opts.DB. It panics if opts.DB is nil.
@@ -148,6 +153,10 @@ func (s *Server) tenantDB(r *http.Request) *thread.DB {
 	}
 	return s.db
 }
+
+// detached is the context of a write: it does not end when the client
+// goes away, so that an accepted write finishes.
+func detached(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
 
 // clip shortens s for an error message.
 func clip(s string) string {
