@@ -9,7 +9,12 @@ machine."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +30,7 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
-from tests.oai import async_client, describe, get_json, messages, native, thread_of
+from tests.oai import async_client, base_url, describe, get_json, messages, native, thread_of
 from tests.servers import LoomServer
 
 # The SDK exports traces to OpenAI by default; the tests make no network calls.
@@ -201,3 +206,17 @@ async def test_runner_with_previous_response_id(agent: Agent[Any], loom: httpx.C
     second = await Runner.run(agent, "next", previous_response_id=first.last_response_id)
     assert second.final_output == "You said: next"
     assert messages(loom, response_thread(second)) == tool_turn(1, 2) + [("user", "next"), ("assistant", "You said: next")]
+
+
+def test_package_readme_example_runs(scripted_server: LoomServer) -> None:
+    """The Agents SDK example of this package's README, run as a script
+    against the test server (tracing off through the SDK's variable)."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## Use loom from the OpenAI SDKs", 1)[1].split("\n## ", 1)[0]
+    m = re.search(r"```python\n(.*?)```", section, re.S)
+    assert m, "no python block in the package README's OpenAI section"
+    code = m.group(1).replace("http://127.0.0.1:8080/openai/v1", base_url(scripted_server))
+    env = {**os.environ, "OPENAI_AGENTS_DISABLE_TRACING": "1", "OPENAI_API_KEY": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "You said: Hello!\n"
