@@ -260,6 +260,101 @@ def test_items_paginate_over_250_in_both_orders(scripted_server: LoomServer) -> 
         assert list(client.conversations.items.list(conv.id, order="asc", after=ids[-1])) == []
 
 
+def test_native_thread_is_a_conversation(client: OpenAI, loom: httpx.Client) -> None:
+    """A thread made by loom's own API is a conversation at once: a message
+    of several contents reads as several items (the k-th named <id>.k), and
+    a response appends to it."""
+    r = loom.post(
+        "/v1/threads",
+        json={
+            "title": "made natively",
+            "messages": [
+                {"id": "m1", "role": "user", "contents": [{"type": "text", "text": "weather?"}]},
+                {
+                    "id": "m2",
+                    "role": "assistant",
+                    "contents": [
+                        {"type": "text", "text": "Checking."},
+                        {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": '{"city": "Paris"}'},
+                        {"type": "function_call", "call_id": "c2", "name": "weather", "arguments": '{"city": "Rome"}'},
+                    ],
+                },
+                {
+                    "id": "m3",
+                    "role": "tool",
+                    "contents": [
+                        {"type": "function_result", "call_id": "c1", "result": "sunny"},
+                        {"type": "function_result", "call_id": "c2", "result": "rain"},
+                    ],
+                },
+            ],
+        },
+    )
+    assert r.status_code == 201, r.text
+    tid = r.json()["id"]
+    items = list(client.conversations.items.list(tid, order="asc"))
+    assert [(i.id, *describe(i)) for i in items] == [
+        ("m1", "user", "weather?"),
+        ("m2", "assistant", "Checking."),
+        ("m2.1", "function_call", "weather", '{"city": "Paris"}'),
+        ("m2.2", "function_call", "weather", '{"city": "Rome"}'),
+        ("m3", "function_call_output", "sunny"),
+        ("m3.1", "function_call_output", "rain"),
+    ]
+    assert describe(client.conversations.items.retrieve("m2.2", conversation_id=tid)) == (
+        "function_call",
+        "weather",
+        '{"city": "Rome"}',
+    )
+    resp = client.responses.create(model="loom", input="thanks", conversation=tid)
+    assert resp.output_text == "You said: thanks"
+    assert messages(loom, tid)[-2:] == [("user", "thanks"), ("assistant", "You said: thanks")]
+
+
+def test_native_rollback_and_fork_seen_by_the_sdk(client: OpenAI, loom: httpx.Client) -> None:
+    """Time travel in loom is what the SDK then sees: a conversation rolled
+    back natively lists the earlier items and goes on from there; a fork is
+    a conversation of its own with the same items."""
+    conv = client.conversations.create()
+    client.responses.create(model="loom", input="one", conversation=conv.id)
+    version = get_json(loom, f"/v1/threads/{conv.id}")["version"]
+    client.responses.create(model="loom", input="two", conversation=conv.id)
+    fork = loom.post(f"/v1/threads/{conv.id}/fork", json={}).json()["id"]
+    r = loom.post(f"/v1/threads/{conv.id}/rollback", json={"version": version})
+    assert r.status_code == 200, r.text
+    assert [describe(i)[1] for i in client.conversations.items.list(conv.id, order="asc")] == ["one", "You said: one"]
+    client.responses.create(model="loom", input="three", conversation=conv.id)
+    assert [describe(i)[1] for i in client.conversations.items.list(conv.id, order="asc")] == [
+        "one",
+        "You said: one",
+        "three",
+        "You said: three",
+    ]
+    assert [describe(i)[1] for i in client.conversations.items.list(fork, order="asc")] == [
+        "one",
+        "You said: one",
+        "two",
+        "You said: two",
+    ]
+    assert client.conversations.retrieve(fork).id == fork
+
+
+def test_service_thread_is_read_only(client: OpenAI, loom: httpx.Client) -> None:
+    """A service-managed thread mirrors a conversation kept by a service:
+    it reads, but the compatible API does not write to it."""
+    r = loom.post("/v1/threads", json={"kind": "service", "title": "kept elsewhere"})
+    assert r.status_code == 201, r.text
+    tid = r.json()["id"]
+    assert client.conversations.retrieve(tid).id == tid
+    assert list(client.conversations.items.list(tid)) == []
+    with pytest.raises(openai.BadRequestError) as e:
+        client.conversations.items.create(tid, items=[user("write")])
+    error_of(e)
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model="loom", input="write", conversation=tid)
+    assert messages(loom, tid) == []
+
+
 # --- responses ---------------------------------------------------------------
 
 
@@ -388,6 +483,24 @@ def test_function_call_round_trip_in_conversation(client: OpenAI, loom: httpx.Cl
     assert plain.output_text == 'You said: call add {"a": 1}'
 
 
+def test_streamed_function_call(client: OpenAI) -> None:
+    with client.responses.stream(model="loom", input='call add {"a": 9, "b": 1}', tools=[ADD_TOOL]) as stream:
+        events = [e.type for e in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.delta" in events
+    assert "response.function_call_arguments.done" in events
+    call = final.output[0]
+    assert call.type == "function_call" and call.name == "add"
+    assert call.parsed_arguments == {"a": 9, "b": 1}  # the SDK parses a strict tool's arguments
+    with client.responses.stream(
+        model="loom",
+        previous_response_id=final.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "10"}],
+        tools=[ADD_TOOL],
+    ) as stream:
+        assert stream.get_final_response().output_text == "Tool add returned: 10"
+
+
 def test_function_call_round_trip_by_previous_response(client: OpenAI) -> None:
     first = client.responses.create(model="loom", input='call add {"a": 40, "b": 2}', tools=[ADD_TOOL])
     call = first.output[0]
@@ -433,7 +546,7 @@ def test_previous_response_id_branches_from_an_earlier_response(client: OpenAI, 
     assert {t["id"] for t in family["threads"]} >= {trunk, branch}
 
     # Every response is still there, with its own input.
-    assert client.responses.retrieve(r1.id).output_text == "You said: one"
+    assert client.responses.retrieve(r1.id, include=["message.output_text.logprobs"]).output_text == "You said: one"
     assert [describe(i) for i in client.responses.input_items.list(r3.id)] == [("user", "three")]
     # instructions are not carried over to the next response (as OpenAI).
     assert client.responses.retrieve(r1.id).instructions == "Be brief."
