@@ -10,6 +10,7 @@ output with "Tool <name> returned: <output>"."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -443,6 +444,26 @@ async def test_async_client_conversations_and_raw_stream(scripted_server: LoomSe
         assert deleted.deleted
         with pytest.raises(openai.NotFoundError):
             await client.conversations.items.list(conv.id)
+
+
+async def test_concurrent_writers_lose_nothing(scripted_server: LoomServer) -> None:
+    """Appends to one conversation from many requests at once (items and
+    responses) all land: a conversation write is a pure append, retried by
+    loom on a moved head, never a 409 for the SDK to retry."""
+    async with async_client(scripted_server) as client:
+        conv = await client.conversations.create()
+        results = await asyncio.gather(
+            *(client.conversations.items.create(conv.id, items=[user(f"item {n}")]) for n in range(12)),
+            *(client.responses.create(model="loom", input=f"ask {n}", conversation=conv.id) for n in range(4)),
+        )
+        assert len(results) == 16
+        said = [describe(i)[1] async for i in client.conversations.items.list(conv.id, order="asc", limit=100)]
+        assert sorted(t for t in said if t.startswith("item ")) == sorted(f"item {n}" for n in range(12))
+        for n in range(4):
+            # Each response's input and output are adjacent: one commit.
+            at = said.index(f"ask {n}")
+            assert said[at + 1] == f"You said: ask {n}"
+        assert len(said) == 20
 
 
 def test_function_call_round_trip_in_conversation(client: OpenAI, loom: httpx.Client) -> None:
