@@ -21,6 +21,7 @@ import httpx
 import pytest
 from agents import (
     Agent,
+    ModelSettings,
     OpenAIConversationsSession,
     OpenAIResponsesModel,
     Runner,
@@ -29,6 +30,7 @@ from agents import (
     set_tracing_disabled,
 )
 from openai import AsyncOpenAI
+from openai.types.shared import Reasoning
 
 from tests.oai import async_client, base_url, describe, get_json, messages, native, thread_of
 from tests.servers import LoomServer
@@ -220,3 +222,38 @@ def test_package_readme_example_runs(scripted_server: LoomServer) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "You said: Hello!\n"
+
+
+async def test_model_settings_are_accepted(client: AsyncOpenAI) -> None:
+    """The request fields an Agents SDK user commonly sets (sampling,
+    limits, tool choice, truncation, metadata, reasoning, verbosity, store)
+    are ones loom takes."""
+    CALLS.clear()
+    agent = Agent(
+        name="tuned",
+        tools=[add],
+        model=OpenAIResponsesModel(model="loom", openai_client=client),
+        model_settings=ModelSettings(
+            temperature=0.2,
+            top_p=0.9,
+            max_tokens=200,
+            tool_choice="auto",
+            parallel_tool_calls=True,
+            truncation="auto",
+            metadata={"app": "tests"},
+            reasoning=Reasoning(effort="low"),
+            verbosity="low",
+            store=True,
+        ),
+    )
+    result = await Runner.run(agent, call(3, 4))
+    assert result.final_output == "Tool add returned: 7"
+    assert CALLS == [(3, 4)]
+    # loom kept the settings the SDK sent with the response.
+    rid = result.raw_responses[0].response_id
+    assert rid is not None
+    stored = await client.responses.retrieve(rid)
+    assert (stored.temperature, stored.top_p, stored.max_output_tokens) == (0.2, 0.9, 200)
+    assert (stored.truncation, stored.metadata, stored.parallel_tool_calls) == ("auto", {"app": "tests"}, True)
+    assert stored.reasoning is not None and stored.reasoning.effort == "low"
+    assert stored.text is not None and stored.text.verbosity == "low"
