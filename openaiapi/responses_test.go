@@ -224,6 +224,10 @@ func TestResponseInConversation(t *testing.T) {
 				deltas = append(deltas, ev.Delta)
 			case "response.completed":
 				completed = ev.Response
+				// Answered is durable: the commit was made before.
+				if _, err := s.a.Responses.Get(ctx, completed.ID, responses.ResponseGetParams{}); err != nil {
+					t.Fatalf("get on response.completed: %v", err)
+				}
 			}
 		}
 		if err := stream.Err(); err != nil {
@@ -531,6 +535,10 @@ func TestRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		svc, err := s.db.WithTenant("a").Create(ctx, thread.CreateOptions{Kind: thread.KindService})
+		if err != nil {
+			t.Fatal(err)
+		}
 		before := s.threads(t)
 		calls := len(s.model.Requests())
 		for _, tc := range []struct {
@@ -560,6 +568,13 @@ func TestRefusals(t *testing.T) {
 			{name: "tool choice not offered", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), Tools: weatherTool(),
 				ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "nope"}}}, param: "tool_choice"},
 			{name: "no input", params: responses.ResponseNewParams{Model: "m"}, param: "input"},
+			{name: "service thread", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), Conversation: inConversation(svc.ID())},
+				param: "conversation", says: "service-managed"},
+			{name: "input id already in the conversation", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), PreviousResponseID: openai.String(r.ID)},
+				opts:  []option.RequestOption{option.WithJSONSet("input", []any{map[string]any{"role": "user", "content": "again", "id": r.Output[0].ID}})},
+				param: "input[0].id", says: "already in the conversation"},
+			{name: "json schema without a schema", params: responses.ResponseNewParams{Model: "m", Input: text("hi")},
+				opts: []option.RequestOption{option.WithJSONSet("text", map[string]any{"format": map[string]any{"type": "json_schema", "name": "x"}})}, param: "text.format.schema"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := s.a.Responses.New(ctx, tc.params, tc.opts...)
@@ -568,6 +583,9 @@ func TestRefusals(t *testing.T) {
 					t.Fatalf("%d %s", e.StatusCode, e.RawJSON())
 				}
 			})
+		}
+		if _, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}, option.WithQuery("stream", "true")); oaiError(t, err).StatusCode != 400 {
+			t.Fatalf("get as a stream: %v", err)
 		}
 		if after := s.threads(t); !slices.Equal(before, after) {
 			t.Fatalf("threads %v, then %v", before, after)
@@ -927,4 +945,78 @@ func TestStreamMixedOutput(t *testing.T) {
 	if strings.Join(outTypes, " ") != "reasoning:rs message:msg function_call:fc function_call:fc" {
 		t.Fatalf("output %q", outTypes)
 	}
+}
+
+// The bodies the SDKs send by default (as SDKNOTES24 records them from the
+// wire) are all accepted.
+func TestSDKBodiesAccepted(t *testing.T) {
+	tool := `{"type":"function","name":"get_weather","description":"weather","parameters":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","title":"get_weather_args","properties":{"city":{"title":"City","type":"string"}},"required":["city"],"additionalProperties":false},"strict":true}`
+	history := `{"id":"msg_01hist0000000000000000000a","type":"message","role":"user","status":"completed","content":[{"type":"input_text","text":"call get_weather {\"city\":\"Paris\"}"}]},` +
+		`{"id":"fc_01hist0000000000000000000b","type":"function_call","name":"get_weather","call_id":"call_1","arguments":"{\"city\":\"Paris\"}","status":"completed"},` +
+		`{"type":"function_call_output","id":"fco_01hist000000000000000000c","call_id":"call_1","output":"sunny","status":"completed"},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Tool get_weather returned: sunny","annotations":[],"logprobs":[]}],"status":"completed"}`
+	for _, tc := range []struct{ name, body, want string }{
+		{"agents js", `{"model":"loom-model","instructions":"be brief","input":[` + history + `,{"role":"user","content":"weather in Paris?"}],"include":[],"tools":[` + tool + `],"stream":false}`, "You said: weather in Paris?"},
+		{"agents js, within a turn", `{"model":"loom-model","input":[{"role":"user","content":"hi"},{"id":"fc_01turn0000000000000000000a","type":"function_call","name":"get_weather","call_id":"call_2","arguments":"{}","status":"completed"},{"type":"function_call_output","call_id":"call_2","output":"rain","status":"completed"}],"include":[],"tools":[` + tool + `],"stream":false}`, "Tool get_weather returned: rain"},
+		{"agents python", `{"model":"loom","include":[],"input":[` + history + `,{"content":"Hello","role":"user"}],"instructions":"be brief","tools":[` + tool + `]}`, "You said: Hello"},
+		{"python, conversation object", `{"model":"loom","conversation":{"id":"CONV"},"input":"Hello!"}`, "You said: Hello!"},
+		{"python, conversation string", `{"model":"loom","conversation":"CONV","input":[{"role":"user","content":"again"}],"store":true,"parallel_tool_calls":true,"tool_choice":"auto","truncation":"disabled","text":{"format":{"type":"text"}},"top_logprobs":0}`, "You said: again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRespServer(t, thread.NewMemoryStore(), scripted.Echo())
+			body := strings.ReplaceAll(tc.body, "CONV", s.conversation(t))
+			req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/responses", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+respKeyA)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var r responses.Response
+			data, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || json.Unmarshal(data, &r) != nil || r.OutputText() != tc.want {
+				t.Fatalf("%d %s", resp.StatusCode, data)
+			}
+		})
+	}
+}
+
+// A response's settings longer than one commit metadata value are kept
+// over several, and read back whole.
+func TestLongSettingsKept(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *respServer) {
+		ctx := t.Context()
+		long := strings.Repeat("Be brief, précis et concis. ", 600) // ~17 KB, multi-byte runes across chunk edges
+		r, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("hi"), Instructions: openai.String(long), Tools: weatherTool()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Instructions.OfString != long || len(got.Tools) != 1 || got.Tools[0].Name != "weather" || got.OutputText() != "You said: hi" {
+			t.Fatalf("stored: %.300s", got.RawJSON())
+		}
+		th, err := s.db.WithTenant("a").Thread(ctx, r.ID[len("resp_")+27:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.db.Store().Commit(ctx, th.Record().Head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Metadata["openai.response.4"]) == 0 || c.Metadata["openai.inputs"] != "1" {
+			t.Fatalf("metadata keys: %d", len(c.Metadata))
+		}
+		// Settings past what a commit can hold are refused before the
+		// model runs.
+		calls := len(s.model.Requests())
+		huge := strings.Repeat("x", 300_000)
+		_, err = s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("hi"), Instructions: openai.String(huge)})
+		if e := oaiError(t, err); e.StatusCode != 400 || len(s.model.Requests()) != calls {
+			t.Fatalf("%v", err)
+		}
+	})
 }
