@@ -5,6 +5,10 @@ item appended, and one page of 20 items listed, through
 - the official `openai` SDK at /openai/v1 (conversations.items.create/list),
 - plain httpx at /openai/v1 (the same requests, without the SDK's work),
 - plain httpx at loom's native /v1/threads/{id}/messages (POST, GET ?limit=20),
+- and, to tell the SDK's own work from the server's, the `openai` SDK against
+  no server: an httpx2 MockTransport that answers each request with the body
+  loom gave for it (what is left is building the request and parsing the
+  answer into the SDK's models),
 
 each on its own thread of the same loom serve (SQLite in a temporary
 directory, or --store), filled with the same number of items first. The
@@ -36,6 +40,7 @@ ROOT = PACKAGE.parent.parent
 sys.path.insert(0, str(PACKAGE))
 
 import httpx  # noqa: E402
+import httpx2  # noqa: E402
 from openai import OpenAI  # noqa: E402
 
 from tests.servers import LoomServer, build_go  # noqa: E402
@@ -70,6 +75,19 @@ def run(url: str, n: int, fill: int) -> None:
         return r
 
     conv_sdk = sdk.conversations.create().id
+    # The last answer loom gave to each kind of request, replayed by the
+    # server-less SDK client.
+    replay: dict[str, bytes] = {}
+
+    def answer(req: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=replay[req.method], headers={"content-type": "application/json"})
+
+    offline = OpenAI(
+        base_url=f"{url}/openai/v1",
+        api_key="loom",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+    )
     conv_raw = sdk.conversations.create().id
     thread = ok(loom.post("/v1/threads", json={})).json()["id"]
     item = {"role": "user", "content": TEXT}
@@ -80,8 +98,11 @@ def run(url: str, n: int, fill: int) -> None:
         ok(raw.post(f"/conversations/{conv_raw}/items", json={"items": [item] * k}))
         ok(loom.post(f"/v1/threads/{thread}/messages", json={"messages": [native_msg] * k}))
 
-    create: dict[str, list[float]] = {"openai SDK /openai/v1": [], "httpx /openai/v1": [], "native /v1": []}
-    listing: dict[str, list[float]] = {"openai SDK /openai/v1": [], "httpx /openai/v1": [], "native /v1": []}
+    kinds = ["openai SDK /openai/v1", "httpx /openai/v1", "native /v1", "openai SDK, no server"]
+    create: dict[str, list[float]] = {k: [] for k in kinds}
+    listing: dict[str, list[float]] = {k: [] for k in kinds}
+    replay["POST"] = ok(raw.post(f"/conversations/{conv_raw}/items", json={"items": [item]})).content
+    replay["GET"] = ok(raw.get(f"/conversations/{conv_raw}/items", params={"limit": 20})).content
     for _ in range(n):
         create["openai SDK /openai/v1"].append(
             timed(lambda: sdk.conversations.items.create(conv_sdk, items=[{"role": "user", "content": TEXT}]))
@@ -89,6 +110,9 @@ def run(url: str, n: int, fill: int) -> None:
         create["httpx /openai/v1"].append(timed(lambda: ok(raw.post(f"/conversations/{conv_raw}/items", json={"items": [item]}))))
         create["native /v1"].append(
             timed(lambda: ok(loom.post(f"/v1/threads/{thread}/messages", json={"messages": [native_msg]})))
+        )
+        create["openai SDK, no server"].append(
+            timed(lambda: offline.conversations.items.create(conv_sdk, items=[{"role": "user", "content": TEXT}]))
         )
     for _ in range(n):
         listing["openai SDK /openai/v1"].append(timed(lambda: sdk.conversations.items.list(conv_sdk, limit=20)))
@@ -98,10 +122,12 @@ def run(url: str, n: int, fill: int) -> None:
         listing["native /v1"].append(
             timed(lambda: ok(loom.get(f"/v1/threads/{thread}/messages", params={"limit": 20})))
         )
+        listing["openai SDK, no server"].append(timed(lambda: offline.conversations.items.list(conv_sdk, limit=20)))
     print(f"loom serve at {url}; {fill} items first, then {n} requests of each")
     report("Append one item", create)
     report("List 20 items (newest first for /openai/v1, the last 20 for /v1)", listing)
     sdk.close()
+    offline.close()
     raw.close()
     loom.close()
 
