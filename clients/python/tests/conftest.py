@@ -66,6 +66,15 @@ def sqlite_server(loom_bin: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture(scope="session")
+def scripted_server(loom_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoomServer]:
+    """loom serve on SQLite with the scripted demo model, which answers the
+    OpenAI-compatible Responses API (/openai/v1) without a key or network."""
+    d = tmp_path_factory.mktemp("loom-scripted")
+    with LoomServer(loom_bin, f"sqlite://{d}/loom.db", "--provider", "scripted") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
 def pg_urls(pgserve_bin: str) -> Iterator[list[str]]:
     try:
         pg = PgServe(pgserve_bin, 1)
