@@ -65,3 +65,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./worklog
 	$(GO) test -run '^$$' -fuzz '^FuzzFold$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./worklog
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckBody$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./mcpserver
+	$(GO) test -run '^$$' -fuzz '^FuzzFromItems$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/oaiitem

@@ -24,6 +24,7 @@ import (
 	"github.com/loomthreads/loom/mcpserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/openai"
+	"github.com/loomthreads/loom/openaiapi"
 	"github.com/loomthreads/loom/telemetry"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/webui"
@@ -142,6 +143,10 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	// What the API's middleware refuses (a key, a body over --max-body)
 	// is a JSON-RPC error on /mcp too.
 	mux.Handle("/mcp", mcpserver.JSONRPCErrors(api.Protect(mcpserver.Handler(db, mcpOpts))))
+	// OpenAI's Conversations and Responses APIs, for the OpenAI SDKs: the
+	// same keys, tenants and limits, errors in OpenAI's shape.
+	mux.Handle(openaiapi.Prefix+"/", openaiapi.Errors(api.Protect(openaiapi.New(openaiapi.Options{
+		DB: db, Chat: client, Model: cfg.model, Logger: log}))))
 	// The web page: index.html at / and its assets. It holds no data and
 	// needs no key; the API it calls does.
 	ui := webui.Handler()
