@@ -68,6 +68,11 @@ type Step struct {
 	// Func, when not nil, makes the response from the request instead of
 	// the fields above.
 	Func func(ctx context.Context, r Request) (*agent.ChatResponse, error)
+
+	// pieces makes a stream of Func's response yield its text in pieces
+	// of ChunkSize runes and each call whole, as a Text step's; without
+	// it the text comes in one update (agent.StreamOf).
+	pieces bool
 }
 
 // Text returns a step that answers with text.
@@ -274,6 +279,15 @@ func (c *Client) Stream(ctx context.Context, msgs []message.Message, opts *agent
 				yield(agent.Update{}, err)
 				return
 			}
+			if s.pieces && r != nil {
+				for _, u := range c.piecesOf(r.Text(), r.Calls(), r.Usage) {
+					if !yield(u, nil) {
+						return
+					}
+				}
+				yield(agent.Update{Response: r}, nil)
+				return
+			}
 			for u := range agent.StreamOf(r, nil) {
 				if !yield(u, nil) {
 					return
@@ -307,12 +321,18 @@ func (c *Client) Stream(ctx context.Context, msgs []message.Message, opts *agent
 }
 
 func (c *Client) chunks(s Step) []agent.Update {
+	return c.piecesOf(s.Text, s.Calls, s.Usage)
+}
+
+// piecesOf are the updates of a stream of text, calls and usage: the text
+// in pieces of ChunkSize runes, each call whole, then the usage if any.
+func (c *Client) piecesOf(text string, calls []message.FunctionCall, usage message.Usage) []agent.Update {
 	size := c.ChunkSize
 	if size <= 0 {
 		size = 4
 	}
 	var us []agent.Update
-	for t := s.Text; t != ""; {
+	for t := text; t != ""; {
 		i, runes := 0, 0
 		for i < len(t) && runes < size {
 			_, w := utf8.DecodeRuneInString(t[i:])
@@ -322,11 +342,11 @@ func (c *Client) chunks(s Step) []agent.Update {
 		us = append(us, agent.Update{Text: t[:i]})
 		t = t[i:]
 	}
-	for i, fc := range s.Calls {
+	for i, fc := range calls {
 		us = append(us, agent.Update{Call: &agent.CallDelta{Index: i, CallID: fc.CallID, Name: fc.Name, Arguments: fc.Arguments}})
 	}
-	if s.Usage != (message.Usage{}) {
-		u := s.Usage
+	if usage != (message.Usage{}) {
+		u := usage
 		us = append(us, agent.Update{Usage: &u})
 	}
 	return us

@@ -22,7 +22,6 @@ import (
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/mcpserver"
-	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/openai"
 	"github.com/loomthreads/loom/openaiapi"
 	"github.com/loomthreads/loom/telemetry"
@@ -83,9 +82,7 @@ func newClient(provider, model string, f foundryFlags, tp trace.TracerProvider) 
 	case "", "none":
 		return nil, nil
 	case "scripted":
-		c := scripted.New(scripted.Step{Func: echo})
-		c.Repeat, c.Record = true, false
-		client = c
+		client = scripted.Echo()
 	case "openai":
 		client = openai.NewChat(openai.Options{Model: model, HTTPClient: hc})
 	case "responses":
@@ -98,18 +95,14 @@ func newClient(provider, model string, f foundryFlags, tp trace.TracerProvider) 
 	return client, nil
 }
 
-// echo is the scripted provider's model: it says back what it was told,
-// for demos without a key.
-func echo(_ context.Context, r scripted.Request) (*agent.ChatResponse, error) {
-	last := ""
-	for i := len(r.Messages) - 1; i >= 0; i-- {
-		if r.Messages[i].Role == message.RoleUser {
-			last = r.Messages[i].Text()
-			break
-		}
-	}
-	return &agent.ChatResponse{Messages: []message.Message{message.Assistant("You said: " + last)}, FinishReason: agent.FinishStop}, nil
+// echo answers as the demo model of loom serve --provider scripted
+// (scripted.Echo) does, for loom chat's own scripted model.
+func echo(ctx context.Context, r scripted.Request) (*agent.ChatResponse, error) {
+	return echoModel.Response(ctx, r.Messages, &r.Options)
 }
+
+// echoModel is echo's model; it keeps no state between requests.
+var echoModel = scripted.Echo()
 
 // serveOn serves db on l until ctx ends, then shuts down gracefully: it
 // stops accepting, lets the requests in flight (accepted writes) finish for
