@@ -14,6 +14,7 @@ import (
 	"github.com/loomthreads/loom/internal/apierr"
 	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/internal/jsonguard"
+	"github.com/loomthreads/loom/thread"
 )
 
 // The error types of OpenAI's error shape.
@@ -107,6 +108,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "5")
+	}
+	if errors.Is(err, thread.ErrDuplicateID) {
+		// The SDKs retry a 409 twice unless told not to; an id the thread
+		// holds already stays taken.
+		w.Header().Set("X-Should-Retry", "false")
 	}
 	writeJSON(w, e.Status, errorBody{errorJSON{Message: e.Message, Type: e.Type, Param: orNull(e.Param), Code: orNull(e.Code)}})
 }

@@ -1,6 +1,7 @@
 package openaiapi
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -148,6 +149,10 @@ func (s *Server) tenantDB(r *http.Request) *thread.DB {
 	}
 	return s.db
 }
+
+// detached is the context of a write: it does not end when the client
+// goes away, so that an accepted write finishes.
+func detached(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
 
 // clip shortens s for an error message.
 func clip(s string) string {

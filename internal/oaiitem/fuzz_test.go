@@ -52,8 +52,18 @@ func FuzzFromItems(f *testing.F) {
 		if err := json.Unmarshal(stored, &back); err != nil {
 			t.Fatalf("%s: %v", stored, err)
 		}
-		if got := oaiitem.Items(back); len(got) != len(items) {
+		got := oaiitem.Items(back)
+		if len(got) != len(items) {
 			t.Fatalf("%d items read back from %d", len(got), len(items))
+		}
+		for i, it := range got {
+			var obj struct {
+				ID   string `json:"id"`
+				Type string `json:"type"`
+			}
+			if err := json.Unmarshal(it.JSON, &obj); err != nil || obj.ID != msgs[i].ID || obj.Type == "" || it.ID != obj.ID {
+				t.Fatalf("item %d read back as %s (%v), message id %s", i, it.JSON, err, msgs[i].ID)
+			}
 		}
 	})
 }

@@ -223,7 +223,7 @@ func TestFromItemsIDs(t *testing.T) {
 		json.RawMessage(`{"type":"function_call","call_id":"c","name":"f"}`),
 		json.RawMessage(`{"type":"function_call_output","call_id":"c","output":"x"}`),
 		json.RawMessage(`{"type":"reasoning","summary":[]}`),
-		json.RawMessage(`{"type":"web_search_call"}`),
+		json.RawMessage(`{"type":"web_search_call","id":""}`),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -126,7 +126,7 @@ func fromItem(p string, raw json.RawMessage) (message.Message, error) {
 	}
 	obj["type"] = typ
 	id := NewID(typ)
-	if v, present := obj["id"]; present {
+	if v, present := obj["id"]; present && v != "" { // "" is no id, as null is
 		s, ok := v.(string)
 		if !ok || !ids.Valid(s) {
 			return message.Message{}, bad(p+".id", "want an id of 1 to %d ASCII letters, digits, '_', '-' or '.', not starting with '.' or '-'", ids.MaxLen)
@@ -154,7 +154,7 @@ func fromItem(p string, raw json.RawMessage) (message.Message, error) {
 		obj["status"] = "completed"
 	}
 	m.ID = id
-	if back := itemsOf(m); len(back) != 1 || !sameJSON(back[0], obj) {
+	if back := appendItems(nil, m); len(back) != 1 || !sameJSON(back[0].JSON, obj) {
 		m.Metadata = map[string]any{MetadataKey: obj}
 	}
 	if err := m.Validate(); err != nil {
@@ -191,10 +191,14 @@ func dropNulls(obj map[string]any) {
 	}
 }
 
-// sameJSON reports whether a and b are the same JSON value (maps are
-// written with sorted keys, numbers as they were read).
-func sameJSON(a, b any) bool {
-	x, err1 := json.Marshal(a)
+// sameJSON reports whether the item a and the object b are the same JSON
+// value (maps are written with sorted keys, numbers as they were read).
+func sameJSON(a []byte, b map[string]any) bool {
+	obj, err := decodeObject(a)
+	if err != nil {
+		return false
+	}
+	x, err1 := json.Marshal(obj)
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/loomthreads/loom/message"
 )
@@ -24,11 +25,26 @@ type Item struct {
 // order of the contents. The first item of a message has the message's id,
 // the k-th (k ≥ 1) "<id>.<k>".
 func Items(msgs []message.Message) []Item {
-	var out []Item
+	out := make([]Item, 0, len(msgs))
 	for _, m := range msgs {
-		for _, obj := range itemsOf(m) {
-			out = append(out, Item{ID: obj["id"].(string), Message: m.ID, JSON: raw(obj)})
-		}
+		out = appendItems(out, m)
+	}
+	return out
+}
+
+// appendItems appends the items of m. Items made from contents are
+// written directly, not built as maps and marshaled: listing is the hot
+// path.
+func appendItems(out []Item, m message.Message) []Item {
+	if kept, ok := m.Metadata[MetadataKey].(map[string]any); ok {
+		obj := maps.Clone(kept)
+		obj["id"] = m.ID
+		return append(out, Item{ID: m.ID, Message: m.ID, JSON: raw(obj)})
+	}
+	gs, _ := groups(m)
+	for k, g := range gs {
+		id := SubID(m.ID, k)
+		out = append(out, Item{ID: id, Message: m.ID, JSON: itemJSON(id, m.Role, g)})
 	}
 	return out
 }
@@ -112,46 +128,51 @@ func isPart(u message.Unknown) bool {
 	return partTypes[u.Type()]
 }
 
-// itemsOf converts one message to its items, ids set.
-func itemsOf(m message.Message) []map[string]any {
-	if kept, ok := m.Metadata[MetadataKey].(map[string]any); ok {
-		obj := maps.Clone(kept)
-		obj["id"] = m.ID
-		return []map[string]any{obj}
-	}
-	gs, _ := groups(m)
-	out := make([]map[string]any, 0, len(gs))
-	for k, g := range gs {
-		obj := itemOf(m.Role, g)
-		obj["id"] = SubID(m.ID, k)
-		out = append(out, obj)
-	}
-	return out
-}
-
-func itemOf(role message.Role, g group) map[string]any {
+// itemJSON writes the item of the group g of a message of role, with id.
+func itemJSON(id string, role message.Role, g group) []byte {
+	b := make([]byte, 0, 128)
 	switch c := g.contents[0].(type) {
 	case message.FunctionCall:
-		return map[string]any{"type": "function_call", "call_id": c.CallID, "name": c.Name, "arguments": c.Arguments, "status": "completed"}
+		b = append(b, `{"type":"function_call","id":`...)
+		b = appendString(b, id)
+		b = append(b, `,"call_id":`...)
+		b = appendString(b, c.CallID)
+		b = append(b, `,"name":`...)
+		b = appendString(b, c.Name)
+		b = append(b, `,"arguments":`...)
+		b = appendString(b, c.Arguments)
+		return append(b, `,"status":"completed"}`...)
 	case message.FunctionResult:
-		return map[string]any{"type": "function_call_output", "call_id": c.CallID, "output": c.Result, "status": "completed"}
+		b = append(b, `{"type":"function_call_output","id":`...)
+		b = appendString(b, id)
+		b = append(b, `,"call_id":`...)
+		b = appendString(b, c.CallID)
+		b = append(b, `,"output":`...)
+		b = appendString(b, c.Result)
+		return append(b, `,"status":"completed"}`...)
 	case message.Reasoning:
-		summary := []any{}
+		b = append(b, `{"type":"reasoning","id":`...)
+		b = appendString(b, id)
+		b = append(b, `,"summary":[`...)
 		if c.Text != "" {
-			summary = append(summary, map[string]any{"type": "summary_text", "text": c.Text})
+			b = append(b, `{"type":"summary_text","text":`...)
+			b = appendString(b, c.Text)
+			b = append(b, '}')
 		}
-		obj := map[string]any{"type": "reasoning", "summary": summary, "status": "completed"}
+		b = append(b, ']')
 		if c.Protected != "" {
-			obj["encrypted_content"] = c.Protected
+			b = append(b, `,"encrypted_content":`...)
+			b = appendString(b, c.Protected)
 		}
-		return obj
+		return append(b, `,"status":"completed"}`...)
 	case message.Unknown:
 		if g.typ != "message" {
 			obj, err := decodeObject(c.Raw)
 			if err != nil { // a stored Unknown is an object; be safe
 				obj = map[string]any{"type": c.Type()}
 			}
-			return obj
+			obj["id"] = id
+			return raw(obj)
 		}
 	}
 	r := string(role)
@@ -160,22 +181,86 @@ func itemOf(role message.Role, g group) map[string]any {
 	default:
 		r = "assistant" // a tool's or another author's text: not the user's words
 	}
-	parts := make([]any, 0, len(g.contents))
-	for _, c := range g.contents {
+	b = append(b, `{"type":"message","id":`...)
+	b = appendString(b, id)
+	b = append(b, `,"role":`...)
+	b = appendString(b, r)
+	b = append(b, `,"status":"completed","content":[`...)
+	for i, c := range g.contents {
+		if i > 0 {
+			b = append(b, ',')
+		}
 		switch c := c.(type) {
 		case message.Text:
-			parts = append(parts, textPart(r, c.Text))
-		case message.Data:
-			parts = append(parts, dataPart(c))
-		case message.Unknown:
-			part, err := decodeObject(c.Raw)
-			if err != nil {
-				part = map[string]any{"type": c.Type()}
+			if r == "assistant" {
+				b = append(b, `{"type":"output_text","text":`...)
+				b = appendString(b, c.Text)
+				b = append(b, `,"annotations":[],"logprobs":[]}`...)
+			} else {
+				b = append(b, `{"type":"input_text","text":`...)
+				b = appendString(b, c.Text)
+				b = append(b, '}')
 			}
-			parts = append(parts, part)
+		case message.Data:
+			b = append(b, raw(dataPart(c))...)
+		case message.Unknown:
+			b = append(b, c.Raw...)
 		}
 	}
-	return map[string]any{"type": "message", "role": r, "content": parts, "status": "completed"}
+	return append(b, "]}"...)
+}
+
+const hex = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaped as encoding/json
+// escapes it (HTML characters, U+2028 and U+2029 included; invalid UTF-8
+// as U+FFFD), so that an item reads the same whichever way it was written.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // dataPart is a Data content as an input_image (an image/ media type) or
@@ -274,4 +359,33 @@ func Coalesce(msgs []message.Message) []message.Message {
 		out = append(out, m)
 	}
 	return out
+}
+
+// Without returns m without the contents of its k-th item (as Items
+// counts them), and false when m has no such item. The message keeps its
+// id; an item kept whole under MetadataKey is the message's only item, so
+// k = 0 of it leaves no contents. Later items of m move down one index.
+func Without(m message.Message, k int) (message.Message, bool) {
+	if _, kept := m.Metadata[MetadataKey]; kept {
+		if k != 0 {
+			return m, false
+		}
+		m = m.Clone()
+		delete(m.Metadata, MetadataKey)
+		m.Contents = nil
+		return m, true
+	}
+	gs, rest := groups(m)
+	if k < 0 || k >= len(gs) {
+		return m, false
+	}
+	out := m.Clone()
+	out.Contents = nil
+	for i, g := range gs {
+		if i != k {
+			out.Contents = append(out.Contents, g.contents...)
+		}
+	}
+	out.Contents = append(out.Contents, rest...)
+	return out, true
 }
