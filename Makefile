@@ -61,6 +61,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLangGraph$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzState$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./workflow
 	$(GO) test -run '^$$' -fuzz '^FuzzStreams$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./openai
+	$(GO) test -run '^$$' -fuzz '^FuzzResponseRequest$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./openaiapi
 	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./anthropic
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./worklog
 	$(GO) test -run '^$$' -fuzz '^FuzzFold$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./worklog
