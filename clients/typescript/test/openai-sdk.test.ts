@@ -524,15 +524,16 @@ describe("errors", () => {
       client.conversations.items.create(conv.id, {
         items: [
           { role: "user", content: "fine" },
-          { role: "user", content: [{ type: "input_image", image_url: "not a url", detail: "auto" }] },
+          { role: "user", content: [{ type: "input_image", detail: "auto" }] },
         ],
       }),
       OpenAI.BadRequestError,
     );
     expect(bad.status).toBe(400);
     expect(bad.type).toBe("invalid_request_error");
-    expect(bad.message).toContain("items[1]");
-    expect(errorBody(bad)).toEqual({ message: expect.any(String), type: "invalid_request_error", param: expect.anything(), code: expect.anything() });
+    expect(bad.message).toContain("items[1].content[0]");
+    // OpenAI's body: every member present, param naming the bad field.
+    expect(errorBody(bad)).toEqual({ message: expect.stringContaining("image_url"), type: "invalid_request_error", param: "items[1].content[0].image_url", code: null });
     // A refused batch writes nothing, not even its good items.
     expect((await client.conversations.items.list(conv.id)).data).toEqual([]);
 
