@@ -98,17 +98,17 @@ describe("@openai/agents on loom", () => {
     expect(calls).toEqual(["Paris"]);
     expect(t1.finalOutput).toBe("Tool get_weather returned: sunny in Paris");
 
-    // Turn 2: the tool again.
-    const t2 = await run(agent, 'call get_weather {"city":"Rome"}', { session });
+    // Turn 2, streamed: the tool again, its call and the answer streamed.
+    const t2 = await run(agent, 'call get_weather {"city":"Rome"}', { session, stream: true });
+    let streamed = "";
+    for await (const chunk of t2.toTextStream()) streamed += chunk;
+    await t2.completed;
     expect(calls).toEqual(["Paris", "Rome"]);
+    expect(streamed).toBe("Tool get_weather returned: sunny in Rome");
     expect(t2.finalOutput).toBe("Tool get_weather returned: sunny in Rome");
 
-    // Turn 3, streamed: no tool.
-    const t3 = await run(agent, "Thanks!", { session, stream: true });
-    let streamed = "";
-    for await (const chunk of t3.toTextStream()) streamed += chunk;
-    await t3.completed;
-    expect(streamed).toBe("You said: Thanks!");
+    // Turn 3: no tool.
+    const t3 = await run(agent, "Thanks!", { session });
     expect(t3.finalOutput).toBe("You said: Thanks!");
     expect(calls).toEqual(["Paris", "Rome"]);
 

@@ -304,7 +304,22 @@ describe("responses", () => {
     expect(r.output).toHaveLength(1);
     expect(r.output[0]).toMatchObject({ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "You said: Hello!", annotations: [] }] });
     expect(r.output[0]!.id).toMatch(new RegExp(`^msg_${ID26}$`));
-    expect(r.usage).toMatchObject({ input_tokens: expect.any(Number), output_tokens: expect.any(Number), total_tokens: expect.any(Number) });
+    expect(r.usage).toMatchObject({
+      input_tokens: expect.any(Number),
+      input_tokens_details: { cached_tokens: expect.any(Number) },
+      output_tokens: expect.any(Number),
+      output_tokens_details: { reasoning_tokens: expect.any(Number) },
+      total_tokens: expect.any(Number),
+    });
+    // The members of OpenAI's response object other SDKs read without checking.
+    for (const k of ["created_at", "instructions", "tools", "tool_choice", "temperature", "top_p", "parallel_tool_calls", "previous_response_id", "metadata", "text", "truncation"]) {
+      expect(r, k).toHaveProperty(k);
+    }
+    expect(r.tools).toEqual([]);
+    expect(r.previous_response_id).toBeNull();
+    expect((r as unknown as { background?: boolean }).background).toBe(false);
+    // The request's input items are the response's.
+    expect((await all(client.responses.inputItems.list(r.id))).map(text)).toEqual(["Hello!"]);
 
     // The conversation object form of `conversation`, and a second turn.
     const r2 = await client.responses.create({ model: "loom", input: [{ role: "user", content: "Again" }], conversation: { id: conv.id } });
@@ -397,6 +412,17 @@ describe("responses", () => {
     expect(items[1]).toMatchObject({ id: call.id, call_id: call.call_id, name: "weather" });
     expect(items[2]).toMatchObject({ call_id: call.call_id, output: "21 °C and sunny" });
 
+    // Streamed, the call comes as function_call_arguments events the SDK's
+    // helper accumulates into the same function_call item.
+    const events: string[] = [];
+    const helper = client.responses.stream({ model: "loom", input: 'call weather {"city":"Lima"}', conversation: conv.id, tools: [WEATHER] });
+    helper.on("event", (e) => events.push(e.type));
+    const streamedCall = (await helper.finalResponse()).output[0]!;
+    expect(streamedCall).toMatchObject({ type: "function_call", name: "weather", status: "completed" });
+    expect(JSON.parse((streamedCall as OpenAI.Responses.ResponseFunctionToolCall).arguments)).toEqual({ city: "Lima" });
+    expect(events).toContain("response.function_call_arguments.done");
+    expect(events.at(-1)).toBe("response.completed");
+
     // The tool must be offered for the model to call it.
     const plain = await client.responses.create({ model: "loom", input: 'call weather {"city":"Rome"}' });
     expect(plain.output_text).toBe('You said: call weather {"city":"Rome"}');
@@ -409,7 +435,7 @@ describe("responses", () => {
     const t1 = threadOfResponse(r1.id);
     const call = r1.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
     expect(call.type).toBe("function_call");
-    expect((await native.thread(t1)).labels).toEqual({ openai: "responses" });
+    expect(await native.thread(t1)).toMatchObject({ labels: { openai: "responses" }, title: 'call weather {"city":"Oslo"}' });
 
     const r2 = await client.responses.create({
       model: "loom",
@@ -519,7 +545,13 @@ describe("errors", () => {
     expect(errorBody(missing).message).toContain("conv_doesnotexist");
     expect(typeof errorBody(missing).type).toBe("string");
 
+    expect(missing.requestID).toMatch(/^req_/);
+    await apiError(client.responses.retrieve("resp_bogus"), OpenAI.NotFoundError);
+    await apiError(client.conversations.items.retrieve("msg_bogus", { conversation_id: "conv_bogus" }), OpenAI.NotFoundError);
+
     const conv = await client.conversations.create();
+    await apiError(client.conversations.update(conv.id, {} as OpenAI.Conversations.ConversationUpdateParams), OpenAI.BadRequestError);
+    await apiError(client.conversations.items.create(conv.id, { items: [] }), OpenAI.BadRequestError);
     const bad = await apiError(
       client.conversations.items.create(conv.id, {
         items: [
@@ -558,6 +590,19 @@ describe("errors", () => {
     expect(route.message).toContain("Invalid URL");
 
     await apiError(client.responses.cancel("resp_whatever"), OpenAI.APIError);
+  });
+
+  it("refuse writes to a service-managed thread, which can still be read", async () => {
+    // (A service thread holds a mirror of its service's conversation, which
+    // loom's own API cannot write either: it is made empty here.)
+    const th = await native.call<{ id: string }>("POST", "/v1/threads", { kind: "service" });
+    expect((await client.conversations.items.list(th.id)).data).toEqual([]);
+    expect((await client.conversations.retrieve(th.id)).id).toBe(th.id);
+    const err = await apiError(client.conversations.items.create(th.id, { items: [{ role: "user", content: "no" }] }), OpenAI.BadRequestError);
+    expect(err.type).toBe("invalid_request_error");
+    await apiError(client.responses.create({ model: "loom", input: "no", conversation: th.id }), OpenAI.BadRequestError);
+    await apiError(client.conversations.update(th.id, { metadata: { a: "b" } }), OpenAI.BadRequestError);
+    expect(await native.messages(th.id)).toEqual([]);
   });
 
   it("say loom does not support a hosted tool, before anything is written", async () => {
