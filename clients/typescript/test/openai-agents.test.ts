@@ -183,4 +183,64 @@ describe("@openai/agents on loom", () => {
     await expect(native.thread(fork.id)).rejects.toThrow(/404/);
     expect((await session.getItems()).map(summary)).toEqual(line);
   });
+
+  it("keeps a server-managed conversation (conversationId) and a previousResponseId chain in loom", async () => {
+    const calls: string[] = [];
+    const weather = tool({
+      name: "get_weather",
+      description: "The weather in a city.",
+      parameters: z.object({ city: z.string() }),
+      execute: async ({ city }) => {
+        calls.push(city);
+        return `rain in ${city}`;
+      },
+    });
+    const sent: Sent[] = [];
+    const client = recordingClient(sent);
+    const agent = new Agent({ name: "Weather agent", instructions: "Use get_weather.", tools: [weather], model: new OpenAIResponsesModel(client, "loom") });
+    const native = new Native(server.url, KEY);
+
+    // conversationId: the SDK sends each call's new items only, with
+    // `conversation`; loom appends them and the answers to the thread.
+    const conv = await client.conversations.create();
+    const a = await run(agent, 'call get_weather {"city":"Bergen"}', { conversationId: conv.id });
+    expect(a.finalOutput).toBe("Tool get_weather returned: rain in Bergen");
+    const b = await run(agent, "Thanks", { conversationId: conv.id });
+    expect(b.finalOutput).toBe("You said: Thanks");
+    expect(calls).toEqual(["Bergen"]);
+    const modelCalls = sent.filter((x) => x.path === "/openai/v1/responses");
+    expect(modelCalls.map((x) => x.body!.conversation)).toEqual([conv.id, conv.id, conv.id]);
+    expect(modelCalls.map((x) => (x.body!.input as unknown[]).length)).toEqual([1, 1, 1]);
+    expect((await native.messages(conv.id)).map(nativeSummary)).toEqual([
+      'user: call get_weather {"city":"Bergen"}',
+      'call get_weather {"city":"Bergen"}',
+      "result rain in Bergen",
+      "assistant: Tool get_weather returned: rain in Bergen",
+      "user: Thanks",
+      "assistant: You said: Thanks",
+    ]);
+
+    // previousResponseId: each call continues the last response; the chain
+    // is one loom thread, and a run from an earlier response is a fork.
+    const c = await run(agent, 'call get_weather {"city":"Cork"}');
+    const first = c.lastResponseId!;
+    expect(c.finalOutput).toBe("Tool get_weather returned: rain in Cork");
+    const d = await run(agent, "More", { previousResponseId: first });
+    expect(d.finalOutput).toBe("You said: More");
+    const e = await run(agent, "Other", { previousResponseId: first });
+    expect(e.finalOutput).toBe("You said: Other");
+    const main = /^resp_[0-9a-z]{26}_(.+)$/.exec(d.lastResponseId!)![1]!;
+    const branch = /^resp_[0-9a-z]{26}_(.+)$/.exec(e.lastResponseId!)![1]!;
+    expect(branch).not.toBe(main);
+    expect((await native.thread(branch)).forked_from?.thread).toBe(main);
+    expect((await native.messages(main)).map(nativeSummary).slice(-2)).toEqual(["user: More", "assistant: You said: More"]);
+    expect((await native.messages(branch)).map(nativeSummary)).toEqual([
+      'user: call get_weather {"city":"Cork"}',
+      'call get_weather {"city":"Cork"}',
+      "result rain in Cork",
+      "assistant: Tool get_weather returned: rain in Cork",
+      "user: Other",
+      "assistant: You said: Other",
+    ]);
+  });
 });
