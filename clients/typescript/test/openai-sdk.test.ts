@@ -45,6 +45,14 @@ function text(item: Item | OpenAI.Responses.ResponseItem): string {
   return (item.content as Array<{ type: string; text?: string }>).map((p) => p.text ?? "").join("");
 }
 
+/**
+ * userItem is a user message item with an id of the client's choosing
+ * (the API takes one; the SDK's input types leave it out).
+ */
+function userItem(id: string, content: string): OpenAI.Responses.ResponseInputItem {
+  return { id, type: "message", role: "user", content } as unknown as OpenAI.Responses.ResponseInputItem;
+}
+
 const WEATHER: OpenAI.Responses.FunctionTool = {
   type: "function",
   name: "weather",
@@ -103,6 +111,15 @@ describe("conversations", () => {
     expect(gone.status).toBe(404);
     expect(gone.message).toContain(conv.id);
     await apiError(client.conversations.items.list(conv.id), OpenAI.NotFoundError);
+  });
+
+  it("keep OpenAI's limits on metadata (16 keys, keys ≤ 64 and values ≤ 512 characters)", async () => {
+    const many = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"]));
+    expect((await apiError(client.conversations.create({ metadata: many }), OpenAI.BadRequestError)).param).toBe("metadata");
+    const long = await apiError(client.conversations.create({ metadata: { k: "v".repeat(513) } }), OpenAI.BadRequestError);
+    expect(long.param).toBe("metadata.k");
+    const sixteen = Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`k${i}`, "v".repeat(512)]));
+    expect((await client.conversations.create({ metadata: sixteen })).metadata).toEqual(sixteen);
   });
 
   it("may be created empty, with metadata an empty object", async () => {
@@ -175,6 +192,39 @@ describe("items", () => {
     expect(msgs[2]!.role).toBe("tool");
     expect(msgs[2]!.contents[0]).toMatchObject({ type: "function_result", call_id: "call_1", result: '{"temp_c":21}' });
     expect(msgs[3]!.contents[0]).toMatchObject({ type: "reasoning", text: "The tool said 21." });
+  });
+
+  it("keep the ids clients give them; a taken id is a conflict the SDK does not retry", async () => {
+    const conv = await client.conversations.create({ items: [userItem("my-item-1", "mine")] });
+    expect((await client.conversations.items.retrieve("my-item-1", { conversation_id: conv.id })).id).toBe("my-item-1");
+
+    // A client with the SDK's default retries: a 409 would be sent three
+    // times unless loom says not to retry it (x-should-retry: false).
+    let requests = 0;
+    const counting = new OpenAI({
+      baseURL: server.baseURL,
+      apiKey: KEYS.alice,
+      fetch: async (input, init) => {
+        requests++;
+        return fetch(input, init);
+      },
+    });
+    const taken = await apiError(
+      counting.conversations.items.create(conv.id, { items: [{ role: "user", content: "new" }, userItem("my-item-1", "again")] }),
+      OpenAI.ConflictError,
+    );
+    expect(taken.status).toBe(409);
+    expect(requests).toBe(1);
+    // Within one batch it is bad input, named.
+    const twice = await apiError(
+      client.conversations.items.create(conv.id, { items: [userItem("dup", "a"), userItem("dup", "b")] }),
+      OpenAI.BadRequestError,
+    );
+    expect(twice.param).toBe("items[1].id");
+    const badId = await apiError(client.conversations.items.create(conv.id, { items: [userItem("bad id!", "a")] }), OpenAI.BadRequestError);
+    expect(badId.param).toBe("items[0].id");
+    // None of it was written.
+    expect((await all(client.conversations.items.list(conv.id))).map(text)).toEqual(["mine"]);
   });
 
   it("deleted makes a new version of the thread without the item; its history keeps the old one", async () => {
@@ -493,6 +543,35 @@ describe("responses", () => {
     expect((await client.responses.retrieve(r3.id)).output_text).toBe("Tool weather returned: sun");
   });
 
+  it("made at once in one conversation all land, each turn's items together", async () => {
+    const conv = await client.conversations.create();
+    const inputs = ["n1", "n2", "n3", "n4", "n5", "n6"];
+    const answers = await Promise.all(inputs.map((input) => client.responses.create({ model: "loom", input, conversation: conv.id })));
+    expect(answers.map((r) => r.output_text)).toEqual(inputs.map((i) => `You said: ${i}`));
+    const items = (await all(client.conversations.items.list(conv.id, { order: "asc" }))).map(text);
+    expect(items).toHaveLength(12);
+    for (let k = 0; k < 12; k += 2) expect(items[k + 1]).toBe(`You said: ${items[k]}`);
+    expect(items.filter((_, k) => k % 2 === 0).sort()).toEqual(inputs);
+  });
+
+  it("with store: false in a conversation add the turn to it but keep no response", async () => {
+    const conv = await client.conversations.create();
+    const stream = await client.responses.create({ model: "loom", input: "not kept", conversation: conv.id, store: false, stream: true });
+    let last: StreamEvent | undefined;
+    for await (const e of stream) last = e;
+    expect(last?.type).toBe("response.completed");
+    const id = (last as OpenAI.Responses.ResponseCompletedEvent).response.id;
+    await apiError(client.responses.retrieve(id), OpenAI.NotFoundError);
+    expect((await all(client.conversations.items.list(conv.id, { order: "asc" }))).map(text)).toEqual(["not kept", "You said: not kept"]);
+  });
+
+  it("do not carry instructions over to a response that continues them, as OpenAI", async () => {
+    const r1 = await client.responses.create({ model: "loom", input: "a", instructions: "Be nice." });
+    expect(r1.instructions).toBe("Be nice.");
+    const r2 = await client.responses.create({ model: "loom", input: "b", previous_response_id: r1.id });
+    expect(r2.instructions).toBeNull();
+  });
+
   it("are read and deleted by id, with their input items; store: false keeps nothing", async () => {
     const r = await client.responses.create({
       model: "loom",
@@ -616,6 +695,31 @@ describe("errors", () => {
     expect(err.message).toMatch(/support/i);
     expect((await client.conversations.items.list(conv.id)).data).toEqual([]);
     expect((await native.messages(conv.id))).toEqual([]);
+  });
+
+  it("name each feature loom does not support", async () => {
+    const refused: Array<[string, Partial<OpenAI.Responses.ResponseCreateParamsNonStreaming>]> = [
+      ["background", { background: true }],
+      ["prompt", { prompt: { id: "pmpt_1" } }],
+      ["top_logprobs", { top_logprobs: 2 }],
+      ["input[0]", { input: [{ type: "item_reference", id: "msg_1" }] }],
+    ];
+    for (const [param, body] of refused) {
+      const err = await apiError(client.responses.create({ model: "loom", input: "x", ...body }), OpenAI.BadRequestError);
+      expect(err.param, param).toBe(param);
+      expect(err.message, param).toMatch(/^400 loom does not support /);
+    }
+    const stored = await client.responses.create({ model: "loom", input: "x" });
+    const again = await apiError(client.responses.retrieve(stored.id, { stream: true }).then(async (s) => { for await (const _ of s) { /* drain */ } }), OpenAI.BadRequestError);
+    expect(again.param).toBe("stream");
+  });
+
+  it("over loom's body limit are 413 in OpenAI's shape", async () => {
+    const conv = await client.conversations.create();
+    const err = await apiError(client.conversations.items.create(conv.id, { items: [{ role: "user", content: "x".repeat(9 << 20) }] }), OpenAI.APIError);
+    expect(err.status).toBe(413);
+    expect(err.type).toBe("invalid_request_error");
+    expect((await client.conversations.items.list(conv.id)).data).toEqual([]);
   });
 
   it("with a wrong key are the SDK's AuthenticationError", async () => {
