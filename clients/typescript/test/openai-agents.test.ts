@@ -243,4 +243,48 @@ describe("@openai/agents on loom", () => {
       "assistant: You said: Other",
     ]);
   });
+
+  it("gets back from loom the items of every kind a session adds: images, files, system text, reasoning, calls, refusals", async () => {
+    const client = recordingClient([]);
+    const session = new OpenAIConversationsSession({ client });
+    const added = [
+      {
+        type: "message",
+        role: "user",
+        content: [
+          { type: "input_text", text: "look" },
+          { type: "input_image", image: "https://example.com/cat.png" },
+          { type: "input_file", file: "data:application/pdf;base64,JVBERi0=", filename: "a.pdf" },
+        ],
+      },
+      { type: "message", role: "system", content: "Be brief." },
+      // A reasoning item keeps its id through a session (the SDK sends it).
+      { type: "reasoning", id: "rs_kept", content: [] },
+      { type: "function_call", callId: "c1", name: "lookup", arguments: '{"q":"cats"}', status: "completed" },
+      { type: "function_call_result", callId: "c1", name: "lookup", status: "completed", output: { type: "text", text: "many cats" } },
+      { type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Cats." }, { type: "refusal", refusal: "No dogs." }] },
+    ] as AgentInputItem[];
+    await session.addItems(added);
+    const got = (await session.getItems()) as Array<Record<string, unknown>>;
+    expect(got).toHaveLength(6);
+    expect(got[0]).toMatchObject({
+      type: "message",
+      role: "user",
+      content: [
+        { type: "input_text", text: "look" },
+        { type: "input_image", image: "https://example.com/cat.png" },
+        { type: "input_file", file: "data:application/pdf;base64,JVBERi0=", filename: "a.pdf" },
+      ],
+    });
+    expect(got[1]).toMatchObject({ type: "message", role: "system", content: "Be brief." });
+    expect(got[2]).toMatchObject({ type: "reasoning", id: "rs_kept" });
+    expect(got[3]).toMatchObject({ type: "function_call", callId: "c1", name: "lookup", arguments: '{"q":"cats"}' });
+    expect(got[4]).toMatchObject({ type: "function_call_result", callId: "c1", output: "many cats" });
+    expect(got[5]).toMatchObject({ type: "message", role: "assistant", content: [{ type: "output_text", text: "Cats." }, { type: "refusal", refusal: "No dogs." }] });
+
+    // In loom: the image and the file are data contents of the user's message.
+    const msgs = await new Native(server.url, KEY).messages(await session.getSessionId());
+    expect(msgs[0]!.contents.map((c) => c.type)).toEqual(["text", "data", "data"]);
+    expect(msgs[2]!.id).toBe("rs_kept");
+  });
 });
