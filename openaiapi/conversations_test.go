@@ -731,6 +731,7 @@ func TestBadInput(t *testing.T) {
 		{"create bad item", "POST", "conversations", map[string]any{"items": []any{map[string]any{"role": "user", "content": "ok"}, map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_image"}}}}}, "items[1].content[0].image_url"},
 		{"no items", "POST", path + "/items", map[string]any{}, "items"},
 		{"empty items", "POST", path + "/items", map[string]any{"items": []any{}}, "items"},
+		{"image_url no URL", "POST", path + "/items", map[string]any{"items": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "not a url", "detail": "auto"}}}}}, "items[0].content[0].image_url"},
 		{"item without call_id", "POST", path + "/items", map[string]any{"items": []any{map[string]any{"type": "function_call_output", "output": "x"}}}, "items[0].call_id"},
 		{"item with a bad id", "POST", path + "/items", map[string]any{"items": []any{map[string]any{"id": "../x", "role": "user", "content": "x"}}}, "items[0].id"},
 		{"item id taken", "POST", path + "/items", map[string]any{"items": []any{map[string]any{"id": "fresh_1", "role": "user", "content": "x"}, map[string]any{"id": "fresh_1", "role": "user", "content": "y"}}}, "items[1].id"},

@@ -329,6 +329,9 @@ func fromPart(p string, part map[string]any) (message.Content, error) {
 		}
 		switch {
 		case hasURL && u != "":
+			if !validURL(u) {
+				return nil, bad(p+".image_url", "expected a valid URL (https: or data:), but got a value with an invalid format")
+			}
 			return message.Data{URI: u, MediaType: imageType(u)}, nil
 		case hasFile && fileID != "":
 			return message.Data{URI: fileID, MediaType: "image/*"}, nil
@@ -360,6 +363,9 @@ func fromPart(p string, part map[string]any) (message.Content, error) {
 					d.Data, d.MediaType = b, fileType(name)
 				}
 			case "file_url":
+				if !validURL(s) || isDataURL(s) {
+					return nil, bad(p+".file_url", "expected a valid URL, but got a value with an invalid format")
+				}
 				d.URI, d.MediaType = s, fileType(urlPath(s))
 			case "file_id":
 				d.URI, d.MediaType = s, fileType(name)
@@ -372,6 +378,16 @@ func fromPart(p string, part map[string]any) (message.Content, error) {
 		return nil, bad(p+".type", "%q is not a content part type", typ)
 	}
 	return message.Unknown{Raw: raw(part)}, nil
+}
+
+// validURL reports whether s is an http(s) URL with a host or a data: URL
+// with data, as OpenAI takes them.
+func validURL(s string) bool {
+	if isDataURL(s) {
+		return strings.Contains(s, ",")
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
 func isDataURL(s string) bool { return len(s) >= 5 && strings.EqualFold(s[:5], "data:") }
