@@ -460,6 +460,9 @@ func (s *Server) save(ctx context.Context, p *pending, output []message.Message)
 		}
 		opts := thread.CommitOptions{Messages: msgs, Metadata: meta}
 		if !p.req.store {
+			if len(msgs) == 0 {
+				return nil // no input, and a model that said nothing
+			}
 			_, err := tg.th.Commit(ctx, opts)
 			return err
 		}

@@ -224,6 +224,10 @@ func TestResponseInConversation(t *testing.T) {
 				deltas = append(deltas, ev.Delta)
 			case "response.completed":
 				completed = ev.Response
+				// Answered is durable: the commit was made before.
+				if _, err := s.a.Responses.Get(ctx, completed.ID, responses.ResponseGetParams{}); err != nil {
+					t.Fatalf("get on response.completed: %v", err)
+				}
 			}
 		}
 		if err := stream.Err(); err != nil {
@@ -531,6 +535,10 @@ func TestRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		svc, err := s.db.WithTenant("a").Create(ctx, thread.CreateOptions{Kind: thread.KindService})
+		if err != nil {
+			t.Fatal(err)
+		}
 		before := s.threads(t)
 		calls := len(s.model.Requests())
 		for _, tc := range []struct {
@@ -560,6 +568,13 @@ func TestRefusals(t *testing.T) {
 			{name: "tool choice not offered", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), Tools: weatherTool(),
 				ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "nope"}}}, param: "tool_choice"},
 			{name: "no input", params: responses.ResponseNewParams{Model: "m"}, param: "input"},
+			{name: "service thread", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), Conversation: inConversation(svc.ID())},
+				param: "conversation", says: "service-managed"},
+			{name: "input id already in the conversation", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), PreviousResponseID: openai.String(r.ID)},
+				opts:  []option.RequestOption{option.WithJSONSet("input", []any{map[string]any{"role": "user", "content": "again", "id": r.Output[0].ID}})},
+				param: "input[0].id", says: "already in the conversation"},
+			{name: "json schema without a schema", params: responses.ResponseNewParams{Model: "m", Input: text("hi")},
+				opts: []option.RequestOption{option.WithJSONSet("text", map[string]any{"format": map[string]any{"type": "json_schema", "name": "x"}})}, param: "text.format.schema"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := s.a.Responses.New(ctx, tc.params, tc.opts...)
@@ -568,6 +583,9 @@ func TestRefusals(t *testing.T) {
 					t.Fatalf("%d %s", e.StatusCode, e.RawJSON())
 				}
 			})
+		}
+		if _, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}, option.WithQuery("stream", "true")); oaiError(t, err).StatusCode != 400 {
+			t.Fatalf("get as a stream: %v", err)
 		}
 		if after := s.threads(t); !slices.Equal(before, after) {
 			t.Fatalf("threads %v, then %v", before, after)
@@ -837,4 +855,168 @@ func TestCheckpointThatIsNoResponse(t *testing.T) {
 	if _, err := s.a.Responses.Get(t.Context(), key+"_"+th.ID(), responses.ResponseGetParams{}); oaiError(t, err).StatusCode != 404 {
 		t.Fatalf("get: %v", err)
 	}
+}
+
+// A model turn of reasoning, text and two calls streams as four items,
+// each announced, filled and done in order, and the response's output is
+// those items, ids and all, as a stream accumulator checks.
+func TestStreamMixedOutput(t *testing.T) {
+	answer := message.New(message.RoleAssistant,
+		message.Reasoning{Text: "think"}, message.Text{Text: "Hello"},
+		message.FunctionCall{CallID: "c1", Name: "f", Arguments: "{}"}, message.FunctionCall{CallID: "c2", Name: "g", Arguments: `{"a":1}`})
+	step := scripted.Step{Messages: []message.Message{answer}, Usage: message.Usage{InputTokens: 5, OutputTokens: 7}, Chunks: []agent.Update{
+		{Reasoning: "thi"}, {Reasoning: "nk"}, {Text: "Hel"}, {Text: "lo"},
+		{Call: &agent.CallDelta{Index: 0, CallID: "c1", Name: "f", Arguments: "{}"}},
+		{Call: &agent.CallDelta{Index: 1, CallID: "c2", Name: "g", Arguments: `{"a"`}}, {Call: &agent.CallDelta{Index: 1, Arguments: `:1}`}},
+	}}
+	model := scripted.New(step, step)
+	s := newRespServer(t, thread.NewMemoryStore(), model)
+	ctx := t.Context()
+	tools := []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "f"}}, {OfFunction: &responses.FunctionToolParam{Name: "g"}}}
+
+	stream := s.a.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m", Input: text("go"), Tools: tools})
+	var types []string
+	added := map[int64]string{}
+	done := map[int64]string{}
+	var completed responses.Response
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.output_item.added":
+			if _, dup := added[ev.OutputIndex]; dup || ev.OutputIndex != int64(len(added)) {
+				t.Fatalf("added at %d after %d", ev.OutputIndex, len(added))
+			}
+			added[ev.OutputIndex] = ev.Item.ID
+		case "response.output_item.done":
+			done[ev.OutputIndex] = ev.Item.ID
+		case "response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_summary_text.delta":
+			if added[ev.OutputIndex] != ev.ItemID {
+				t.Fatalf("%s for %s at %d, which is %s", ev.Type, ev.ItemID, ev.OutputIndex, added[ev.OutputIndex])
+			}
+		case "response.completed":
+			completed = ev.Response
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"response.created", "response.in_progress",
+		"response.output_item.added", "response.reasoning_summary_part.added", "response.reasoning_summary_text.delta", "response.reasoning_summary_text.delta",
+		"response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "response.output_item.done",
+		"response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.delta",
+		"response.output_text.done", "response.content_part.done", "response.output_item.done",
+		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+		"response.completed"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events\n%q\nwant\n%q", types, want)
+	}
+	var outTypes []string
+	for i, it := range completed.Output {
+		outTypes = append(outTypes, it.Type)
+		if it.ID != added[int64(i)] || it.ID != done[int64(i)] {
+			t.Fatalf("output %d is %s, added %s, done %s", i, it.ID, added[int64(i)], done[int64(i)])
+		}
+	}
+	if strings.Join(outTypes, " ") != "reasoning message function_call function_call" || completed.Output[3].AsFunctionCall().Arguments != `{"a":1}` ||
+		completed.Usage.InputTokens != 5 || completed.Usage.OutputTokens != 7 || completed.Usage.TotalTokens != 12 {
+		t.Fatalf("completed: %s", completed.RawJSON())
+	}
+	got, err := s.a.Responses.Get(ctx, completed.ID, responses.ResponseGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got.Output {
+		if got.Output[i].ID != completed.Output[i].ID || got.Output[i].Type != completed.Output[i].Type {
+			t.Fatalf("stored: %s", got.RawJSON())
+		}
+	}
+
+	// Not streamed: the same four items.
+	r, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("go"), Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outTypes = nil
+	for _, it := range r.Output {
+		outTypes = append(outTypes, it.Type+":"+it.ID[:strings.IndexByte(it.ID, '_')])
+	}
+	if strings.Join(outTypes, " ") != "reasoning:rs message:msg function_call:fc function_call:fc" {
+		t.Fatalf("output %q", outTypes)
+	}
+}
+
+// The bodies the SDKs send by default (as SDKNOTES24 records them from the
+// wire) are all accepted.
+func TestSDKBodiesAccepted(t *testing.T) {
+	tool := `{"type":"function","name":"get_weather","description":"weather","parameters":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","title":"get_weather_args","properties":{"city":{"title":"City","type":"string"}},"required":["city"],"additionalProperties":false},"strict":true}`
+	history := `{"id":"msg_01hist0000000000000000000a","type":"message","role":"user","status":"completed","content":[{"type":"input_text","text":"call get_weather {\"city\":\"Paris\"}"}]},` +
+		`{"id":"fc_01hist0000000000000000000b","type":"function_call","name":"get_weather","call_id":"call_1","arguments":"{\"city\":\"Paris\"}","status":"completed"},` +
+		`{"type":"function_call_output","id":"fco_01hist000000000000000000c","call_id":"call_1","output":"sunny","status":"completed"},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Tool get_weather returned: sunny","annotations":[],"logprobs":[]}],"status":"completed"}`
+	for _, tc := range []struct{ name, body, want string }{
+		{"agents js", `{"model":"loom-model","instructions":"be brief","input":[` + history + `,{"role":"user","content":"weather in Paris?"}],"include":[],"tools":[` + tool + `],"stream":false}`, "You said: weather in Paris?"},
+		{"agents js, within a turn", `{"model":"loom-model","input":[{"role":"user","content":"hi"},{"id":"fc_01turn0000000000000000000a","type":"function_call","name":"get_weather","call_id":"call_2","arguments":"{}","status":"completed"},{"type":"function_call_output","call_id":"call_2","output":"rain","status":"completed"}],"include":[],"tools":[` + tool + `],"stream":false}`, "Tool get_weather returned: rain"},
+		{"agents python", `{"model":"loom","include":[],"input":[` + history + `,{"content":"Hello","role":"user"}],"instructions":"be brief","tools":[` + tool + `]}`, "You said: Hello"},
+		{"python, conversation object", `{"model":"loom","conversation":{"id":"CONV"},"input":"Hello!"}`, "You said: Hello!"},
+		{"python, conversation string", `{"model":"loom","conversation":"CONV","input":[{"role":"user","content":"again"}],"store":true,"parallel_tool_calls":true,"tool_choice":"auto","truncation":"disabled","text":{"format":{"type":"text"}},"top_logprobs":0}`, "You said: again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRespServer(t, thread.NewMemoryStore(), scripted.Echo())
+			body := strings.ReplaceAll(tc.body, "CONV", s.conversation(t))
+			req, _ := http.NewRequestWithContext(t.Context(), "POST", s.url+"/responses", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+respKeyA)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var r responses.Response
+			data, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || json.Unmarshal(data, &r) != nil || r.OutputText() != tc.want {
+				t.Fatalf("%d %s", resp.StatusCode, data)
+			}
+		})
+	}
+}
+
+// A response's settings longer than one commit metadata value are kept
+// over several, and read back whole.
+func TestLongSettingsKept(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *respServer) {
+		ctx := t.Context()
+		long := strings.Repeat("Be brief, précis et concis. ", 600) // ~17 KB, multi-byte runes across chunk edges
+		r, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("hi"), Instructions: openai.String(long), Tools: weatherTool()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Instructions.OfString != long || len(got.Tools) != 1 || got.Tools[0].Name != "weather" || got.OutputText() != "You said: hi" {
+			t.Fatalf("stored: %.300s", got.RawJSON())
+		}
+		th, err := s.db.WithTenant("a").Thread(ctx, r.ID[len("resp_")+27:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.db.Store().Commit(ctx, th.Record().Head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Metadata["openai.response.4"]) == 0 || c.Metadata["openai.inputs"] != "1" {
+			t.Fatalf("metadata keys: %d", len(c.Metadata))
+		}
+		// Settings past what a commit can hold are refused before the
+		// model runs.
+		calls := len(s.model.Requests())
+		huge := strings.Repeat("x", 300_000)
+		_, err = s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("hi"), Instructions: openai.String(huge)})
+		if e := oaiError(t, err); e.StatusCode != 400 || len(s.model.Requests()) != calls {
+			t.Fatalf("%v", err)
+		}
+	})
 }
