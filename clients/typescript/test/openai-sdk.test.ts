@@ -648,6 +648,13 @@ describe("errors", () => {
     // A refused batch writes nothing, not even its good items.
     expect((await client.conversations.items.list(conv.id)).data).toEqual([]);
 
+    // An image_url must be an https: or data: URL, as OpenAI has it.
+    const notURL = await apiError(
+      client.conversations.items.create(conv.id, { items: [{ role: "user", content: [{ type: "input_image", image_url: "not a url", detail: "auto" }] }] }),
+      OpenAI.BadRequestError,
+    );
+    expect(notURL.param).toBe("items[0].content[0].image_url");
+
     for (const limit of [0, 101]) {
       await apiError(client.conversations.items.list(conv.id, { limit }), OpenAI.BadRequestError);
     }
