@@ -765,8 +765,11 @@ func TestBadInput(t *testing.T) {
 	page, _ := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{})
 	// It says not to retry: the SDKs retry a 409 unless told.
 	err = e.a.Execute(ctx, "POST", path+"/items", map[string]any{"items": []any{map[string]any{"id": page.Data[0].ID, "role": "user", "content": "again"}}}, nil)
-	if ae := apiError(t, err, http.StatusConflict); ae.Message == "" || ae.Response.Header.Get("X-Should-Retry") != "false" {
+	if ae := apiError(t, err, http.StatusConflict); ae.Param != "items[0].id" || !strings.Contains(ae.Message, "already in the conversation") || ae.Response.Header.Get("X-Should-Retry") != "false" {
 		t.Errorf("%s %v", ae.RawJSON(), ae.Response.Header)
+	}
+	if err := th.Refresh(ctx); err != nil || th.Version() != 1 {
+		t.Errorf("the conversation moved: v%d %v", th.Version(), err)
 	}
 }
 

@@ -91,6 +91,10 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := detached(r)
 	c, err := th.Commit(ctx, thread.CommitOptions{Messages: msgs, FreshIDs: !givesIDs(req.Items)})
+	if errors.Is(err, thread.ErrDuplicateID) {
+		w.Header().Set("X-Should-Retry", "false") // the id stays taken
+		return takenID(ctx, th, msgs, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -106,6 +110,31 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeItemList(w, oaiitem.Items(c.Messages), false)
 	return nil
+}
+
+// takenID says which item has an id the conversation holds already: a
+// 409 whose param names it. err is the commit's, returned if the thread
+// (read again) has none of the ids.
+func takenID(ctx context.Context, th *thread.Thread, msgs []message.Message, err error) error {
+	if th.Refresh(ctx) != nil {
+		return err
+	}
+	held, rerr := th.Messages(ctx, thread.ReadOptions{})
+	if rerr != nil {
+		return err
+	}
+	have := make(map[string]bool, len(held))
+	for _, m := range held {
+		have[m.ID] = true
+	}
+	for k, m := range msgs {
+		if have[m.ID] {
+			p := "items[" + strconv.Itoa(k) + "].id"
+			return &Error{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "conflict", Param: p,
+				Message: "Invalid '" + p + "': an item with id '" + m.ID + "' is already in the conversation."}
+		}
+	}
+	return err
 }
 
 // givesIDs reports whether any item may carry an id of its own; items
