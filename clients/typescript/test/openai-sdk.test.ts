@@ -214,6 +214,7 @@ describe("items", () => {
       OpenAI.ConflictError,
     );
     expect(taken.status).toBe(409);
+    expect(taken.param).toBe("items[1].id");
     expect(requests).toBe(1);
     // Within one batch it is bad input, named.
     const twice = await apiError(
