@@ -101,6 +101,12 @@ describe("conversations", () => {
       [items[1]!.id, "assistant", "Sure: when?"],
     ]);
 
+    // An ordinary thread: listed by its label, found by loom's search.
+    const listed = await native.call<{ threads: Array<{ id: string }> }>("GET", "/v1/threads?label=openai:conversation&order=newest&limit=100");
+    expect(listed.threads.map((t) => t.id)).toContain(conv.id);
+    const found = await native.call<{ hits: Array<{ thread: string; message: { id: string } }> }>("GET", "/v1/search?q=Lisbon");
+    expect(found.hits.map((h) => [h.thread, h.message.id])).toContainEqual([conv.id, items[0]!.id]);
+
     const updated = await client.conversations.update(conv.id, { metadata: { topic: "holidays" } });
     expect(updated).toEqual({ ...conv, metadata: { topic: "holidays" } });
     expect((await client.conversations.retrieve(conv.id)).metadata).toEqual({ topic: "holidays" });
@@ -306,15 +312,22 @@ describe("items", () => {
   });
 
   it("of a loom fork are the conversation's: a fork is a conversation the SDK uses at once", async () => {
-    const conv = await client.conversations.create({ items: [{ role: "user", content: "shared" }] });
+    const conv = await client.conversations.create({ items: [{ role: "user", content: "shared" }], metadata: { origin: "main" } });
     const fork = await native.fork(conv.id);
+    // Metadata lives in the thread's state: the fork carries it, and they part from there.
+    expect((await client.conversations.retrieve(fork.id)).metadata).toEqual({ origin: "main" });
+    await client.conversations.update(fork.id, { metadata: { origin: "fork" } });
+    expect((await client.conversations.retrieve(conv.id)).metadata).toEqual({ origin: "main" });
     expect(fork.id).not.toBe(conv.id);
     expect((await all(client.conversations.items.list(fork.id, { order: "asc" }))).map(text)).toEqual(["shared"]);
     await client.conversations.items.create(fork.id, { items: [{ role: "user", content: "fork only" }] });
     expect((await all(client.conversations.items.list(fork.id, { order: "asc" }))).map(text)).toEqual(["shared", "fork only"]);
     expect((await all(client.conversations.items.list(conv.id, { order: "asc" }))).map(text)).toEqual(["shared"]);
-    // Metadata lives in the thread's state: the fork carries it.
-    expect((await client.conversations.retrieve(fork.id)).object).toBe("conversation");
+    // A response in the fork's conversation goes on the fork.
+    const r = await client.responses.create({ model: "loom", input: "on the fork", conversation: fork.id });
+    expect(threadOfResponse(r.id)).toBe(fork.id);
+    expect((await all(client.conversations.items.list(fork.id, { order: "asc" }))).map(text)).toEqual(["shared", "fork only", "on the fork", "You said: on the fork"]);
+    expect((await all(client.conversations.items.list(conv.id, { order: "asc" }))).map(text)).toEqual(["shared"]);
   });
 
   it("of messages loom's own API wrote read as items: one message with two calls is two items", async () => {
