@@ -191,6 +191,7 @@ func (s *Server) createConversation(w http.ResponseWriter, r *http.Request) erro
 	mdJSON, _ := json.Marshal(md)
 	th, err := s.tenantDB(r).Create(detached(r), thread.CreateOptions{
 		ID:       ids.New("conv_"),
+		Kind:     thread.KindLocal, // its messages live here, not with a chat service
 		Title:    titleOf(msgs),
 		Labels:   map[string]string{"openai": "conversation"},
 		Messages: msgs,

@@ -118,7 +118,7 @@ func TestConversationLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec := th.Record(); rec.Title != "What is 1+2? Please." || rec.Labels["openai"] != "conversation" || rec.CreatedAt.Unix() != conv.CreatedAt {
+		if rec := th.Record(); rec.Title != "What is 1+2? Please." || rec.Labels["openai"] != "conversation" || rec.CreatedAt.Unix() != conv.CreatedAt || rec.Kind != thread.KindLocal {
 			t.Errorf("thread %+v", rec)
 		}
 
