@@ -400,7 +400,12 @@ func toolChoice(raw json.RawMessage, tools []agent.ToolSpec) (agent.ToolChoice, 
 	var mode string
 	if json.Unmarshal(raw, &mode) == nil {
 		switch mode {
-		case "auto", "none", "required":
+		case "required":
+			if len(tools) == 0 {
+				return "", nil, invalidParam("tool_choice", "Tool choice 'required' must be specified with 'tools' parameter.")
+			}
+			fallthrough
+		case "auto", "none":
 			return agent.ToolChoice(mode), json.RawMessage(strings.TrimSpace(string(raw))), nil
 		}
 		return "", nil, invalidParam("tool_choice", "Invalid value: '%s'. Supported values are: 'none', 'auto' and 'required'.", clip(mode))

@@ -540,6 +540,17 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// compactResponses and countInputTokens answer the Responses API's
+// endpoints loom does not have with a 400 that says so, not as an unknown
+// URL: an SDK calls them (the Agents SDK's compaction session compacts).
+func (s *Server) compactResponses(w http.ResponseWriter, r *http.Request) error {
+	return unsupported("", "compacting responses: a loom conversation keeps its whole history, and a client that wants it shorter forks it or rolls it back")
+}
+
+func (s *Server) countInputTokens(w http.ResponseWriter, r *http.Request) error {
+	return unsupported("", "counting input tokens: the usage of each response says what its input took")
+}
+
 func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("response_id")
 	if _, _, err := s.findResponse(r.Context(), s.tenantDB(r), id); err != nil {

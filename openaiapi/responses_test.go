@@ -568,6 +568,8 @@ func TestRefusals(t *testing.T) {
 			{name: "tool choice not offered", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), Tools: weatherTool(),
 				ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "nope"}}}, param: "tool_choice"},
 			{name: "no input", params: responses.ResponseNewParams{Model: "m"}, param: "input"},
+			{name: "tool choice required without tools", params: responses.ResponseNewParams{Model: "m", Input: text("hi"),
+				ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openai.Opt(responses.ToolChoiceOptionsRequired)}}, param: "tool_choice", says: "must be specified with 'tools'"},
 			{name: "service thread", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), Conversation: inConversation(svc.ID())},
 				param: "conversation", says: "service-managed"},
 			{name: "input id already in the conversation", params: responses.ResponseNewParams{Model: "m", Input: text("hi"), PreviousResponseID: openai.String(r.ID)},
@@ -583,6 +585,14 @@ func TestRefusals(t *testing.T) {
 					t.Fatalf("%d %s", e.StatusCode, e.RawJSON())
 				}
 			})
+		}
+		// The Responses API's endpoints loom lacks say so.
+		for _, path := range []string{"responses/compact", "responses/input_tokens"} {
+			var out map[string]any
+			err := s.a.Post(ctx, path, map[string]any{"model": "m", "input": "hi"}, &out)
+			if e := oaiError(t, err); e.StatusCode != 400 || !strings.Contains(e.Message, "loom does not support") {
+				t.Fatalf("%s: %v", path, err)
+			}
 		}
 		if _, err := s.a.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}, option.WithQuery("stream", "true")); oaiError(t, err).StatusCode != 400 {
 			t.Fatalf("get as a stream: %v", err)

@@ -72,6 +72,8 @@ var routes = []route{
 	{pattern: "DELETE /responses/{response_id}", handle: (*Server).deleteResponse},
 	{pattern: "POST /responses/{response_id}/cancel", handle: (*Server).cancelResponse},
 	{pattern: "GET /responses/{response_id}/input_items", handle: (*Server).listInputItems, query: []string{"after", "limit", "order", "include", "include[]"}},
+	{pattern: "POST /responses/compact", handle: (*Server).compactResponses},
+	{pattern: "POST /responses/input_tokens", handle: (*Server).countInputTokens},
 }
 
 // New returns a Server on opts.DB. It panics if opts.DB is nil.
