@@ -730,6 +730,13 @@ describe("errors", () => {
       expect(err.param, param).toBe(param);
       expect(err.message, param).toMatch(/^400 loom does not support /);
     }
+    const required = await apiError(client.responses.create({ model: "loom", input: "x", tool_choice: "required" }), OpenAI.BadRequestError);
+    expect(required.param).toBe("tool_choice");
+    // Endpoints of the Responses API loom does not have say so (not "Invalid URL").
+    for (const call of [client.responses.compact({ model: "loom", input: "x" }), client.responses.inputTokens.count({ model: "loom", input: "x" })]) {
+      const err = await apiError(call, OpenAI.BadRequestError);
+      expect(err.message).toMatch(/^400 loom does not support /);
+    }
     const stored = await client.responses.create({ model: "loom", input: "x" });
     const again = await apiError(client.responses.retrieve(stored.id, { stream: true }).then(async (s) => { for await (const _ of s) { /* drain */ } }), OpenAI.BadRequestError);
     expect(again.param).toBe("stream");
