@@ -353,6 +353,20 @@ describe("items", () => {
     ]);
     expect(items[2]).toMatchObject({ call_id: "c2", name: "weather", arguments: '{"city":"Rome"}', status: "completed" });
     expect(await client.conversations.items.retrieve("m2.1", { conversation_id: th.id })).toEqual(items[2]);
+
+    // The thread is a conversation for the Responses API too: the calls loom
+    // wrote are the model's context when the SDK sends their outputs.
+    const r = await client.responses.create({
+      model: "loom",
+      conversation: th.id,
+      tools: [WEATHER],
+      input: [
+        { type: "function_call_output", call_id: "c1", output: "21 °C" },
+        { type: "function_call_output", call_id: "c2", output: "25 °C" },
+      ],
+    });
+    expect(r.output_text).toBe("Tool weather returned: 21 °C; Tool weather returned: 25 °C");
+    expect((await native.messages(th.id)).map((m) => m.role)).toEqual(["user", "assistant", "tool", "tool", "assistant"]);
   });
 });
 
