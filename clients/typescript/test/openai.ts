@@ -6,6 +6,7 @@
  * `openai` client pointed at its OpenAI-compatible prefix, and a small
  * client of loom's native /v1 API to check what the SDKs did there.
  */
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { expect } from "vitest";
@@ -26,8 +27,18 @@ export interface OpenAILoom extends Running {
  */
 export async function startScripted(bin: string, keys?: Record<string, string>): Promise<OpenAILoom> {
   const dir = tempDir("loom-openai-");
-  const s = await startLoom(bin, `sqlite://${join(dir, "loom.db")}`, keys, ["--provider", "scripted"]);
-  return { ...s, baseURL: `${s.url}/openai/v1` };
+  const s = await startLoom(bin, `sqlite://${join(dir, "loom.db")}`, keys, ["--provider", "scripted"]).catch((err: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  });
+  return {
+    ...s,
+    baseURL: `${s.url}/openai/v1`,
+    stop: async () => {
+      await s.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /**
