@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -242,14 +244,12 @@ func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request) erro
 	}
 	mdJSON, _ := json.Marshal(md)
 	ctx := detached(r)
-	for attempt := 0; ; attempt++ {
-		_, err = th.SetState(ctx, map[string]json.RawMessage{MetadataState: mdJSON})
-		if !errors.Is(err, thread.ErrConflict) || attempt == 8 {
-			break
-		}
-		if err := th.Refresh(ctx); err != nil {
-			return err
-		}
+	err = onMoved(ctx, th, func() error {
+		_, err := th.SetState(ctx, map[string]json.RawMessage{MetadataState: mdJSON})
+		return err
+	})
+	if errors.Is(err, thread.ErrNotFound) {
+		return notFound("Conversation", th.ID())
 	}
 	if err != nil {
 		return err
@@ -269,15 +269,7 @@ func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	ctx := detached(r)
-	for attempt := 0; ; attempt++ {
-		err = th.Delete(ctx)
-		if !errors.Is(err, thread.ErrConflict) || attempt == 8 {
-			break
-		}
-		if err := th.Refresh(ctx); err != nil {
-			return err
-		}
-	}
+	err = onMoved(ctx, th, func() error { return th.Delete(ctx) })
 	if errors.Is(err, thread.ErrNotFound) {
 		return notFound("Conversation", th.ID())
 	}
@@ -286,6 +278,34 @@ func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) erro
 	}
 	writeJSON(w, http.StatusOK, deletedJSON{ID: th.ID(), Object: "conversation.deleted", Deleted: true})
 	return nil
+}
+
+// maxMoves is how many times a write that depends on the thread's version
+// (a state commit, a deletion, a restore) is tried again when another
+// write moved the thread first.
+const maxMoves = 12
+
+// onMoved runs write, and again on a thread read anew, after a short and
+// growing pause, while it fails because another write moved th first
+// (thread.ErrConflict; not an id taken, which stays taken): such writes
+// replace or remove, and do not depend on what moved. A thread deleted
+// meanwhile is thread.ErrNotFound.
+func onMoved(ctx context.Context, th *thread.Thread, write func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := write()
+		if !errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrDuplicateID) || attempt == maxMoves {
+			return err
+		}
+		pause := time.Duration(1<<min(attempt, 6)) * time.Millisecond
+		select {
+		case <-time.After(pause/2 + rand.N(pause)):
+		case <-ctx.Done():
+			return err
+		}
+		if err := th.Refresh(ctx); err != nil {
+			return err
+		}
+	}
 }
 
 // knownIncludes are the values OpenAI takes for include; loom returns

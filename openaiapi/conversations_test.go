@@ -474,7 +474,13 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	if err != nil || item.Output.OfString != "2" || item.CallID != "c2" {
 		t.Fatalf("m_tool.1: %v %v", item, err)
 	}
-	// Deleting the call to add cuts it from its message.
+	// A client's item may not take a sub-item's id.
+	err = e.a.Execute(ctx, "POST", "conversations/"+th.ID()+"/items", map[string]any{"items": []any{map[string]any{"id": "m_tool.1", "role": "user", "content": "x"}}}, nil)
+	if ae := apiError(t, err, http.StatusConflict); ae.Param != "items[0].id" || ae.Response.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("a sub-item's id taken: %s", ae.RawJSON())
+	}
+	// Deleting the call to add cuts it from its message; the other items
+	// keep their ids, and the deleted id names nothing.
 	if _, err := e.a.Conversations.Items.Delete(ctx, th.ID(), "m_asst.1"); err != nil {
 		t.Fatal(err)
 	}
@@ -486,8 +492,42 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls := now[1].Calls(); len(now) != 3 || now[1].ID != "m_asst" || len(calls) != 1 || calls[0].Name != "sub" || now[1].Text() != "calling" {
-		t.Errorf("after deleting m_asst.1: %+v", now)
+	var nowIDs []string
+	for _, m := range now {
+		nowIDs = append(nowIDs, m.ID)
+	}
+	if diff := cmp.Diff([]string{"m_user", "m_asst", "m_asst.2", "m_tool"}, nowIDs); diff != "" || now[1].Text() != "calling" || len(now[1].Calls()) != 0 || now[2].Calls()[0].Name != "sub" {
+		t.Errorf("messages after deleting m_asst.1 (-want +got):\n%s", diff)
+	}
+	page, err = e.a.Conversations.Items.List(ctx, th.ID(), conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotIDs = nil
+	for _, it := range page.Data {
+		gotIDs = append(gotIDs, it.ID)
+	}
+	if diff := cmp.Diff([]string{"m_user", "m_asst", "m_asst.2", "m_tool", "m_tool.1"}, gotIDs); diff != "" {
+		t.Errorf("item ids after deleting m_asst.1 (-want +got):\n%s", diff)
+	}
+	if item, err := e.a.Conversations.Items.Get(ctx, th.ID(), "m_asst.2", conversations.ItemGetParams{}); err != nil || item.Name != "sub" {
+		t.Errorf("m_asst.2 after the delete: %v %v", item, err)
+	}
+	_, err = e.a.Conversations.Items.Get(ctx, th.ID(), "m_asst.1", conversations.ItemGetParams{})
+	apiError(t, err, http.StatusNotFound)
+	_, err = e.a.Conversations.Items.Delete(ctx, th.ID(), "m_asst.1") // a retry deletes nothing more
+	apiError(t, err, http.StatusNotFound)
+	// Deleting item 0 of a message leaves its other items their ids too.
+	if _, err := e.a.Conversations.Items.Delete(ctx, th.ID(), "m_tool"); err != nil {
+		t.Fatal(err)
+	}
+	if item, err := e.a.Conversations.Items.Get(ctx, th.ID(), "m_tool.1", conversations.ItemGetParams{}); err != nil || item.CallID != "c2" {
+		t.Errorf("m_tool.1 after deleting m_tool: %v %v", item, err)
+	}
+	_, err = e.a.Conversations.Items.Delete(ctx, th.ID(), "m_tool")
+	apiError(t, err, http.StatusNotFound)
+	if err := msgs.Refresh(ctx); err != nil {
+		t.Fatal(err)
 	}
 	// A fork made by loom's own API is a conversation the SDK uses at once.
 	fork, err := msgs.Fork(ctx, thread.ForkOptions{})
@@ -521,8 +561,8 @@ func TestLoomThreadAsConversation(t *testing.T) {
 	for _, m := range forked {
 		forkIDs = append(forkIDs, m.ID)
 	}
-	if len(forkIDs) != 3 || forkIDs[0] != "m_asst" || forkIDs[1] != "m_tool" || forked[2].Text() != "on the fork" {
-		t.Errorf("fork after deleting m_user: %v", forkIDs)
+	if diff := cmp.Diff([]string{"m_asst", "m_asst.2", "m_tool.1"}, forkIDs[:len(forkIDs)-1]); diff != "" || forked[len(forked)-1].Text() != "on the fork" {
+		t.Errorf("fork after deleting m_user (-want +got):\n%s", diff)
 	}
 	// The original thread keeps it.
 	orig, err := msgs.Messages(ctx, thread.ReadOptions{})
@@ -768,6 +808,12 @@ func TestBadInput(t *testing.T) {
 	if ae := apiError(t, err, http.StatusConflict); ae.Param != "items[0].id" || !strings.Contains(ae.Message, "already in the conversation") || ae.Response.Header.Get("X-Should-Retry") != "false" {
 		t.Errorf("%s %v", ae.RawJSON(), ae.Response.Header)
 	}
+	// However the id member is spelled.
+	escaped := `{"items":[{"\u0069d":"` + page.Data[0].ID + `","role":"user","content":"again"}]}`
+	err = e.a.Execute(ctx, "POST", path+"/items", json.RawMessage(escaped), nil)
+	if ae := apiError(t, err, http.StatusConflict); ae.Param != "items[0].id" {
+		t.Errorf("escaped id member: %s", ae.RawJSON())
+	}
 	if err := th.Refresh(ctx); err != nil || th.Version() != 1 {
 		t.Errorf("the conversation moved: v%d %v", th.Version(), err)
 	}
@@ -836,5 +882,113 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 	for range e.tenantA.Threads(t.Context(), thread.ListOptions{}) {
 		t.Error("a thread was made")
+	}
+}
+
+// TestConcurrentWrites: item creates, item deletes and metadata updates on
+// one conversation at once all succeed, and each is in the result.
+func TestConcurrentWrites(t *testing.T) {
+	onStores(t, func(t *testing.T, e *env) {
+		ctx := t.Context()
+		var seed []responses.ResponseInputItemUnionParam
+		for i := range 8 {
+			seed = append(seed, userItem(fmt.Sprint("old ", i)))
+		}
+		conv, err := e.a.Conversations.New(ctx, conversations.ConversationNewParams{Items: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for w := range 3 {
+			wg.Go(func() {
+				for i := range 6 {
+					if _, err := e.a.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{
+						Items: []responses.ResponseInputItemUnionParam{userItem(fmt.Sprintf("new %d-%d", w, i))}}); err != nil {
+						errs <- fmt.Errorf("create: %w", err)
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			for _, it := range page.Data {
+				if _, err := e.a.Conversations.Items.Delete(ctx, conv.ID, it.ID); err != nil {
+					errs <- fmt.Errorf("delete %s: %w", it.ID, err)
+				}
+			}
+		})
+		wg.Go(func() {
+			for i := range 6 {
+				if _, err := e.a.Conversations.Update(ctx, conv.ID, conversations.ConversationUpdateParams{Metadata: shared.Metadata{"n": fmt.Sprint(i)}}); err != nil {
+					errs <- fmt.Errorf("update: %w", err)
+				}
+			}
+		})
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		var got []string
+		pager := e.a.Conversations.Items.ListAutoPaging(ctx, conv.ID, conversations.ItemListParams{Order: "asc", Limit: param.NewOpt[int64](100)})
+		for pager.Next() {
+			got = append(got, brief(t, pager.Current().RawJSON()))
+		}
+		if err := pager.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 18 {
+			t.Errorf("%d items, want the 18 new ones: %v", len(got), got)
+		}
+		for _, b := range got {
+			if !strings.HasPrefix(b, "user:new ") {
+				t.Errorf("item %s survived its delete", b)
+			}
+		}
+		c, err := e.a.Conversations.Get(ctx, conv.ID)
+		if err != nil || c.Metadata.(map[string]any)["n"] != "5" {
+			t.Errorf("metadata %v %v", c, err)
+		}
+	})
+}
+
+// TestDeleteItemTailLimit: an item with more messages after it than one
+// commit takes cannot be deleted, and the answer says why in OpenAI's
+// words; nothing changes.
+func TestDeleteItemTailLimit(t *testing.T) {
+	db := thread.New(thread.NewMemoryStore(), &thread.Options{Limits: thread.Limits{MessagesPerCommit: 5}})
+	e := newEnv(t, db)
+	ctx := t.Context()
+	conv, err := e.a.Conversations.New(ctx, conversations.ConversationNewParams{Items: []responses.ResponseInputItemUnionParam{userItem("first")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		if _, err := e.a.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: []responses.ResponseInputItemUnionParam{userItem(fmt.Sprint(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := e.a.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: "asc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := e.tenantA.Thread(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.a.Conversations.Items.Delete(ctx, conv.ID, page.Data[0].ID)
+	if ae := apiError(t, err, http.StatusBadRequest); ae.Param != "item_id" || !strings.Contains(ae.Message, "loom does not support") || !strings.Contains(ae.Message, "has 6") {
+		t.Errorf("delete of the first item: %s", ae.RawJSON())
+	}
+	if err := th.Refresh(ctx); err != nil || th.Version() != 7 {
+		t.Errorf("the conversation moved: v%d %v", th.Version(), err)
+	}
+	// An item with 5 after it can go.
+	if _, err := e.a.Conversations.Items.Delete(ctx, conv.ID, page.Data[1].ID); err != nil {
+		t.Fatal(err)
 	}
 }

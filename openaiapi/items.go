@@ -78,7 +78,7 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request) error {
 	case len(req.Items) > MaxItems:
 		return invalidParam("items", "Invalid 'items': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", MaxItems, len(req.Items))
 	}
-	msgs, err := oaiitem.FromItems(req.Items)
+	msgs, fresh, err := oaiitem.FromItemsFresh(req.Items)
 	if err != nil {
 		return itemError(err)
 	}
@@ -89,8 +89,12 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request) error {
 	if err := writable(th); err != nil {
 		return err
 	}
+	if err := subIDsFree(r.Context(), th, msgs, "items"); err != nil {
+		w.Header().Set("X-Should-Retry", "false") // the id stays taken
+		return err
+	}
 	ctx := detached(r)
-	c, err := th.Commit(ctx, thread.CommitOptions{Messages: msgs, FreshIDs: !givesIDs(req.Items)})
+	c, err := th.Commit(ctx, thread.CommitOptions{Messages: msgs, FreshIDs: fresh})
 	if errors.Is(err, thread.ErrDuplicateID) {
 		w.Header().Set("X-Should-Retry", "false") // the id stays taken
 		return takenID(ctx, th, msgs, err)
@@ -109,6 +113,30 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	writeItemList(w, oaiitem.Items(c.Messages), false)
+	return nil
+}
+
+// subIDsFree refuses, with a 409 whose param names it, a message of msgs
+// whose id has the form "<message id>.<k>" of an item th holds already
+// (the k-th of a message with several), which the thread's own check of
+// message ids does not see. Only ids a client gave can have that form;
+// param is the items' ("items" or "input").
+func subIDsFree(ctx context.Context, th *thread.Thread, msgs []message.Message, param string) error {
+	for k, m := range msgs {
+		if _, _, sub := oaiitem.ParseID(m.ID); !sub {
+			continue
+		}
+		_, _, err := locate(ctx, th, m.ID)
+		if errors.Is(err, thread.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p := param + "[" + strconv.Itoa(k) + "].id"
+		return &Error{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "conflict", Param: p,
+			Message: "Invalid '" + p + "': an item with id '" + m.ID + "' is already in the conversation."}
+	}
 	return nil
 }
 
@@ -135,19 +163,6 @@ func takenID(ctx context.Context, th *thread.Thread, msgs []message.Message, err
 		}
 	}
 	return err
-}
-
-// givesIDs reports whether any item may carry an id of its own; items
-// without are given fresh ids, which a commit need not look up on the
-// thread's line (thread.CommitOptions.FreshIDs). The test errs on the
-// side of looking up: any "id" member anywhere counts.
-func givesIDs(items []json.RawMessage) bool {
-	for _, it := range items {
-		if bytes.Contains(it, []byte(`"id"`)) {
-			return true
-		}
-	}
-	return false
 }
 
 // listParams are the query of a list of items.
@@ -383,17 +398,12 @@ func (s *Server) deleteItem(w http.ResponseWriter, r *http.Request) error {
 		return notFound("Item", id)
 	}
 	ctx := detached(r)
-	for attempt := 0; ; attempt++ {
-		err = dropItem(ctx, th, id)
-		if !errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrDuplicateID) || attempt == 8 {
-			break
-		}
-		if err := th.Refresh(ctx); err != nil {
-			return err
-		}
-	}
-	if errors.Is(err, errNoItem) {
+	err = onMoved(ctx, th, func() error { return dropItem(ctx, th, id) })
+	switch {
+	case errors.Is(err, errNoItem):
 		return notFound("Item", id)
+	case errors.Is(err, thread.ErrNotFound) && th.Refresh(ctx) != nil:
+		return notFound("Conversation", th.ID())
 	}
 	if err != nil {
 		return err
@@ -411,9 +421,10 @@ var errNoItem = errors.New("no such item")
 // dropItem moves th, in one group, to a new version without the item id:
 // its head goes back to the newest version in its history whose head is
 // an ancestor of the item's commit (the empty root when there is none), and
-// one commit on it holds the messages after that, the item left out (or,
-// for an item <id>.<k>, cut from its message), with the head's state. It
-// fails with thread.ErrConflict when th moved meanwhile.
+// one commit on it holds the messages after that, the item left out (an
+// item of a message with several: the message cut into one message per
+// item left, each keeping its item's id — see oaiitem.Cut), with the
+// head's state. It fails with thread.ErrConflict when th moved meanwhile.
 func dropItem(ctx context.Context, th *thread.Thread, id string) error {
 	rec := th.Record()
 	if rec.Head == "" {
@@ -458,17 +469,20 @@ func dropItem(ctx context.Context, th *thread.Thread, id string) error {
 	for i := target + 1; i < len(line); i++ {
 		for j, m := range line[i].Messages {
 			if i == ci && j == mi {
-				if k == 0 && len(oaiitem.Items([]message.Message{m})) <= 1 {
-					continue
-				}
-				cut, ok := oaiitem.Without(m, k)
+				cut, ok := oaiitem.Cut(m, k)
 				if !ok {
 					return errNoItem
 				}
-				m = cut
+				msgs = append(msgs, cut...)
+				continue
 			}
 			msgs = append(msgs, m)
 		}
+	}
+	// The tail is rewritten in one commit (a group moves a thread once):
+	// past a commit's limit, say so rather than fail in the store's words.
+	if limit := th.DB().Limits().MessagesPerCommit; len(msgs) > limit {
+		return unsupported("item_id", "deleting an item with more than %d messages after it (this one has %d): its deletion rewrites them in one commit", limit, len(msgs))
 	}
 	// The state as the head has it, over the target's.
 	headState, err := th.State(ctx, 0)

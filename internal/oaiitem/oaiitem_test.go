@@ -567,3 +567,71 @@ func TestInput(t *testing.T) {
 		}
 	}
 }
+
+// TestFromItemsFresh: ids are fresh only when FromItems made them all,
+// however the item spelled its id member.
+func TestFromItemsFresh(t *testing.T) {
+	for _, tc := range []struct {
+		items string
+		fresh bool
+	}{
+		{`[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f"}]`, true},
+		{`[{"role":"user","content":"a","id":null},{"role":"user","content":"b","id":""}]`, true},
+		{`[{"role":"user","content":"a"},{"role":"user","content":"b","id":"mine"}]`, false},
+		{`[{"role":"user","content":"a","\u0069d":"mine"}]`, false},
+		{`[{"role":"user","content":"a","ID":"mine"}]`, true}, // JSON members are case-sensitive here: not an id
+	} {
+		var items []json.RawMessage
+		if err := json.Unmarshal([]byte(tc.items), &items); err != nil {
+			t.Fatal(err)
+		}
+		msgs, fresh, err := oaiitem.FromItemsFresh(items)
+		if err != nil || fresh != tc.fresh {
+			t.Errorf("%s: fresh %v, want %v (%v)", tc.items, fresh, tc.fresh, err)
+		}
+		if !tc.fresh && err == nil && msgs[len(msgs)-1].ID != "mine" {
+			t.Errorf("%s: id %q", tc.items, msgs[len(msgs)-1].ID)
+		}
+	}
+}
+
+func TestCut(t *testing.T) {
+	m := message.Message{ID: "m", Role: message.RoleAssistant, Metadata: map[string]any{"k": "v"}, Contents: []message.Content{
+		message.Text{Text: "t"}, message.FunctionCall{CallID: "a", Name: "f"}, message.Usage{TotalTokens: 3}, message.FunctionCall{CallID: "b", Name: "g"}}}
+	for _, tc := range []struct {
+		k    int
+		ids  []string
+		ok   bool
+		last []message.Content
+	}{
+		{0, []string{"m.1", "m.2"}, true, []message.Content{message.FunctionCall{CallID: "b", Name: "g"}, message.Usage{TotalTokens: 3}}},
+		{1, []string{"m", "m.2"}, true, []message.Content{message.FunctionCall{CallID: "b", Name: "g"}, message.Usage{TotalTokens: 3}}},
+		{2, []string{"m", "m.1"}, true, []message.Content{message.FunctionCall{CallID: "a", Name: "f"}, message.Usage{TotalTokens: 3}}},
+		{3, nil, false, nil},
+	} {
+		out, ok := oaiitem.Cut(m, tc.k)
+		var ids []string
+		for _, o := range out {
+			ids = append(ids, o.ID)
+			if o.Metadata["k"] != "v" || o.Role != message.RoleAssistant {
+				t.Errorf("k=%d: %+v", tc.k, o)
+			}
+		}
+		if ok != tc.ok || !cmp.Equal(ids, tc.ids) || (ok && !cmp.Equal(out[len(out)-1].Contents, tc.last)) {
+			t.Errorf("Cut(m, %d) = %v %v %+v", tc.k, ok, ids, out)
+		}
+		// Each message left is one item, whose id is its message's.
+		for _, it := range oaiitem.Items(out) {
+			if it.ID != it.Message {
+				t.Errorf("k=%d: item %s of message %s", tc.k, it.ID, it.Message)
+			}
+		}
+	}
+	if len(m.Contents) != 4 {
+		t.Error("Cut changed its message")
+	}
+	one, ok := oaiitem.Cut(message.User("x"), 0)
+	if !ok || len(one) != 0 {
+		t.Errorf("Cut of a one-item message: %v %v", one, ok)
+	}
+}

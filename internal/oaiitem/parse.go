@@ -57,6 +57,15 @@ func NewID(typ string) string {
 // and field ("items[3].content[0].image_url: …"). Two items with one id
 // are refused, as a thread would refuse the second.
 func FromItems(items []json.RawMessage) ([]message.Message, error) {
+	msgs, _, err := fromItems("items", items)
+	return msgs, err
+}
+
+// FromItemsFresh is FromItems that also reports whether every id is one it
+// made (no item came with an id of its own): such ids are new by
+// construction, and a commit need not look them up on the thread
+// (thread.CommitOptions.FreshIDs).
+func FromItemsFresh(items []json.RawMessage) (msgs []message.Message, fresh bool, err error) {
 	return fromItems("items", items)
 }
 
@@ -79,27 +88,30 @@ func Input(raw json.RawMessage) ([]message.Message, error) {
 		if err := json.Unmarshal(trimmed, &items); err != nil {
 			return nil, bad("input", "not a JSON array")
 		}
-		return fromItems("input", items)
+		msgs, _, err := fromItems("input", items)
+		return msgs, err
 	}
 	return nil, bad("input", "want a string or an array of items")
 }
 
-func fromItems(param string, items []json.RawMessage) ([]message.Message, error) {
+func fromItems(param string, items []json.RawMessage) ([]message.Message, bool, error) {
 	out := make([]message.Message, 0, len(items))
 	seen := make(map[string]int, len(items))
+	fresh := true
 	for i, raw := range items {
 		p := fmt.Sprintf("%s[%d]", param, i)
-		m, err := fromItem(p, raw)
+		m, given, err := fromItem(p, raw)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if j, ok := seen[m.ID]; ok {
-			return nil, bad(p+".id", "%q is the id of %s[%d] too", m.ID, param, j)
+			return nil, false, bad(p+".id", "%q is the id of %s[%d] too", m.ID, param, j)
 		}
 		seen[m.ID] = i
+		fresh = fresh && !given
 		out = append(out, m)
 	}
-	return out, nil
+	return out, fresh, nil
 }
 
 // statusTypes are the item types that carry a status, "completed" when
@@ -109,29 +121,30 @@ var statusTypes = map[string]bool{"message": true, "function_call": true, "funct
 // fromItem converts one item. It normalizes the item as it goes (a null
 // member is an absent one, string content is one text part, defaults
 // filled in) and keeps it in Metadata when the message does not give the
-// normalized item back.
-func fromItem(p string, raw json.RawMessage) (message.Message, error) {
+// normalized item back. given says that the item came with an id of its
+// own.
+func fromItem(p string, raw json.RawMessage) (_ message.Message, given bool, _ error) {
 	obj, err := decodeObject(raw)
 	if err != nil {
-		return message.Message{}, bad(p, "%s", err)
+		return message.Message{}, false, bad(p, "%s", err)
 	}
 	typ, ok := obj["type"].(string)
 	switch {
 	case obj["type"] == nil && obj["role"] != nil:
 		typ = "message" // an "easy input message"
 	case obj["type"] == nil:
-		return message.Message{}, bad(p+".type", "required")
+		return message.Message{}, false, bad(p+".type", "required")
 	case !ok || typ == "":
-		return message.Message{}, bad(p+".type", "want a non-empty string")
+		return message.Message{}, false, bad(p+".type", "want a non-empty string")
 	}
 	obj["type"] = typ
 	id := NewID(typ)
 	if v, present := obj["id"]; present && v != "" { // "" is no id, as null is
 		s, ok := v.(string)
 		if !ok || !ids.Valid(s) {
-			return message.Message{}, bad(p+".id", "want an id of 1 to %d ASCII letters, digits, '_', '-' or '.', not starting with '.' or '-'", ids.MaxLen)
+			return message.Message{}, false, bad(p+".id", "want an id of 1 to %d ASCII letters, digits, '_', '-' or '.', not starting with '.' or '-'", ids.MaxLen)
 		}
-		id = s
+		id, given = s, true
 	}
 	obj["id"] = id
 	var m message.Message
@@ -148,7 +161,7 @@ func fromItem(p string, raw json.RawMessage) (message.Message, error) {
 		m, err = fromOther(p, obj)
 	}
 	if err != nil {
-		return message.Message{}, err
+		return message.Message{}, false, err
 	}
 	if statusTypes[typ] && obj["status"] == nil {
 		obj["status"] = "completed"
@@ -158,9 +171,9 @@ func fromItem(p string, raw json.RawMessage) (message.Message, error) {
 		m.Metadata = map[string]any{MetadataKey: obj}
 	}
 	if err := m.Validate(); err != nil {
-		return message.Message{}, bad(p, "%v", err)
+		return message.Message{}, false, bad(p, "%v", err)
 	}
-	return m, nil
+	return m, given, nil
 }
 
 // decodeObject reads raw as one JSON object, numbers as json.Number and

@@ -361,31 +361,33 @@ func Coalesce(msgs []message.Message) []message.Message {
 	return out
 }
 
-// Without returns m without the contents of its k-th item (as Items
-// counts them), and false when m has no such item. The message keeps its
-// id; an item kept whole under MetadataKey is the message's only item, so
-// k = 0 of it leaves no contents. Later items of m move down one index.
-func Without(m message.Message, k int) (message.Message, bool) {
+// Cut returns the messages that replace m when its k-th item (as Items
+// counts them) is deleted, and false when m has no such item. Item ids
+// stay what they were: each item that is left becomes a message of its
+// own whose id is the item's (m's id for item 0, "<id>.<j>" for item j),
+// so that a deleted id never names another item, and deleting it again
+// finds nothing. A message of one item leaves none. Usage and Error
+// contents go with the last message; each message carries m's metadata.
+func Cut(m message.Message, k int) ([]message.Message, bool) {
 	if _, kept := m.Metadata[MetadataKey]; kept {
-		if k != 0 {
-			return m, false
-		}
-		m = m.Clone()
-		delete(m.Metadata, MetadataKey)
-		m.Contents = nil
-		return m, true
+		return nil, k == 0
 	}
 	gs, rest := groups(m)
 	if k < 0 || k >= len(gs) {
-		return m, false
+		return nil, false
 	}
-	out := m.Clone()
-	out.Contents = nil
-	for i, g := range gs {
-		if i != k {
-			out.Contents = append(out.Contents, g.contents...)
+	var out []message.Message
+	for j, g := range gs {
+		if j == k {
+			continue
 		}
+		part := message.Message{ID: SubID(m.ID, j), Role: m.Role, AuthorName: m.AuthorName, CreatedAt: m.CreatedAt,
+			Contents: g.contents, Metadata: m.Metadata}
+		out = append(out, part.Clone())
 	}
-	out.Contents = append(out.Contents, rest...)
+	if len(out) > 0 && len(rest) > 0 {
+		last := &out[len(out)-1]
+		last.Contents = append(last.Contents, rest...)
+	}
 	return out, true
 }
