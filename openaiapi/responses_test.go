@@ -1030,3 +1030,15 @@ func TestLongSettingsKept(t *testing.T) {
 		}
 	})
 }
+
+// A server without a model says how to give it one, and writes nothing.
+func TestNoModel(t *testing.T) {
+	s := serveResponses(t, thread.NewMemoryStore(), nil, true)
+	_, err := s.a.Responses.New(t.Context(), responses.ResponseNewParams{Model: "m", Input: text("hi")})
+	if e := oaiError(t, err); e.StatusCode != 400 || !strings.Contains(e.Message, "--provider") {
+		t.Fatalf("%v", err)
+	}
+	if got := s.threads(t); len(got) != 0 {
+		t.Fatalf("threads %v", got)
+	}
+}
