@@ -354,6 +354,16 @@ describe("items", () => {
     expect(items[2]).toMatchObject({ call_id: "c2", name: "weather", arguments: '{"city":"Rome"}', status: "completed" });
     expect(await client.conversations.items.retrieve("m2.1", { conversation_id: th.id })).toEqual(items[2]);
 
+    // Deleting one of the message's items cuts the message: the other keeps its id.
+    const fork = await native.fork(th.id);
+    await client.conversations.items.delete("m2", { conversation_id: fork.id });
+    expect((await all(client.conversations.items.list(fork.id, { order: "asc" }))).map((i) => i.id)).toEqual(["m1", "m2.1"]);
+    await apiError(client.conversations.items.retrieve("m2", { conversation_id: fork.id }), OpenAI.NotFoundError);
+    expect(await client.conversations.items.retrieve("m2.1", { conversation_id: fork.id })).toEqual(items[2]);
+    // A client may not take a sub-item's id.
+    const sub = await apiError(client.conversations.items.create(th.id, { items: [userItem("m2.1", "mine")] }), OpenAI.ConflictError);
+    expect(sub.param).toBe("items[0].id");
+
     // The thread is a conversation for the Responses API too: the calls loom
     // wrote are the model's context when the SDK sends their outputs.
     const r = await client.responses.create({
