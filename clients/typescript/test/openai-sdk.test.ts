@@ -774,6 +774,19 @@ describe("errors", () => {
     expect((await client.conversations.items.list(conv.id)).data).toEqual([]);
   });
 
+  it("from a server without a model say how to give it one, and write nothing", async () => {
+    const bare = await startScripted(loomBin, undefined, []);
+    try {
+      const c = sdk(bare, "any");
+      const conv = await c.conversations.create();
+      const err = await apiError(c.responses.create({ model: "loom", input: "hi", conversation: conv.id }), OpenAI.BadRequestError);
+      expect(err.message).toContain("--provider");
+      expect((await c.conversations.items.list(conv.id)).data).toEqual([]);
+    } finally {
+      await bare.stop();
+    }
+  });
+
   it("with a wrong key are the SDK's AuthenticationError", async () => {
     const stranger = sdk(server, "not-a-key");
     const err = await apiError(stranger.conversations.create(), OpenAI.AuthenticationError);

@@ -23,11 +23,12 @@ export interface OpenAILoom extends Running {
 /**
  * startScripted starts loom serve with the scripted demo model on a fresh
  * SQLite file; keys (tenant → key) turn on --keys, without them any key
- * works (the server listens on loopback).
+ * works (the server listens on loopback); flags replace `--provider
+ * scripted` (none: a server without a model).
  */
-export async function startScripted(bin: string, keys?: Record<string, string>): Promise<OpenAILoom> {
+export async function startScripted(bin: string, keys?: Record<string, string>, flags: string[] = ["--provider", "scripted"]): Promise<OpenAILoom> {
   const dir = tempDir("loom-openai-");
-  const s = await startLoom(bin, `sqlite://${join(dir, "loom.db")}`, keys, ["--provider", "scripted"]).catch((err: unknown) => {
+  const s = await startLoom(bin, `sqlite://${join(dir, "loom.db")}`, keys, flags).catch((err: unknown) => {
     rmSync(dir, { recursive: true, force: true });
     throw err;
   });
