@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -134,6 +137,8 @@ type target struct {
 	forkAt   int64
 	threadID string // the thread the response is on
 	context  []message.Message
+	// previousAt is the version of th at the previous response, if any.
+	previousAt int64
 }
 
 // resolve finds where req's response goes and reads its context: the
@@ -174,7 +179,7 @@ func (s *Server) resolve(ctx context.Context, db *thread.DB, req *responseReques
 		if err != nil {
 			return nil, err
 		}
-		tg.th, tg.context = th, msgs
+		tg.th, tg.context, tg.previousAt = th, msgs, cp.Version
 		if th.Record().Head == cp.Commit {
 			tg.threadID = th.ID()
 		} else {
@@ -185,9 +190,14 @@ func (s *Server) resolve(ctx context.Context, db *thread.DB, req *responseReques
 	}
 	// An input item that reuses an id of its context would be refused by
 	// the commit, after the model ran: refuse it now.
+	// Item ids are message ids, and "<message id>.<k>" for the k-th item
+	// of a message with several.
 	seen := make(map[string]bool, len(tg.context))
 	for _, m := range tg.context {
 		seen[m.ID] = true
+	}
+	for _, it := range oaiitem.Items(tg.context) {
+		seen[it.ID] = true
 	}
 	for i, m := range req.input {
 		if seen[m.ID] {
@@ -212,15 +222,46 @@ func (s *Server) findResponse(ctx context.Context, db *thread.DB, id string) (*t
 	if err != nil {
 		return nil, thread.Checkpoint{}, err
 	}
-	for cp, err := range th.Checkpoints(ctx) {
+	cp, found, err := checkpointOf(ctx, th, key)
+	if err != nil || found {
+		return th, cp, err
+	}
+	// A streamed response that lost the race for its thread to another
+	// continuation was committed on a fork of it, and keeps the id its
+	// first event announced: look among the thread's forks.
+	_, family, err := db.Family(ctx, threadID)
+	if err != nil {
+		return nil, thread.Checkpoint{}, err
+	}
+	for _, rec := range family {
+		if rec.ForkedFrom.Thread != threadID || rec.ID == threadID {
+			continue
+		}
+		fork, err := db.Thread(ctx, rec.ID)
+		if errors.Is(err, thread.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return nil, thread.Checkpoint{}, err
 		}
-		if cp.Name == key {
-			return th, cp, nil
+		if cp, found, err := checkpointOf(ctx, fork, key); err != nil || found {
+			return fork, cp, err
 		}
 	}
 	return nil, thread.Checkpoint{}, notFound("Response", id)
+}
+
+// checkpointOf finds th's checkpoint name.
+func checkpointOf(ctx context.Context, th *thread.Thread, name string) (thread.Checkpoint, bool, error) {
+	for cp, err := range th.Checkpoints(ctx) {
+		if err != nil {
+			return thread.Checkpoint{}, false, err
+		}
+		if cp.Name == name {
+			return cp, true, nil
+		}
+	}
+	return thread.Checkpoint{}, false, nil
 }
 
 // loadResponse reads the stored response id: its object, and its commit.
@@ -335,6 +376,9 @@ type pending struct {
 	tg  *target
 	key string
 	obj *responseObject
+	// announced says that obj's id was sent (a stream's first event):
+	// it names the response for good.
+	announced bool
 }
 
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
@@ -364,7 +408,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	p.obj = &obj
 	// What the commit would refuse of the input and the settings is
 	// refused before the model runs.
-	meta, err := responseMeta(p.obj, len(req.input))
+	meta, err := responseMeta(p.asSaved(), len(req.input))
 	if err != nil {
 		return err
 	}
@@ -390,6 +434,18 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, p.obj)
 	return nil
+}
+
+// asSaved is p's object as large as it can be once the model has
+// answered (the longest status, usage and times), so that settings that
+// pass the check before the model runs are sure to fit when saved.
+func (p *pending) asSaved() *responseObject {
+	obj := *p.obj
+	most := int64(math.MaxInt64)
+	obj.Status, obj.IncompleteDetails, obj.CompletedAt = "incomplete", &incompleteReason{Reason: "max_output_tokens"}, &most
+	obj.Usage = &responseUsage{InputTokens: most, OutputTokens: most, TotalTokens: most}
+	obj.Usage.InputTokensDetails.CachedTokens, obj.Usage.OutputTokensDetails.ReasoningTokens = most, most
+	return &obj
 }
 
 // splitOutput splits a model's messages into one message per item, with
@@ -440,11 +496,14 @@ func (s *Server) modelError(r *http.Request, err error) error {
 // save writes p: one commit of its input and output messages, with the
 // response's metadata, and — when stored — the checkpoint that names it,
 // on the thread p's target says, in one atomic group. A conversation's
-// commit is an append that retries on a moved head; a previous
-// response's, a compare-and-swap that forks at the response when it
-// loses. With store false nothing is written, unless a conversation is
-// continued: its items are appended (as OpenAI adds them), with no
-// checkpoint. The commit is finished even if the client has gone.
+// commit is an append: it goes on whatever the head has become, tried
+// again after a short pause while other writers move the thread. A
+// previous response's is a compare-and-swap that forks at the response
+// when it loses. The saves of this server on one thread take turns, so
+// that they do not race one another. With store false nothing is
+// written, unless a conversation is continued: its items are appended (as
+// OpenAI adds them), with no checkpoint. The commit is finished even if
+// the client has gone.
 func (s *Server) save(ctx context.Context, p *pending, output []message.Message) error {
 	ctx = context.WithoutCancel(ctx)
 	tg := p.tg
@@ -453,6 +512,15 @@ func (s *Server) save(ctx context.Context, p *pending, output []message.Message)
 	}
 	msgs := make([]message.Message, 0, len(p.req.input)+len(output))
 	msgs = append(append(msgs, p.req.input...), output...)
+	if tg.th != nil {
+		defer s.saves.lock(tg.th.ID())()
+		if p.req.conversation != "" {
+			// The saves that came first have moved it.
+			if err := tg.th.Refresh(ctx); err != nil {
+				return err
+			}
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		meta, err := responseMeta(p.obj, len(p.req.input))
 		if err != nil {
@@ -484,28 +552,70 @@ func (s *Server) save(ctx context.Context, p *pending, output []message.Message)
 		if err == nil {
 			err = g.Apply(ctx)
 		}
-		if err == nil || !errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrDuplicateID) || attempt >= 8 {
+		if err == nil || !errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrDuplicateID) {
 			return err
 		}
 		switch {
-		case p.req.conversation != "":
+		case p.req.conversation != "" && attempt < maxMoves:
 			// Appends commute: the response goes after what came in
 			// meanwhile.
+			pause := time.Duration(1<<min(attempt, 6)) * time.Millisecond
+			time.Sleep(pause/2 + rand.N(pause))
 			if err := tg.th.Refresh(ctx); err != nil {
 				return err
 			}
 		case p.req.previous != "" && !tg.fork:
 			// The previous response is no longer the head: branch there.
-			tg.fork, tg.forkAt, tg.threadID = true, 0, thread.NewThreadID()
-			_, cp, err := s.findResponse(ctx, tg.db, p.req.previous)
-			if err != nil {
-				return err
+			// A stream keeps the id its first event announced (found
+			// then among the thread's forks); an answer not yet sent
+			// names the fork.
+			tg.fork, tg.forkAt, tg.threadID = true, tg.previousAt, thread.NewThreadID()
+			if !p.announced {
+				p.obj.ID = p.key + "_" + tg.threadID
 			}
-			tg.forkAt = cp.Version
-			p.obj.ID = p.key + "_" + tg.threadID
 		default:
-			return err
+			return errKeptMoving
 		}
+	}
+}
+
+// errKeptMoving answers a save that other writers kept beating.
+var errKeptMoving = &Error{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "conflict",
+	Message: "The conversation kept changing while the response was saved; nothing was stored. Try again."}
+
+// threadLocks are locks by thread id, each kept while someone holds or
+// waits for it.
+type threadLocks struct {
+	mu sync.Mutex
+	m  map[string]*threadLock
+}
+
+type threadLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock takes the lock of id and returns its release.
+func (l *threadLocks) lock(id string) (unlock func()) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = make(map[string]*threadLock)
+	}
+	tl := l.m[id]
+	if tl == nil {
+		tl = &threadLock{}
+		l.m[id] = tl
+	}
+	tl.users++
+	l.mu.Unlock()
+	tl.Lock()
+	return func() {
+		tl.Unlock()
+		l.mu.Lock()
+		if tl.users--; tl.users == 0 {
+			delete(l.m, id)
+		}
+		l.mu.Unlock()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -687,7 +688,7 @@ func TestModelFailureWritesNothing(t *testing.T) {
 func TestConcurrentResponsesInConversation(t *testing.T) {
 	eachStore(t, func(t *testing.T, s *respServer) {
 		conv := s.conversation(t)
-		const n = 8
+		const n = 32
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
 		for i := range n {
@@ -795,6 +796,25 @@ func (g *gated) Response(ctx context.Context, msgs []message.Message, opts *agen
 		}
 	}
 	return g.ChatClient.Response(ctx, msgs, opts)
+}
+
+func (g *gated) Stream(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions) iter.Seq2[agent.Update, error] {
+	return func(yield func(agent.Update, error) bool) {
+		if len(msgs) > 0 && msgs[len(msgs)-1].Text() == "slow" {
+			g.started <- struct{}{}
+			select {
+			case <-g.release:
+			case <-ctx.Done():
+				yield(agent.Update{}, ctx.Err())
+				return
+			}
+		}
+		for u, err := range g.ChatClient.Stream(ctx, msgs, opts) {
+			if !yield(u, err) {
+				return
+			}
+		}
+	}
 }
 
 // Two responses continue one head at once: the first to commit goes on
@@ -1040,5 +1060,122 @@ func TestNoModel(t *testing.T) {
 	}
 	if got := s.threads(t); len(got) != 0 {
 		t.Fatalf("threads %v", got)
+	}
+}
+
+// A streamed continuation that loses its thread to another keeps the id
+// its first event announced: committed on a fork, it is found by that id,
+// and continues there.
+func TestStreamedResponseRaceKeepsItsID(t *testing.T) {
+	for _, st := range respStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := t.Context()
+			model := &gated{ChatClient: scripted.Echo(), started: make(chan struct{}, 1), release: make(chan struct{})}
+			s := newRespServer(t, st.open(t), model)
+			r1, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("one")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			source := r1.ID[len("resp_")+27:]
+			stream := s.a.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m", Input: text("slow"), PreviousResponseID: openai.String(r1.ID)})
+			if !stream.Next() || stream.Current().Type != "response.created" {
+				t.Fatalf("first event: %v", stream.Err())
+			}
+			announced := stream.Current().Response.ID
+			<-model.started
+			if _, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("fast"), PreviousResponseID: openai.String(r1.ID)}); err != nil {
+				t.Fatal(err)
+			}
+			close(model.release)
+			var completed responses.Response
+			for stream.Next() {
+				if ev := stream.Current(); ev.Type == "response.completed" {
+					completed = ev.Response
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if completed.ID != announced || completed.OutputText() != "You said: slow" {
+				t.Fatalf("announced %s, completed %s", announced, completed.RawJSON())
+			}
+			got, err := s.a.Responses.Get(ctx, announced, responses.ResponseGetParams{})
+			if err != nil || got.OutputText() != "You said: slow" {
+				t.Fatalf("get %s: %v", announced, err)
+			}
+			// It lives on a fork of the source, and goes on there.
+			next, err := s.a.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("next"), PreviousResponseID: openai.String(announced)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fork := next.ID[len("resp_")+27:]
+			if fork == source {
+				t.Fatalf("continued on the source: %s", next.ID)
+			}
+			if got := transcript(s.messages(t, fork)); got != "user: one\nassistant: You said: one\nuser: slow\nassistant: You said: slow\nuser: next\nassistant: You said: next\n" {
+				t.Fatalf("fork:\n%s", got)
+			}
+			if err := s.a.Responses.Delete(ctx, announced); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.a.Responses.Get(ctx, announced, responses.ResponseGetParams{}); oaiError(t, err).StatusCode != 404 {
+				t.Fatalf("after delete: %v", err)
+			}
+		})
+	}
+}
+
+// An input item may not take the id of an item the conversation holds —
+// a message's, or "<message id>.<k>" of the k-th item of a message with
+// several — and is refused before the model runs.
+func TestInputTakesNoItemID(t *testing.T) {
+	s := newRespServer(t, thread.NewMemoryStore(), scripted.Echo())
+	th, err := s.db.WithTenant("a").Create(t.Context(), thread.CreateOptions{Messages: []message.Message{
+		{ID: "m_user", Role: message.RoleUser, Contents: []message.Content{message.Text{Text: "add and sub"}}},
+		{ID: "m_asst", Role: message.RoleAssistant, Contents: []message.Content{
+			message.FunctionCall{CallID: "c1", Name: "add", Arguments: "{}"}, message.FunctionCall{CallID: "c2", Name: "sub", Arguments: "{}"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"m_user", "m_asst", "m_asst.1"} {
+		_, err := s.a.Responses.New(t.Context(), responses.ResponseNewParams{Model: "m", Input: text("x"), Conversation: inConversation(th.ID())},
+			option.WithJSONSet("input", []any{map[string]any{"id": id, "role": "user", "content": "hi"}}))
+		if e := oaiError(t, err); e.StatusCode != 400 || e.Param != "input[0].id" {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	if n := len(s.model.Requests()); n != 0 {
+		t.Fatalf("the model ran %d times", n)
+	}
+	if _, err := s.a.Responses.New(t.Context(), responses.ResponseNewParams{Model: "m", Conversation: inConversation(th.ID())},
+		option.WithJSONSet("input", []any{map[string]any{"id": "m_asst.2", "role": "user", "content": "hi"}})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Settings that pass the check before the model runs are saved, whatever
+// the model's answer adds: near the limit, a request is either answered
+// and stored, or refused before the model runs.
+func TestSettingsNearTheLimit(t *testing.T) {
+	s := newRespServer(t, thread.NewMemoryStore(), scripted.Echo())
+	answered, refused := 0, 0
+	for n := 239_000; n <= 239_800; n += 100 {
+		calls := len(s.model.Requests())
+		r, err := s.a.Responses.New(t.Context(), responses.ResponseNewParams{Model: "m", Input: text("hi"), Instructions: openai.String(strings.Repeat("x", n))})
+		if err != nil {
+			if e := oaiError(t, err); e.StatusCode != 400 || len(s.model.Requests()) != calls {
+				t.Fatalf("%d: %v, the model ran %d times", n, err, len(s.model.Requests())-calls)
+			}
+			refused++
+			continue
+		}
+		if _, err := s.a.Responses.Get(t.Context(), r.ID, responses.ResponseGetParams{}); err != nil {
+			t.Fatalf("%d: %v", n, err)
+		}
+		answered++
+	}
+	if answered == 0 || refused == 0 {
+		t.Fatalf("%d answered, %d refused: the sizes miss the limit", answered, refused)
 	}
 }

@@ -43,6 +43,8 @@ type Server struct {
 	model string
 	log   *slog.Logger
 	mux   *http.ServeMux
+	// saves orders the commits of responses on one thread (responses.go).
+	saves threadLocks
 }
 
 // route is one entry of the route table: a ServeMux pattern, its handler,

@@ -276,6 +276,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, p *pendi
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	ev := &events{w: w, rc: http.NewResponseController(w)}
+	p.announced = true
 	ev.send("response.created", map[string]any{"response": p.obj})
 	ev.send("response.in_progress", map[string]any{"response": p.obj})
 
