@@ -610,6 +610,39 @@ describe("responses", () => {
     expect(r2.instructions).toBeNull();
   });
 
+  it("continuing one response at once, streamed, each land on a line of their own under the id they announced", async () => {
+    const root = await client.responses.create({ model: "loom", input: "root" });
+    const inputs = ["b1", "b2", "b3", "b4"];
+    const ids = await Promise.all(
+      inputs.map(async (input) => {
+        const stream = await client.responses.create({ model: "loom", input, previous_response_id: root.id, stream: true });
+        let announced: string | undefined;
+        let completed: string | undefined;
+        for await (const e of stream) {
+          if (e.type === "response.created") announced = e.response.id;
+          if (e.type === "response.completed") completed = e.response.id;
+        }
+        expect(completed).toBe(announced);
+        return completed!;
+      }),
+    );
+    const threads = new Set<string>();
+    for (const [k, id] of ids.entries()) {
+      const got = await client.responses.retrieve(id);
+      expect(got.output_text).toBe(`You said: ${inputs[k]}`);
+      expect(got.previous_response_id).toBe(root.id);
+      expect((await all(client.responses.inputItems.list(id))).map(text)).toEqual([inputs[k]]);
+    }
+    // Each line holds the root's turn and its own, whichever thread it is on.
+    const family = await native.family(threadOfResponse(root.id));
+    for (const t of family.threads) {
+      const texts = (await native.messages(t.id)).map(textOf);
+      expect(texts.slice(0, 2)).toEqual(["root", "You said: root"]);
+      threads.add(texts.slice(2).join("|"));
+    }
+    expect([...threads].sort()).toEqual(inputs.map((i) => `${i}|You said: ${i}`).sort());
+  });
+
   it("are read and deleted by id, with their input items; store: false keeps nothing", async () => {
     const r = await client.responses.create({
       model: "loom",
