@@ -87,10 +87,11 @@ async function terminate(proc: ChildProcess, signal: NodeJS.Signals = "SIGTERM")
 /**
  * startLoom runs `loom serve --addr 127.0.0.1:0 --store <store>` and waits
  * for "loom serving on http://..." on its stderr. keys is a map of tenant
- * to API key, written to a --keys file when given.
+ * to API key, written to a --keys file when given; extra are more flags
+ * (the OpenAI SDK tests give `--provider scripted`).
  */
-export async function startLoom(bin: string, store: string, keys?: Record<string, string>): Promise<Running> {
-  const args = ["serve", "--addr", "127.0.0.1:0", "--store", store];
+export async function startLoom(bin: string, store: string, keys?: Record<string, string>, extra: string[] = []): Promise<Running> {
+  const args = ["serve", "--addr", "127.0.0.1:0", "--store", store, ...extra];
   if (keys && Object.keys(keys).length > 0) {
     const file = join(tempDir("loom-keys-"), "keys");
     writeFileSync(file, Object.entries(keys).map(([tenant, key]) => `${tenant}:${key}\n`).join(""), { mode: 0o600 });
