@@ -90,7 +90,9 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := subIDsFree(r.Context(), th, msgs, "items"); err != nil {
-		w.Header().Set("X-Should-Retry", "false") // the id stays taken
+		if e := (*Error)(nil); errors.As(err, &e) && e.Status == http.StatusConflict {
+			w.Header().Set("X-Should-Retry", "false") // the id stays taken
+		}
 		return err
 	}
 	ctx := detached(r)
@@ -189,7 +191,7 @@ func parseList(r *http.Request) (listParams, error) {
 	default:
 		return p, invalidParam("order", "Invalid value for 'order': expected 'asc' or 'desc', got %s.", strconv.Quote(clip(v)))
 	}
-	if q.Has("after") && !ids.Valid(p.after) {
+	if p.after != "" && !ids.Valid(p.after) { // an empty after is none
 		return p, afterNotFound(p.after)
 	}
 	return p, checkInclude(r)
