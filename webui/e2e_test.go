@@ -38,6 +38,7 @@ import (
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/openaiapi"
 	_ "github.com/loomthreads/loom/postgres"
 	_ "github.com/loomthreads/loom/sqlite"
 	"github.com/loomthreads/loom/thread"
@@ -182,6 +183,7 @@ func newEnv(t testing.TB, keys *auth.Keys) *env {
 	t.Cleanup(func() { api.Close() })
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api)
+	mux.Handle(openaiapi.Prefix+"/", openaiapi.Errors(api.Protect(openaiapi.New(openaiapi.Options{DB: db, Chat: client}))))
 	mux.Handle("/", webui.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.CloseClientConnections)
@@ -318,6 +320,26 @@ func TestE2E(t *testing.T) {
 			waitJS(`document.querySelector('#run-status')?.textContent === 'Done.'`),
 			waitJS(messagesContain("You said: what is a thread")),
 			waitJS(`document.querySelectorAll('#messages li.msg').length === 3`),
+		)
+	})
+
+	// A conversation an OpenAI SDK made is a thread of the page: its items
+	// are the messages, its stored response a checkpoint on the timeline.
+	t.Run("OpenAIConversation", func(t *testing.T) {
+		var conv struct{ ID string }
+		call(t, e.url, "", "POST", "/openai/v1/conversations", map[string]any{
+			"items": []any{map[string]any{"role": "user", "content": "What is a loom?"}}}, &conv)
+		var resp struct{ ID string }
+		call(t, e.url, "", "POST", "/openai/v1/responses", map[string]any{"model": "loom", "input": "Tell me", "conversation": conv.ID}, &resp)
+		key, _, _ := strings.Cut(strings.TrimPrefix(resp.ID, "resp_"), "_")
+		ctx := tab(t, browser, timeout)
+		run(t, ctx, "the conversation in the page",
+			chromedp.Navigate(e.url+"/#/threads/"+conv.ID),
+			waitJS(`document.querySelector('#thread-title')?.textContent === 'What is a loom?'`),
+			waitJS(messagesContain("What is a loom?")),
+			waitJS(messagesContain("You said: Tell me")),
+			waitJS(`document.querySelectorAll('#messages li.msg').length === 3`),
+			chromedp.WaitVisible(chromedp.CSS(`#checkpoints li[data-name="resp_`+key+`"]`)),
 		)
 	})
 
