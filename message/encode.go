@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loomthreads/loom/internal/jsonstr"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 )
 
 // The encoder below writes messages and contents by hand, several times
@@ -285,7 +285,7 @@ func appendMetaValue(b []byte, v any, depth int) ([]byte, bool) {
 	case bool:
 		return strconv.AppendBool(b, v), true
 	case string:
-		return appendString(b, v), true
+		return jsonstr.Append(b, v), true
 	case json.Number:
 		// encoding/json writes "" as 0 and refuses other invalid numbers.
 		if d := (decoder{data: []byte(v)}); !d.skipNumber() || d.off != len(v) {
@@ -328,7 +328,7 @@ func appendMetaValue(b []byte, v any, depth int) ([]byte, bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, k)
+			b = jsonstr.Append(b, k)
 			b = append(b, ':')
 			var ok bool
 			if b, ok = appendMetaValue(b, v[k], depth+1); !ok {
@@ -343,75 +343,5 @@ func appendMetaValue(b []byte, v any, depth int) ([]byte, bool) {
 // appendMember appends name, which holds the JSON before the value, and s
 // as a JSON string.
 func appendMember(b []byte, name, s string) []byte {
-	return appendString(append(b, name...), s)
+	return jsonstr.Append(append(b, name...), s)
 }
-
-// appendString appends s as a JSON string, escaped as encoding/json's
-// appendString escapes it by default (with escapeHTML): ", \ and the
-// control characters are escaped (\b, \f, \n, \r and \t by their short
-// forms, the others as \u00XX), and so are <, > and &, and U+2028 and
-// U+2029, so that the JSON is safe in HTML and JavaScript; each byte of
-// invalid UTF-8 becomes \ufffd.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0 // s[start:i] is yet to be written
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if htmlSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default: // the other control characters, <, > and &
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// htmlSafe holds, for each ASCII character, whether appendString writes it
-// as it is: all but the control characters, ", \, <, > and &. It is
-// encoding/json's htmlSafeSet.
-var htmlSafe = func() (safe [utf8.RuneSelf]bool) {
-	for c := ' '; c < utf8.RuneSelf; c++ {
-		safe[c] = true
-	}
-	for _, c := range `"\<>&` {
-		safe[c] = false
-	}
-	return safe
-}()

@@ -6,8 +6,8 @@ import (
 	"maps"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/loomthreads/loom/internal/jsonstr"
 	"github.com/loomthreads/loom/message"
 )
 
@@ -134,35 +134,35 @@ func itemJSON(id string, role message.Role, g group) []byte {
 	switch c := g.contents[0].(type) {
 	case message.FunctionCall:
 		b = append(b, `{"type":"function_call","id":`...)
-		b = appendString(b, id)
+		b = jsonstr.Append(b, id)
 		b = append(b, `,"call_id":`...)
-		b = appendString(b, c.CallID)
+		b = jsonstr.Append(b, c.CallID)
 		b = append(b, `,"name":`...)
-		b = appendString(b, c.Name)
+		b = jsonstr.Append(b, c.Name)
 		b = append(b, `,"arguments":`...)
-		b = appendString(b, c.Arguments)
+		b = jsonstr.Append(b, c.Arguments)
 		return append(b, `,"status":"completed"}`...)
 	case message.FunctionResult:
 		b = append(b, `{"type":"function_call_output","id":`...)
-		b = appendString(b, id)
+		b = jsonstr.Append(b, id)
 		b = append(b, `,"call_id":`...)
-		b = appendString(b, c.CallID)
+		b = jsonstr.Append(b, c.CallID)
 		b = append(b, `,"output":`...)
-		b = appendString(b, c.Result)
+		b = jsonstr.Append(b, c.Result)
 		return append(b, `,"status":"completed"}`...)
 	case message.Reasoning:
 		b = append(b, `{"type":"reasoning","id":`...)
-		b = appendString(b, id)
+		b = jsonstr.Append(b, id)
 		b = append(b, `,"summary":[`...)
 		if c.Text != "" {
 			b = append(b, `{"type":"summary_text","text":`...)
-			b = appendString(b, c.Text)
+			b = jsonstr.Append(b, c.Text)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 		if c.Protected != "" {
 			b = append(b, `,"encrypted_content":`...)
-			b = appendString(b, c.Protected)
+			b = jsonstr.Append(b, c.Protected)
 		}
 		return append(b, `,"status":"completed"}`...)
 	case message.Unknown:
@@ -182,9 +182,9 @@ func itemJSON(id string, role message.Role, g group) []byte {
 		r = "assistant" // a tool's or another author's text: not the user's words
 	}
 	b = append(b, `{"type":"message","id":`...)
-	b = appendString(b, id)
+	b = jsonstr.Append(b, id)
 	b = append(b, `,"role":`...)
-	b = appendString(b, r)
+	b = jsonstr.Append(b, r)
 	b = append(b, `,"status":"completed","content":[`...)
 	for i, c := range g.contents {
 		if i > 0 {
@@ -194,11 +194,11 @@ func itemJSON(id string, role message.Role, g group) []byte {
 		case message.Text:
 			if r == "assistant" {
 				b = append(b, `{"type":"output_text","text":`...)
-				b = appendString(b, c.Text)
+				b = jsonstr.Append(b, c.Text)
 				b = append(b, `,"annotations":[],"logprobs":[]}`...)
 			} else {
 				b = append(b, `{"type":"input_text","text":`...)
-				b = appendString(b, c.Text)
+				b = jsonstr.Append(b, c.Text)
 				b = append(b, '}')
 			}
 		case message.Data:
@@ -208,59 +208,6 @@ func itemJSON(id string, role message.Role, g group) []byte {
 		}
 	}
 	return append(b, "]}"...)
-}
-
-const hex = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaped as encoding/json
-// escapes it (HTML characters, U+2028 and U+2029 included; invalid UTF-8
-// as U+FFFD), so that an item reads the same whichever way it was written.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // dataPart is a Data content as an input_image (an image/ media type) or

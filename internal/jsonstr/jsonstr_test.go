@@ -1,4 +1,4 @@
-package oaiitem
+package jsonstr
 
 import (
 	"encoding/json"
@@ -6,9 +6,8 @@ import (
 	"testing"
 )
 
-// TestAppendString checks that items written directly escape strings as
-// encoding/json does.
-func TestAppendString(t *testing.T) {
+// TestAppend checks that Append escapes strings as encoding/json does.
+func TestAppend(t *testing.T) {
 	cases := []string{"", "plain", `q"b\`, "<a&b>", "\u2028\u2029", "\x00\x1f\x7f", "\xff\xfe", "é€😀", "a\tb\nc\r"}
 	r := rand.New(rand.NewPCG(3, 4))
 	alphabet := []string{"a", "\"", "\\", "<", "\x01", "\xe2\x80\xa8", "\xe2\x80", "é", "\xff", "😀"}
@@ -21,8 +20,8 @@ func TestAppendString(t *testing.T) {
 	}
 	for _, s := range cases {
 		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); string(got) != string(want) {
-			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+		if got := Append(nil, s); string(got) != string(want) {
+			t.Errorf("Append(%q) = %s, want %s", s, got, want)
 		}
 	}
 }
