@@ -295,3 +295,72 @@ class AsyncClient:
         return cast(
             LangGraphDeltaResponse, _json(await self._post("/v1/langgraph/delta-history", req))
         )
+
+    # The native thread routes (/v1/threads), as much of them as
+    # loomthreads.agent_framework needs. Messages are loom's wire format
+    # (docs/wire-format.md) as JSON objects; answers are the decoded JSON.
+
+    async def create_thread(
+        self,
+        *,
+        id: str | None = None,
+        title: str | None = None,
+        labels: dict[str, str] | None = None,
+        messages: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """create_thread: POST /v1/threads; the new thread (409 conflict
+        when id is taken)."""
+        body: dict[str, Any] = {}
+        if id is not None:
+            body["id"] = id
+        if title is not None:
+            body["title"] = title
+        if labels:
+            body["labels"] = labels
+        if messages:
+            body["messages"] = messages
+        out: dict[str, Any] = _json(await self._post("/v1/threads", body))
+        return out
+
+    async def get_thread(self, thread_id: str) -> dict[str, Any]:
+        """get_thread: GET /v1/threads/{id}."""
+        out: dict[str, Any] = _json(await self._http.get(_native_path(thread_id)))
+        return out
+
+    async def messages(self, thread_id: str) -> list[dict[str, Any]]:
+        """messages: GET /v1/threads/{id}/messages, the thread's messages
+        at its latest version, oldest first."""
+        out = _json(await self._http.get(_native_path(thread_id) + "/messages"))
+        msgs: list[dict[str, Any]] = out["messages"]
+        return msgs
+
+    async def append_messages(
+        self, thread_id: str, messages: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """append_messages: POST /v1/threads/{id}/messages, one commit;
+        the answer holds its version, commit and messages."""
+        out: dict[str, Any] = _json(
+            await self._post(_native_path(thread_id) + "/messages", {"messages": messages})
+        )
+        return out
+
+    async def fork_thread(self, thread_id: str, *, id: str | None = None) -> dict[str, Any]:
+        """fork_thread: POST /v1/threads/{id}/fork at its latest version;
+        the new thread, which shares the history up to there."""
+        body: dict[str, Any] = {} if id is None else {"id": id}
+        out: dict[str, Any] = _json(await self._post(_native_path(thread_id) + "/fork", body))
+        return out
+
+    async def create_checkpoint(self, thread_id: str, name: str) -> None:
+        """create_checkpoint: POST /v1/threads/{id}/checkpoints, names the
+        thread's latest version."""
+        await self._post(_native_path(thread_id) + "/checkpoints", {"name": name})
+
+    async def rollback(self, thread_id: str, checkpoint: str) -> None:
+        """rollback: POST /v1/threads/{id}/rollback to a named checkpoint
+        (a new version whose messages are the checkpoint's)."""
+        await self._post(_native_path(thread_id) + "/rollback", {"checkpoint": checkpoint})
+
+
+def _native_path(thread_id: str) -> str:
+    return "/v1/threads/" + quote(thread_id, safe="")
