@@ -322,11 +322,6 @@ class AsyncClient:
         out: dict[str, Any] = _json(await self._post("/v1/threads", body))
         return out
 
-    async def get_thread(self, thread_id: str) -> dict[str, Any]:
-        """get_thread: GET /v1/threads/{id}."""
-        out: dict[str, Any] = _json(await self._http.get(_native_path(thread_id)))
-        return out
-
     async def messages(self, thread_id: str) -> list[dict[str, Any]]:
         """messages: GET /v1/threads/{id}/messages, the thread's messages
         at its latest version, oldest first."""
