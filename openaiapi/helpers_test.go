@@ -88,3 +88,7 @@ func onStores(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Run("memory", func(t *testing.T) { f(t, newEnv(t, nil)) })
 	t.Run("sqlite", func(t *testing.T) { f(t, newEnv(t, sqliteDB(t))) })
 }
+
+// threadOf is the thread a response id names: the id is "resp_", 26 id
+// characters, "_" and the thread's id.
+func threadOf(responseID string) string { return responseID[len("resp_")+27:] }

@@ -362,7 +362,6 @@ func TestPreviousResponseBranch(t *testing.T) {
 			}
 			return r
 		}
-		threadOf := func(id string) string { return id[len("resp_")+27:] }
 		r1 := ask("", "one")
 		r2 := ask(r1.ID, "two")
 		r3 := ask(r2.ID, "three")
@@ -470,7 +469,7 @@ func TestGetDeleteInputItems(t *testing.T) {
 				t.Fatalf("after delete: %v", err)
 			}
 		}
-		if got := transcript(s.messages(t, r.ID[len("resp_")+27:])); got != "user: a\nuser: b\nuser: c\nuser: d\nuser: e\nassistant: You said: e\n" {
+		if got := transcript(s.messages(t, threadOf(r.ID))); got != "user: a\nuser: b\nuser: c\nuser: d\nuser: e\nassistant: You said: e\n" {
 			t.Fatalf("thread:\n%s", got)
 		}
 	})
@@ -626,7 +625,7 @@ func TestTenantsIsolated(t *testing.T) {
 				return err
 			}(),
 			"conversation": func() error {
-				_, err := s.b.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("x"), Conversation: inConversation(r.ID[len("resp_")+27:])})
+				_, err := s.b.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: text("x"), Conversation: inConversation(threadOf(r.ID))})
 				return err
 			}(),
 		} {
@@ -830,7 +829,7 @@ func TestPreviousResponseRace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			source := r1.ID[len("resp_")+27:]
+			source := threadOf(r1.ID)
 			type result struct {
 				r   *responses.Response
 				err error
@@ -850,10 +849,10 @@ func TestPreviousResponseRace(t *testing.T) {
 			if res.err != nil {
 				t.Fatal(res.err)
 			}
-			if got := fast.ID[len("resp_")+27:]; got != source {
+			if got := threadOf(fast.ID); got != source {
 				t.Fatalf("the first commit went to %s, not %s", got, source)
 			}
-			fork := res.r.ID[len("resp_")+27:]
+			fork := threadOf(res.r.ID)
 			if fork == source || res.r.OutputText() != "You said: slow" {
 				t.Fatalf("the second: %s", res.r.RawJSON())
 			}
@@ -1029,7 +1028,7 @@ func TestLongSettingsKept(t *testing.T) {
 		if got.Instructions.OfString != long || len(got.Tools) != 1 || got.Tools[0].Name != "weather" || got.OutputText() != "You said: hi" {
 			t.Fatalf("stored: %.300s", got.RawJSON())
 		}
-		th, err := s.db.WithTenant("a").Thread(ctx, r.ID[len("resp_")+27:])
+		th, err := s.db.WithTenant("a").Thread(ctx, threadOf(r.ID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1076,7 +1075,7 @@ func TestStreamedResponseRaceKeepsItsID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			source := r1.ID[len("resp_")+27:]
+			source := threadOf(r1.ID)
 			stream := s.a.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m", Input: text("slow"), PreviousResponseID: openai.String(r1.ID)})
 			if !stream.Next() || stream.Current().Type != "response.created" {
 				t.Fatalf("first event: %v", stream.Err())
@@ -1108,7 +1107,7 @@ func TestStreamedResponseRaceKeepsItsID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fork := next.ID[len("resp_")+27:]
+			fork := threadOf(next.ID)
 			if fork == source {
 				t.Fatalf("continued on the source: %s", next.ID)
 			}
