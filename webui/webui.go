@@ -69,6 +69,14 @@ func load() *site {
 	for _, m := range mods {
 		fmt.Fprintf(&preload, "<link rel=\"modulepreload\" href=\"{{ASSETS}}/%s\">\n", m)
 	}
+	// Each page's styles are a file of css/, after app.css's common ones.
+	sheets, err := fs.Glob(files, "css/*.css")
+	if err != nil {
+		panic(err)
+	}
+	for _, c := range sheets {
+		fmt.Fprintf(&preload, "<link rel=\"stylesheet\" href=\"{{ASSETS}}/%s\">\n", c)
+	}
 	index = bytes.Replace(index, []byte("{{PRELOAD}}\n"), preload.Bytes(), 1)
 	s.index = bytes.ReplaceAll(index, []byte("{{ASSETS}}"), []byte(assetPrefix+s.version))
 	return s

@@ -3,7 +3,9 @@ package scripted
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/loomthreads/loom/agent"
@@ -62,12 +64,31 @@ func echo(_ context.Context, r Request) (*agent.ChatResponse, error) {
 	return resp, nil
 }
 
+// DemoDelay is the pause before each piece of a Demo client's streams.
+const DemoDelay = 15 * time.Millisecond
+
+// Demo returns the demo model of loom serve --provider scripted and loom
+// chat: Echo, whose streams pause DemoDelay before each piece of four
+// runes, as a model's do (slow enough to watch, and to abort), and which
+// compacts when asked to: a last user message that begins "Call the
+// compact tool", in a request that offers a tool named "compact", is
+// answered with a call of it whose summary lists what the user said
+// before.
+func Demo() *Client {
+	c := New(Step{Func: echo, pieces: true, ChunkDelay: DemoDelay})
+	c.Repeat, c.Record = true, false
+	return c
+}
+
 // echoAnswer is the assistant message Echo answers r with.
 func echoAnswer(r Request) message.Message {
 	if n := len(r.Messages); n > 0 {
 		last := r.Messages[n-1]
 		if last.Role == message.RoleUser {
 			if fc, ok := callOf(last.Text(), r.Options.Tools); ok {
+				return message.New(message.RoleAssistant, fc)
+			}
+			if fc, ok := compactOf(r); ok {
 				return message.New(message.RoleAssistant, fc)
 			}
 		}
@@ -125,6 +146,27 @@ func callOf(text string, tools []agent.ToolSpec) (message.FunctionCall, bool) {
 		}
 	}
 	return message.FunctionCall{}, false
+}
+
+// compactOf is the call of the compact tool r asks for: its last user
+// message begins "Call the compact tool" and it offers a tool "compact".
+// The summary is what the user said before, in order.
+func compactOf(r Request) (message.FunctionCall, bool) {
+	n := len(r.Messages)
+	if !strings.HasPrefix(r.Messages[n-1].Text(), "Call the compact tool") {
+		return message.FunctionCall{}, false
+	}
+	if !slices.ContainsFunc(r.Options.Tools, func(t agent.ToolSpec) bool { return t.Name == "compact" }) {
+		return message.FunctionCall{}, false
+	}
+	var said []string
+	for _, m := range r.Messages[:n-1] {
+		if m.Role == message.RoleUser {
+			said = append(said, m.Text())
+		}
+	}
+	args, _ := json.Marshal(map[string]string{"summary": "The user said: " + strings.Join(said, " / ")})
+	return message.FunctionCall{CallID: ids.New("call_"), Name: "compact", Arguments: string(args)}, true
 }
 
 // words counts the words of s.

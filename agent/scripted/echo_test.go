@@ -36,6 +36,9 @@ func TestEcho(t *testing.T) {
 		{name: "results", msgs: []message.Message{message.User("x"), call, call2, results}, tools: weather,
 			text: "Tool weather returned: 21 °C; Tool time returned: noon"},
 		{name: "result of an unknown call", msgs: []message.Message{message.ToolResult("c9", "ok")}, text: "Tool c9 returned: ok"},
+		{name: "compact", msgs: []message.Message{message.User("Paris?"), message.Assistant("You said: Paris?"), message.User("Rome?"), message.User("Call the compact tool now.")},
+			tools: []agent.ToolSpec{{Name: "compact"}}, call: &message.FunctionCall{Name: "compact", Arguments: `{"summary":"The user said: Paris? / Rome?"}`}},
+		{name: "compact not offered", msgs: []message.Message{message.User("Call the compact tool now.")}, tools: weather, text: "You said: Call the compact tool now."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := scripted.Echo()
@@ -135,4 +138,39 @@ func ExampleEcho() {
 	// You said: hello
 	// weather {"city":"Paris"}
 	// Tool weather returned: 21 °C
+}
+
+// TestDemo: the demo model streams its answer in pieces, pausing between
+// them, so that a stream can be cancelled before its end.
+func TestDemo(t *testing.T) {
+	c := scripted.Demo()
+	var pieces []string
+	for u, err := range c.Stream(context.Background(), []message.Message{message.User("a long enough sentence")}, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Text != "" {
+			pieces = append(pieces, u.Text)
+		}
+	}
+	if got := strings.Join(pieces, ""); got != "You said: a long enough sentence" || len(pieces) < 5 {
+		t.Fatalf("pieces %q", pieces)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	var last error
+	for u, err := range c.Stream(ctx, []message.Message{message.User("a long enough sentence")}, nil) {
+		if err != nil {
+			last = err
+			break
+		}
+		if u.Text != "" {
+			if n++; n == 2 {
+				cancel()
+			}
+		}
+	}
+	if last == nil || n != 2 {
+		t.Fatalf("after cancel at piece 2: %d pieces, err %v", n, last)
+	}
 }

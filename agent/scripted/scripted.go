@@ -281,6 +281,10 @@ func (c *Client) Stream(ctx context.Context, msgs []message.Message, opts *agent
 			}
 			if s.pieces && r != nil {
 				for _, u := range c.piecesOf(r.Text(), r.Calls(), r.Usage) {
+					if err := s.pace(ctx); err != nil {
+						yield(agent.Update{}, err)
+						return
+					}
 					if !yield(u, nil) {
 						return
 					}

@@ -3,22 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"iter"
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomthreads/loom/agent"
-	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/conversation"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -51,67 +46,10 @@ func (c *ChatCommand) Flags() *flag.FlagSet {
 }
 
 // chatClient returns the chat client of a provider, as `loom serve` makes
-// them; the scripted one streams a word or so at a time, like a model.
+// them: the scripted one (scripted.Demo) streams a few runes at a time,
+// like a model, and compacts when asked to.
 func chatClient(provider, model string, f foundryFlags, tp trace.TracerProvider) (agent.ChatClient, error) {
-	if provider == "scripted" {
-		c := scripted.New(scripted.Step{Func: demoModel})
-		c.Repeat, c.Record = true, false
-		return slowStream{c}, nil
-	}
 	return newClient(provider, model, f, tp)
-}
-
-// demoModel is the scripted provider's model in chat: it says back what it
-// was told (echo, as loom serve's), and compacts when asked to.
-func demoModel(ctx context.Context, r scripted.Request) (*agent.ChatResponse, error) {
-	var said []string
-	for _, m := range r.Messages {
-		if m.Role == message.RoleUser {
-			said = append(said, m.Text())
-		}
-	}
-	if len(said) == 0 || !strings.HasPrefix(said[len(said)-1], "Call the compact tool") {
-		return echo(ctx, r)
-	}
-	args, _ := json.Marshal(map[string]string{"summary": "The user said: " + strings.Join(said[:len(said)-1], " / ")})
-	m := message.New(message.RoleAssistant, message.FunctionCall{CallID: message.NewID(), Name: conversation.ToolCompact, Arguments: string(args)})
-	return &agent.ChatResponse{Messages: []message.Message{m}, FinishReason: agent.FinishToolCalls}, nil
-}
-
-// slowStream streams a scripted client's answers a few runes at a time,
-// with a pause between, as a model does: enough to watch it, and to abort it.
-type slowStream struct{ *scripted.Client }
-
-// ProviderName implements agent.ProviderNamer: spans name the scripted
-// provider, not this package.
-func (slowStream) ProviderName() string { return "scripted" }
-
-func (s slowStream) Stream(ctx context.Context, msgs []message.Message, opts *agent.ChatOptions) iter.Seq2[agent.Update, error] {
-	return func(yield func(agent.Update, error) bool) {
-		r, err := s.Response(ctx, msgs, opts)
-		if err != nil {
-			yield(agent.Update{}, err)
-			return
-		}
-		for t := r.Text(); t != ""; {
-			n := 0
-			for i := 0; i < 4 && n < len(t); i++ {
-				_, w := utf8.DecodeRuneInString(t[n:])
-				n += w
-			}
-			select {
-			case <-ctx.Done():
-				yield(agent.Update{}, ctx.Err())
-				return
-			case <-time.After(15 * time.Millisecond):
-			}
-			if !yield(agent.Update{Text: t[:n]}, nil) {
-				return
-			}
-			t = t[n:]
-		}
-		yield(agent.Update{Response: r}, nil)
-	}
 }
 
 // Run implements Command.

@@ -82,7 +82,7 @@ func newClient(provider, model string, f foundryFlags, tp trace.TracerProvider) 
 	case "", "none":
 		return nil, nil
 	case "scripted":
-		client = scripted.Echo()
+		client = scripted.Demo()
 	case "openai":
 		client = openai.NewChat(openai.Options{Model: model, HTTPClient: hc})
 	case "responses":
@@ -94,15 +94,6 @@ func newClient(provider, model string, f foundryFlags, tp trace.TracerProvider) 
 	}
 	return client, nil
 }
-
-// echo answers as the demo model of loom serve --provider scripted
-// (scripted.Echo) does, for loom chat's own scripted model.
-func echo(ctx context.Context, r scripted.Request) (*agent.ChatResponse, error) {
-	return echoModel.Response(ctx, r.Messages, &r.Options)
-}
-
-// echoModel is echo's model; it keeps no state between requests.
-var echoModel = scripted.Echo()
 
 // serveOn serves db on l until ctx ends, then shuts down gracefully: it
 // stops accepting, lets the requests in flight (accepted writes) finish for

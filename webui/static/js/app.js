@@ -6,6 +6,8 @@ import { threadsPage } from './threads.js';
 import { threadPage } from './thread.js';
 import { workflowsPage, workflowPage } from './workflows.js';
 import { itemsPage } from './items.js';
+import { conversationsPage, conversationPage } from './conversations.js';
+import { diffPage } from './diff.js';
 
 const main = document.getElementById('main');
 const forget = document.getElementById('forget-key');
@@ -59,6 +61,9 @@ const pages = {
   workflows: workflowsPage,
   workflow: workflowPage,
   items: itemsPage,
+  conversations: conversationsPage,
+  conversation: conversationPage,
+  diff: diffPage,
   notfound: (el) => { el.replaceChildren(); el.append(Object.assign(document.createElement('h1'), { textContent: 'Not found' })); },
 };
 
@@ -67,7 +72,7 @@ let current = null; // {route, page}
 async function show() {
   const r = route();
   for (const a of document.querySelectorAll('[data-nav]')) {
-    const on = a.dataset.nav === r.name || a.dataset.nav + 's' === r.name || (a.dataset.nav === 'threads' && r.name === 'thread') || (a.dataset.nav === 'workflows' && r.name === 'workflow');
+    const on = a.dataset.nav === r.name || a.dataset.nav + 's' === r.name || (a.dataset.nav === 'threads' && r.name === 'thread') || (a.dataset.nav === 'workflows' && r.name === 'workflow') || (a.dataset.nav === 'threads' && r.name === 'diff') || (a.dataset.nav === 'conversations' && r.name === 'conversation');
     if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
   if (current && current.route.name === r.name && current.route.id === r.id && current.page && current.page.update) {
