@@ -316,10 +316,16 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getMessages: GET /v1/threads/{id}/messages?limit=&version=
+// defaultMessages is how many messages GET /v1/threads/{id}/messages
+// answers without a limit: the newest of a long thread, not all of it.
+const defaultMessages = 100
+
+// getMessages: GET /v1/threads/{id}/messages?limit=&version=&before=
+// answers the newest limit messages (defaultMessages when absent; an
+// explicit 0 is all of them), and next_before when older ones exist.
 func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	last, err := intParam(q, "limit", 0)
+	last, err := intParam(q, "limit", defaultMessages)
 	if err != nil {
 		return err
 	}
@@ -348,14 +354,25 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
+	// One message more than asked tells whether older ones exist.
+	read := 0
+	if last > 0 {
+		read = int(min(last, 1<<30)) + 1
+	}
 	opStart := time.Now()
-	msgs, err := th.Messages(r.Context(), thread.ReadOptions{Version: version, Last: int(min(last, 1<<31)), Before: before})
+	msgs, err := th.Messages(r.Context(), thread.ReadOptions{Version: version, Last: read, Before: before})
 	s.metrics.StoreOpSince("messages", opStart)
 	if err != nil {
 		w.Header().Del("ETag")
 		return err
 	}
-	writeJSON(w, http.StatusOK, messagesResponse{Version: version, Messages: orEmpty(msgs)})
+	resp := messagesResponse{Version: version}
+	if read > 0 && len(msgs) == read {
+		msgs = msgs[1:]
+		resp.NextBefore = msgs[0].ID
+	}
+	resp.Messages = orEmpty(msgs)
+	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
 

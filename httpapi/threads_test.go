@@ -413,6 +413,7 @@ func TestMarshalFastPath(t *testing.T) {
 	msgs := []message.Message{m, message.ToolCall("c1", "f", `{"a":1}`)}
 	for _, v := range []any{
 		messagesResponse{Version: 3, Messages: msgs},
+		messagesResponse{Version: 3, NextBefore: "m0", Messages: msgs},
 		messagesResponse{Messages: []message.Message{}},
 		commitResponse{Version: 1, Commit: "c_1", Messages: msgs},
 		viewResponse{Version: 2, Messages: msgs, Tokens: 9, Dropped: []string{"x"}, Elided: []string{}, Compacted: "c_2"},
