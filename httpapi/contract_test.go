@@ -299,6 +299,7 @@ func TestAnswersMatchTheDocument(t *testing.T) {
 		{"POST /v1/sessions", req{method: "POST", path: "/v1/sessions", body: `{}`}},
 		{"GET /v1/sessions", req{method: "GET", path: "/v1/sessions"}},
 		{"GET /v1/openapi.json", req{method: "GET", path: "/v1/openapi.json"}},
+		{"GET /v1/server", req{method: "GET", path: "/v1/server"}},
 		{"GET /healthz", req{method: "GET", path: "/healthz"}},
 		{"GET /metrics", req{method: "GET", path: "/metrics"}},
 	} {

@@ -152,6 +152,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"CallDelta":                  callDeltaJSON{},
 		"Step":                       stepJSON{},
 		"Health":                     healthResponse{},
+		"ServerInfo":                 serverInfo{},
 		"ErrorDetail":                errorJSON{},
 		"Conversation":               conversationJSON{},
 		"CreateConversationRequest":  createConversationRequest{},

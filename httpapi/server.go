@@ -63,8 +63,11 @@ type Options struct {
 	// Logger logs each request and every internal error; nil means
 	// slog.Default().
 	Logger *slog.Logger
-	// Version is reported by /healthz.
+	// Version is reported by /healthz and GET /v1/server.
 	Version string
+	// Provider names the model provider of Agent and Chat ("scripted",
+	// "openai", …), for GET /v1/server; "" says none, or not told.
+	Provider string
 	// TracerProvider, when not nil, gets a span for each request (by
 	// otelhttp), named by its route, such as "POST /v1/threads/{id}/runs".
 	// Its parent is the trace context of the request's headers, read by
@@ -102,6 +105,7 @@ type Server struct {
 	anyOrig   bool
 	log       *slog.Logger
 	version   string
+	provider  string
 	metrics   *Metrics
 	// tracing are the otelhttp options of Options.TracerProvider; nil
 	// traces nothing.
@@ -195,6 +199,7 @@ var routes = []route{
 	{pattern: "POST /v1/langgraph/runs/delete", handle: (*Server).lgDeleteRuns},
 	{pattern: "POST /v1/langgraph/delta-history", handle: (*Server).lgDeltaHistory},
 	{pattern: "GET /v1/openapi.json", handle: (*Server).openAPI},
+	{pattern: "GET /v1/server", handle: (*Server).serverInfo},
 	{pattern: "GET /healthz", handle: (*Server).healthz, public: true},
 	{pattern: "GET /metrics", handle: (*Server).serveMetrics, public: true},
 }
@@ -206,7 +211,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		db: opts.DB, keys: opts.Keys, agent: opts.Agent, chat: opts.Chat, worklog: opts.Worklog, maxBody: opts.MaxBodyBytes,
-		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, metrics: opts.Metrics,
+		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, provider: opts.Provider, metrics: opts.Metrics,
 		mux: http.NewServeMux(), publicPaths: map[string]bool{}, closing: make(chan struct{}),
 	}
 	s.feeds.n = map[string]int{}

@@ -518,7 +518,7 @@ func (s *Server) strategy(raw []byte, name string) (thread.Strategy, error) {
 			return nil, err
 		}
 		if s.agent == nil {
-			return nil, fmt.Errorf("strategy summarize needs a model, and this server has no agent: %w", thread.ErrUnsupported)
+			return nil, errNoModel("strategy summarize needs a model")
 		}
 		return thread.Summarize{Summarizer: agent.Summarizer{Client: s.agent.Client()}, Keep: val(sr.Keep)}, nil
 	}

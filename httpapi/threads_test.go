@@ -251,6 +251,7 @@ func TestEveryRouteHappyPath(t *testing.T) {
 	if !json.Valid(w.Body.Bytes()) {
 		t.Error("openapi.json is not JSON")
 	}
+	must(t, s, req{method: "GET", path: "/v1/server"}, http.StatusOK, nil)
 	var health healthResponse
 	must(t, s, req{method: "GET", path: "/healthz"}, http.StatusOK, &health)
 	if health != (healthResponse{Status: "ok", Version: "v9.9.9"}) {

@@ -95,6 +95,15 @@ func newClient(provider, model string, f foundryFlags, tp trace.TracerProvider) 
 	return client, nil
 }
 
+// provider is the name GET /v1/server reports: --provider's, "" without
+// a model ("none" says the same).
+func provider(name string, client agent.ChatClient) string {
+	if client == nil {
+		return ""
+	}
+	return name
+}
+
 // serveOn serves db on l until ctx ends, then shuts down gracefully: it
 // stops accepting, lets the requests in flight (accepted writes) finish for
 // up to cfg.shutdown, and returns. Requests, runs, model and tool calls
@@ -117,7 +126,8 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 			TracerProvider: cfg.tracer, OnToolCall: metrics.ObserveToolCall})
 	}
 	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Agent: ag, Chat: client, MaxBodyBytes: cfg.maxBody,
-		AllowOrigins: cfg.origins, Worklog: wl, Logger: log, Version: version, TracerProvider: cfg.tracer, Metrics: metrics})
+		AllowOrigins: cfg.origins, Worklog: wl, Logger: log, Version: version, Provider: provider(cfg.provider, client),
+		TracerProvider: cfg.tracer, Metrics: metrics})
 	mcpOpts := &mcpserver.Options{Logger: log, Version: version, TracerProvider: cfg.tracer}
 	if wl != nil {
 		mcpOpts.AddTools = worklogTools(db, wl, log)
