@@ -61,7 +61,10 @@ type Options struct {
 	// "unsupported").
 	Worklog *worklog.Logs
 	// Logger logs each request and every internal error; nil means
-	// slog.Default().
+	// slog.Default(). A request's line is at INFO (WARN for a 5xx but
+	// 501; DEBUG for a successful /healthz or /metrics), with trace_id
+	// and span_id when the request has a span, or, untraced, when it
+	// sends a W3C traceparent (the ids of the caller's span).
 	Logger *slog.Logger
 	// Version is reported by /healthz and GET /v1/server.
 	Version string
@@ -112,6 +115,8 @@ type Server struct {
 	tracing []otelhttp.Option
 	// tp is Options.TracerProvider, for live conversations' spans.
 	tp trace.TracerProvider
+	// traces is whether the server makes spans (Options.TracerProvider).
+	traces bool
 	// closing is closed by Close: the change feeds end.
 	closing chan struct{}
 	// feeds counts each tenant's open change feeds.
@@ -250,7 +255,7 @@ func New(opts Options) *Server {
 	// is matched once, by routed, and the chain reads the route it found.
 	traced := opts.TracerProvider != nil
 	if traced {
-		s.tp = opts.TracerProvider
+		s.tp, s.traces = opts.TracerProvider, true
 		s.tracing = tracing(opts.TracerProvider, opts.Propagator)
 	}
 	s.api = s.chain(http.HandlerFunc(s.dispatch), true, traced)
