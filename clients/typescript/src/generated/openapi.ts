@@ -798,6 +798,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/server": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What this server can do
+         * @description Its version, and whether it has a model for runs (and which provider) and for live conversations, and keeps work items: a client shows only what works.
+         */
+        get: operations["getServer"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1140,6 +1160,8 @@ export interface components {
              * @description The version read.
              */
             version: number;
+            /** @description Present when older messages exist: the id of the oldest message answered, to pass as before (with version) for the page before. */
+            next_before?: string;
             messages: components["schemas"]["Message"][];
         };
         Commit: {
@@ -1413,6 +1435,18 @@ export interface components {
             /** Format: int64 */
             version: number;
             messages: components["schemas"]["Message"][];
+        };
+        ServerInfo: {
+            /** @description The server's version. */
+            version: string;
+            /** @description POST /v1/threads/{id}/runs has a model; without one it answers 501. */
+            runs: boolean;
+            /** @description The model provider (loom serve --provider: scripted, openai, responses, anthropic, foundry, foundry-classic); "" for none. */
+            provider: string;
+            /** @description /v1/conversations has a model; without one it answers 501. */
+            conversations: boolean;
+            /** @description /v1/items and /v1/sessions keep work items; without them they answer 501. */
+            items: boolean;
         };
         Health: {
             /** @enum {string} */
@@ -1770,6 +1804,11 @@ export interface components {
             snippet: string;
             /** Format: date-time */
             time: string;
+            /**
+             * Format: int64
+             * @description Present when the thread's head no longer holds the message (a rollback, a restore or a reset moved it away): the newest version of the thread that held it, at which to read the thread to see it.
+             */
+            version?: number;
         };
         SearchResults: {
             /** @description Newest first. */
@@ -2473,11 +2512,11 @@ export interface operations {
     getMessages: {
         parameters: {
             query?: {
-                /** @description Only the newest this many messages; 0 or absent means all. */
+                /** @description Only the newest this many messages; absent means the newest 100, an explicit 0 all of them. When older messages exist the answer has next_before. */
                 limit?: number;
                 /** @description Read the thread as it was at this version (time travel). */
                 version?: number;
-                /** @description Only the messages before the message with this id (with limit, the newest limit of them): a cursor to page back with the id of the first message of the last page. 404 when the thread, at the version read, has no such message. */
+                /** @description Only the messages before the message with this id (with limit, the newest limit of them): a cursor to page back with the next_before of the last page (pass its version too, so that every page reads the same version). 404 when the thread, at the version read, has no such message. */
                 before?: string;
             };
             header?: {
@@ -3921,6 +3960,31 @@ export interface operations {
                 };
                 content: {
                     "application/json": Record<string, unknown>;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server's capabilities. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServerInfo"];
                 };
             };
             400: components["responses"]["BadRequest"];
