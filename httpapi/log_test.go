@@ -125,3 +125,25 @@ func TestRequestLogTraceIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestInternalErrorLogTraceIDs: the line of a 500 carries the request's
+// trace ids too.
+func TestInternalErrorLogTraceIDs(t *testing.T) {
+	st := &failingStore{MemoryStore: thread.NewMemoryStore(), err: errors.New("disk on fire")}
+	var out bytes.Buffer
+	s := newServer(t, Options{DB: thread.New(st, nil), Logger: slog.New(slog.NewJSONHandler(&out, nil))})
+	wantError(t, s, req{method: "GET", path: "/v1/threads/th",
+		header: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}, http.StatusInternalServerError, "internal")
+	for line := range strings.Lines(out.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" || m["span_id"] != "00f067aa0ba902b7" {
+			t.Errorf("line without the trace ids: %s", line)
+		}
+	}
+	if !strings.Contains(out.String(), `"msg":"internal error"`) {
+		t.Errorf("no internal error line:\n%s", out.String())
+	}
+}

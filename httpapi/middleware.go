@@ -87,7 +87,7 @@ func (s *Server) observe(next http.Handler, outerRoute bool) http.Handler {
 		defer func() {
 			v := recover()
 			if v != nil && v != http.ErrAbortHandler {
-				s.log.ErrorContext(r.Context(), "panic", "request_id", info.id, "panic", v, "stack", string(debug.Stack()))
+				s.log.ErrorContext(r.Context(), "panic", append(traceIDs(r.Context()), "request_id", info.id, "panic", v, "stack", string(debug.Stack()))...)
 				if !sw.wrote {
 					s.writeError(sw, r, errors.New("panic"))
 				}
@@ -136,6 +136,16 @@ func (s *Server) done(r *http.Request, info *reqInfo, sw *statusWriter, d time.D
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
+}
+
+// traceIDs returns the trace_id and span_id of ctx's span context, for a
+// log line of its request; none when it has none.
+func traceIDs(ctx context.Context) []any {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return nil
+	}
+	return []any{"trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String()}
 }
 
 // probes are the routes of health checks and metric scrapes, whose

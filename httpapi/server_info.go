@@ -1,11 +1,6 @@
 package httpapi
 
-import (
-	"fmt"
-	"net/http"
-
-	"github.com/loomthreads/loom/thread"
-)
+import "net/http"
 
 // modelHint ends the 501 answers of the routes that need a model (runs,
 // conversations): a newcomer learns how to get one.
@@ -15,7 +10,7 @@ const modelHint = "start loom serve with --provider scripted (a demo model, no k
 // model on a server that has none; what names the route's need ("runs
 // need a model").
 func errNoModel(what string) error {
-	return fmt.Errorf("%s, and this server has none: %s: %w", what, modelHint, thread.ErrUnsupported)
+	return errf(http.StatusNotImplemented, "unsupported", "%s, and this server has none: %s", what, modelHint)
 }
 
 // serverInfo is the body of GET /v1/server: what this server can do, so

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -53,8 +55,18 @@ func TestNoModelHint(t *testing.T) {
 		{method: "POST", path: "/v1/threads/th/view", body: `{"budget":10,"strategies":[{"type":"summarize"}]}`},
 	} {
 		w := wantError(t, s, rq, http.StatusNotImplemented, "unsupported")
-		if !strings.Contains(w.Body.String(), modelHint) {
+		if !strings.HasSuffix(errorMessage(t, w), "has none: "+modelHint) {
 			t.Errorf("%s %s: %s lacks the hint", rq.method, rq.path, w.Body)
 		}
 	}
+}
+
+// errorMessage returns the message of an error answer.
+func errorMessage(tb testing.TB, w *httptest.ResponseRecorder) string {
+	tb.Helper()
+	var e errorBody
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
+		tb.Fatal(err)
+	}
+	return e.Error.Message
 }
