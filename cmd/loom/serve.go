@@ -110,8 +110,8 @@ func provider(name string, client agent.ChatClient) string {
 // are traced with cfg.tracer; db's operations are if the caller gave it
 // the same provider (DB.WithTracerProvider). It logs "listening" (with
 // the url), "shutting down" and "stopped" to log, like every other line.
-// wl keeps the work items of /v1/items,
-// /v1/sessions and the work-item tools of /mcp; nil serves none.
+// wl keeps the work items of /v1/items, /v1/sessions and the work-item
+// tools of /mcp; nil serves none.
 func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Logs, keys *auth.Keys, cfg serveConfig, version string, log *slog.Logger) error {
 	defer l.Close()
 	if !keys.Enabled() && !isLoopback(l.Addr().String()) {
