@@ -7,15 +7,21 @@ import (
 	"github.com/loomthreads/loom/thread"
 )
 
-// maxHitHistory caps the history entries read to place one search hit
-// that is not in its thread's head: past it the hit has no version.
-const maxHitHistory = 1000
+// Bounds of the work of placing search hits: the history entries read for
+// one hit that is not in its thread's head, and the commits of one walk
+// down a line. A hit past them is taken to be in the head (no version).
+// Variables, for tests.
+var (
+	maxHitHistory = 1000
+	maxHitWalk    = 10000
+)
 
 // hitVersions returns, for each hit, 0 when its message is in its thread's
 // head, else the newest version of the thread whose head held it (the page
 // links the hit to the thread at that version); 0 too when none does any
-// more, or the thread is gone. Search finds the messages of every version
-// the store keeps, rolled back ones too.
+// more, the thread is gone, or it lies deeper than the bounds above.
+// Search finds the messages of every version the store keeps, rolled back
+// ones too.
 //
 // The cost, per thread of the page: one walk of its head's line down to
 // the oldest hit's commit; and per hit not in the head, the history entries
@@ -38,6 +44,9 @@ func hitVersions(ctx context.Context, db *thread.DB, hits []thread.SearchHit) ([
 	type line struct {
 		th      *thread.Thread
 		commits map[string]bool // the head's line, down to the floor
+		// partial is the depth a walk cut short stopped at: hits deeper
+		// than it cannot be placed.
+		partial int64
 	}
 	lines := map[string]*line{}
 	for i, h := range hits {
@@ -53,13 +62,20 @@ func hitVersions(ctx context.Context, db *thread.DB, hits []thread.SearchHit) ([
 			}
 			l = &line{th: th, commits: map[string]bool{}}
 			if head := th.Record().Head; head != "" {
-				if err := walk(ctx, db, head, floor[h.Thread], func(id string) bool { l.commits[id] = true; return true }); err != nil {
+				err := walk(ctx, db, head, floor[h.Thread], func(c *thread.Commit) bool {
+					l.commits[c.ID], l.partial = true, c.Depth
+					return true
+				})
+				if err == nil {
+					l.partial = 0
+				}
+				if err != nil && !errors.Is(err, errWalkTooLong) {
 					return nil, err
 				}
 			}
 			lines[h.Thread] = l
 		}
-		if l == nil || l.commits[h.Commit] {
+		if l == nil || l.commits[h.Commit] || commits[i].Depth < l.partial {
 			continue
 		}
 		v, err := heldAt(ctx, db, l.th, commits[i])
@@ -86,10 +102,13 @@ func heldAt(ctx context.Context, db *thread.DB, th *thread.Thread, c *thread.Com
 			return e.Version, nil
 		}
 		found := false
-		err := walk(ctx, db, e.Commit, c.Depth, func(id string) bool {
-			found = id == c.ID
+		err := walk(ctx, db, e.Commit, c.Depth, func(a *thread.Commit) bool {
+			found = a.ID == c.ID
 			return !found
 		})
+		if errors.Is(err, errWalkTooLong) {
+			return 0, nil
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -100,15 +119,22 @@ func heldAt(ctx context.Context, db *thread.DB, th *thread.Thread, c *thread.Com
 	return 0, nil
 }
 
+// errWalkTooLong is walk's when the line is longer than maxHitWalk commits.
+var errWalkTooLong = errors.New("line too long to walk")
+
 // walk calls fn with head and its ancestors, newest first, down to those of
 // depth floor (a commit that adds no message has its parent's depth), until
-// fn returns false.
-func walk(ctx context.Context, db *thread.DB, head string, floor int64, fn func(id string) bool) error {
+// fn returns false; errWalkTooLong after maxHitWalk commits.
+func walk(ctx context.Context, db *thread.DB, head string, floor int64, fn func(*thread.Commit) bool) error {
+	n := 0
 	for c, err := range db.Store().Ancestors(ctx, head, floor-1) {
 		if err != nil {
 			return err
 		}
-		if !fn(c.ID) {
+		if n++; n > maxHitWalk {
+			return errWalkTooLong
+		}
+		if !fn(c) {
 			return nil
 		}
 	}
