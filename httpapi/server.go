@@ -154,6 +154,7 @@ var routes = []route{
 	{pattern: "POST /v1/threads/{id}/copy", handle: (*Server).copyThread},
 	{pattern: "GET /v1/threads/{id}/history", handle: (*Server).history, query: []string{"limit", "before"}},
 	{pattern: "GET /v1/threads/{id}/family", handle: (*Server).family},
+	{pattern: "GET /v1/threads/{id}/diff", handle: (*Server).diff, query: []string{"version", "to", "to_version", "limit"}},
 	{pattern: "GET /v1/threads/{id}/events", handle: (*Server).threadEvents},
 	{pattern: "GET /v1/events", handle: (*Server).events},
 	{pattern: "GET /v1/search", handle: (*Server).search, query: []string{"q", "limit", "before"}},
