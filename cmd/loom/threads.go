@@ -701,3 +701,129 @@ func (c *ThreadsDeleteCommand) Run(ctx context.Context, args []string) error {
 	_, err = fmt.Fprintf(c.Stdout, "deleted %s\n", th.ID())
 	return err
 }
+
+// ThreadsDiffCommand shows the difference between two versions of a
+// thread, or between a thread and another (a fork).
+type ThreadsDiffCommand struct {
+	base
+	Version   int64
+	To        string
+	ToVersion int64
+	Limit     int
+}
+
+// Flags implements Command.
+func (c *ThreadsDiffCommand) Flags() *flag.FlagSet {
+	fs := c.flagSet()
+	fs.Int64Var(&c.Version, "version", 0, "compare the thread as it was at version `N` (0: now)")
+	fs.StringVar(&c.To, "to", "", "compare with the thread `ID2`, such as a fork (default: the same thread)")
+	fs.Int64Var(&c.ToVersion, "to-version", 0, "compare with --to (or the thread) as it was at version `M` (0: now)")
+	fs.IntVar(&c.Limit, "limit", thread.DefaultDiffLimit, fmt.Sprintf("show at most `N` messages and N state keys (at most %d)", thread.MaxDiffLimit))
+	return fs
+}
+
+// Run implements Command.
+func (c *ThreadsDiffCommand) Run(ctx context.Context, args []string) error {
+	pos, err := c.positional(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if c.Version < 0 || c.ToVersion < 0 {
+		return c.usage("--version and --to-version must not be negative")
+	}
+	if c.Limit < 1 || c.Limit > thread.MaxDiffLimit {
+		return c.usage("--limit must be 1 to %d", thread.MaxDiffLimit)
+	}
+	db, th, err := c.openThread(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	to := th.ID()
+	if c.To != "" {
+		// Read first for the error that names the store.
+		other, err := getThread(ctx, db, c.To, c.Store)
+		if err != nil {
+			return err
+		}
+		to = other.ID()
+	}
+	d, err := db.Diff(ctx, thread.DiffQuery{Thread: th.ID(), Version: c.Version, To: to, ToVersion: c.ToVersion, Limit: c.Limit})
+	if err != nil {
+		return err // "diff: thread a: version 9: not found"
+	}
+	if c.JSON {
+		return writeJSON(c.Stdout, d)
+	}
+	printDiff(c.Stdout, d, c.Limit)
+	return nil
+}
+
+// printDiff writes a diff for people, as a unified diff of messages and
+// state: a header for each side, the shared messages counted, then each
+// message as "role: text" marked - (only from has it), + (only to has it)
+// or a space (both), a changed message as its - and + lines; then the
+// state keys that differ, "key: value" likewise.
+func printDiff(w io.Writer, d *thread.Diff, limit int) {
+	side := func(s thread.DiffSide) string {
+		return fmt.Sprintf("%s  version %d  (%s)", s.Thread, s.Version, plural(int(s.Messages), "message", "messages"))
+	}
+	fmt.Fprintf(w, "--- %s\n+++ %s\n", side(d.From), side(d.To))
+	if len(d.Entries) == 0 && len(d.State) == 0 {
+		fmt.Fprintf(w, "no differences: %s shared\n", plural(int(d.Shared), "message", "messages"))
+		return
+	}
+	switch {
+	case len(d.Entries) == 0:
+	case d.Shared == 0:
+		fmt.Fprintln(w, "@@ messages, none shared @@")
+	default:
+		fmt.Fprintf(w, "@@ messages after %s @@\n", plural(int(d.Shared), "shared message", "shared messages"))
+	}
+	for _, e := range d.Entries {
+		switch e.Change {
+		case thread.DiffRemoved:
+			printDiffMessage(w, "-", e.From)
+		case thread.DiffAdded:
+			printDiffMessage(w, "+", e.To)
+		case thread.DiffChanged:
+			printDiffMessage(w, "-", e.From)
+			printDiffMessage(w, "+", e.To)
+		default:
+			printDiffMessage(w, " ", e.From)
+		}
+	}
+	if len(d.State) > 0 {
+		fmt.Fprintln(w, "@@ state @@")
+	}
+	for _, s := range d.State {
+		if s.From != nil {
+			fmt.Fprintf(w, "- %s: %s\n", s.Key, clip(string(s.From), 200))
+		}
+		if s.To != nil {
+			fmt.Fprintf(w, "+ %s: %s\n", s.Key, clip(string(s.To), 200))
+		}
+	}
+	if d.Truncated {
+		fmt.Fprintf(w, "… cut at %d messages or state keys (--limit)\n", limit)
+	}
+}
+
+// printDiffMessage writes m as "mark role: text", every line of it marked.
+func printDiffMessage(w io.Writer, mark string, m *message.Message) {
+	head := string(m.Role)
+	if m.AuthorName != "" {
+		head += " (" + m.AuthorName + ")"
+	}
+	var parts []string
+	for _, c := range m.Contents {
+		parts = append(parts, formatContent(c))
+	}
+	for i, line := range strings.Split(strings.Join(parts, "\n"), "\n") {
+		if i == 0 {
+			fmt.Fprintf(w, "%s %s: %s\n", mark, head, line)
+			continue
+		}
+		fmt.Fprintf(w, "%s   %s\n", mark, line)
+	}
+}
