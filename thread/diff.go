@@ -178,19 +178,28 @@ func (db *DB) diffPoint(ctx context.Context, id string, version int64) (diffPoin
 	if version == 0 {
 		version = th.Version()
 	}
-	head, err := th.commitAt(ctx, version)
-	if err != nil {
-		return diffPoint{}, err
+	pt := diffPoint{th: th, version: version}
+	if version == th.Version() {
+		_, pt.head, err = th.headCommit(ctx)
+		return pt, err
 	}
-	return diffPoint{th: th, version: version, head: head}, nil
+	// Another version's head: its history entry names it, and the head
+	// of this one is not read.
+	head, err := th.headIDAt(ctx, version)
+	if err != nil || head == "" {
+		return pt, err
+	}
+	pt.head, err = db.store.Commit(ctx, head)
+	return pt, err
 }
 
 // diffWalk is one side's walk back from its head: the commits read,
 // newest first, and where to go on.
 type diffWalk struct {
-	next  string // the id of the next commit to read; "" at the root
+	head  *Commit // nil for an empty head
+	next  string  // the id of the next commit to read; "" at the root
 	chain []*Commit
-	seen  map[string]int // commit id → index in chain
+	at    map[string]int // commit id → index in chain
 }
 
 // diffMessages fills d's Shared, Entries and Truncated with the
@@ -201,7 +210,7 @@ func (db *DB) diffMessages(ctx context.Context, d *Diff, a, b *Commit, limit int
 		return nil
 	}
 	wa, wb := newDiffWalk(a), newDiffWalk(b)
-	base, err := db.meet(ctx, wa, wb, depthOf(a), depthOf(b))
+	base, err := db.meet(ctx, wa, wb)
 	if err != nil {
 		return err
 	}
@@ -220,41 +229,53 @@ func (db *DB) diffMessages(ctx context.Context, d *Diff, a, b *Commit, limit int
 }
 
 func newDiffWalk(head *Commit) *diffWalk {
-	w := &diffWalk{seen: map[string]int{}}
+	w := &diffWalk{head: head, at: map[string]int{}}
 	if head != nil {
 		w.next = head.ID
 	}
 	return w
 }
 
-func depthOf(c *Commit) int64 {
-	if c == nil {
-		return 0
+// holds reports whether id is a commit w knows to be on its line — its
+// head, or one it has read — with its depth, and cuts w's chain just
+// before it.
+func (w *diffWalk) holds(id string) (int64, bool) {
+	if i, ok := w.at[id]; ok {
+		depth := w.chain[i].Depth
+		w.chain = w.chain[:i]
+		return depth, true
 	}
-	return c.Depth
+	if w.head != nil && id == w.head.ID {
+		w.chain = w.chain[:0]
+		return w.head.Depth, true
+	}
+	return 0, false
 }
 
-// meet walks a and b back until they reach a commit both hold, and
-// returns its depth: the messages up to it are shared without being read.
-// Each round reads the commits above a floor that falls four times
-// further than the last, so that a fork made k messages back costs about
-// k commits read, whatever the threads' length. The walks are cut at the
-// commit met; with none (threads that share nothing), both go to the
-// root and the depth is 0.
-func (db *DB) meet(ctx context.Context, a, b *diffWalk, depthA, depthB int64) (int64, error) {
-	floor := min(depthA, depthB)
+// meet walks a and b back until one reaches a commit the other knows to
+// be on its line, and returns its depth: the messages up to it are
+// shared, counted, not read. Each round reads the commits above a floor
+// that falls four times further than the last (from the shallower head),
+// so that a fork made k messages back costs a few times k commits read,
+// whatever the threads' length. The walks end cut just above the commit
+// met; with none (threads that share nothing), both go to the root and
+// the depth is 0.
+//
+// The first commit met is the deepest the two lines share: each walk
+// goes newest first, so it comes to the deepest shared commit before any
+// older one, and whichever walk comes to it second finds it known to the
+// other.
+func (db *DB) meet(ctx context.Context, a, b *diffWalk) (int64, error) {
+	floor := min(depthOf(a.head), depthOf(b.head))
 	for step := int64(16); ; step *= 4 {
 		for _, w := range [2]*diffWalk{a, b} {
 			other := b
 			if w == b {
 				other = a
 			}
-			met, err := db.walkTo(ctx, w, other, floor)
-			if err != nil {
-				return 0, err
-			}
-			if met != nil {
-				return met.Depth, nil
+			depth, met, err := db.walkTo(ctx, w, other, floor)
+			if err != nil || met {
+				return depth, err
 			}
 		}
 		if floor < 0 || a.next == "" && b.next == "" {
@@ -264,31 +285,37 @@ func (db *DB) meet(ctx context.Context, a, b *diffWalk, depthA, depthB int64) (i
 	}
 }
 
-// walkTo reads w's commits above floor, and returns the first one that
-// other has read too, cutting both chains just before it; nil when there
-// is none yet.
-//
-// The first commit found that both walks read is the deepest they share:
-// each walk goes newest first, so it reaches the deepest shared commit
-// before any older one, and whichever walk reaches it second finds it in
-// the other's reads.
-func (db *DB) walkTo(ctx context.Context, w, other *diffWalk, floor int64) (*Commit, error) {
+func depthOf(c *Commit) int64 {
+	if c == nil {
+		return 0
+	}
+	return c.Depth
+}
+
+// walkTo reads w's commits above floor until the next one is a commit
+// other holds (see holds), and returns that commit's depth.
+func (db *DB) walkTo(ctx context.Context, w, other *diffWalk, floor int64) (int64, bool, error) {
 	if w.next == "" {
-		return nil, nil
+		return 0, false, nil
+	}
+	if depth, ok := other.holds(w.next); ok {
+		return depth, true, nil
 	}
 	for c, err := range db.store.Ancestors(ctx, w.next, floor) {
 		if err != nil {
-			return nil, err
+			return 0, false, err
 		}
-		if i, ok := other.seen[c.ID]; ok {
-			other.chain = other.chain[:i]
-			return c, nil
-		}
-		w.seen[c.ID] = len(w.chain)
+		w.at[c.ID] = len(w.chain)
 		w.chain = append(w.chain, c)
 		w.next = c.Parent
+		if c.Parent == "" {
+			break
+		}
+		if depth, ok := other.holds(c.Parent); ok {
+			return depth, true, nil
+		}
 	}
-	return nil, nil
+	return 0, false, nil
 }
 
 // messages returns the messages of w's chain, oldest first.
