@@ -290,6 +290,28 @@ func TestDiff(t *testing.T) {
 			want: "shared=0 +a +b k1:+1 k2:+2 …",
 		},
 		{
+			name: "cut at an anchor",
+			build: func(t *testing.T, db *thread.DB) thread.DiffQuery {
+				a := newDiffThread(t, db, "a")
+				appendAll(t, a, withID("m1", "a"), withID("m2", "b"), withID("m3", "c"), withID("m4", "d"))
+				b := newDiffThread(t, db, "b")
+				appendAll(t, b, withID("m1", "a"), withID("x1", "x"), withID("m3", "c"), withID("m4", "D"))
+				return thread.DiffQuery{Thread: "a", To: "b", Limit: 3}
+			},
+			want: "shared=1 -b +x =c …",
+		},
+		{
+			name: "cut between removed and added",
+			build: func(t *testing.T, db *thread.DB) thread.DiffQuery {
+				a := newDiffThread(t, db, "a")
+				appendAll(t, a, withID("m1", "a"), withID("m2", "b"), withID("m3", "c"))
+				b := newDiffThread(t, db, "b")
+				appendAll(t, b, withID("m1", "a"), withID("x1", "x"), withID("m3", "c"))
+				return thread.DiffQuery{Thread: "a", To: "b", Limit: 1}
+			},
+			want: "shared=1 -b …",
+		},
+		{
 			name: "exactly at the limit is not cut",
 			build: func(t *testing.T, db *thread.DB) thread.DiffQuery {
 				th := newDiffThread(t, db, "a")
