@@ -19,10 +19,12 @@ export async function workflowsPage(main) {
   const tbody = h('tbody');
   const prev = h('button', { type: 'button' }, '← Previous');
   const next = h('button', { type: 'button' }, 'Next →');
+  // On a phone the round and the sub-threads are left out (wf-wide).
+  const cols = [['Workflow'], ['Title'], ['Status'], ['Round', 'wf-wide'], ['Sub-threads', 'wf-wide'], ['Updated']];
   main.append(h('h1', {}, 'Workflows'),
     h('table', { class: 'list', id: 'workflows' },
       h('caption', { class: 'visually-hidden' }, 'Workflows'),
-      h('thead', {}, h('tr', {}, ['Workflow', 'Title', 'Status', 'Round', 'Sub-threads', 'Updated'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('thead', {}, h('tr', {}, cols.map(([c, cls]) => h('th', { scope: 'col', class: cls }, c)))),
       tbody),
     h('nav', { class: 'row pager', 'aria-label': 'Pages' }, prev, next));
   async function load() {
@@ -34,8 +36,8 @@ export async function workflowsPage(main) {
       h('td', {}, h('a', { href: `#/workflows/${enc(w.id)}` }, w.id)),
       h('td', {}, w.title || ''),
       h('td', { class: 'wf-status' }, status(w.status), w.stalled ? [' ', stalledBadge(w.stalled)] : null),
-      h('td', { class: 'num' }, w.round || ''),
-      h('td', {}, (w.sub_threads || []).join(', ')), h('td', {}, fmtTime(w.updated_at)))));
+      h('td', { class: 'num wf-wide' }, w.round || ''),
+      h('td', { class: 'wf-wide' }, (w.sub_threads || []).join(', ')), h('td', {}, fmtTime(w.updated_at)))));
     if (!res.workflows.length) tbody.append(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No workflows.')));
     prev.disabled = page === 0;
     next.disabled = !res.next_cursor;
@@ -107,7 +109,7 @@ export async function workflowPage(main, id, params) {
   const stepsBody = h('tbody');
   const subList = h('ul', { id: 'sub-threads' });
 
-  const histList = h('ol', { id: 'history', class: 'timeline' });
+  const histList = h('ol', { id: 'history', class: 'timeline wf-timeline' });
   const histMore = h('button', { type: 'button', class: 'link', id: 'history-older', hidden: true }, 'Older versions');
   const cpList = h('ul', { id: 'checkpoints', class: 'checkpoints' });
   const cpName = h('input', { id: 'cp-name', name: 'name', required: true, maxlength: 128, autocomplete: 'off' });
@@ -129,7 +131,7 @@ export async function workflowPage(main, id, params) {
       h('div', { class: 'wf-main' },
         banner, stalledBox, facts, inputBox, waitingBox,
         h('section', { class: 'panel', 'aria-labelledby': 'steps-title' }, h('h2', { id: 'steps-title' }, 'Steps'),
-          h('div', { class: 'wf-scroll' }, h('table', { class: 'list', id: 'steps' },
+          h('div', { class: 'wf-scroll', tabindex: 0, role: 'region', 'aria-labelledby': 'steps-title' }, h('table', { class: 'list', id: 'steps' },
             h('thead', {}, h('tr', {}, ['Step', 'Status', 'Started', 'Ended', 'Details'].map((c) => h('th', { scope: 'col' }, c)))),
             stepsBody))),
         h('section', { class: 'panel', 'aria-labelledby': 'subs-title' }, h('h2', { id: 'subs-title' }, 'Sub-threads'), subList)),
@@ -324,6 +326,11 @@ export async function workflowPage(main, id, params) {
         h('a', { href: link(isHead ? 0 : e.version), class: 'version', 'aria-current': cur ? 'true' : null, dataset: { version: e.version } },
           h('span', { class: 'v' }, `v${e.version}`), ' ', h('span', { class: 'op' }, e.op), isHead ? h('span', { class: 'badge ok' }, 'head') : '', ' ', fmtTime(e.time)));
     }));
+    // The version read stays in sight in the timeline's own scroll.
+    const cur = histList.querySelector('li.current');
+    if (cur && (cur.offsetTop < histList.scrollTop || cur.offsetTop + cur.offsetHeight > histList.scrollTop + histList.clientHeight)) {
+      histList.scrollTop = cur.offsetTop - histList.clientHeight / 2;
+    }
   }
 
   async function loadHistory(more) {
