@@ -173,9 +173,7 @@ func TestWorkflowPageDrive(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#waiting form[data-step="copies"] button[type=submit]`)),
 		waitJS(`document.querySelector('#error-copies').textContent.startsWith('Not JSON') && document.querySelector('#input-copies').getAttribute('aria-invalid') === 'true'`),
 	)
-	if v := workflowVersion(t, e.url, "post"); v == 0 {
-		t.Fatal("no version")
-	}
+	askedCopies := workflowVersion(t, e.url, "post") // it waits for the copies
 	var wf struct{ Execution workflow.Execution }
 	call(t, e.url, "", "GET", "/v1/workflows/post", nil, &wf)
 	if wf.Execution.Status != workflow.StatusWaiting || len(wf.Execution.Waiting) != 1 || wf.Execution.Waiting[0].Step != "copies" {
@@ -269,6 +267,25 @@ func TestWorkflowPageDrive(t *testing.T) {
 	if n := len(forkMsgs.Messages); n == 0 || forkMsgs.Messages[n-1].Text() != "published: 3 copies" {
 		t.Fatalf("the fork at version %d: %+v", doneVersion, forkMsgs.Messages)
 	}
+
+	run(t, ctx, "restore to a past version from its banner",
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = '#/workflows/post?v=%d'`, askedCopies)),
+		waitJS(fmt.Sprintf(`document.querySelector('#past-banner').innerText.includes('Past version %d')`, askedCopies)),
+		waitJS(`document.querySelector('#waiting h2')?.textContent === 'Was waiting for input' && !document.querySelector('#waiting form')`),
+		chromedp.Click(chromedp.CSS(`#restore-version`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog[open] #confirm-ok`)),
+		waitJS(fmt.Sprintf(`document.querySelector('#confirm-message').textContent.includes('version %d')`, askedCopies)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		waitJS(`location.hash === '#/workflows/post' && document.querySelector('#past-banner').hidden`),
+		chromedp.WaitVisible(chromedp.CSS(`#waiting form[data-step="copies"]`)),
+		waitJS(statusIs("waiting")+` && `+factsHave("draft, review")),
+	)
+	run(t, ctx, "fork from a checkpoint",
+		chromedp.Click(chromedp.CSS(`#checkpoints li[data-name="at-review"] button.fork`)),
+		waitJS(`location.hash.startsWith('#/workflows/wf_')`),
+		chromedp.WaitVisible(chromedp.CSS(`#waiting form[data-step="review"]`)),
+		waitJS(`document.querySelectorAll('#waiting form').length === 1`),
+	)
 }
 
 // TestWorkflowPageStalled: a runner that goes silent in the middle of a
