@@ -181,11 +181,15 @@ export async function workflowPage(main, id, params) {
     const ended = [];
     for (const s of x.steps) if (s.status === 'done' && !ended.includes(s.name)) ended.push(s.name);
     const waitingNames = new Set((x.waiting || []).map((wt) => wt.step));
+    const lastRun = new Map(); // the newest attempt of each step of this round
+    for (const s of x.steps) if (s.round === x.round) lastRun.set(s.name, s);
     const stateOf = (n) => {
+      const run = lastRun.get(n);
       if (x.completed.includes(n)) return 'done';
       if (waitingNames.has(n)) return 'waiting for input';
-      if (w.stalled) return 'to run again';
-      return x.status === 'failed' && (x.steps.find((s) => s.name === n && s.round === x.round && s.status === 'failed')) ? 'failed' : 'running';
+      if (run && run.status === 'failed') return 'failed';
+      if (w.stalled || x.status === 'failed') return run ? 'to run again' : 'to run';
+      return run && run.status === 'running' ? 'running' : 'starting';
     };
     const row = (dt, ...dd) => [h('dt', {}, dt), h('dd', {}, ...dd)];
     const r = x.runner;
