@@ -133,6 +133,31 @@ func TestDiffJSON(t *testing.T) {
 	if got["shared"] != 0.0 || got["truncated"] != false {
 		t.Errorf("shared %v, truncated %v", got["shared"], got["truncated"])
 	}
+	// Answers with every kind of entry and state change, and with none,
+	// are what openapi.json says.
+	withID := func(id, text string) map[string]any { m := textMsg("user", text); m["id"] = id; return m }
+	must(t, s, req{method: "POST", path: "/v1/threads", body: map[string]any{
+		"id": "c", "messages": []any{withID("m1", "x"), withID("m2", "y"), withID("m3", "z")},
+	}}, http.StatusCreated, nil)
+	must(t, s, req{method: "POST", path: "/v1/threads", body: map[string]any{
+		"id": "d", "messages": []any{withID("m0", "w"), withID("m2", "Y"), withID("m3", "z")},
+	}}, http.StatusCreated, nil)
+	var cd thread.Diff
+	must(t, s, req{method: "GET", path: "/v1/threads/c/diff?to=d"}, http.StatusOK, &cd)
+	if got := diffLine(cd); got != "shared=0 -x +w ~y>Y =z" {
+		t.Errorf("c to d: %s", got)
+	}
+	c := newContract(t)
+	for _, path := range []string{"/v1/threads/a/diff?to=b", "/v1/threads/c/diff?to=d", "/v1/threads/a/diff", "/v1/threads/b/diff?version=1&limit=1"} {
+		w := must(t, s, req{method: "GET", path: path}, http.StatusOK, nil)
+		if err := c.check("/v1/threads/{id}/diff", "GET", w.Code, w.Header(), w.Body.Bytes()); err != nil {
+			t.Errorf("GET %s: %v", path, err)
+		}
+	}
+	w := do(t, s, req{method: "GET", path: "/v1/threads/a/diff?to=nope"})
+	if err := c.check("/v1/threads/{id}/diff", "GET", w.Code, w.Header(), w.Body.Bytes()); err != nil || w.Code != http.StatusNotFound {
+		t.Errorf("GET a missing to: %d, %v", w.Code, err)
+	}
 	// Nothing differs: empty lists, not null.
 	var same map[string]any
 	must(t, s, req{method: "GET", path: "/v1/threads/a/diff"}, http.StatusOK, &same)
