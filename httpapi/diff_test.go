@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -315,4 +316,45 @@ func BenchmarkDiffSQLite(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzDiffQuery sends random queries to the diff route: each answer is a
+// 2xx whose counts hold together, or a typed error, never a 500.
+func FuzzDiffQuery(f *testing.F) {
+	for _, seed := range []string{
+		"", "to=fork", "version=1", "to_version=2&to=fork", "limit=1", "limit=0", "limit=10001",
+		"version=-1", "version=99", "to=..%2Fx", "to=", "to=th&to_version=1&version=2&limit=3",
+		"version=1&version=2", "colour=blue", "limit=99999999999999999999", "to=%ff",
+	} {
+		f.Add(seed)
+	}
+	s, db := fuzzServer(f, Options{})
+	th, err := db.Thread(f.Context(), "th")
+	if err != nil {
+		f.Fatal(err)
+	}
+	fork, err := th.Fork(f.Context(), thread.ForkOptions{ID: "fork", At: "m2"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := fork.Append(f.Context(), message.User("other")); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		r := httptest.NewRequest("GET", "/v1/threads/th/diff", nil)
+		r.URL.RawQuery = query
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		checkAnswer(t, w, query)
+		if w.Code != http.StatusOK {
+			return
+		}
+		var d thread.Diff
+		if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil {
+			t.Fatalf("%q: %v", query, err)
+		}
+		if d.Shared > min(d.From.Messages, d.To.Messages) || len(d.Entries) > thread.MaxDiffLimit {
+			t.Fatalf("%q: %+v", query, d)
+		}
+	})
 }
