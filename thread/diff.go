@@ -23,8 +23,8 @@ const (
 )
 
 // DiffQuery names the two points DB.Diff compares: a thread at a version
-// (from), and a thread at a version (to). The zero values compare a
-// thread's head with itself.
+// (from), and a thread at a version (to). With only Thread set, it
+// compares the thread's head with itself.
 type DiffQuery struct {
 	// Thread is the thread diffed from.
 	Thread string
