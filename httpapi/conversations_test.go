@@ -132,6 +132,12 @@ func TestConversationRoutes(t *testing.T) {
 		t.Fatalf("the fork: %s", w.Body)
 	}
 
+	var list conversationsResponse
+	must(t, s, req{method: "GET", path: "/v1/conversations", key: keyA}, 200, &list)
+	if len(list.Conversations) != 2 {
+		t.Fatalf("list: %+v", list)
+	}
+
 	// A thread that is not a conversation is not one here.
 	createThread(t, s, keyA, "plain", "hi")
 	wantError(t, s, req{method: "GET", path: "/v1/conversations/plain", key: keyA}, 404, "not_found")
