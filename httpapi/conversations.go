@@ -32,7 +32,7 @@ type lives struct {
 type live struct {
 	conv   *conversation.Conversation
 	mu     sync.Mutex
-	subs   map[chan conversation.Notice]struct{}
+	subs   map[chan notice]struct{}
 	closed bool
 	used   time.Time // the last request for it; guarded by lives.mu
 	// root is the live conversation whose sub-agent (at any depth) conv
@@ -80,22 +80,43 @@ func (s *Server) sweep(now time.Time) {
 	}
 }
 
+// notice is a conversation's notice with its state when it was told: an
+// event says the mode and status that the change made, not those of the
+// moment it is written (a compaction's control_flow mode lasts as long as
+// a commit).
+type notice struct {
+	conversation.Notice
+	status conversation.Status
+	mode   conversation.Mode
+}
+
 // notify hands a notice to every listener without blocking. A listener
 // too slow to keep up misses the oldest of what it has not read, never the
 // newest; each event carries the whole state, so the newest is what counts.
-func (l *live) notify(n conversation.Notice) {
+func (l *live) notify(cn conversation.Notice) {
 	l.mu.Lock()
-	if l.conv != nil && n.Conversation != l.conv.ID() {
+	if l.conv != nil && cn.Conversation != l.conv.ID() {
 		// A sub-agent's: its own entry tells its listeners, if a
 		// request asked for it.
-		kid := l.kids[n.Conversation]
+		kid := l.kids[cn.Conversation]
 		l.mu.Unlock()
 		if kid != nil {
-			kid.notify(n)
+			kid.notify(cn)
 		}
 		return
 	}
 	defer l.mu.Unlock()
+	if len(l.subs) == 0 {
+		return
+	}
+	n := notice{Notice: cn}
+	if l.conv != nil {
+		// On the conversation's event loop, which holds none of its locks.
+		n.status, n.mode = l.conv.Agent().Status(), l.conv.Mode()
+	} else {
+		n.status = conversation.Status{Kind: conversation.Stopped, Reason: conversation.EndTurn}
+		n.mode = conversation.Mode{Kind: conversation.ModeNormal}
+	}
 	for ch := range l.subs {
 		select {
 		case ch <- n:
@@ -115,8 +136,8 @@ func (l *live) notify(n conversation.Notice) {
 	}
 }
 
-func (l *live) subscribe() (chan conversation.Notice, func()) {
-	ch := make(chan conversation.Notice, 256)
+func (l *live) subscribe() (chan notice, func()) {
+	ch := make(chan notice, 256)
 	l.mu.Lock()
 	if l.closed {
 		close(ch)
@@ -165,7 +186,7 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 	}
 	// Opened outside the lock: it reads the store (and may run again the
 	// tools of a conversation that stopped in tool use).
-	l := &live{subs: map[chan conversation.Notice]struct{}{}}
+	l := &live{subs: map[chan notice]struct{}{}}
 	tenant := db.Tenant()
 	notify := func(n conversation.Notice) {
 		if n.Kind == "error" && n.Err != nil {
@@ -239,7 +260,7 @@ func (s *Server) subAgent(tenant, id string, now time.Time) *live {
 		if s.lives.closed || s.lives.m[thread.Key(tenant, root.conv.ID())] != root {
 			return nil // the root was closed meanwhile
 		}
-		l := &live{conv: kid, root: root, subs: map[chan conversation.Notice]struct{}{}, used: now}
+		l := &live{conv: kid, root: root, subs: map[chan notice]struct{}{}, used: now}
 		root.mu.Lock()
 		if root.kids == nil {
 			root.kids = map[string]*live{}
@@ -287,7 +308,7 @@ func (s *Server) Close() error {
 		for ch := range l.subs {
 			close(ch)
 		}
-		l.subs = map[chan conversation.Notice]struct{}{}
+		l.subs = map[chan notice]struct{}{}
 		l.mu.Unlock()
 	}
 	return nil
@@ -428,18 +449,16 @@ func (s *Server) conversationEvents(w http.ResponseWriter, r *http.Request) erro
 	defer unsubscribe()
 	sse := &sseWriter{w: w, rc: http.NewResponseController(w)}
 	defer sse.heartbeat(s.heartbeat)()
-	state := func(n conversation.Notice) conversationEvent {
-		a := l.conv.Agent()
-		ev := conversationEvent{Status: a.Status(), Mode: l.conv.Mode(), Partial: n.Partial, Thread: n.Thread}
-		if n.Kind == "" {
-			ev.Partial = a.Partial()
-		}
+	state := func(n notice) conversationEvent {
+		ev := conversationEvent{Status: n.status, Mode: n.mode, Partial: n.Partial, Thread: n.Thread}
 		if n.Err != nil {
 			ev.Error = eventError(n.Err)
 		}
 		return ev
 	}
-	if err := sse.event("state", state(conversation.Notice{})); err != nil {
+	a := l.conv.Agent()
+	first := conversationEvent{Status: a.Status(), Mode: l.conv.Mode(), Partial: a.Partial()}
+	if err := sse.event("state", first); err != nil {
 		return nil
 	}
 	for {

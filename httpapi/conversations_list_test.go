@@ -221,3 +221,31 @@ func TestConversationSubAgentIsTheLiveOne(t *testing.T) {
 		t.Fatalf("the sub-agent: %+v", got.Messages)
 	}
 }
+
+// Each event says the status and mode its change made, not those of the
+// moment it is written: a compaction's control_flow mode, which lasts only
+// as long as a commit, is in its mode event.
+func TestConversationEventsCarryTheirState(t *testing.T) {
+	s := newServer(t, Options{Chat: scripted.Echo()})
+	defer s.Close()
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	must(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{"id": "c"}}, 201, nil)
+	must(t, s, req{method: "POST", path: "/v1/conversations/c/commands", body: map[string]any{"command": "send", "text": "alpha"}}, 200, nil)
+	waitStopped(t, s, "", "c", 2)
+	evs, stop := streamEvents(t, ts.URL+"/v1/conversations/c/events", "", "")
+	defer stop()
+	nextEvent(t, evs, "state")
+	must(t, s, req{method: "POST", path: "/v1/conversations/c/commands", body: map[string]any{"command": "compact"}}, 200, nil)
+	var modes []string
+	for {
+		ev := nextEvent(t, evs, "mode")
+		modes = append(modes, ev.Mode.String())
+		if ev.Mode.Kind == conversation.ModeNormal && slices.Contains(modes, "control_flow/compact") {
+			break
+		}
+	}
+	if !slices.Contains(modes, "control_flow/compact") {
+		t.Fatalf("modes %v", modes)
+	}
+}
