@@ -160,7 +160,7 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 		return nil, invalidf("conversation id %q: 1 to %d letters, digits, '_', '-' or '.', not starting with '.' or '-'", clip(id), ids.MaxLen)
 	}
 	if s.chat == nil {
-		return nil, errf(http.StatusNotImplemented, "unsupported", "conversations need a model: start loom serve with --provider")
+		return nil, errf(http.StatusNotImplemented, "unsupported", "conversations need a model: start loom serve with --provider scripted (a demo model, no key) or openai/responses/anthropic with a key in the environment")
 	}
 	db := s.tenantDB(r)
 	key := thread.Key(db.Tenant(), id)

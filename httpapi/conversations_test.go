@@ -183,7 +183,13 @@ func TestConversationRoutes(t *testing.T) {
 
 func TestConversationsNeedAModel(t *testing.T) {
 	s := newServer(t, Options{})
-	wantError(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{}}, 501, "unsupported")
+	w := wantError(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{}}, 501, "unsupported")
+	if !strings.Contains(w.Body.String(), "--provider scripted") {
+		t.Fatalf("the answer does not say how to get a model: %s", w.Body)
+	}
+	// The list needs none: the threads are in the store.
+	var list conversationsResponse
+	must(t, s, req{method: "GET", path: "/v1/conversations"}, 200, &list)
 }
 
 // A live conversation nobody uses is closed after the idle time, and
