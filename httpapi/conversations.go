@@ -498,7 +498,8 @@ type conversationItem struct {
 	Version   int64     `json:"version"`
 	// Parent is the conversation whose sub-agent this is.
 	Parent string `json:"parent,omitzero"`
-	// ForkedFrom is the thread this one's was forked from.
+	// ForkedFrom is the thread this one's was forked from (a sub-agent's
+	// link to its parent's is not a fork).
 	ForkedFrom string `json:"forked_from,omitzero"`
 	// Live tells that the conversation is open in this server process;
 	// Status and Mode are then its agent's status and its mode.
@@ -592,6 +593,9 @@ func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) error
 		}
 		it := conversationItem{ID: rec.ID, Title: rec.Title, UpdatedAt: rec.UpdatedAt, Version: rec.Version,
 			Parent: rec.Labels[convLabelParent], ForkedFrom: rec.ForkedFrom.Thread}
+		if it.ForkedFrom == it.Parent {
+			it.ForkedFrom = "" // a sub-agent's thread is linked to its parent's, not forked
+		}
 		if c := live[rec.ID]; c != nil {
 			status, mode := c.Agent().Status(), c.Mode()
 			it.Live, it.Status, it.Mode = true, &status, &mode

@@ -100,7 +100,7 @@ func TestListConversations(t *testing.T) {
 			sub = it
 		}
 	}
-	if sub.Parent != "c1" || sub.Title != "helper" || !sub.Live || sub.Status == nil || sub.Status.Kind != conversation.Stopped {
+	if sub.Parent != "c1" || sub.ForkedFrom != "" || sub.Title != "helper" || !sub.Live || sub.Status == nil || sub.Status.Kind != conversation.Stopped {
 		t.Fatalf("the sub-agent: %+v", sub)
 	}
 	if c1 := byID["c1"]; !c1.Live || c1.Title != "first" || c1.Status == nil || c1.Mode == nil || c1.Mode.Kind != conversation.ModeNormal || c1.Version < 2 || c1.UpdatedAt.IsZero() || c1.Parent != "" {

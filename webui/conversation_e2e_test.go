@@ -289,6 +289,7 @@ func TestConversationPages(t *testing.T) {
 			chromedp.Navigate(e.url+"/#/conversations"),
 			waitJS(`!!document.querySelector('#conversations > li[data-id="boss"] > ul.conv-tree > li.conv-item a.conv-name')`),
 			waitJS(`document.querySelector('#conversations > li[data-id="boss"] > ul.conv-tree').innerText.includes('Scout')`),
+			waitJS(`!document.querySelector('#conversations > li[data-id="boss"] > ul.conv-tree').innerText.includes('fork of')`),
 			waitJS(`![...document.querySelectorAll('#conversations > li')].some((li) => li.querySelector(':scope > .conv-line')?.innerText.includes('Scout'))`),
 			waitJS(noBadText),
 			chromedp.Click(chromedp.CSS(`#conversations > li[data-id="boss"] > ul.conv-tree a.conv-name`)),

@@ -111,8 +111,8 @@ export async function conversationsPage(main) {
   const newId = h('input', { id: 'conv-new-id', name: 'id', autocomplete: 'off', placeholder: 'optional', pattern: '[A-Za-z0-9_][A-Za-z0-9_.\\-]{0,127}' });
   const startBtn = h('button', { type: 'submit', id: 'conv-start' }, 'Start conversation');
   const form = h('form', { class: 'row', id: 'conv-new-form' },
-    h('label', { for: 'conv-new-title' }, 'Title'), newTitle,
-    h('label', { for: 'conv-new-id' }, 'Id'), newId, startBtn);
+    h('span', { class: 'conv-field' }, h('label', { for: 'conv-new-title' }, 'Title'), newTitle),
+    h('span', { class: 'conv-field' }, h('label', { for: 'conv-new-id' }, 'Id'), newId), startBtn);
   const list = h('ul', { id: 'conversations', class: 'conv-tree conv-roots', 'aria-label': 'Conversations' });
   const more = h('p', { class: 'muted small', hidden: true }, 'Only the newest conversations are shown.');
   main.append(
@@ -216,15 +216,17 @@ export async function conversationPage(main, id) {
 
   // --- The record ---
   async function loadRecord() {
-    st.rec = await get(tbase);
-    const r = st.rec;
+    const r = await get(tbase);
+    // Redrawn only when it changed, so that a focused link keeps focus.
+    if (st.rec && JSON.stringify(st.rec) === JSON.stringify(r)) return;
+    st.rec = r;
     title.textContent = r.title || r.id;
     const parent = (r.labels || {})['loom.conversation.parent'];
     meta.replaceChildren(
       h('code', {}, r.id), ` · version ${r.version} · `,
       h('a', { href: `#/threads/${enc(r.id)}` }, 'its thread'),
       parent ? h('span', { id: 'conv-parent' }, ' · sub-agent of ', h('a', { href: `#/conversations/${enc(parent)}` }, parent)) : '',
-      r.forked_from ? h('span', {}, ' · forked from ', h('a', { href: `#/conversations/${enc(r.forked_from.thread)}` }, r.forked_from.thread)) : '',
+      r.forked_from && r.forked_from.thread !== parent ? h('span', {}, ' · forked from ', h('a', { href: `#/conversations/${enc(r.forked_from.thread)}` }, r.forked_from.thread)) : '',
       ' · updated ', fmtTime(r.updated_at));
     document.title = `${r.title || r.id} · loom`;
   }
@@ -370,7 +372,7 @@ export async function conversationPage(main, id) {
   }
   let chain = Promise.resolve();
   const serial = (f) => { chain = chain.then(f).catch(() => {}); return chain; };
-  const refresh = () => serial(refreshHead);
+  const refresh = () => serial(() => Promise.all([refreshHead(), loadRecord()]));
 
   const io = new IntersectionObserver((entries) => {
     if (entries.some((e) => e.isIntersecting)) loadOlder().catch(showError);
