@@ -249,3 +249,59 @@ func TestConversationEventsCarryTheirState(t *testing.T) {
 		t.Fatalf("modes %v", modes)
 	}
 }
+
+// An idle sub-agent's entry is forgotten, not closed (its root owns it);
+// an idle root is closed with its sub-agents' entries, and the next
+// request opens the sub-agent from its thread.
+func TestConversationSubAgentIdle(t *testing.T) {
+	s := newServer(t, Options{Chat: scripted.Echo(), ConversationIdle: time.Hour})
+	defer s.Close()
+	must(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{"id": "p"}}, 201, nil)
+	must(t, s, req{method: "POST", path: "/v1/conversations/p/commands",
+		body: map[string]any{"command": "send", "text": `call spawn_subagent {"prompt":"one"}`}}, 200, nil)
+	waitStopped(t, s, "", "p", 4)
+	entry := func(id string) *live {
+		s.lives.mu.Lock()
+		defer s.lives.mu.Unlock()
+		return s.lives.m[thread.Key("", id)]
+	}
+	parent := entry("p")
+	kid := parent.conv.Children()[0]
+	waitStopped(t, s, "", kid.ID(), 2)
+	if l := entry(kid.ID()); l == nil || l.conv != kid {
+		t.Fatal("the sub-agent has no entry of its own")
+	}
+	sweep := func(at time.Time) {
+		s.lives.mu.Lock()
+		s.sweep(at)
+		s.lives.mu.Unlock()
+	}
+	// Only the sub-agent is idle (the parent was used since): forgotten,
+	// still running in its parent.
+	s.lives.mu.Lock()
+	entryKid := s.lives.m[thread.Key("", kid.ID())]
+	entryKid.used = time.Now().Add(-time.Hour)
+	parent.used = time.Now().Add(time.Hour)
+	s.lives.mu.Unlock()
+	sweep(time.Now().Add(time.Minute))
+	parent.mu.Lock()
+	_, kept := parent.kids[kid.ID()]
+	parent.mu.Unlock()
+	if entry(kid.ID()) != nil || kept || entry("p") != parent {
+		t.Fatal("the idle sub-agent's entry stayed, or its parent went")
+	}
+	if got := waitStopped(t, s, "", kid.ID(), 2); entry(kid.ID()).conv != kid {
+		t.Fatalf("asked again, the sub-agent is another conversation: %+v", got)
+	}
+	// Both idle: the root is closed, and its sub-agent's entry goes too.
+	sweep(time.Now().Add(3 * time.Hour))
+	if entry("p") != nil || entry(kid.ID()) != nil {
+		t.Fatal("idle entries stayed")
+	}
+	if got := waitStopped(t, s, "", kid.ID(), 2); got.Messages[0].Text() != "one" {
+		t.Fatalf("the sub-agent opened from its thread: %+v", got.Messages)
+	}
+	if l := entry(kid.ID()); l == nil || l.root != nil || l.conv == kid {
+		t.Fatal("not opened anew from its thread")
+	}
+}
