@@ -179,7 +179,9 @@ export async function conversationPage(main, id) {
   const errorEl = h('p', { id: 'conv-error', class: 'msg-error', role: 'alert', hidden: true });
   const olderBtn = h('button', { type: 'button', id: 'conv-older', class: 'link', hidden: true }, 'Load older messages');
   const list = h('ol', { id: 'conv-messages', class: 'msgs' });
-  const pending = h('ol', { id: 'conv-pending', class: 'msgs', 'aria-live': 'polite' });
+  // Not a live region: a screen reader would read every piece of the
+  // stream; the stop is announced instead.
+  const pending = h('ol', { id: 'conv-pending', class: 'msgs' });
   const scroller = h('div', { class: 'scroller conv-scroller', id: 'conv-scroller', tabindex: 0, role: 'region', 'aria-label': 'Messages' }, olderBtn, list, pending);
 
   const text = h('textarea', { id: 'conv-text', rows: 3, placeholder: 'Message (Enter sends, Shift+Enter a new line; “@async ” queues it)' });
@@ -484,6 +486,7 @@ export async function conversationPage(main, id) {
         }
         reload = true;
         refreshSubs();
+        announce(`The answer ${d.status && d.status.reason === 'aborted' ? 'was aborted' : 'is in'}`);
         break;
       case 'error':
         errorEl.textContent = d.error || 'The conversation failed.';
