@@ -165,6 +165,7 @@ var routes = []route{
 	{pattern: "POST /v1/threads/{id}/reset", handle: (*Server).reset},
 	{pattern: "GET /v1/threads/{id}/export", handle: (*Server).export, query: []string{"history"}},
 	{pattern: "POST /v1/threads/{id}/runs", handle: (*Server).run},
+	{pattern: "GET /v1/conversations", handle: (*Server).listConversations, query: []string{"limit", "cursor"}},
 	{pattern: "POST /v1/conversations", handle: (*Server).createConversation},
 	{pattern: "GET /v1/conversations/{id}", handle: (*Server).getConversation},
 	{pattern: "POST /v1/conversations/{id}/commands", handle: (*Server).conversationCommand},
