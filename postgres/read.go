@@ -269,8 +269,9 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 
 const threadPage = 256
 
-// Threads implements thread.Store: pages of records in id order, filtered
-// by the server (the labels with a GIN index).
+// Threads implements thread.Store: pages of records in id order (or by
+// update time, from loom_threads_updated), filtered by the server (the
+// labels with a GIN index).
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
 		ok := validText(opts.Tenant) && validText(string(opts.Kind)) && validText(opts.After)
@@ -307,10 +308,21 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 		// seeks the index to the cursor). The page size is the last
 		// argument.
 		n0 := len(args)
+		orderBy := "t.id " + order
+		cursorArgs := func(r *thread.Record) []any { return []any{r.ID} }
+		if opts.Order == thread.OrderUpdated {
+			// loom_threads_updated gives the order; the row comparison
+			// seeks it to the cursor.
+			orderBy = "t.updated_at DESC, t.id DESC"
+			cursorArgs = func(r *thread.Record) []any { return []any{r.UpdatedAt, r.ID} }
+		}
 		query := func(cursor bool) string {
 			w := where
 			limit := fmt.Sprintf("$%d", n0+1)
-			if cursor {
+			if cursor && opts.Order == thread.OrderUpdated {
+				w = append(slices.Clone(where), fmt.Sprintf("(t.updated_at, t.id) < ($%d, $%d)", n0+1, n0+2))
+				limit = fmt.Sprintf("$%d", n0+3)
+			} else if cursor {
 				w = append(slices.Clone(where), fmt.Sprintf("t.id %s $%d", cmp, n0+1))
 				limit = fmt.Sprintf("$%d", n0+2)
 			}
@@ -321,10 +333,10 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			return `SELECT ` + recordCols + `
 				FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
 				WHERE ` + cond + `
-				ORDER BY t.id ` + order + ` LIMIT ` + limit
+				ORDER BY ` + orderBy + ` LIMIT ` + limit
 		}
 		fromStart, afterCursor := query(false), query(true)
-		cursor, started, n := opts.After, opts.After != "", 0
+		cursor, started, n := cursorArgs(&thread.Record{ID: opts.After, UpdatedAt: opts.AfterUpdated}), opts.After != "", 0
 		for {
 			page := threadPage
 			if opts.Limit > 0 {
@@ -332,7 +344,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			}
 			q, a := fromStart, append(slices.Clone(args), page)
 			if started {
-				q, a = afterCursor, append(slices.Clone(args), cursor, page)
+				q, a = afterCursor, append(append(slices.Clone(args), cursor...), page)
 			}
 			rows, err := s.query(ctx, q, a...)
 			if err != nil {
@@ -363,7 +375,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			if len(buf) < page || (opts.Limit > 0 && n >= opts.Limit) {
 				return
 			}
-			cursor, started = buf[len(buf)-1].ID, true
+			cursor, started = cursorArgs(buf[len(buf)-1]), true
 		}
 	}
 }

@@ -291,7 +291,8 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 const listPage = 256
 
 // Threads implements thread.Store. The filters are SQL: the tenant and id
-// order come from an index, each label is a lookup in the labels table.
+// order come from an index (the order of updates from threads_by_updated),
+// each label is a lookup in the labels table.
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
 		var q strings.Builder
@@ -316,7 +317,15 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 		base, nbase := q.String(), len(args)
 		paged := base + ` AND t.id ` + cmp + ` ? ORDER BY t.id ` + order + ` LIMIT ?`
 		first := base + ` ORDER BY t.id ` + order + ` LIMIT ?`
-		cursor, started, n := opts.After, opts.After != "", 0
+		cursorArgs := func(r *thread.Record) []any { return []any{r.ID} }
+		if opts.Order == thread.OrderUpdated {
+			// threads_by_updated gives the order; the row value seeks it
+			// to the cursor.
+			paged = base + ` AND (t.updated, t.id) < (?, ?) ORDER BY t.updated DESC, t.id DESC LIMIT ?`
+			first = base + ` ORDER BY t.updated DESC, t.id DESC LIMIT ?`
+			cursorArgs = func(r *thread.Record) []any { return []any{micros(r.UpdatedAt), r.ID} }
+		}
+		cursor, started, n := cursorArgs(&thread.Record{ID: opts.After, UpdatedAt: opts.AfterUpdated}), opts.After != "", 0
 		for {
 			page := listPage
 			if opts.Limit > 0 {
@@ -326,7 +335,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			err := func() error {
 				query, a := first, append(args[:nbase:nbase], page)
 				if started {
-					query, a = paged, append(args[:nbase:nbase], cursor, page)
+					query, a = paged, append(append(args[:nbase:nbase], cursor...), page)
 				}
 				rows, err := s.r.QueryContext(ctx, query, a...)
 				if err != nil {
@@ -355,7 +364,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			if len(recs) < page || (opts.Limit > 0 && n >= opts.Limit) {
 				return
 			}
-			cursor, started = recs[len(recs)-1].ID, true
+			cursor, started = cursorArgs(recs[len(recs)-1]), true
 		}
 	}
 }
