@@ -295,36 +295,8 @@ const listPage = 256
 // each label is a lookup in the labels table.
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
-		var q strings.Builder
-		var args []any
-		q.WriteString(`SELECT ` + recordCols + ` FROM threads t LEFT JOIN commits h ON h.k = t.head WHERE 1`)
-		if !opts.AllTenants {
-			q.WriteString(` AND t.tenant = ?`)
-			args = append(args, opts.Tenant)
-		}
-		if opts.Kind != "" {
-			q.WriteString(` AND t.kind = ?`)
-			args = append(args, string(opts.Kind))
-		}
-		for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
-			q.WriteString(` AND t.k IN (SELECT thread FROM labels WHERE key = ? AND value = ?)`)
-			args = append(args, k, opts.Labels[k])
-		}
-		cmp, order := ">", "ASC"
-		if opts.Desc {
-			cmp, order = "<", "DESC"
-		}
-		base, nbase := q.String(), len(args)
-		paged := base + ` AND t.id ` + cmp + ` ? ORDER BY t.id ` + order + ` LIMIT ?`
-		first := base + ` ORDER BY t.id ` + order + ` LIMIT ?`
-		cursorArgs := func(r *thread.Record) []any { return []any{r.ID} }
-		if opts.Order == thread.OrderUpdated {
-			// threads_by_updated gives the order; the row value seeks it
-			// to the cursor.
-			paged = base + ` AND (t.updated, t.id) < (?, ?) ORDER BY t.updated DESC, t.id DESC LIMIT ?`
-			first = base + ` ORDER BY t.updated DESC, t.id DESC LIMIT ?`
-			cursorArgs = func(r *thread.Record) []any { return []any{micros(r.UpdatedAt), r.ID} }
-		}
+		first, paged, args, cursorArgs := listSQL(opts)
+		nbase := len(args)
 		cursor, started, n := cursorArgs(&thread.Record{ID: opts.After, UpdatedAt: opts.AfterUpdated}), opts.After != "", 0
 		for {
 			page := listPage
@@ -367,6 +339,42 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			cursor, started = cursorArgs(recs[len(recs)-1]), true
 		}
 	}
+}
+
+// listSQL is the query of a listing: from the start and after a cursor,
+// the filters' arguments (the cursor's and the page size follow them), and
+// the cursor's arguments after a record.
+func listSQL(opts thread.ListOptions) (first, paged string, args []any, cursorArgs func(*thread.Record) []any) {
+	var q strings.Builder
+	q.WriteString(`SELECT ` + recordCols + ` FROM threads t LEFT JOIN commits h ON h.k = t.head WHERE 1`)
+	if !opts.AllTenants {
+		q.WriteString(` AND t.tenant = ?`)
+		args = append(args, opts.Tenant)
+	}
+	if opts.Kind != "" {
+		q.WriteString(` AND t.kind = ?`)
+		args = append(args, string(opts.Kind))
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
+		q.WriteString(` AND t.k IN (SELECT thread FROM labels WHERE key = ? AND value = ?)`)
+		args = append(args, k, opts.Labels[k])
+	}
+	cmp, order := ">", "ASC"
+	if opts.Desc {
+		cmp, order = "<", "DESC"
+	}
+	base := q.String()
+	paged = base + ` AND t.id ` + cmp + ` ? ORDER BY t.id ` + order + ` LIMIT ?`
+	first = base + ` ORDER BY t.id ` + order + ` LIMIT ?`
+	cursorArgs = func(r *thread.Record) []any { return []any{r.ID} }
+	if opts.Order == thread.OrderUpdated {
+		// threads_by_updated gives the order; the row value seeks it
+		// to the cursor.
+		paged = base + ` AND (t.updated, t.id) < (?, ?) ORDER BY t.updated DESC, t.id DESC LIMIT ?`
+		first = base + ` ORDER BY t.updated DESC, t.id DESC LIMIT ?`
+		cursorArgs = func(r *thread.Record) []any { return []any{micros(r.UpdatedAt), r.ID} }
+	}
+	return first, paged, args, cursorArgs
 }
 
 // History implements thread.Store.
