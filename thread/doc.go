@@ -70,6 +70,14 @@
 // does, any other what the DBs of this process do; a ChangeGap says some
 // changes may have been missed. DB.Family returns a thread's fork family.
 //
+// DB.Threads lists a tenant's threads a page at a time, filtered by kind
+// and labels, in id order or most recently updated first
+// (ListOptions.Order): SQLite and PostgreSQL seek an index on update times
+// for a page, the other stores sort every matching record
+// (ListByUpdated). Threads loom makes for itself — a work log's, a
+// workflow's sub-threads — carry LabelOwner (Own); ListOptions.Internal
+// leaves them out or lists them alone.
+//
 // Storage is a Store: a small interface that backends implement and
 // thread/storetest checks. Open picks one by URL ("memory://" is built in;
 // sqlite://, postgres://, redis:// and file:// join when their packages are
