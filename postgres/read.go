@@ -282,60 +282,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			yield(nil, fmt.Errorf("list threads: text with NUL or not UTF-8: %w", thread.ErrInvalid))
 			return
 		}
-		var (
-			where []string
-			args  []any
-		)
-		arg := func(v any) string {
-			args = append(args, v)
-			return fmt.Sprintf("$%d", len(args))
-		}
-		if !opts.AllTenants {
-			where = append(where, "t.tenant = "+arg(opts.Tenant))
-		}
-		if opts.Kind != "" {
-			where = append(where, "t.kind = "+arg(string(opts.Kind)))
-		}
-		if len(opts.Labels) > 0 {
-			where = append(where, "t.labels @> "+arg(encodeLabels(opts.Labels))+"::jsonb")
-		}
-		order, cmp := "ASC", ">"
-		if opts.Desc {
-			order, cmp = "DESC", "<"
-		}
-		// Two queries: from the start, and after a cursor (a separate query
-		// rather than "$n OR t.id > $m", so that a generic plan still
-		// seeks the index to the cursor). The page size is the last
-		// argument.
-		n0 := len(args)
-		orderBy := "t.id " + order
-		cursorArgs := func(r *thread.Record) []any { return []any{r.ID} }
-		if opts.Order == thread.OrderUpdated {
-			// loom_threads_updated gives the order; the row comparison
-			// seeks it to the cursor.
-			orderBy = "t.updated_at DESC, t.id DESC"
-			cursorArgs = func(r *thread.Record) []any { return []any{r.UpdatedAt, r.ID} }
-		}
-		query := func(cursor bool) string {
-			w := where
-			limit := fmt.Sprintf("$%d", n0+1)
-			if cursor && opts.Order == thread.OrderUpdated {
-				w = append(slices.Clone(where), fmt.Sprintf("(t.updated_at, t.id) < ($%d, $%d)", n0+1, n0+2))
-				limit = fmt.Sprintf("$%d", n0+3)
-			} else if cursor {
-				w = append(slices.Clone(where), fmt.Sprintf("t.id %s $%d", cmp, n0+1))
-				limit = fmt.Sprintf("$%d", n0+2)
-			}
-			cond := "true"
-			if len(w) > 0 {
-				cond = strings.Join(w, " AND ")
-			}
-			return `SELECT ` + recordCols + `
-				FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
-				WHERE ` + cond + `
-				ORDER BY ` + orderBy + ` LIMIT ` + limit
-		}
-		fromStart, afterCursor := query(false), query(true)
+		fromStart, afterCursor, args, cursorArgs := listSQL(opts)
 		cursor, started, n := cursorArgs(&thread.Record{ID: opts.After, UpdatedAt: opts.AfterUpdated}), opts.After != "", 0
 		for {
 			page := threadPage
@@ -378,6 +325,63 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			cursor, started = cursorArgs(buf[len(buf)-1]), true
 		}
 	}
+}
+
+// listSQL is the query of a listing from the start and after a cursor, the
+// filters' arguments (the cursor's and the page size follow them), and the
+// cursor's arguments after a record.
+func listSQL(opts thread.ListOptions) (fromStart, afterCursor string, args []any, cursorArgs func(*thread.Record) []any) {
+	var where []string
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if !opts.AllTenants {
+		where = append(where, "t.tenant = "+arg(opts.Tenant))
+	}
+	if opts.Kind != "" {
+		where = append(where, "t.kind = "+arg(string(opts.Kind)))
+	}
+	if len(opts.Labels) > 0 {
+		where = append(where, "t.labels @> "+arg(encodeLabels(opts.Labels))+"::jsonb")
+	}
+	order, cmp := "ASC", ">"
+	if opts.Desc {
+		order, cmp = "DESC", "<"
+	}
+	// Two queries: from the start, and after a cursor (a separate query
+	// rather than "$n OR t.id > $m", so that a generic plan still
+	// seeks the index to the cursor). The page size is the last
+	// argument.
+	n0 := len(args)
+	orderBy := "t.id " + order
+	cursorArgs = func(r *thread.Record) []any { return []any{r.ID} }
+	if opts.Order == thread.OrderUpdated {
+		// loom_threads_updated gives the order; the row comparison
+		// seeks it to the cursor.
+		orderBy = "t.updated_at DESC, t.id DESC"
+		cursorArgs = func(r *thread.Record) []any { return []any{r.UpdatedAt, r.ID} }
+	}
+	query := func(cursor bool) string {
+		w := where
+		limit := fmt.Sprintf("$%d", n0+1)
+		if cursor && opts.Order == thread.OrderUpdated {
+			w = append(slices.Clone(where), fmt.Sprintf("(t.updated_at, t.id) < ($%d, $%d)", n0+1, n0+2))
+			limit = fmt.Sprintf("$%d", n0+3)
+		} else if cursor {
+			w = append(slices.Clone(where), fmt.Sprintf("t.id %s $%d", cmp, n0+1))
+			limit = fmt.Sprintf("$%d", n0+2)
+		}
+		cond := "true"
+		if len(w) > 0 {
+			cond = strings.Join(w, " AND ")
+		}
+		return `SELECT ` + recordCols + `
+			FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
+			WHERE ` + cond + `
+			ORDER BY ` + orderBy + ` LIMIT ` + limit
+	}
+	return query(false), query(true), args, cursorArgs
 }
 
 const historyPage = 1024
