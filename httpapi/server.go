@@ -141,7 +141,7 @@ var repeatable = map[string]bool{"label": true}
 // routes is the route table: the mux registers it, and the OpenAPI test
 // checks that openapi.json describes exactly these routes.
 var routes = []route{
-	{pattern: "GET /v1/threads", handle: (*Server).listThreads, query: []string{"label", "kind", "limit", "cursor", "order"}},
+	{pattern: "GET /v1/threads", handle: (*Server).listThreads, query: []string{"label", "kind", "limit", "cursor", "order", "internal"}},
 	{pattern: "POST /v1/threads", handle: (*Server).createThread},
 	{pattern: "POST /v1/threads/import", handle: (*Server).importThread, query: []string{"id"}},
 	{pattern: "GET /v1/threads/{id}", handle: (*Server).getThread},

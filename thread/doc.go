@@ -75,6 +75,14 @@
 // and DB.Diff what differs between two versions of a thread, or a thread
 // and its fork: messages added, removed and changed, and state.
 //
+// DB.Threads lists a tenant's threads a page at a time, filtered by kind
+// and labels, in id order or most recently updated first
+// (ListOptions.Order): SQLite and PostgreSQL seek an index on update times
+// for a page, the other stores sort every matching record
+// (ListByUpdated). Threads loom makes for itself — a work log's, a
+// workflow's sub-threads — carry LabelOwner (Own); ListOptions.Internal
+// leaves them out or lists them alone.
+//
 // Storage is a Store: a small interface that backends implement and
 // thread/storetest checks. Open picks one by URL ("memory://" is built in;
 // sqlite://, postgres://, redis:// and file:// join when their packages are

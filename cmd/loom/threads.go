@@ -17,20 +17,31 @@ import (
 	"github.com/loomthreads/loom/thread"
 )
 
-// ThreadsListCommand lists threads.
+// ThreadsListCommand lists threads: people's, most recently updated
+// first, a page at a time unless asked for all.
 type ThreadsListCommand struct {
 	base
-	Labels labelsFlag
-	Kind   kindFlag
-	Limit  int
+	Labels   labelsFlag
+	Kind     kindFlag
+	Limit    int
+	All      bool
+	Internal bool
+	Order    string
 }
+
+// defaultListLimit is how many threads threads list shows without --limit
+// or --all: a screenful, not a store of ten thousand.
+const defaultListLimit = 50
 
 // Flags implements Command.
 func (c *ThreadsListCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.Var(&c.Labels, "label", "only threads with this `k=v` label (repeatable; all must match)")
 	fs.Var(&c.Kind, "kind", "only threads of kind `K`: undetermined, local, service or workflow")
-	fs.IntVar(&c.Limit, "limit", 0, "list at most `N` threads (0: all)")
+	fs.IntVar(&c.Limit, "limit", defaultListLimit, "list at most `N` threads (0: all of them, as --all)")
+	fs.BoolVar(&c.All, "all", false, "list every thread, not a page")
+	fs.BoolVar(&c.Internal, "internal", false, "list loom's own threads too (work logs, sessions, workflows' sub-threads)")
+	fs.StringVar(&c.Order, "order", "updated", "list in `ORDER`: updated (most recently updated first), id, or newest (by id, newest first)")
 	return fs
 }
 
@@ -42,6 +53,26 @@ func (c *ThreadsListCommand) Run(ctx context.Context, args []string) error {
 	if c.Limit < 0 {
 		return c.usage("--limit must not be negative")
 	}
+	opts := thread.ListOptions{Labels: c.Labels, Kind: thread.Kind(c.Kind), Internal: thread.InternalExclude}
+	switch c.Order {
+	case "updated":
+		opts.Order = thread.OrderUpdated
+	case "id":
+	case "newest":
+		opts.Desc = true
+	default:
+		return c.usage("--order %q: updated, id or newest", c.Order)
+	}
+	if c.Internal {
+		opts.Internal = thread.InternalInclude
+	}
+	limit := c.Limit
+	if c.All {
+		limit = 0
+	}
+	if limit > 0 {
+		opts.Limit = limit + 1 // one more tells whether there are more
+	}
 	db, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -51,10 +82,16 @@ func (c *ThreadsListCommand) Run(ctx context.Context, args []string) error {
 	if !c.JSON {
 		t = newTable(c.Stdout, "ID", "TITLE", "KIND", "VERSION", "UPDATED", "LABELS")
 	}
-	for th, err := range db.Threads(ctx, thread.ListOptions{Labels: c.Labels, Kind: thread.Kind(c.Kind), Limit: c.Limit}) {
+	n, more := 0, false
+	for th, err := range db.Threads(ctx, opts) {
 		if err != nil {
 			return fmt.Errorf("list threads: %w", err)
 		}
+		if limit > 0 && n == limit {
+			more = true
+			break
+		}
+		n++
 		r := th.Record()
 		if c.JSON {
 			if err := writeJSONLine(c.Stdout, toRecordJSON(r)); err != nil {
@@ -65,7 +102,14 @@ func (c *ThreadsListCommand) Run(ctx context.Context, args []string) error {
 		t.row(r.ID, clip(r.Title, 60), string(r.Kind), strconv.FormatInt(r.Version, 10), formatTime(r.UpdatedAt), formatLabels(r.Labels))
 	}
 	if t != nil {
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if more {
+		// On stderr, so that the rows (or JSON lines) on stdout stay
+		// only rows.
+		fmt.Fprintf(c.Stderr, "… more threads than these %d: --limit N or --all\n", limit)
 	}
 	return nil
 }
