@@ -13,8 +13,8 @@ import (
 	"github.com/loomthreads/loom/thread"
 )
 
-// listAll reads every page of GET /v1/conversations with page size limit.
-func listAll(t *testing.T, s *Server, key string, limit int) []conversationItem {
+// listConversationsAll reads every page of GET /v1/conversations with page size limit.
+func listConversationsAll(t *testing.T, s *Server, key string, limit int) []conversationItem {
 	t.Helper()
 	var all []conversationItem
 	cursor := ""
@@ -86,7 +86,7 @@ func TestListConversations(t *testing.T) {
 	var fork conversationJSON
 	must(t, s, req{method: "POST", path: "/v1/conversations/c1/commands", key: keyA, body: map[string]any{"command": "fork", "text": "another way"}}, 200, &fork)
 
-	all := listAll(t, s, keyA, 50)
+	all := listConversationsAll(t, s, keyA, 50)
 	byID := map[string]conversationItem{}
 	for _, it := range all {
 		byID[it.ID] = it
@@ -118,7 +118,7 @@ func TestListConversations(t *testing.T) {
 		t.Fatalf("not newest first: %v", ids)
 	}
 	// Pages of one meet, with nothing twice.
-	if paged := idsOf(listAll(t, s, keyA, 1)); !slices.Equal(paged, idsOf(all)) {
+	if paged := idsOf(listConversationsAll(t, s, keyA, 1)); !slices.Equal(paged, idsOf(all)) {
 		t.Fatalf("paged %v, whole %v", paged, idsOf(all))
 	}
 	// The JSON: live always, parent and status only when there is one.
@@ -178,7 +178,7 @@ func TestListConversationsScansBoundedly(t *testing.T) {
 	if len(page.Conversations) != 0 || page.NextCursor == "" {
 		t.Fatalf("first page: %+v", page)
 	}
-	if all := idsOf(listAll(t, s, "", 50)); !slices.Equal(all, []string{"a-conversation"}) {
+	if all := idsOf(listConversationsAll(t, s, "", 50)); !slices.Equal(all, []string{"a-conversation"}) {
 		t.Fatalf("all pages: %v", all)
 	}
 }

@@ -57,9 +57,9 @@ func convMessagesContain(text string) string {
 // "NaN" as a word.
 const noBadText = `!/\b(null|undefined|NaN)\b/.test(document.body.innerText)`
 
-// statusIs is an expression: the status shown is kind (and reason, if
+// convStatusIs is an expression: the status shown is kind (and reason, if
 // not "").
-func statusIs(kind, reason string) string {
+func convStatusIs(kind, reason string) string {
 	e := fmt.Sprintf(`document.querySelector('#conv-status')?.dataset.kind === %s`, jsString(kind))
 	if reason != "" {
 		e += fmt.Sprintf(` && document.querySelector('#conv-status')?.dataset.reason === %s`, jsString(reason))
@@ -110,7 +110,7 @@ func TestConversationPages(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS(`#conv-new-id`), "plan"),
 			chromedp.Click(chromedp.CSS(`#conv-start`)),
 			waitJS(`location.hash === '#/conversations/plan' && document.querySelector('#conv-title')?.textContent === 'Planning'`),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			waitJS(`document.querySelector('#conv-mode')?.textContent === 'normal'`),
 			waitJS(noBadText),
 		)
@@ -120,11 +120,11 @@ func TestConversationPages(t *testing.T) {
 			recordTexts("#conv-status"),
 			send(long),
 			waitJS(`(document.querySelector('#conv-partial')?.innerText || '').includes('You said: Tell')`),
-			waitJS(statusIs("streaming", "")),
+			waitJS(convStatusIs("streaming", "")),
 			waitJS(`document.querySelector('#conv-abort')?.disabled === false`),
 			waitJS(`!(document.querySelector('#conv-partial')?.innerText || '').includes('Forks share history. Forks share history. Forks share history. Forks share history. Forks share history. Forks share history. Forks share history. Forks share history. Forks share history. Forks share history.')`),
 			waitJS(convMessagesContain("You said: "+strings.TrimSpace(long))),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			waitJS(`!document.querySelector('#conv-partial') && document.querySelector('#conv-abort').disabled`),
 			waitJS(seen("#conv-status", "streaming")),
 			waitJS(`document.querySelectorAll('#conv-messages li.msg').length === 2`),
@@ -148,11 +148,11 @@ func TestConversationPages(t *testing.T) {
 		long := strings.Repeat("abcdefghij", 200) // 2,000 characters: seconds of streaming
 		run(t, ctx, "abort",
 			chromedp.Navigate(e.url+"/#/conversations/abort-me"),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			send(long),
 			waitJS(`(document.querySelector('#conv-partial p.text')?.textContent || '').length > 60`),
 			chromedp.Click(chromedp.CSS(`#conv-abort`)),
-			waitJS(statusIs("stopped", "aborted")),
+			waitJS(convStatusIs("stopped", "aborted")),
 			waitJS(`document.querySelector('#conv-status').textContent === 'stopped (aborted)'`),
 			waitJS(`!!document.querySelector('#conv-messages li.conv-aborted') && document.querySelector('#conv-messages li.conv-aborted').innerText.includes('You said: abcdefghij')`),
 			waitJS(`!document.querySelector('#conv-partial')`),
@@ -186,19 +186,19 @@ func TestConversationPages(t *testing.T) {
 		first := "first " + strings.Repeat("wait ", 60)
 		run(t, ctx, "queue one while streaming",
 			chromedp.Navigate(e.url+"/#/conversations/queue"),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			send(first),
 			waitJS(`(document.querySelector('#conv-partial')?.innerText || '').includes('first')`),
 			send("@async second"),
 			waitJS(`!!document.querySelector('#conv-pending li.conv-queued') && document.querySelector('#conv-pending li.conv-queued').innerText.includes('second')`),
-			waitJS(statusIs("streaming", "")),
+			waitJS(convStatusIs("streaming", "")),
 			chromedp.Click(chromedp.CSS(`#conv-queue`)),
 			send("third"),
 			waitJS(`document.querySelectorAll('#conv-pending li.conv-queued').length === 2`),
 			waitJS(convMessagesContain("You said: "+strings.TrimSpace(first))),
 			waitJS(convMessagesContain("You said: third")),
 			waitJS(`document.querySelectorAll('#conv-pending li.conv-queued').length === 0`),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			waitJS(`!document.querySelector('#conv-messages li.conv-aborted')`),
 			waitJS(noBadText),
 		)
@@ -220,7 +220,7 @@ func TestConversationPages(t *testing.T) {
 		ctx := tab(t, browser, timeout)
 		run(t, ctx, "fork",
 			chromedp.Navigate(e.url+"/#/conversations/src"),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			send("the shared part"),
 			waitJS(convMessagesContain("You said: the shared part")),
 			chromedp.Evaluate[chromedp.Void](`document.querySelector('#conv-text').value = 'the other way'`),
@@ -229,7 +229,7 @@ func TestConversationPages(t *testing.T) {
 			waitJS(`(document.querySelector('#conv-meta')?.innerText || '').includes('forked from src')`),
 			waitJS(convMessagesContain("You said: the shared part")),
 			waitJS(convMessagesContain("You said: the other way")),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			waitJS(noBadText),
 		)
 		var msgs struct{ Messages []map[string]any }
@@ -250,13 +250,13 @@ func TestConversationPages(t *testing.T) {
 		ctx := tab(t, browser, timeout)
 		run(t, ctx, "compact",
 			chromedp.Navigate(e.url+"/#/conversations/compact-me"),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			send("alpha"),
 			waitJS(convMessagesContain("You said: alpha")),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			send("beta"),
 			waitJS(convMessagesContain("You said: beta")),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			recordTexts("#conv-mode"),
 			chromedp.Click(chromedp.CSS(`#conv-compact`)),
 			waitJS(convMessagesContain("Summary of the conversation so far:")),
@@ -265,7 +265,7 @@ func TestConversationPages(t *testing.T) {
 			waitJS(`document.querySelector('#conv-before-compact summary')?.textContent.startsWith('6 earlier messages')`),
 			waitJS(seen("#conv-mode", "control flow: compact")),
 			waitJS(`document.querySelector('#conv-mode').textContent === 'normal'`),
-			waitJS(statusIs("stopped", "")),
+			waitJS(convStatusIs("stopped", "")),
 			waitJS(noBadText),
 		)
 	})
@@ -277,12 +277,12 @@ func TestConversationPages(t *testing.T) {
 		ctx := tab(t, browser, timeout)
 		run(t, ctx, "spawn a sub-agent",
 			chromedp.Navigate(e.url+"/#/conversations/boss"),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			waitJS(`document.querySelector('#conv-subagents')?.innerText.includes('None started')`),
 			send(`call spawn_subagent {"prompt":"look around","title":"Scout"}`),
 			waitJS(`!!document.querySelector('#conv-subtree a.conv-name') && document.querySelector('#conv-subtree').innerText.includes('Scout')`),
 			waitJS(convMessagesContain("Tool spawn_subagent returned")),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			waitJS(noBadText),
 		)
 		run(t, ctx, "the list nests it under its parent",
@@ -296,7 +296,7 @@ func TestConversationPages(t *testing.T) {
 			waitJS(`document.querySelector('#conv-title')?.textContent === 'Scout'`),
 			waitJS(`(document.querySelector('#conv-parent')?.innerText || '').includes('sub-agent of boss')`),
 			waitJS(convMessagesContain("You said: look around")),
-			waitJS(statusIs("stopped", "end_turn")),
+			waitJS(convStatusIs("stopped", "end_turn")),
 			waitJS(noBadText),
 		)
 	})
