@@ -287,6 +287,8 @@ func TestAnswersMatchTheDocument(t *testing.T) {
 		{"DELETE /v1/threads/{id}", req{method: "DELETE", path: "/v1/threads/k1", header: map[string]string{"If-Match": `"9"`}}},
 		{"DELETE /v1/threads/{id}", req{method: "DELETE", path: "/v1/threads/k1"}},
 		{"POST /v1/conversations", req{method: "POST", path: "/v1/conversations", body: `{"id":"cv1"}`}},
+		{"GET /v1/conversations", req{method: "GET", path: "/v1/conversations?limit=5"}},
+		{"GET /v1/conversations", req{method: "GET", path: "/v1/conversations?cursor=!"}},
 		{"GET /v1/conversations/{id}", req{method: "GET", path: "/v1/conversations/cv1"}},
 		{"POST /v1/conversations/{id}/commands", req{method: "POST", path: "/v1/conversations/cv1/commands", body: `{"command":"nope"}`}},
 		{"GET /v1/workflows", req{method: "GET", path: "/v1/workflows"}},

@@ -158,6 +158,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"CreateConversationRequest":  createConversationRequest{},
 		"ConversationCommand":        conversationCommand{},
 		"ConversationEvent":          conversationEvent{},
+		"ConversationList":           conversationsResponse{},
+		"ConversationItem":           conversationItem{},
 		"AgentStatus":                conversation.Status{},
 		"ConversationMode":           conversation.Mode{},
 		"Workflow":                   workflowJSON{},

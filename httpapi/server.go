@@ -150,7 +150,7 @@ var repeatable = map[string]bool{"label": true}
 // routes is the route table: the mux registers it, and the OpenAPI test
 // checks that openapi.json describes exactly these routes.
 var routes = []route{
-	{pattern: "GET /v1/threads", handle: (*Server).listThreads, query: []string{"label", "kind", "limit", "cursor", "order"}},
+	{pattern: "GET /v1/threads", handle: (*Server).listThreads, query: []string{"label", "kind", "limit", "cursor", "order", "internal"}},
 	{pattern: "POST /v1/threads", handle: (*Server).createThread},
 	{pattern: "POST /v1/threads/import", handle: (*Server).importThread, query: []string{"id"}},
 	{pattern: "GET /v1/threads/{id}", handle: (*Server).getThread},
@@ -163,6 +163,7 @@ var routes = []route{
 	{pattern: "POST /v1/threads/{id}/copy", handle: (*Server).copyThread},
 	{pattern: "GET /v1/threads/{id}/history", handle: (*Server).history, query: []string{"limit", "before"}},
 	{pattern: "GET /v1/threads/{id}/family", handle: (*Server).family},
+	{pattern: "GET /v1/threads/{id}/diff", handle: (*Server).diff, query: []string{"version", "to", "to_version", "limit"}},
 	{pattern: "GET /v1/threads/{id}/events", handle: (*Server).threadEvents},
 	{pattern: "GET /v1/events", handle: (*Server).events},
 	{pattern: "GET /v1/search", handle: (*Server).search, query: []string{"q", "limit", "before"}},
@@ -173,6 +174,7 @@ var routes = []route{
 	{pattern: "POST /v1/threads/{id}/reset", handle: (*Server).reset},
 	{pattern: "GET /v1/threads/{id}/export", handle: (*Server).export, query: []string{"history"}},
 	{pattern: "POST /v1/threads/{id}/runs", handle: (*Server).run},
+	{pattern: "GET /v1/conversations", handle: (*Server).listConversations, query: []string{"limit", "cursor"}},
 	{pattern: "POST /v1/conversations", handle: (*Server).createConversation},
 	{pattern: "GET /v1/conversations/{id}", handle: (*Server).getConversation},
 	{pattern: "POST /v1/conversations/{id}/commands", handle: (*Server).conversationCommand},

@@ -260,6 +260,7 @@ func TestEveryRouteHappyPath(t *testing.T) {
 	must(t, s, req{method: "GET", path: "/metrics"}, http.StatusOK, nil)
 	must(t, s, req{method: "GET", path: "/v1/search?q=hello"}, http.StatusOK, nil)
 	must(t, s, req{method: "GET", path: "/v1/threads/trip/family"}, http.StatusOK, nil)
+	must(t, s, req{method: "GET", path: "/v1/threads/trip/diff?version=1&to=trip-fork"}, http.StatusOK, nil)
 
 	// Every route answered a 2xx, runs, work items, workflows and
 	// LangGraph's aside (TestRun…, TestItems, TestWorkflowRoutes and
