@@ -4,7 +4,18 @@
 
 import { s, short } from './dom.js';
 
-const DX = 30, DY = 50, NODE_W = 200, NODE_H = 40, PAD = 8;
+const DX = 30, DY = 50, NODE_W = 200, NODE_H = 40, PAD = 8, CMP_W = 130;
+
+// diffHash is the address of the diff page: thread from at version
+// (0: its head) against thread to at toVersion (0: its head).
+export function diffHash(from, version, to, toVersion) {
+  const q = new URLSearchParams();
+  if (version) q.set('version', version);
+  if (to && to !== from) q.set('to', to);
+  if (toVersion) q.set('to_version', toVersion);
+  const qs = q.toString();
+  return `#/threads/${encodeURIComponent(from)}/diff${qs ? '?' + qs : ''}`;
+}
 
 // branch says where a thread branches from its parent: the last message
 // it shares with it.
@@ -43,7 +54,9 @@ export function forkTree(threads, current) {
     for (const k of kids.get(t.id) || []) place(k, depth + 1);
   };
   roots.forEach((r) => place(r, 0));
-  const width = PAD * 2 + maxDepth * DX + NODE_W;
+  // A fork has, right of its node, a link to its diff with its parent.
+  const forks = threads.some((t) => pos.has(t.id) && t.forked_from && pos.has(t.forked_from.thread));
+  const width = PAD * 2 + maxDepth * DX + NODE_W + (forks ? CMP_W : 0);
   const height = PAD * 2 + Math.max(row, 1) * DY - (DY - NODE_H);
   const svg = s('svg', { class: 'fork-tree', viewBox: `0 0 ${width} ${height}`, width, height, role: 'group',
     'aria-label': `Fork tree: ${threads.length} thread${threads.length === 1 ? '' : 's'}` });
@@ -70,6 +83,13 @@ export function forkTree(threads, current) {
     s('text', { x: p.x + 8, y: p.y + 16 }, label.length > 26 ? label.slice(0, 25) + '…' : label),
     s('text', { x: p.x + 8, y: p.y + 32, class: 'where' }, branch(t)));
     nodes.append(a);
+    const parent = t.forked_from && t.forked_from.thread;
+    if (parent && pos.has(parent) && parent !== t.id) {
+      // The accessible name begins with the visible text.
+      nodes.append(s('a', { href: diffHash(parent, 0, t.id, 0), class: 'compare', dataset: { compare: t.id },
+        'aria-label': `compare with parent: ${t.id} with ${parent}` },
+      s('text', { x: p.x + NODE_W + 8, y: p.y + NODE_H / 2 + 4 }, 'compare with parent')));
+    }
   }
   return svg;
 }
