@@ -177,7 +177,15 @@ export async function threadPage(main, id, params) {
       return e.li;
     });
     rendered = keep;
-    list.replaceChildren(...items);
+    // Only what came or went is touched: a page read at one end costs the
+    // layout of that page, not of the whole window.
+    const want = new Set(items);
+    for (const c of [...list.children]) if (!want.has(c)) c.remove();
+    let at = list.firstChild;
+    for (const li of items) {
+      if (at === li) at = at.nextSibling;
+      else list.insertBefore(li, at);
+    }
     if (!st.msgs.length) list.append(h('li', { class: 'muted empty' }, 'No messages yet.'));
     olderBtn.hidden = !st.hasOlder;
     newer.hidden = !st.below.length;
