@@ -533,24 +533,26 @@ func TestDiffPage(t *testing.T) {
 	})
 
 	t.Run("ForkFromTimeline", func(t *testing.T) {
-		// The pickers reach a thread of the fork family from the thread's
-		// own diff.
+		// From the fork's timeline to its diff with its parent: a version
+		// of the fork against its head, then the pickers put the parent on
+		// the from side.
 		ctx := tab(t, browser, timeout)
-		run(t, ctx, "from a version diff to the fork",
-			chromedp.Navigate(e.url+"/#/threads/fam"),
-			waitJS(messagesContain("gamma")),
-			waitJS(`document.querySelectorAll('#fork-tree a.node').length === 2`),
-			chromedp.Navigate(e.url+"/#/threads/fam/diff"),
-			chromedp.WaitVisible(chromedp.CSS(`#diff-entries`)),
-			waitJS(`document.querySelector('#diff-tally')?.innerText === 'No messages differ.'`),
-			waitJS(`[...document.querySelectorAll('#to-thread option')].some((o) => o.value === 'fam-fork')`),
-			chromedp.SetValue(chromedp.CSS(`#to-thread`), "fam-fork"),
-			chromedp.Evaluate[chromedp.Void](`document.querySelector('#to-thread').dispatchEvent(new Event('change'))`),
-			waitJS(`[...document.querySelectorAll('#to-version option')].some((o) => o.textContent.startsWith('v2'))`),
+		run(t, ctx, "from the fork's timeline to the parent",
+			chromedp.Navigate(e.url+"/#/threads/fam-fork"),
+			waitJS(messagesContain("delta, only in the fork")),
+			chromedp.Click(chromedp.CSS(`#history li[data-version="1"] a.diff-head`)),
+			waitJS(`location.hash === '#/threads/fam-fork/diff?version=1&to_version=2'`),
+			waitJS(`document.querySelector('#diff-tally')?.innerText === '1 added.'`),
+			waitJS(`[...document.querySelectorAll('#from-thread option')].some((o) => o.value === 'fam')`),
+			chromedp.SetValue(chromedp.CSS(`#from-thread`), "fam"),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#from-thread').dispatchEvent(new Event('change'))`),
+			waitJS(`document.querySelector('#from-version').value === '' && document.querySelector('#from-version option').textContent === 'head (v1)'`),
 			chromedp.Click(chromedp.CSS(`#diff-form button[type=submit]`)),
-			waitJS(`location.hash === '#/threads/fam/diff?to=fam-fork'`),
-			waitJS(`document.querySelector('#diff-entries').innerText.includes('delta, only in the fork')`),
+			waitJS(`location.hash === '#/threads/fam/diff?to=fam-fork&to_version=2'`),
+			waitJS(`document.querySelector('#diff-title')?.innerText === 'Diff of fam and fam-fork'`),
+			waitJS(`document.querySelector('#diff-entries').innerText.includes('delta, only in the fork') && document.querySelector('#diff-entries').innerText.includes('gamma')`),
 		)
+		checkNoJunk(t, ctx, "diff page")
 	})
 
 	t.Run("Missing", func(t *testing.T) {

@@ -155,7 +155,8 @@ export async function diffPage(main, id, params) {
             h('td', {}, value('from' in c, c.from)),
             h('td', {}, value('to' in c, c.to))))))
         : h('p', { class: 'muted', id: 'diff-state-none' }, 'The state is the same on both sides.'));
-    body.replaceChildren(h('h2', { class: 'visually-hidden' }, 'Messages'), table, more, state);
+    // replaceChildren would print a null: the parts are filtered.
+    body.replaceChildren(...[h('h2', { class: 'visually-hidden' }, 'Messages'), table, more, state].filter(Boolean));
   }
 
   let current = params;
