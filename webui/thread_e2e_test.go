@@ -462,6 +462,13 @@ func TestDiffPage(t *testing.T) {
 	}
 	var head struct{ Version int64 }
 	call(t, e.url, "", "GET", "/v1/threads/dv", nil, &head)
+	// fam-fork: fam forked after its second message (v1), then a message
+	// of its own (v2).
+	makeThread(t, e.url, "fam", "alpha", "beta", "gamma")
+	var msgs struct{ Messages []struct{ ID string } }
+	call(t, e.url, "", "GET", "/v1/threads/fam/messages?limit=0", nil, &msgs)
+	call(t, e.url, "", "POST", "/v1/threads/fam/fork", map[string]any{"id": "fam-fork", "at": msgs.Messages[1].ID, "title": "the fork"}, nil)
+	appendMsg(t, e.url, "fam-fork", "user", "delta, only in the fork")
 
 	t.Run("VersionsFromTimeline", func(t *testing.T) {
 		ctx := tab(t, browser, timeout)
@@ -507,11 +514,6 @@ func TestDiffPage(t *testing.T) {
 	})
 
 	t.Run("ForkFromTree", func(t *testing.T) {
-		makeThread(t, e.url, "fam", "alpha", "beta", "gamma")
-		var msgs struct{ Messages []struct{ ID string } }
-		call(t, e.url, "", "GET", "/v1/threads/fam/messages?limit=0", nil, &msgs)
-		call(t, e.url, "", "POST", "/v1/threads/fam/fork", map[string]any{"id": "fam-fork", "at": msgs.Messages[1].ID, "title": "the fork"}, nil)
-		appendMsg(t, e.url, "fam-fork", "user", "delta, only in the fork")
 		ctx := tab(t, browser, timeout)
 		run(t, ctx, "compare with parent, from the fork tree",
 			chromedp.Navigate(e.url+"/#/threads/fam-fork"),
