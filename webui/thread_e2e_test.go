@@ -550,7 +550,7 @@ func TestDiffPage(t *testing.T) {
 			chromedp.Evaluate[chromedp.Void](`document.querySelector('#from-thread').dispatchEvent(new Event('change'))`),
 			waitJS(`document.querySelector('#from-version').value === '' && document.querySelector('#from-version option').textContent === 'head (v1)'`),
 			chromedp.Click(chromedp.CSS(`#diff-form button[type=submit]`)),
-			waitJS(`location.hash === '#/threads/fam/diff?to=fam-fork&to_version=2'`),
+			waitJS(`location.hash === '#/threads/fam/diff?to=fam-fork'`), // v2 is the fork's head
 			waitJS(`document.querySelector('#diff-title')?.innerText === 'Diff of fam and fam-fork'`),
 			waitJS(`document.querySelector('#diff-entries').innerText.includes('delta, only in the fork') && document.querySelector('#diff-entries').innerText.includes('gamma')`),
 		)
