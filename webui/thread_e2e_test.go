@@ -278,6 +278,11 @@ func TestThreadPage(t *testing.T) {
 			waitJS(`location.hash.startsWith('#/threads/') && location.hash !== '#/threads/titled'`),
 			waitJS(`document.querySelector('#thread-title')?.textContent === 'thread titled · fork at v2'`),
 			waitJS(`document.querySelectorAll('#messages li.msg').length === 2`),
+			// The fork tree's links too are named by what they show first.
+			waitJS(`document.querySelectorAll('#fork-tree a.node').length === 2`),
+			waitJS(`[...document.querySelectorAll('#fork-tree a.node')].every((a) => { const [l1, l2] = a.querySelectorAll('text');
+				return a.getAttribute('aria-label').startsWith(l1.textContent + ', ' + l2.textContent); })`),
+			waitJS(`document.querySelector('#fork-tree a.compare').getAttribute('aria-label').startsWith('compare with parent')`),
 		)
 	})
 

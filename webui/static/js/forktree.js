@@ -75,12 +75,19 @@ export function forkTree(threads, current) {
     if (!p) continue;
     const cur = t.id === current;
     const label = t.title || t.id;
-    const where = t.forked_from && t.forked_from.message ? `, forked at message ${t.forked_from.message}` : '';
+    const shown = label.length > 26 ? label.slice(0, 25) + '…' : label;
+    const at = t.forked_from && t.forked_from.message ? `forked at message ${t.forked_from.message}` : '';
+    // The accessible name is the visible text, then, in parentheses, what
+    // the node has no room to show: voice control users say what they see.
+    const more = [label !== t.id ? `thread ${t.id}` : '', shown !== label ? label : '', at]
+      .filter(Boolean).join(', ').replace(/[()]/g, (c) => (c === '(' ? '[' : ']'));
     const a = s('a', { href: `#/threads/${encodeURIComponent(t.id)}`, class: 'node' + (cur ? ' current' : ''),
-      'aria-current': cur ? 'page' : null, 'aria-label': `${t.id}${t.title ? ' (' + t.title + ')' : ''}${where}`, dataset: { thread: t.id } },
-    s('title', {}, `${t.id}${t.title ? ' — ' + t.title : ''}${where}`),
+      'aria-current': cur ? 'page' : null, 'aria-label': `${shown}, ${branch(t)}${more ? ` (${more})` : ''}`, dataset: { thread: t.id } },
+    s('title', {}, `${t.id}${t.title ? ' — ' + t.title : ''}${at ? ', ' + at : ''}`),
     s('rect', { x: p.x, y: p.y, width: NODE_W, height: NODE_H, rx: 6 }),
-    s('text', { x: p.x + 8, y: p.y + 16 }, label.length > 26 ? label.slice(0, 25) + '…' : label),
+    // The space between the two lines keeps their words apart in the
+    // node's text content.
+    s('text', { x: p.x + 8, y: p.y + 16 }, shown), ' ',
     s('text', { x: p.x + 8, y: p.y + 32, class: 'where' }, branch(t)));
     nodes.append(a);
     const parent = t.forked_from && t.forked_from.thread;
