@@ -4,7 +4,9 @@
 
 import { s, short } from './dom.js';
 
-const DX = 30, DY = 50, NODE_W = 200, NODE_H = 40, PAD = 8, CMP_W = 130;
+// A fork's row is CMP_H taller: under its node, a link to its diff with
+// its parent.
+const DX = 30, DY = 50, NODE_W = 200, NODE_H = 40, PAD = 8, CMP_H = 16;
 
 // diffHash is the address of the diff page: thread from at version
 // (0: its head) against thread to at toVersion (0: its head).
@@ -43,21 +45,19 @@ export function forkTree(threads, current) {
   // Rows in depth-first order, indented by depth: a tree that reads like
   // an outline, however wide the family.
   const pos = new Map();
-  let row = 0, maxDepth = 0;
+  let y = PAD, maxDepth = 0;
   const seen = new Set();
   const place = (t, depth) => {
     if (seen.has(t.id)) return;
     seen.add(t.id);
-    pos.set(t.id, { x: PAD + depth * DX, y: PAD + row * DY });
-    row++;
+    pos.set(t.id, { x: PAD + depth * DX, y });
+    y += depth ? DY + CMP_H : DY;
     maxDepth = Math.max(maxDepth, depth);
     for (const k of kids.get(t.id) || []) place(k, depth + 1);
   };
   roots.forEach((r) => place(r, 0));
-  // A fork has, right of its node, a link to its diff with its parent.
-  const forks = threads.some((t) => pos.has(t.id) && t.forked_from && pos.has(t.forked_from.thread));
-  const width = PAD * 2 + maxDepth * DX + NODE_W + (forks ? CMP_W : 0);
-  const height = PAD * 2 + Math.max(row, 1) * DY - (DY - NODE_H);
+  const width = PAD * 2 + maxDepth * DX + NODE_W;
+  const height = Math.max(y - (DY - NODE_H), PAD + NODE_H) + PAD;
   const svg = s('svg', { class: 'fork-tree', viewBox: `0 0 ${width} ${height}`, width, height, role: 'group',
     'aria-label': `Fork tree: ${threads.length} thread${threads.length === 1 ? '' : 's'}` });
   const edges = s('g', { class: 'edges', 'aria-hidden': 'true' });
@@ -95,7 +95,7 @@ export function forkTree(threads, current) {
       // The accessible name begins with the visible text.
       nodes.append(s('a', { href: diffHash(parent, 0, t.id, 0), class: 'compare', dataset: { compare: t.id },
         'aria-label': `compare with parent: ${t.id} with ${parent}` },
-      s('text', { x: p.x + NODE_W + 8, y: p.y + NODE_H / 2 + 4 }, 'compare with parent')));
+      s('text', { x: p.x + 18, y: p.y + NODE_H + 12 }, 'compare with parent')));
     }
   }
   return svg;
