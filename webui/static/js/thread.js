@@ -327,6 +327,10 @@ export async function threadPage(main, id, params) {
     if (a) restore(a); else scroller.scrollTop = scroller.scrollHeight;
   }
 
+  // toHead shows the newest messages after the reader wrote some: read
+  // afresh when the reader was back up the thread.
+  const toHead = () => (st.below.length ? loadNewest() : refreshHead());
+
   olderBtn.addEventListener('click', () => loadOlder().catch(showError));
   newerBtn.addEventListener('click', () => loadNewer().catch(showError));
   newestBtn.addEventListener('click', () => loadNewest().catch(showError));
@@ -477,7 +481,7 @@ export async function threadPage(main, id, params) {
     try {
       await post(`${base}/messages`, { messages: [{ role: roleSel.value, contents: [{ type: 'text', text }] }] });
       appendText.value = '';
-      await Promise.all([refreshHead(), loadRecord().then(() => loadHistory())]);
+      await Promise.all([toHead(), loadRecord().then(() => loadHistory())]);
     } catch (err) { showError(err); }
   });
 
@@ -525,7 +529,7 @@ export async function threadPage(main, id, params) {
     } finally {
       runBtn.disabled = false;
       runOut.classList.remove('running');
-      await Promise.all([refreshHead(), loadRecord().then(() => loadHistory())]).catch(() => {});
+      await Promise.all([toHead(), loadRecord().then(() => loadHistory())]).catch(() => {});
     }
   });
 
