@@ -289,6 +289,30 @@ func TestThreadPage(t *testing.T) {
 		)
 	})
 
+	t.Run("AppendWhileBack", func(t *testing.T) {
+		msgs := []any{}
+		for i := range 500 {
+			msgs = append(msgs, textMsg("user", fmt.Sprintf("line %03d", i)))
+		}
+		call(t, e.url, "", "POST", "/v1/threads", map[string]any{"id": "back-up", "messages": msgs}, nil)
+		ctx := tab(t, browser, timeout)
+		run(t, ctx, "scroll back until the newest leave the page",
+			chromedp.Navigate(e.url+"/#/threads/back-up"),
+			waitJS(messagesContain("line 499")),
+			chromedp.Poll[chromedp.Void](`(() => { document.querySelector('#scroller').scrollTop = 0;
+				return document.querySelector('#load-newer').offsetParent !== null; })()`,
+				chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)),
+			waitJS(`!`+messagesContain("line 499")),
+		)
+		run(t, ctx, "what the reader appends shows, with the newest",
+			chromedp.Click(chromedp.CSS(`details:has(#append-form) > summary`)),
+			chromedp.SendKeys(chromedp.CSS(`#append-text`), "written from back up"),
+			chromedp.Click(chromedp.CSS(`#append-form button[type=submit]`)),
+			waitJS(messagesContain("written from back up")+` && `+messagesContain("line 499")),
+			waitJS(`document.querySelector('#load-newer').offsetParent === null`),
+		)
+	})
+
 	t.Run("RunPanelWithModel", func(t *testing.T) {
 		makeThread(t, e.url, "can-run", "hello")
 		ctx := tab(t, browser, timeout)
