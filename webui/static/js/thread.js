@@ -1,7 +1,8 @@
 // The thread page: the messages a page at a time (older ones as the reader
-// scrolls up), any past version, the fork tree, the history timeline,
-// checkpoints, forks, export and runs of the agent; live from the thread's
-// change feed.
+// scrolls up, in a window of at most WINDOW messages however long the
+// thread), any past version, the fork tree, the history timeline (with
+// diffs between versions), checkpoints, forks, export and runs of the agent
+// where the server has a model; live from the thread's change feed.
 
 import { get, post, request, watch, readEvents, APIError } from './api.js';
 import { h, fmtTime, enc, short, announce, showError, confirmDialog, throttle, setLive } from './dom.js';

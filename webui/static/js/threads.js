@@ -1,5 +1,7 @@
-// The threads page: search, filters, one page of threads at a time, and a
-// form to create one; kept fresh by the tenant's change feed.
+// The threads page: search, filters, one page of threads at a time (the
+// most recently updated first; loom's own threads only when asked), and a
+// form to create one; kept fresh by the tenant's change feed. On a phone
+// the table is a stack of cards.
 
 import { get, post, watch } from './api.js';
 import { h, fmtTime, enc, short, announce, showError, throttle, setLive } from './dom.js';
