@@ -210,8 +210,8 @@ func TestThreadsListFirstPaint(t *testing.T) {
 		run(t, tctx, "open the list", chromedp.Navigate(e.url+"/#/threads"),
 			chromedp.Poll[chromedp.Void](ready, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(2*time.Millisecond)))
 		d := time.Since(start)
-		page, _ := chromedp.Run(tctx, chromedp.Evaluate[float64](`performance.now()`))
-		t.Logf("open %d: first 50 rows of 10,000 threads after %v (page clock %.0f ms)", i+1, d.Round(time.Millisecond), page)
+		page, _ := chromedp.Run(tctx, chromedp.Evaluate[float64](`performance.getEntriesByName('loom:threads')[0].startTime`))
+		t.Logf("open %d: first 50 rows of 10,000 threads after %v seen from the test, %.0f ms in the page from navigation to the rows", i+1, d.Round(time.Millisecond), page)
 		if i == 0 || d < best {
 			best = d
 		}
@@ -236,6 +236,7 @@ func BenchmarkThreadsListFirstPaint(b *testing.B) {
 	ready := chromedp.Poll[chromedp.Void](`document.querySelectorAll('#threads tbody tr a').length >= 50`,
 		chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(2*time.Millisecond))
 	var total time.Duration
+	var inPage float64
 	for b.Loop() {
 		ctx, cancel := chromedp.NewContext(browser)
 		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
@@ -246,9 +247,17 @@ func BenchmarkThreadsListFirstPaint(b *testing.B) {
 			b.Fatal(err)
 		}
 		total += time.Since(start)
+		mark, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`performance.getEntriesByName('loom:threads')[0].startTime`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		inPage += mark
 		cancel()
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/open")
+	// From the page's navigation to its first rows, by the page's clock:
+	// without the DevTools protocol's round trips.
+	b.ReportMetric(inPage/float64(b.N), "ms-in-page/open")
 }
 
 // seedThreads makes n threads of one message each, p00000 the oldest.
