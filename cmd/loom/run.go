@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
 	"github.com/loomthreads/loom/thread"
@@ -418,14 +419,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return e.Main(ctx, args)
 }
 
-// isTerminal reports whether s is a file on a character device.
+// isTerminal reports whether s is a terminal: a file the terminal ioctl
+// answers on, not merely a character device (/dev/null is one).
 func isTerminal(s any) bool {
 	f, ok := s.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(f.Fd())
 }
 
 // Main runs the command args names and turns its error into an exit code:
