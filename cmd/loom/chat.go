@@ -75,26 +75,14 @@ func (c *ChatCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer db.Close()
 	db = db.WithTracerProvider(tp)
-	// Opened stopped/interrupted, a conversation whose turn a crash cut
-	// short is shown first, and then taken up (takeUp), unless
-	// --stop-interrupted.
-	s := &chatSession{db: db, stopInterrupted: c.StopInterrupted,
-		opts: conversation.Options{Client: client, Model: c.Model, Title: c.Title, TracerProvider: tp, StopInterrupted: true}}
-	// Both ends a terminal (not merely character devices: /dev/null is
-	// one), or plain lines.
-	terminal := c.IsTerminal != nil && c.IsTerminal(c.Stdin) && c.IsTerminal(c.Stdout)
-	s.relay = make(chan struct{}, 1)
-	s.opts.Notify = func(conversation.Notice) {
-		select {
-		case s.relay <- struct{}{}:
-		default:
-		}
-	}
+	s := newChatSession(db, conversation.Options{Client: client, Model: c.Model, Title: c.Title, TracerProvider: tp}, c.StopInterrupted)
 	if err := s.open(ctx, c.Thread); err != nil {
 		return err
 	}
 	defer func() { s.conv.Close() }()
-	if terminal {
+	// Both ends a terminal (not merely character devices: /dev/null is
+	// one), or plain lines.
+	if c.IsTerminal != nil && c.IsTerminal(c.Stdin) && c.IsTerminal(c.Stdout) {
 		return runTUI(ctx, s, c.Stdin, c.Stdout)
 	}
 	return s.lines(ctx, c.Stdin, c.Stdout)
@@ -109,6 +97,22 @@ type chatSession struct {
 	relay chan struct{} // a change to show
 	// stopInterrupted leaves a turn a crash cut short stopped/interrupted.
 	stopInterrupted bool
+}
+
+// newChatSession returns a session on db whose conversations opts
+// describes. Conversations are opened stopped/interrupted, so that one
+// whose turn a crash cut short is shown first and then taken up (takeUp),
+// unless stopInterrupted.
+func newChatSession(db *thread.DB, opts conversation.Options, stopInterrupted bool) *chatSession {
+	s := &chatSession{db: db, opts: opts, stopInterrupted: stopInterrupted, relay: make(chan struct{}, 1)}
+	s.opts.StopInterrupted = true
+	s.opts.Notify = func(conversation.Notice) {
+		select {
+		case s.relay <- struct{}{}:
+		default:
+		}
+	}
+	return s
 }
 
 // open opens the conversation on thread id, or a new one ("" or an id
@@ -252,12 +256,14 @@ func (s *chatSession) historyText(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	at := map[int64][]string{} // checkpoint names by the version they were made at
+	at := map[int64][]string{}   // checkpoint names by the version they were made at
+	named := map[string][]string{} // checkpoint names by their commit
 	for cp, err := range th.Checkpoints(ctx) {
 		if err != nil {
 			return "", err
 		}
 		at[cp.Version] = append(at[cp.Version], cp.Name)
+		named[cp.Commit] = append(named[cp.Commit], cp.Name)
 	}
 	var entries []thread.HistoryEntry
 	for e, err := range th.History(ctx, thread.HistoryOptions{Limit: 20}) {
@@ -272,7 +278,7 @@ func (s *chatSession) historyText(ctx context.Context) (string, error) {
 		if names := at[e.Version]; len(names) > 0 {
 			fmt.Fprintf(&b, "  [%s]", strings.Join(names, ", "))
 		}
-		what, err := s.versionContent(ctx, th, e, entries[i+1:])
+		what, err := s.versionContent(ctx, th, e, entries[i+1:], named)
 		if err != nil {
 			return "", err
 		}
@@ -287,8 +293,9 @@ func (s *chatSession) historyText(ctx context.Context) (string, error) {
 // versionContent says what version e of th holds: the messages its commit
 // added, or for a move of the head (a rollback, a restore, a reset, a
 // fork's start) where it went; older are the entries before e, newest
-// first, to find the version a restore went back to.
-func (s *chatSession) versionContent(ctx context.Context, th *thread.Thread, e thread.HistoryEntry, older []thread.HistoryEntry) (string, error) {
+// first, to find the version a rollback went back to, and named the
+// checkpoints' names by their commits.
+func (s *chatSession) versionContent(ctx context.Context, th *thread.Thread, e thread.HistoryEntry, older []thread.HistoryEntry, named map[string][]string) (string, error) {
 	switch e.Op {
 	case thread.OpReset:
 		return "emptied", nil
@@ -299,12 +306,17 @@ func (s *chatSession) versionContent(ctx context.Context, th *thread.Thread, e t
 			return "forked from " + f.Thread, nil
 		}
 	case thread.OpRollback, thread.OpRestore:
+		to := "back to an older version"
 		for _, o := range older {
 			if o.Commit == e.Commit {
-				return fmt.Sprintf("back to version %d", o.Version), nil
+				to = fmt.Sprintf("back to version %d", o.Version)
+				break
 			}
 		}
-		return "back to an older version", nil
+		if names := named[e.Commit]; len(names) > 0 && e.Op == thread.OpRollback {
+			to += " (checkpoint " + strings.Join(names, ", ") + ")"
+		}
+		return to, nil
 	}
 	if e.Commit == "" {
 		return "", nil

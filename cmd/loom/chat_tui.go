@@ -15,15 +15,7 @@ import (
 // runTUI is loom chat on a terminal, on Bubble Tea: the conversation above
 // (streaming as it comes), a prompt below, and a status line.
 func runTUI(ctx context.Context, s *chatSession, in io.Reader, out io.Writer) error {
-	ti := textinput.New()
-	ti.Placeholder = "a message, or /help"
-	ti.Prompt = "› "
-	ti.Focus()
-	ti.CharLimit = 0
-	m := &chatModel{ctx: ctx, s: s, input: ti, view: viewport.New(80, 20)}
-	m.t = &transcript{w: &m.done, live: true}
-	m.t.follow(s)
-	m.takeUp()
+	m := newChatModel(ctx, s)
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
 	// The conversation's changes reach the program from a goroutine of
 	// their own: Notify never blocks the conversation's loop.
@@ -44,6 +36,20 @@ func runTUI(ctx context.Context, s *chatSession, in io.Reader, out io.Writer) er
 		return nil
 	}
 	return err
+}
+
+// newChatModel returns the program's model, showing s's conversation.
+func newChatModel(ctx context.Context, s *chatSession) *chatModel {
+	ti := textinput.New()
+	ti.Placeholder = "a message, or /help"
+	ti.Prompt = "› "
+	ti.Focus()
+	ti.CharLimit = 0
+	m := &chatModel{ctx: ctx, s: s, input: ti, view: viewport.New(80, 20)}
+	m.t = &transcript{w: &m.done, live: true}
+	m.t.follow(s)
+	m.takeUp()
+	return m
 }
 
 // changed says the conversation changed.
