@@ -256,7 +256,7 @@ func (s *chatSession) historyText(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	at := map[int64][]string{}   // checkpoint names by the version they were made at
+	at := map[int64][]string{}     // checkpoint names by the version they were made at
 	named := map[string][]string{} // checkpoint names by their commit
 	for cp, err := range th.Checkpoints(ctx) {
 		if err != nil {
