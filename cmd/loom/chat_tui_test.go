@@ -111,10 +111,9 @@ func TestChatTUIAbortKeepsThePartialAnswer(t *testing.T) {
 	u := newTUI(t)
 	long := "tell me everything" + strings.Repeat(", and then some more", 40)
 	u.enter(long)
-	view := u.until("streamed", func(v string) bool { return strings.Contains(v, "loom: You said: tell") })
-	shown := u.m.t.partial
+	shown := streaming(u.until("streamed", func(v string) bool { return strings.Contains(v, "loom: You said: tell") }))
 	u.m.Update(tea.KeyMsg{Type: tea.KeyCtrlC})
-	view = u.settle()
+	view := u.settle()
 	if !strings.Contains(view, "loom: "+shown+" [aborted]") || strings.Contains(view, "▍") {
 		t.Fatalf("after Ctrl-C, want %q marked [aborted]:\n%s", "loom: "+shown, view)
 	}
@@ -123,13 +122,19 @@ func TestChatTUIAbortKeepsThePartialAnswer(t *testing.T) {
 	}
 	// A message sent while an answer streams aborts it: kept the same.
 	u.enter(long)
-	u.until("streamed", func(v string) bool { return strings.Count(v, "loom: You said: tell") == 2 })
-	shown = u.m.t.partial
+	shown = streaming(u.until("streamed", func(v string) bool { return strings.Count(v, "loom: You said: tell") == 2 }))
 	u.enter("stop")
 	view = u.settle()
 	if !strings.Contains(view, "loom: "+shown+" [aborted]\nyou: stop\nloom: You said: stop") {
 		t.Fatalf("an answer a message cut short:\n%s", view)
 	}
+}
+
+// streaming is the streaming text that view shows.
+func streaming(view string) string {
+	_, p, _ := strings.Cut(view[strings.LastIndex(view, "loom: "):], "loom: ")
+	p, _, _ = strings.Cut(p, "▍")
+	return p
 }
 
 // /history shows each version's op, checkpoints and content.
