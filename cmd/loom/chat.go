@@ -38,7 +38,7 @@ type ChatCommand struct {
 func (c *ChatCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.Thread, "thread", "", "resume the conversation on thread `ID` (made when it does not exist); a new one when empty")
-	fs.StringVar(&c.Provider, "provider", "scripted", "the model's provider: scripted (no key: it says back what it is told), openai, responses, anthropic, foundry, foundry-classic; keys from the environment")
+	fs.StringVar(&c.Provider, "provider", "scripted", "the model's provider: scripted (no key: it says back what it is told, a few runes at a time, and compacts when asked), openai, responses, anthropic, foundry, foundry-classic; keys from the environment")
 	fs.StringVar(&c.Model, "model", "", "the `MODEL` (the provider's default when empty)")
 	fs.StringVar(&c.Title, "title", "chat", "the `TITLE` of a new conversation's thread")
 	fs.BoolVar(&c.StopInterrupted, "stop-interrupted", false, "open a conversation whose last turn a crash or a kill cut short stopped/interrupted (/continue asks again), rather than ask the model again")
@@ -145,7 +145,7 @@ func (s *chatSession) busy() bool {
 const chatHelp = `/compact [prompt]     replace the conversation with a summary, then go on with prompt
 /fork [prompt]        go on in a fork of this conversation (this one stays as it is)
 /continue             ask the model to go on (after an abort, or a turn a crash cut short)
-/history              the versions of this conversation's thread
+/history              the thread's versions: op, checkpoints, what each holds
 /checkpoint NAME      name this point, to roll back to it
 /rollback NAME|V      go back to a checkpoint or a version (a new version: nothing is lost)
 /threads              the conversations of this store

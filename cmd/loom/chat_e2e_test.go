@@ -293,8 +293,17 @@ func TestChatLineByLineAbortKeepsThePartialAnswer(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	p.cmd.Process.Signal(os.Interrupt)
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("loom chat after an interrupt: %v\n%s", err, p.out.String())
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("loom chat after an interrupt: %v\n%s", err, p.out.String())
+		}
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+		t.Fatalf("loom chat did not end after an interrupt:\n%s", p.out.String())
 	}
 	out := p.out.String()
 	if !regexp.MustCompile(`\nloom: You said: tell[^\n]* \[aborted\]\n$`).MatchString(out) || strings.Contains(out, "You said: "+long) {
@@ -340,5 +349,24 @@ func TestChatOnDevNull(t *testing.T) {
 	b, err := cmd.CombinedOutput()
 	if err != nil || string(b) != "conversation null\n" {
 		t.Fatalf("loom chat </dev/null: %v\n%s", err, b)
+	}
+}
+
+// loom chat --help says what the chat does, and its example pipes two
+// lines (the \n written as such, not broken across lines).
+func TestChatHelp(t *testing.T) {
+	r := loom(t, "chat", "--help").ok(t)
+	for _, want := range []string{"marked [aborted]", `"compacting…", then the summary`, "/history (each version's op,\ncheckpoints and content)",
+		"When stdin or stdout is not a terminal", "/dev/null", "the end of stdin ends it", `printf 'hello\n/history\n' | loom chat --thread demo`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("loom chat --help lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// /help, in the chat, names the same commands.
+	r = loomWith(t, loomOpts{stdin: "/help\n"}, "chat", "--store", "memory://").ok(t)
+	for _, cmd := range []string{"/compact", "/fork", "/continue", "/history", "/checkpoint", "/rollback", "/threads", "/switch", "/quit", "@async"} {
+		if !strings.Contains(r.stdout, cmd) {
+			t.Fatalf("/help lacks %s:\n%s", cmd, r.stdout)
+		}
 	}
 }
