@@ -457,8 +457,11 @@ func (t *transcript) sync(s *chatSession) {
 	// all there is of its turn.
 	st := a.Status()
 	msgs := a.Messages()
-	k := 0
-	for k < len(t.shown) && k < len(msgs) && t.shown[k] == keyOf(msgs[k]) {
+	k, n := 0, len(t.shown)
+	if n > 0 && len(msgs) >= n && t.shown[n-1] == keyOf(msgs[n-1]) && t.shown[0] == keyOf(msgs[0]) {
+		k = n // the usual case, in one look: only added to
+	}
+	for k < n && k < len(msgs) && t.shown[k] == keyOf(msgs[k]) {
 		k++
 	}
 	if k == len(t.shown)-1 && k < len(msgs) {
@@ -480,6 +483,11 @@ func (t *transcript) sync(s *chatSession) {
 		t.stream(p)
 	case t.open && st.Kind != conversation.Streaming:
 		t.closeLine(st) // its block was dropped: aborted, or an error
+	}
+	if t.compacting && st.Kind != conversation.Streaming && (st.Kind != conversation.Stopped || st.Reason != conversation.ToolUse) {
+		// The turn ended without the summary: the model did not compact
+		// (the next compaction is said again).
+		t.compacting, t.request = false, false
 	}
 }
 
@@ -632,7 +640,9 @@ func (s *chatSession) lines(ctx context.Context, in io.Reader, out io.Writer) er
 	if err := s.showTurn(ctx, t); err != nil {
 		return ended(ctx, err)
 	}
-	next, readErr := readLines(in)
+	stop := make(chan struct{})
+	defer close(stop)
+	next, readErr := readLines(in, stop)
 	for {
 		var line string
 		select {
@@ -701,17 +711,22 @@ func ended(ctx context.Context, err error) error {
 }
 
 // readLines reads in a line at a time on a goroutine of its own, so that
-// an interrupt ends the session while it waits for one.
-func readLines(in io.Reader) (<-chan string, <-chan error) {
+// an interrupt ends the session while it waits for one; closing stop
+// ends it at its next line.
+func readLines(in io.Reader, stop <-chan struct{}) (<-chan string, <-chan error) {
 	lines, errc := make(chan string), make(chan error, 1)
 	go func() {
+		defer close(lines)
 		sc := bufio.NewScanner(in)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-stop:
+				return
+			}
 		}
 		errc <- sc.Err()
-		close(lines)
 	}()
 	return lines, errc
 }
@@ -737,11 +752,10 @@ func (s *chatSession) takeUp() (string, error) {
 func (s *chatSession) showTurn(ctx context.Context, t *transcript) error {
 	done := make(chan error, 1)
 	go func() { done <- s.conv.Wait(ctx) }()
-	for {
+	for over := false; !over; {
 		t.sync(s)
 		select {
 		case <-s.relay:
-			continue
 		case err := <-done:
 			if err != nil {
 				if ctx.Err() != nil {
@@ -749,8 +763,8 @@ func (s *chatSession) showTurn(ctx context.Context, t *transcript) error {
 				}
 				return err
 			}
+			over = true
 		}
-		break
 	}
 	t.sync(s)
 	t.closeLine(s.conv.Agent().Status())
