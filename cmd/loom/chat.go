@@ -283,7 +283,7 @@ func (s *chatSession) historyText(ctx context.Context) (string, error) {
 			return "", err
 		}
 		if what != "" {
-			b.WriteString("  " + clip(oneLine(what), 72))
+			b.WriteString("  " + clip(oneLine(what), 60))
 		}
 		b.WriteString("\n")
 	}

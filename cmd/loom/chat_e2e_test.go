@@ -269,7 +269,7 @@ func TestChatHistoryShowsEachVersion(t *testing.T) {
 	// A long message is cut to the line; a turn's status commit says it.
 	long := strings.Repeat("word ", 60)
 	r = loomWith(t, loomOpts{stdin: long + "\n/compact\n/history\n"}, "chat", "--store", st, "--thread", "h").ok(t)
-	for _, want := range []string{`(?m)^version 7 +append +\d\d:\d\d:\d\d  you: [word ]{60,80}…$`, `(?m)^version 11 +compact .*  ── Summary of the conversation so far`, `(?m)^version 12 +state .*  status stopped/tool_use$`} {
+	for _, want := range []string{`(?m)^version 7 +append +\d\d:\d\d:\d\d  you: [word ]{50,60}…$`, `(?m)^version 11 +compact .*  ── Summary of the conversation so far`, `(?m)^version 12 +state .*  status stopped/tool_use$`} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Fatalf("history lacks %s:\n%s", want, r.stdout)
 		}
