@@ -97,6 +97,8 @@ type chatSession struct {
 	relay chan struct{} // a change to show
 	// stopInterrupted leaves a turn a crash cut short stopped/interrupted.
 	stopInterrupted bool
+	// prompted: the conversation is a fork whose prompt is to be sent.
+	prompted bool
 }
 
 // newChatSession returns a session on db whose conversations opts
@@ -174,11 +176,7 @@ func (s *chatSession) command(ctx context.Context, line string) (string, bool, e
 		}
 		s.conv.Close()
 		s.conv = f
-		if arg != "" {
-			if err := f.Continue(); err != nil {
-				return "", false, err
-			}
-		}
+		s.prompted = arg != "" // sent by takeUp, once the fork is on screen
 		return "forked into " + f.ID(), false, nil
 	case "history":
 		text, err := s.historyText(ctx)
@@ -731,11 +729,17 @@ func readLines(in io.Reader, stop <-chan struct{}) (<-chan string, <-chan error)
 	return lines, errc
 }
 
-// takeUp goes on with a turn that a crash or a kill cut short: the model
-// is asked again (Continue), or, with --stop-interrupted, the turn is left
-// stopped/interrupted; tools that were running run again as the
-// conversation opens. It returns what to tell the user.
+// takeUp starts what a conversation just put on screen is to do: a fork
+// sends its prompt; a turn that a crash or a kill cut short is asked of
+// the model again (Continue), or, with --stop-interrupted, left
+// stopped/interrupted (tools that were running run again as the
+// conversation opens). It returns what to tell the user. The front end
+// follows the conversation first, so that nothing of it goes unseen.
 func (s *chatSession) takeUp() (string, error) {
+	if s.prompted {
+		s.prompted = false
+		return "", s.conv.Continue()
+	}
 	switch st := s.conv.Agent().Status(); {
 	case s.busy():
 		return "going on with the turn a crash cut short…", nil
