@@ -21,7 +21,7 @@ import (
 )
 
 // ChatCommand is `loom chat`: a live conversation (package conversation)
-// in the terminal, or line by line when stdin is not a terminal.
+// in the terminal, or line by line when stdin or stdout is not one.
 type ChatCommand struct {
 	base
 	Thread   string
