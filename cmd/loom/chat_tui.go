@@ -160,7 +160,8 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, cmd
 }
 
-// takeUp goes on with a turn a crash cut short, and says so.
+// takeUp starts what the conversation just shown is to do (a fork's
+// prompt, a turn a crash cut short), and says so.
 func (m *chatModel) takeUp() {
 	if text, err := m.s.takeUp(); err != nil {
 		m.note = "error: " + err.Error()
