@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -118,8 +119,13 @@ func TestChatInATerminal(t *testing.T) {
 	// even on a slow machine.
 	long := "tell me everything there is to know about the long history of Lisbon, street by street" + strings.Repeat(", and then some more", 30)
 	term.typeText(long + "\r")
-	at = term.waitFor("▍", at) // streaming
+	at = term.waitFor("loom: You said: tell", at) // streaming
 	term.typeText("\x03")
+	// The answer as far as it came stays, marked.
+	marked := term.waitFor(" [aborted]", at)
+	if strings.Contains(term.screen()[at:marked], "loom: … [aborted]") {
+		t.Fatalf("the aborted answer is not kept:\n%s", term.screen()[at:])
+	}
 	at = term.waitFor("stopped/aborted", at)
 
 	term.typeText("/fork what if\r")
@@ -128,6 +134,7 @@ func TestChatInATerminal(t *testing.T) {
 	at = term.waitFor("loom: You said: what if", at)
 
 	term.typeText("/compact\r")
+	at = term.waitFor("compacting…", at)
 	at = term.waitFor("Summary of the conversation so far", at)
 
 	term.typeText("\x03")
@@ -166,7 +173,8 @@ func TestChatInATerminal(t *testing.T) {
 	term = startChat(t, "--store", store, "--thread", "t1")
 	at = term.waitFor("you: hello", 0)
 	at = term.waitFor("loom: You said: hello", at)
-	term.waitFor("you: "+long[:40], at)
+	at = term.waitFor("you: "+long[:40], at)
+	term.waitFor("loom: … [aborted]", at) // the partial answer was not kept
 	term.typeText("\x03")
 	term.typeText("\x03")
 	term.exit()
@@ -202,6 +210,163 @@ func TestChatFoundryNeedsAProject(t *testing.T) {
 		r := loom(t, "chat", "--store", "memory://", "--provider", p)
 		if r.code != 2 || !strings.Contains(r.stderr, "AZURE_AI_PROJECT_ENDPOINT") {
 			t.Fatalf("%s without a project: %+v", p, r)
+		}
+	}
+}
+
+// Piped, "compacting…" comes where a compaction starts, before the summary
+// that ends it: /compact, @compact, and the model's own call of compact.
+func TestChatLineByLineCompactingComesFirst(t *testing.T) {
+	r := loomWith(t, loomOpts{stdin: "hello\nCall the compact tool, please\nagain\n@compact go on\n/compact\n"}, "chat", "--store", sqliteStore(t)).ok(t)
+	lines := strings.Split(r.stdout, "\n")
+	summaries := 0
+	for i, l := range lines {
+		if strings.HasPrefix(l, "── Summary") {
+			summaries++
+			if i == 0 || lines[i-1] != "compacting…" {
+				t.Fatalf("summary %d (line %d) not right after compacting…:\n%s", summaries, i, r.stdout)
+			}
+		}
+	}
+	if summaries != 3 || strings.Count(r.stdout, "compacting…") != 3 {
+		t.Fatalf("%d summaries, %d compacting…, want 3 of each:\n%s", summaries, strings.Count(r.stdout, "compacting…"), r.stdout)
+	}
+	// What the user typed is shown; the request that /compact and
+	// @compact send the model is not.
+	for _, want := range []string{"you: Call the compact tool, please\ncompacting…\n── Summary", "compacting…\n── Summary of the conversation so far: The user said: Summary of the conversation so far: The user said: hello / again\nyou: go on\nloom: You said: go on\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "Call the compact tool now") {
+		t.Fatalf("shows the request to compact:\n%s", r.stdout)
+	}
+}
+
+// /history shows each version: its op, the checkpoints made at it, and
+// what it holds.
+func TestChatHistoryShowsEachVersion(t *testing.T) {
+	st := sqliteStore(t)
+	r := loomWith(t, loomOpts{stdin: "hello\n/checkpoint one\n/checkpoint two\nagain\n/rollback one\n/history\n"}, "chat", "--store", st, "--thread", "h").ok(t)
+	_, hist, _ := strings.Cut(r.stdout, "rolled back to one: version 6\n")
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^version 6 +rollback +\d\d:\d\d:\d\d  back to version 3 \(checkpoint one, two\)$`),
+		regexp.MustCompile(`^version 5 +append +\d\d:\d\d:\d\d  loom: You said: again$`),
+		regexp.MustCompile(`^version 4 +append +\d\d:\d\d:\d\d  you: again$`),
+		regexp.MustCompile(`^version 3 +append +\d\d:\d\d:\d\d  \[one, two\]  loom: You said: hello$`),
+		regexp.MustCompile(`^version 2 +append +\d\d:\d\d:\d\d  you: hello$`),
+		regexp.MustCompile(`^version 1 +create +\d\d:\d\d:\d\d  a new conversation$`),
+	}
+	lines := strings.Split(strings.TrimSpace(hist), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("history:\n%s", r.stdout)
+	}
+	for i, re := range want {
+		if !re.MatchString(lines[i]) {
+			t.Fatalf("line %d: %q does not match %s; the whole:\n%s", i, lines[i], re, hist)
+		}
+	}
+	// A long message is cut to the line; a turn's status commit says it.
+	long := strings.Repeat("word ", 60)
+	r = loomWith(t, loomOpts{stdin: long + "\n/compact\n/history\n"}, "chat", "--store", st, "--thread", "h").ok(t)
+	for _, want := range []string{`(?m)^version 7 +append +\d\d:\d\d:\d\d  you: [word ]{50,60}…$`, `(?m)^version 11 +compact .*  ── Summary of the conversation so far`, `(?m)^version 12 +state .*  status stopped/tool_use$`} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Fatalf("history lacks %s:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// Piped, an interrupt (Ctrl-C) aborts the answer streaming: its text so
+// far stays, marked [aborted], and the session ends well. The
+// conversation keeps the question and drops the partial answer (spec
+// conversation, 4): run again, the conversation says it was aborted.
+func TestChatLineByLineAbortKeepsThePartialAnswer(t *testing.T) {
+	store := sqliteStore(t)
+	p := startChatProcess(t, "--store", store, "--thread", "ab")
+	long := "tell me everything" + strings.Repeat(", and then some more", 40)
+	io.WriteString(p.stdin, long+"\n")
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(p.out.String(), "loom: You said: tell") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the answer never streamed:\n%s", p.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("loom chat after an interrupt: %v\n%s", err, p.out.String())
+		}
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+		t.Fatalf("loom chat did not end after an interrupt:\n%s", p.out.String())
+	}
+	out := p.out.String()
+	if !regexp.MustCompile(`\nloom: You said: tell[^\n]* \[aborted\]\n$`).MatchString(out) || strings.Contains(out, "You said: "+long) {
+		t.Fatalf("the partial answer, marked aborted, should end the output:\n%s", out)
+	}
+	if got := storedTexts(t, store, "ab"); !slices.Equal(got, []string{"user: " + long}) {
+		t.Fatalf("stored %q", got)
+	}
+	r := loomWith(t, loomOpts{stdin: "/history\n"}, "chat", "--store", store, "--thread", "ab").ok(t)
+	if !strings.Contains(r.stdout, "status stopped/aborted") {
+		t.Fatalf("history after the abort:\n%s", r.stdout)
+	}
+}
+
+// A character device that is not a terminal (/dev/null) is no terminal:
+// `loom chat </dev/null >/dev/null` runs line by line, and the end of
+// stdin ends it, with 0.
+func TestChatOnDevNull(t *testing.T) {
+	in, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if isTerminal(in) || isTerminal(out) {
+		t.Fatal("/dev/null taken for a terminal")
+	}
+	store := sqliteStore(t)
+	cmd := exec.Command(binary(t), "chat", "--store", store, "--thread", "null")
+	var stderr strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, &stderr
+	if err := cmd.Run(); err != nil || stderr.Len() > 0 {
+		t.Fatalf("loom chat </dev/null >/dev/null: %v\n%s", err, stderr.String())
+	}
+	// stdin from /dev/null, stdout a pipe: the same, and it says which
+	// conversation it opened.
+	cmd = exec.Command(binary(t), "chat", "--store", store, "--thread", "null")
+	cmd.Stdin = in
+	b, err := cmd.CombinedOutput()
+	if err != nil || string(b) != "conversation null\n" {
+		t.Fatalf("loom chat </dev/null: %v\n%s", err, b)
+	}
+}
+
+// loom chat --help says what the chat does, and its example pipes two
+// lines (the \n written as such, not broken across lines).
+func TestChatHelp(t *testing.T) {
+	r := loom(t, "chat", "--help").ok(t)
+	for _, want := range []string{"marked [aborted]", `"compacting…", then the summary`, "/history (each version's op,\ncheckpoints and content)",
+		"When stdin or stdout is not a terminal", "/dev/null", "the end of stdin ends it", `printf 'hello\n/history\n' | loom chat --thread demo`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("loom chat --help lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// /help, in the chat, names the same commands.
+	r = loomWith(t, loomOpts{stdin: "/help\n"}, "chat", "--store", "memory://").ok(t)
+	for _, cmd := range []string{"/compact", "/fork", "/continue", "/history", "/checkpoint", "/rollback", "/threads", "/switch", "/quit", "@async"} {
+		if !strings.Contains(r.stdout, cmd) {
+			t.Fatalf("/help lacks %s:\n%s", cmd, r.stdout)
 		}
 	}
 }

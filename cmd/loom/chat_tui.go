@@ -10,22 +10,12 @@ import (
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
-
-	"github.com/loomthreads/loom/conversation"
 )
 
 // runTUI is loom chat on a terminal, on Bubble Tea: the conversation above
 // (streaming as it comes), a prompt below, and a status line.
 func runTUI(ctx context.Context, s *chatSession, in io.Reader, out io.Writer) error {
-	ti := textinput.New()
-	ti.Placeholder = "a message, or /help"
-	ti.Prompt = "› "
-	ti.Focus()
-	ti.CharLimit = 0
-	m := &chatModel{ctx: ctx, s: s, input: ti, view: viewport.New(80, 20)}
-	if st := s.conv.Agent().Status(); st.Kind == conversation.Stopped && st.Reason == conversation.Interrupted {
-		m.note = "the last turn was cut short: /continue asks again"
-	}
+	m := newChatModel(ctx, s)
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
 	// The conversation's changes reach the program from a goroutine of
 	// their own: Notify never blocks the conversation's loop.
@@ -48,6 +38,20 @@ func runTUI(ctx context.Context, s *chatSession, in io.Reader, out io.Writer) er
 	return err
 }
 
+// newChatModel returns the program's model, showing s's conversation.
+func newChatModel(ctx context.Context, s *chatSession) *chatModel {
+	ti := textinput.New()
+	ti.Placeholder = "a message, or /help"
+	ti.Prompt = "› "
+	ti.Focus()
+	ti.CharLimit = 0
+	m := &chatModel{ctx: ctx, s: s, input: ti, view: viewport.New(80, 20)}
+	m.t = &transcript{w: &m.done, live: true}
+	m.t.follow(s)
+	m.takeUp()
+	return m
+}
+
 // changed says the conversation changed.
 type changed struct{}
 
@@ -56,8 +60,10 @@ type chatModel struct {
 	s      *chatSession
 	input  textinput.Model
 	view   viewport.Model
-	note   string // the last command's answer, or a hint
-	armed  bool   // a Ctrl-C on an idle prompt was pressed: the next quits
+	t      *transcript
+	done   strings.Builder // what t has shown, but for the streaming text
+	note   string          // a hint, or the last command's error
+	armed  bool            // a Ctrl-C on an idle prompt was pressed: the next quits
 	width  int
 	height int
 }
@@ -75,6 +81,7 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	redraw := true
 	switch msg := msg.(type) {
 	case changed:
+		m.t.sync(m.s)
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 		m.view.Width, m.view.Height = msg.Width, max(msg.Height-4, 3)
@@ -82,8 +89,7 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		switch msg.Type {
 		case tea.KeyCtrlC:
-			if m.s.busy() {
-				m.s.conv.Abort()
+			if m.s.abort(m.t) {
 				m.note, m.armed = "aborted", false
 				break
 			}
@@ -98,21 +104,48 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			if line == "" {
 				break
 			}
+			m.note = ""
 			if strings.HasPrefix(line, "/") {
+				compact := isCompact(line, "/compact")
+				if compact {
+					m.t.compactRequested()
+				}
 				text, quit, err := m.s.command(m.ctx, line)
 				if quit {
 					return m, tea.Quit
 				}
-				m.note = text
 				if err != nil {
+					if compact {
+						m.t.compactFailed()
+					}
 					m.note = "error: " + err.Error()
 				}
+				if m.t.conv != m.s.conv {
+					// Another conversation (/fork, /switch, /rollback):
+					// shown whole, instead.
+					m.done.Reset()
+					m.t.follow(m.s)
+					m.t.say(text)
+					m.takeUp()
+					break
+				}
+				m.t.say(text)
 				break
 			}
-			m.note = ""
+			if !strings.HasPrefix(line, "@async ") {
+				m.s.abort(m.t) // as Send would, with the text kept
+			}
+			compact := isCompact(line, "@compact")
+			if compact {
+				m.t.compactRequested()
+			}
 			if err := m.s.conv.Send(line); err != nil {
+				if compact {
+					m.t.compactFailed()
+				}
 				m.note = "error: " + err.Error()
 			}
+			m.t.sync(m.s)
 		default:
 			m.armed, redraw = false, false
 		}
@@ -127,12 +160,21 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, cmd
 }
 
+// takeUp starts what the conversation just shown is to do (a fork's
+// prompt, a turn a crash cut short), and says so.
+func (m *chatModel) takeUp() {
+	if text, err := m.s.takeUp(); err != nil {
+		m.note = "error: " + err.Error()
+	} else if text != "" {
+		m.note = text
+	}
+}
+
 // refresh renders the conversation into the viewport, following its end.
 func (m *chatModel) refresh() {
-	a := m.s.conv.Agent()
-	text := render(a.Messages())
-	if p := a.Partial(); p != "" {
-		text += "loom: " + p + "▍\n"
+	text := m.done.String()
+	if m.t.open {
+		text += "loom: " + m.t.partial + "▍\n"
 	}
 	if m.view.Width > 0 {
 		text = lipgloss.NewStyle().Width(m.view.Width).Render(text)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
 	"github.com/loomthreads/loom/thread"
@@ -193,18 +194,23 @@ var commands = []spec{
 	{Name: "chat", Synopsis: "[--thread ID] [--provider P] [--model M] [--title T]",
 		Summary: "talk to a model in a live conversation kept in the store: stream, abort, fork, compact",
 		Help: "A live conversation (package conversation) on a thread of the store: the answer streams;\n" +
-			"Ctrl-C aborts the turn, and twice on an idle prompt quits; /compact, /fork, /continue,\n" +
-			"/history, /checkpoint, /rollback, /threads, /switch and /help work on it. --thread resumes a\n" +
-			"conversation (or starts one with that id) where it was left, after a crash too: a turn\n" +
-			"that a crash or a kill cut short is asked of the model again (with --stop-interrupted it\n" +
-			"waits, stopped/interrupted, for /continue). The scripted provider (the default) needs no\n" +
-			"key; openai, responses and anthropic read their keys from the environment as loom serve\n" +
-			"does. When stdin is not a terminal it reads a message or command a line, for scripts.",
+			"Ctrl-C aborts the turn (what the answer had said stays on screen, marked [aborted]; the\n" +
+			"conversation keeps only its completed blocks), and twice on an idle prompt quits; /compact\n" +
+			"(\"compacting…\", then the summary), /fork, /continue, /history (each version's op,\n" +
+			"checkpoints and content), /checkpoint, /rollback, /threads, /switch and /help work on it.\n" +
+			"--thread resumes a conversation (or starts one with that id) where it was left, after a\n" +
+			"crash too: a turn that a crash or a kill cut short is asked of the model again (with\n" +
+			"--stop-interrupted it waits, stopped/interrupted, for /continue). The scripted provider\n" +
+			"(the default) needs no key; openai, responses and anthropic read their keys from the\n" +
+			"environment as loom serve does. When stdin or stdout is not a terminal (a pipe, a file,\n" +
+			"/dev/null) it reads a message or command a line and writes the conversation as it\n" +
+			"streams, for scripts: the end of stdin ends it, and Ctrl-C aborts the turn and ends it.",
 		Examples: []string{
 			"loom chat",
 			"loom chat --thread th_01jq…",
 			"OPENAI_API_KEY=… loom chat --provider openai --model gpt-4o-mini",
-			"printf 'hello\n/history\n' | loom chat --thread demo",
+			`printf 'hello\n/history\n' | loom chat --thread demo`,
+			"loom chat --thread demo <questions.txt >transcript.txt",
 		},
 		New: func(b base) Command { return &ChatCommand{base: b} }},
 	{Name: "workflows list", Synopsis: "[--limit N]",
@@ -432,14 +438,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return e.Main(ctx, args)
 }
 
-// isTerminal reports whether s is a file on a character device.
+// isTerminal reports whether s is a terminal: a file the terminal ioctl
+// answers on, not merely a character device (/dev/null is one).
 func isTerminal(s any) bool {
 	f, ok := s.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(f.Fd())
 }
 
 // Main runs the command args names and turns its error into an exit code:
