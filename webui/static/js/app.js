@@ -1,7 +1,7 @@
 // The app: hash routing, the API key prompt, the pages.
 
 import { setKeyPrompt, getKey, setKey } from './api.js';
-import { showError, setLive } from './dom.js';
+import { h, showError, setLive } from './dom.js';
 import { threadsPage } from './threads.js';
 import { threadPage } from './thread.js';
 import { workflowsPage, workflowPage } from './workflows.js';
@@ -45,11 +45,17 @@ function route() {
   const params = new URLSearchParams(query || '');
   switch (parts[0]) {
     case undefined: case 'threads':
+      if (parts[1] && parts[2] === 'diff' && parts.length === 3) return { name: 'diff', id: parts[1], params };
+      if (parts.length > 2) return { name: 'notfound', params };
       return parts[1] ? { name: 'thread', id: parts[1], params } : { name: 'threads', params };
     case 'workflows':
+      if (parts.length > 2) return { name: 'notfound', params };
       return parts[1] ? { name: 'workflow', id: parts[1], params } : { name: 'workflows', params };
+    case 'conversations':
+      if (parts.length > 2) return { name: 'notfound', params };
+      return parts[1] ? { name: 'conversation', id: parts[1], params } : { name: 'conversations', params };
     case 'items':
-      return { name: 'items', params };
+      return parts.length > 1 ? { name: 'notfound', params } : { name: 'items', params };
     default:
       return { name: 'notfound', params };
   }
@@ -64,7 +70,10 @@ const pages = {
   conversations: conversationsPage,
   conversation: conversationPage,
   diff: diffPage,
-  notfound: (el) => { el.replaceChildren(); el.append(Object.assign(document.createElement('h1'), { textContent: 'Not found' })); },
+  notfound: (el) => {
+    el.replaceChildren(h('h1', {}, 'Not found'),
+      h('p', {}, 'No page is at this address. ', h('a', { href: '#/' }, 'Go to the threads'), '.'));
+  },
 };
 
 let current = null; // {route, page}
