@@ -20,12 +20,14 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/httpapi"
+	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -249,28 +251,46 @@ func mainHas(text string) string {
 	return fmt.Sprintf(`!!document.querySelector('main')?.innerText.includes(%s)`, jsString(text))
 }
 
-// auditPage is one page of the audit: its address and what shows it has
-// loaded.
+// auditPage is one page of the audit: its address, what shows it has
+// loaded, and what to do then (open a dialog); keyed pages are served by a
+// server that wants an API key.
 type auditPage struct {
 	name, hash, ready string
+	then              string
+	keyed             bool
 }
+
+// withDOM is an expression: js run with m, the page's own dom.js module.
+func withDOM(js string) string {
+	return `import(document.querySelector('link[rel=modulepreload][href$="/dom.js"]').href).then((m) => {` + js + `})`
+}
+
+// openConfirm opens the page's confirmation dialog as a rollback does;
+// showAlert shows an error as a refused request does.
+var (
+	openConfirm = withDOM(`m.confirmDialog('Roll back to "looked-up"?', 'The thread goes back to version 2; later versions stay in its history.', 'Roll back')`)
+	showAlert   = withDOM(`m.showError(new Error('runs need a model: start loom serve with --provider scripted'))`)
+)
 
 // auditPages are every page of the app on the seeded store.
 func auditPages(s seeded) []auditPage {
 	return []auditPage{
-		{"ThreadsList", "#/", mainHas("Order 4172 is late")},
-		{"Thread", "#/threads/support-4172", mainHas("same address")},
-		{"ThreadLongTexts", "#/threads/long-texts", mainHas("Leipzig")},
-		{"ThreadPastVersion", fmt.Sprintf("#/threads/drafts?v=%d", s.past), mainHas("A draft nobody wanted")},
-		{"Diff", "#/threads/support-4172/diff?to=support-4172-express", `!!document.querySelector('main h1')`},
-		{"Workflows", "#/workflows", mainHas("Plan a trip to Lisbon")},
-		{"WorkflowWaiting", "#/workflows/refund-4172", mainHas("Approve a refund")},
-		{"WorkflowDone", "#/workflows/trip", mainHas("Plan a trip to Lisbon")},
-		{"WorkflowFailed", "#/workflows/import", mainHas("Import last month")},
-		{"Conversations", "#/conversations", `!!document.querySelector('main h1')`},
-		{"Conversation", "#/conversations/launch", `!!document.querySelector('main h1')`},
-		{"WorkItems", "#/items?project=web", mainHas("fix the flaky deploy")},
-		{"NotFound", "#/no/such/page", mainHas("Not found")},
+		{"ThreadsList", "#/", mainHas("Order 4172 is late"), "", false},
+		{"Thread", "#/threads/support-4172", mainHas("same address"), "", false},
+		{"ThreadLongTexts", "#/threads/long-texts", mainHas("Leipzig"), "", false},
+		{"ThreadPastVersion", fmt.Sprintf("#/threads/drafts?v=%d", s.past), mainHas("A draft nobody wanted"), "", false},
+		{"Diff", "#/threads/support-4172/diff?to=support-4172-express", `!!document.querySelector('main h1')`, "", false},
+		{"Workflows", "#/workflows", mainHas("Plan a trip to Lisbon"), "", false},
+		{"WorkflowWaiting", "#/workflows/refund-4172", mainHas("Approve a refund"), "", false},
+		{"WorkflowDone", "#/workflows/trip", mainHas("Plan a trip to Lisbon"), "", false},
+		{"WorkflowFailed", "#/workflows/import", mainHas("Import last month"), "", false},
+		{"Conversations", "#/conversations", `!!document.querySelector('main h1')`, "", false},
+		{"Conversation", "#/conversations/launch", `!!document.querySelector('main h1')`, "", false},
+		{"WorkItems", "#/items?project=web", mainHas("fix the flaky deploy"), "", false},
+		{"NotFound", "#/no/such/page", mainHas("Not found"), "", false},
+		{"ConfirmDialog", "#/threads/support-4172", mainHas("same address"), openConfirm, false},
+		{"ErrorAlert", "#/no/such/page", mainHas("Not found"), showAlert, false},
+		{"KeyDialog", "#/", `!!document.querySelector('#key-dialog[open]')`, "", true},
 	}
 }
 
@@ -327,9 +347,10 @@ const overflowers = `(() => {
   return out;
 })()`
 
-// TestAxe audits every page at 1400×900 and at 390×844: no axe-core
-// violation of impact serious or critical, no "null", "undefined" or "NaN"
-// in the text, and on the phone no page wider than the screen.
+// TestAxe audits every page at 1400×900 and at 390×844 (and at 1400×900
+// in the dark colour scheme): no axe-core violation of impact serious or
+// critical, no "null", "undefined" or "NaN" in the text, and on the phone
+// no page wider than the screen.
 // LOOM_AXE_SHOTS=DIR saves a screenshot of each page audited in DIR.
 func TestAxe(t *testing.T) {
 	t.Parallel()
@@ -337,11 +358,16 @@ func TestAxe(t *testing.T) {
 	browser := newBrowser(t)
 	e := newDemoEnv(t)
 	pages := auditPages(seed(t, e))
+	keys := new(auth.Keys)
+	if err := keys.Add("key-for-the-audit-0123456789", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	keyed := newEnv(t, keys)
 	for _, vp := range []struct {
-		name  string
-		w, h  int64
-		phone bool
-	}{{"1400x900", 1400, 900, false}, {"390x844", 390, 844, true}} {
+		name        string
+		w, h        int64
+		phone, dark bool
+	}{{"1400x900", 1400, 900, false, false}, {"390x844", 390, 844, true, false}, {"1400x900-dark", 1400, 900, false, true}} {
 		t.Run(vp.name, func(t *testing.T) {
 			ctx := tab(t, browser, 3*time.Minute)
 			opts := []chromedp.EmulateViewportOption{}
@@ -352,14 +378,29 @@ func TestAxe(t *testing.T) {
 				t.Fatal(err)
 			}
 			run(t, ctx, "viewport", chromedp.EmulateViewport(vp.w, vp.h, opts...))
+			if vp.dark {
+				run(t, ctx, "dark", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+					_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+						Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+					return err
+				}))
+			}
 			for i, p := range pages {
 				t.Run(p.name, func(t *testing.T) {
 					// A new query loads the page afresh (a new hash would not).
+					base := e.url
+					if p.keyed {
+						base = keyed.url
+					}
 					run(t, ctx, "open "+p.hash,
-						chromedp.Navigate(fmt.Sprintf("%s/?load=%d%s", e.url, i, p.hash)),
+						chromedp.Navigate(fmt.Sprintf("%s/?load=%d%s", base, i, p.hash)),
 						waitJS(p.ready),
 						settle,
 					)
+					if p.then != "" {
+						run(t, ctx, p.name, chromedp.Evaluate[chromedp.Void](p.then, chromedp.EvalAwaitPromise),
+							waitJS(`!!document.querySelector('dialog[open], #alert:not([hidden])')`), settle)
+					}
 					audit(t, ctx, script, vp.w, vp.phone)
 					if dir := os.Getenv("LOOM_AXE_SHOTS"); dir != "" {
 						shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
