@@ -132,19 +132,18 @@ func seed(t testing.TB, e *env) seeded {
 func seedWorkflows(t testing.TB, e *env) {
 	t.Helper()
 	ctx := context.Background()
-	mk := func(opts workflow.CreateOptions, g *workflow.Graph) *workflow.Execution {
+	mk := func(want workflow.Status, opts workflow.CreateOptions, g *workflow.Graph) {
 		t.Helper()
 		w, err := workflow.Create(ctx, e.db, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ex, err := w.Run(ctx, g, nil)
-		if err != nil && !errors.Is(err, workflow.ErrWaiting) {
-			t.Logf("workflow %s: %v", opts.ID, err)
+		if ex == nil || ex.Status != want {
+			t.Fatalf("workflow %s: %+v, %v; want it %s", opts.ID, ex, err, want)
 		}
-		return ex
 	}
-	mk(workflow.CreateOptions{ID: "refund-4172", Title: "Approve a refund for order 4172", Input: map[string]any{"order": 4172, "amount": "40 EUR"}},
+	mk(workflow.StatusWaiting, workflow.CreateOptions{ID: "refund-4172", Title: "Approve a refund for order 4172", Input: map[string]any{"order": 4172, "amount": "40 EUR"}},
 		workflow.NewGraph().
 			Add("check", func(ctx context.Context, s *workflow.Step) (any, error) {
 				th, err := s.SubThread(ctx, "checks")
@@ -171,14 +170,14 @@ func seedWorkflows(t testing.TB, e *env) {
 			return topic + " found", err
 		}
 	}
-	mk(workflow.CreateOptions{ID: "trip", Title: "Plan a trip to Lisbon", Input: map[string]string{"to": "Lisbon"}},
+	mk(workflow.StatusDone, workflow.CreateOptions{ID: "trip", Title: "Plan a trip to Lisbon", Input: map[string]string{"to": "Lisbon"}},
 		workflow.NewGraph().
 			Add("hotels", research("hotels"), "write").
 			Add("food", research("food"), "write").
 			Add("write", func(ctx context.Context, s *workflow.Step) (any, error) {
 				return "A three-day plan: Alfama, Belém, Sintra.", nil
 			}))
-	mk(workflow.CreateOptions{ID: "import", Title: "Import last month's orders"},
+	mk(workflow.StatusFailed, workflow.CreateOptions{ID: "import", Title: "Import last month's orders"},
 		workflow.NewGraph().Add("fetch", func(ctx context.Context, s *workflow.Step) (any, error) {
 			return nil, errors.New("the orders file has no header line")
 		}))
