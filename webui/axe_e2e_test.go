@@ -425,7 +425,11 @@ func audit(t *testing.T, ctx context.Context, script string, width int64, phone 
 	}
 	for _, v := range vs {
 		if v.Impact != "serious" && v.Impact != "critical" {
-			t.Logf("axe (%s, not failing): %s — %s (%d nodes)", v.Impact, v.ID, v.Help, len(v.Nodes))
+			var where []string
+			for _, n := range v.Nodes[:min(len(v.Nodes), 3)] {
+				where = append(where, n.Target)
+			}
+			t.Logf("axe (%s, not failing): %s — %s (%d nodes: %s)", v.Impact, v.ID, v.Help, len(v.Nodes), strings.Join(where, "; "))
 			continue
 		}
 		var b strings.Builder
