@@ -287,6 +287,8 @@ func TestAnswersMatchTheDocument(t *testing.T) {
 		{"DELETE /v1/threads/{id}", req{method: "DELETE", path: "/v1/threads/k1", header: map[string]string{"If-Match": `"9"`}}},
 		{"DELETE /v1/threads/{id}", req{method: "DELETE", path: "/v1/threads/k1"}},
 		{"POST /v1/conversations", req{method: "POST", path: "/v1/conversations", body: `{"id":"cv1"}`}},
+		{"GET /v1/conversations", req{method: "GET", path: "/v1/conversations?limit=5"}},
+		{"GET /v1/conversations", req{method: "GET", path: "/v1/conversations?cursor=!"}},
 		{"GET /v1/conversations/{id}", req{method: "GET", path: "/v1/conversations/cv1"}},
 		{"POST /v1/conversations/{id}/commands", req{method: "POST", path: "/v1/conversations/cv1/commands", body: `{"command":"nope"}`}},
 		{"GET /v1/workflows", req{method: "GET", path: "/v1/workflows"}},
@@ -299,6 +301,7 @@ func TestAnswersMatchTheDocument(t *testing.T) {
 		{"POST /v1/sessions", req{method: "POST", path: "/v1/sessions", body: `{}`}},
 		{"GET /v1/sessions", req{method: "GET", path: "/v1/sessions"}},
 		{"GET /v1/openapi.json", req{method: "GET", path: "/v1/openapi.json"}},
+		{"GET /v1/server", req{method: "GET", path: "/v1/server"}},
 		{"GET /healthz", req{method: "GET", path: "/healthz"}},
 		{"GET /metrics", req{method: "GET", path: "/metrics"}},
 	} {

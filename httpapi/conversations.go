@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"sync"
@@ -31,9 +32,17 @@ type lives struct {
 type live struct {
 	conv   *conversation.Conversation
 	mu     sync.Mutex
-	subs   map[chan conversation.Notice]struct{}
+	subs   map[chan notice]struct{}
 	closed bool
 	used   time.Time // the last request for it; guarded by lives.mu
+	// root is the live conversation whose sub-agent (at any depth) conv
+	// is, nil for one this server opened: the root owns conv and closes
+	// it, and conv's notices reach the root's Notify, which hands them on
+	// by kids.
+	root *live
+	// kids are the live entries of the root's sub-agents that a request
+	// asked for, by conversation id; guarded by mu.
+	kids map[string]*live
 }
 
 // idle reports whether l can be closed: nobody listens, nothing runs.
@@ -45,25 +54,68 @@ func (l *live) idle() bool {
 }
 
 // sweep closes the live conversations unused for longer than the server's
-// idle time (their threads stay; a request opens them again). Callers hold
-// lives.mu.
+// idle time (their threads stay; a request opens them again). A sub-agent
+// is only forgotten: its root closes it. Callers hold lives.mu.
 func (s *Server) sweep(now time.Time) {
 	for k, l := range s.lives.m {
-		if now.Sub(l.used) > s.convIdle && l.idle() {
-			delete(s.lives.m, k)
-			go l.conv.Close()
+		if now.Sub(l.used) <= s.convIdle || !l.idle() {
+			continue
 		}
+		delete(s.lives.m, k)
+		if l.root != nil {
+			l.root.mu.Lock()
+			delete(l.root.kids, l.conv.ID())
+			l.root.mu.Unlock()
+			continue
+		}
+		// Its sub-agents go with it.
+		tenant, _ := thread.SplitKey(k)
+		l.mu.Lock()
+		for id := range l.kids {
+			delete(s.lives.m, thread.Key(tenant, id))
+		}
+		l.kids = nil
+		l.mu.Unlock()
+		go l.conv.Close()
 	}
+}
+
+// notice is a conversation's notice with its state when it was told: an
+// event says the mode and status that the change made, not those of the
+// moment it is written (a compaction's control_flow mode lasts as long as
+// a commit).
+type notice struct {
+	conversation.Notice
+	status conversation.Status
+	mode   conversation.Mode
 }
 
 // notify hands a notice to every listener without blocking. A listener
 // too slow to keep up misses the oldest of what it has not read, never the
 // newest; each event carries the whole state, so the newest is what counts.
-func (l *live) notify(n conversation.Notice) {
+func (l *live) notify(cn conversation.Notice) {
 	l.mu.Lock()
+	if l.conv != nil && cn.Conversation != l.conv.ID() {
+		// A sub-agent's: its own entry tells its listeners, if a
+		// request asked for it.
+		kid := l.kids[cn.Conversation]
+		l.mu.Unlock()
+		if kid != nil {
+			kid.notify(cn)
+		}
+		return
+	}
 	defer l.mu.Unlock()
-	if l.conv != nil && n.Conversation != l.conv.ID() {
-		return // a sub-agent's
+	if len(l.subs) == 0 {
+		return
+	}
+	n := notice{Notice: cn}
+	if l.conv != nil {
+		// On the conversation's event loop, which holds none of its locks.
+		n.status, n.mode = l.conv.Agent().Status(), l.conv.Mode()
+	} else {
+		n.status = conversation.Status{Kind: conversation.Stopped, Reason: conversation.EndTurn}
+		n.mode = conversation.Mode{Kind: conversation.ModeNormal}
 	}
 	for ch := range l.subs {
 		select {
@@ -84,8 +136,8 @@ func (l *live) notify(n conversation.Notice) {
 	}
 }
 
-func (l *live) subscribe() (chan conversation.Notice, func()) {
-	ch := make(chan conversation.Notice, 256)
+func (l *live) subscribe() (chan notice, func()) {
+	ch := make(chan notice, 256)
 	l.mu.Lock()
 	if l.closed {
 		close(ch)
@@ -108,7 +160,7 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 		return nil, invalidf("conversation id %q: 1 to %d letters, digits, '_', '-' or '.', not starting with '.' or '-'", clip(id), ids.MaxLen)
 	}
 	if s.chat == nil {
-		return nil, errf(http.StatusNotImplemented, "unsupported", "conversations need a model: start loom serve with --provider")
+		return nil, errNoModel("conversations need a model")
 	}
 	db := s.tenantDB(r)
 	key := thread.Key(db.Tenant(), id)
@@ -125,9 +177,16 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 		return l, nil
 	}
 	s.lives.mu.Unlock()
+	if !create {
+		// A sub-agent that a live conversation runs is that one, not a
+		// second conversation on the same thread.
+		if l := s.subAgent(db.Tenant(), id, now); l != nil {
+			return l, nil
+		}
+	}
 	// Opened outside the lock: it reads the store (and may run again the
 	// tools of a conversation that stopped in tool use).
-	l := &live{subs: map[chan conversation.Notice]struct{}{}}
+	l := &live{subs: map[chan notice]struct{}{}}
 	tenant := db.Tenant()
 	notify := func(n conversation.Notice) {
 		if n.Kind == "error" && n.Err != nil {
@@ -172,6 +231,61 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 	return l, nil
 }
 
+// subAgent returns the live entry of the sub-agent id of one of the
+// tenant's live conversations (at any depth), making it if no request
+// asked for it yet; nil when no live conversation runs it.
+func (s *Server) subAgent(tenant, id string, now time.Time) *live {
+	s.lives.mu.Lock()
+	var roots []*live
+	for k, l := range s.lives.m {
+		if t, _ := thread.SplitKey(k); t == tenant && l.root == nil {
+			roots = append(roots, l)
+		}
+	}
+	s.lives.mu.Unlock()
+	for _, root := range roots {
+		// Children waits on each conversation's event loop: not under
+		// lives.mu.
+		kid := findChild(root.conv, id)
+		if kid == nil {
+			continue
+		}
+		s.lives.mu.Lock()
+		defer s.lives.mu.Unlock()
+		key := thread.Key(tenant, id)
+		if l, ok := s.lives.m[key]; ok {
+			l.used = now
+			return l
+		}
+		if s.lives.closed || s.lives.m[thread.Key(tenant, root.conv.ID())] != root {
+			return nil // the root was closed meanwhile
+		}
+		l := &live{conv: kid, root: root, subs: map[chan notice]struct{}{}, used: now}
+		root.mu.Lock()
+		if root.kids == nil {
+			root.kids = map[string]*live{}
+		}
+		root.kids[id] = l
+		root.mu.Unlock()
+		s.lives.m[key] = l
+		return l
+	}
+	return nil
+}
+
+// findChild returns c's sub-agent id, at any depth, or nil.
+func findChild(c *conversation.Conversation, id string) *conversation.Conversation {
+	for _, k := range c.Children() {
+		if k.ID() == id {
+			return k
+		}
+		if f := findChild(k, id); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
 // Close suspends the server's live conversations (a turn in flight is not
 // aborted: the next server that opens the conversation asks the model
 // again) and ends their event streams; call it when the server shuts down.
@@ -186,13 +300,15 @@ func (s *Server) Close() error {
 	s.lives.m = nil
 	s.lives.mu.Unlock()
 	for _, l := range all {
-		l.conv.Suspend()
+		if l.root == nil {
+			l.conv.Suspend() // and its sub-agents
+		}
 		l.mu.Lock()
 		l.closed = true
 		for ch := range l.subs {
 			close(ch)
 		}
-		l.subs = map[chan conversation.Notice]struct{}{}
+		l.subs = map[chan notice]struct{}{}
 		l.mu.Unlock()
 	}
 	return nil
@@ -333,18 +449,16 @@ func (s *Server) conversationEvents(w http.ResponseWriter, r *http.Request) erro
 	defer unsubscribe()
 	sse := &sseWriter{w: w, rc: http.NewResponseController(w)}
 	defer sse.heartbeat(s.heartbeat)()
-	state := func(n conversation.Notice) conversationEvent {
-		a := l.conv.Agent()
-		ev := conversationEvent{Status: a.Status(), Mode: l.conv.Mode(), Partial: n.Partial, Thread: n.Thread}
-		if n.Kind == "" {
-			ev.Partial = a.Partial()
-		}
+	state := func(n notice) conversationEvent {
+		ev := conversationEvent{Status: n.status, Mode: n.mode, Partial: n.Partial, Thread: n.Thread}
 		if n.Err != nil {
 			ev.Error = eventError(n.Err)
 		}
 		return ev
 	}
-	if err := sse.event("state", state(conversation.Notice{})); err != nil {
+	a := l.conv.Agent()
+	first := conversationEvent{Status: a.Status(), Mode: l.conv.Mode(), Partial: a.Partial()}
+	if err := sse.event("state", first); err != nil {
 		return nil
 	}
 	for {
@@ -360,4 +474,134 @@ func (s *Server) conversationEvents(w http.ResponseWriter, r *http.Request) erro
 			}
 		}
 	}
+}
+
+// What marks a conversation's thread, as package conversation writes it:
+// its state has the key stateMode from its first commit, and a
+// sub-agent's thread has the label labelParent, the id of the conversation
+// that started it. (TestListConversations checks both against threads the
+// package made.)
+const (
+	convStateMode   = "conv/mode"
+	convLabelParent = "loom.conversation.parent"
+	// convScan caps the threads one page of GET /v1/conversations reads:
+	// a store of many threads and few conversations answers a short page
+	// (with a cursor) rather than read them all.
+	convScan = 1000
+)
+
+// conversationItem is a conversation in the list.
+type conversationItem struct {
+	ID        string    `json:"id"`
+	Title     string    `json:"title"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Version   int64     `json:"version"`
+	// Parent is the conversation whose sub-agent this is.
+	Parent string `json:"parent,omitzero"`
+	// ForkedFrom is the thread this one's was forked from (a sub-agent's
+	// link to its parent's is not a fork).
+	ForkedFrom string `json:"forked_from,omitzero"`
+	// Live tells that the conversation is open in this server process;
+	// Status and Mode are then its agent's status and its mode.
+	Live   bool                 `json:"live"`
+	Status *conversation.Status `json:"status,omitzero"`
+	Mode   *conversation.Mode   `json:"mode,omitzero"`
+}
+
+type conversationsResponse struct {
+	Conversations []conversationItem `json:"conversations"`
+	NextCursor    string             `json:"next_cursor,omitzero"`
+}
+
+// liveByID returns the tenant's live conversations, sub-agents included,
+// by id.
+func (s *Server) liveByID(tenant string) map[string]*conversation.Conversation {
+	s.lives.mu.Lock()
+	var roots []*conversation.Conversation
+	out := map[string]*conversation.Conversation{}
+	for k, l := range s.lives.m {
+		if t, id := thread.SplitKey(k); t == tenant {
+			out[id] = l.conv
+			if l.root == nil {
+				roots = append(roots, l.conv)
+			}
+		}
+	}
+	s.lives.mu.Unlock()
+	var walk func(c *conversation.Conversation)
+	walk = func(c *conversation.Conversation) {
+		for _, k := range c.Children() { // on c's event loop: not under lives.mu
+			out[k.ID()] = k
+			walk(k)
+		}
+	}
+	for _, c := range roots {
+		walk(c)
+	}
+	return out
+}
+
+// listConversations: GET /v1/conversations?limit=&cursor= — the tenant's
+// conversations (threads that package conversation made, sub-agents
+// included), newest first, with the status and mode of those live here.
+// A page reads at most convScan threads: it may hold fewer than limit
+// conversations and still have a next_cursor.
+func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := limitParam(q)
+	if err != nil {
+		return err
+	}
+	opts := thread.ListOptions{Kind: thread.KindLocal, Desc: true, Limit: convScan + 1}
+	if c := q.Get("cursor"); c != "" {
+		after, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || !ids.Valid(string(after)) {
+			return invalidf("query parameter cursor=%q: not a cursor this server gave", clip(c))
+		}
+		opts.After = string(after)
+	}
+	db := s.tenantDB(r)
+	live := s.liveByID(db.Tenant())
+	resp := conversationsResponse{Conversations: []conversationItem{}}
+	cursor := func(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+	s.metrics.StoreOp("list")
+	scanned, last := 0, ""
+	for th, err := range db.Threads(r.Context(), opts) {
+		if err != nil {
+			return err
+		}
+		if scanned == convScan {
+			resp.NextCursor = cursor(last) // more threads, not read
+			break
+		}
+		scanned++
+		rec := th.Record()
+		last = rec.ID
+		st, err := th.State(r.Context(), 0)
+		if errors.Is(err, thread.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		if _, ok := st[convStateMode]; !ok {
+			continue
+		}
+		if len(resp.Conversations) == limit {
+			resp.NextCursor = cursor(resp.Conversations[limit-1].ID)
+			break
+		}
+		it := conversationItem{ID: rec.ID, Title: rec.Title, UpdatedAt: rec.UpdatedAt, Version: rec.Version,
+			Parent: rec.Labels[convLabelParent], ForkedFrom: rec.ForkedFrom.Thread}
+		if it.ForkedFrom == it.Parent {
+			it.ForkedFrom = "" // a sub-agent's thread is linked to its parent's, not forked
+		}
+		if c := live[rec.ID]; c != nil {
+			status, mode := c.Agent().Status(), c.Mode()
+			it.Live, it.Status, it.Mode = true, &status, &mode
+		}
+		resp.Conversations = append(resp.Conversations, it)
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
 }

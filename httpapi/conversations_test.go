@@ -132,6 +132,12 @@ func TestConversationRoutes(t *testing.T) {
 		t.Fatalf("the fork: %s", w.Body)
 	}
 
+	var list conversationsResponse
+	must(t, s, req{method: "GET", path: "/v1/conversations", key: keyA}, 200, &list)
+	if len(list.Conversations) != 2 {
+		t.Fatalf("list: %+v", list)
+	}
+
 	// A thread that is not a conversation is not one here.
 	createThread(t, s, keyA, "plain", "hi")
 	wantError(t, s, req{method: "GET", path: "/v1/conversations/plain", key: keyA}, 404, "not_found")
@@ -177,7 +183,13 @@ func TestConversationRoutes(t *testing.T) {
 
 func TestConversationsNeedAModel(t *testing.T) {
 	s := newServer(t, Options{})
-	wantError(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{}}, 501, "unsupported")
+	w := wantError(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{}}, 501, "unsupported")
+	if !strings.Contains(w.Body.String(), "--provider scripted") {
+		t.Fatalf("the answer does not say how to get a model: %s", w.Body)
+	}
+	// The list needs none: the threads are in the store.
+	var list conversationsResponse
+	must(t, s, req{method: "GET", path: "/v1/conversations"}, 200, &list)
 }
 
 // A live conversation nobody uses is closed after the idle time, and

@@ -81,7 +81,7 @@ func (s *Server) reportError(r *http.Request, err error) (status int, code, msg 
 		if info != nil {
 			id = info.id
 		}
-		s.log.ErrorContext(r.Context(), "internal error", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.ErrorContext(r.Context(), "internal error", append(traceIDs(r.Context()), "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)...)
 		msg = "internal error"
 		if id != "" {
 			msg = "internal error (request " + id + ")"

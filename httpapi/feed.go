@@ -23,6 +23,10 @@ type searchHitJSON struct {
 	Message message.Message `json:"message"`
 	Snippet string          `json:"snippet"`
 	Time    time.Time       `json:"time"`
+	// Version, when not 0, is the newest version of the thread that held
+	// the message, which its head no longer does (a rollback, a restore):
+	// the thread is to be read at that version to see it.
+	Version int64 `json:"version,omitzero"`
 }
 
 type searchResponse struct {
@@ -50,10 +54,14 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	versions, err := hitVersions(r.Context(), s.tenantDB(r), hits)
+	if err != nil {
+		return err
+	}
 	resp := searchResponse{Hits: make([]searchHitJSON, 0, len(hits))}
-	for _, h := range hits {
+	for i, h := range hits {
 		resp.Hits = append(resp.Hits, searchHitJSON{Thread: h.Thread, Commit: h.Commit, Index: h.Index,
-			Message: h.Message, Snippet: h.Snippet, Time: h.Time})
+			Message: h.Message, Snippet: h.Snippet, Time: h.Time, Version: versions[i]})
 	}
 	if len(hits) == limit && limit > 0 {
 		resp.Next = hits[len(hits)-1].Cursor

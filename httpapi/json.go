@@ -131,8 +131,11 @@ type listResponse struct {
 }
 
 type messagesResponse struct {
-	Version  int64             `json:"version"`
-	Messages []message.Message `json:"messages"`
+	Version int64 `json:"version"`
+	// NextBefore is the id of the oldest message of the page when older
+	// ones exist: the before of the next page back.
+	NextBefore string            `json:"next_before,omitzero"`
+	Messages   []message.Message `json:"messages"`
 }
 
 type commitResponse struct {
@@ -210,8 +213,9 @@ type withMessages interface {
 
 func (r messagesResponse) jsonParts() (any, []message.Message) {
 	return struct {
-		Version int64 `json:"version"`
-	}{r.Version}, r.Messages
+		Version    int64  `json:"version"`
+		NextBefore string `json:"next_before,omitzero"`
+	}{r.Version, r.NextBefore}, r.Messages
 }
 
 func (r commitResponse) jsonParts() (any, []message.Message) {

@@ -76,12 +76,18 @@ func (s *Server) observe(next http.Handler, outerRoute bool) http.Handler {
 			_, info.route = s.mux.Handler(r)
 		}
 		w.Header().Set("X-Request-Id", info.id)
-		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+		ctx := context.WithValue(r.Context(), infoKey{}, info)
+		if !s.traces && !trace.SpanContextFromContext(ctx).IsValid() {
+			// Untraced, the log lines still join the client's trace: they
+			// carry the ids of its traceparent (the caller's span).
+			ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		}
+		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			v := recover()
 			if v != nil && v != http.ErrAbortHandler {
-				s.log.ErrorContext(r.Context(), "panic", "request_id", info.id, "panic", v, "stack", string(debug.Stack()))
+				s.log.ErrorContext(r.Context(), "panic", append(traceIDs(r.Context()), "request_id", info.id, "panic", v, "stack", string(debug.Stack()))...)
 				if !sw.wrote {
 					s.writeError(sw, r, errors.New("panic"))
 				}
@@ -107,8 +113,16 @@ func (s *Server) done(r *http.Request, info *reqInfo, sw *statusWriter, d time.D
 	}
 	s.metrics.ObserveRequest(r.Context(), route, r.Method, code, d)
 	level := slog.LevelInfo
-	if code >= 500 && code != http.StatusNotImplemented {
+	switch {
+	case code >= 500 && code != http.StatusNotImplemented:
 		level = slog.LevelWarn
+	case probes[route]:
+		// Probes and scrapes come every few seconds: at INFO they would
+		// bury the requests people make.
+		level = slog.LevelDebug
+	}
+	if !s.log.Enabled(r.Context(), level) {
+		return
 	}
 	attrs := []slog.Attr{
 		slog.String("method", r.Method), slog.String("route", route), slog.Int("status", code),
@@ -118,8 +132,29 @@ func (s *Server) done(r *http.Request, info *reqInfo, sw *statusWriter, d time.D
 		// 5xx errors were logged in full when they were answered.
 		attrs = append(attrs, slog.String("error", info.err.Error()))
 	}
+	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
 	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
 }
+
+// traceIDs returns the trace_id and span_id of ctx's span context, for a
+// log line of its request; none when it has none.
+func traceIDs(ctx context.Context) []any {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return nil
+	}
+	return []any{"trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String()}
+}
+
+// probes are the routes of health checks and metric scrapes, whose
+// successes are logged at DEBUG.
+var probes = map[string]bool{"GET /healthz": true, "GET /metrics": true}
+
+// traceContext reads a request's W3C traceparent when the server does not
+// trace, for its log lines.
+var traceContext = propagation.TraceContext{}
 
 // requestID returns the client's X-Request-Id when it is a sane token (1 to
 // 128 bytes of letters, digits, '_', '-', '.'), else a new id.

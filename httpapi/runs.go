@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/message"
-	"github.com/loomthreads/loom/thread"
 )
 
 // The events of a streamed run.
@@ -100,7 +98,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if s.agent == nil {
-		return fmt.Errorf("runs need a model, and this server has no agent: %w", thread.ErrUnsupported)
+		return errNoModel("runs need a model")
 	}
 	var req runRequest
 	if err := decode(r, &req, false); err != nil {

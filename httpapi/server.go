@@ -61,10 +61,16 @@ type Options struct {
 	// "unsupported").
 	Worklog *worklog.Logs
 	// Logger logs each request and every internal error; nil means
-	// slog.Default().
+	// slog.Default(). A request's line is at INFO (WARN for a 5xx but
+	// 501; DEBUG for a successful /healthz or /metrics), with trace_id
+	// and span_id when the request has a span, or, untraced, when it
+	// sends a W3C traceparent (the ids of the caller's span).
 	Logger *slog.Logger
-	// Version is reported by /healthz.
+	// Version is reported by /healthz and GET /v1/server.
 	Version string
+	// Provider names the model provider of Agent and Chat ("scripted",
+	// "openai", …), for GET /v1/server; "" says none, or not told.
+	Provider string
 	// TracerProvider, when not nil, gets a span for each request (by
 	// otelhttp), named by its route, such as "POST /v1/threads/{id}/runs".
 	// Its parent is the trace context of the request's headers, read by
@@ -102,12 +108,15 @@ type Server struct {
 	anyOrig   bool
 	log       *slog.Logger
 	version   string
+	provider  string
 	metrics   *Metrics
 	// tracing are the otelhttp options of Options.TracerProvider; nil
 	// traces nothing.
 	tracing []otelhttp.Option
 	// tp is Options.TracerProvider, for live conversations' spans.
 	tp trace.TracerProvider
+	// traces is whether the server makes spans (Options.TracerProvider).
+	traces bool
 	// closing is closed by Close: the change feeds end.
 	closing chan struct{}
 	// feeds counts each tenant's open change feeds.
@@ -141,7 +150,7 @@ var repeatable = map[string]bool{"label": true}
 // routes is the route table: the mux registers it, and the OpenAPI test
 // checks that openapi.json describes exactly these routes.
 var routes = []route{
-	{pattern: "GET /v1/threads", handle: (*Server).listThreads, query: []string{"label", "kind", "limit", "cursor", "order"}},
+	{pattern: "GET /v1/threads", handle: (*Server).listThreads, query: []string{"label", "kind", "limit", "cursor", "order", "internal"}},
 	{pattern: "POST /v1/threads", handle: (*Server).createThread},
 	{pattern: "POST /v1/threads/import", handle: (*Server).importThread, query: []string{"id"}},
 	{pattern: "GET /v1/threads/{id}", handle: (*Server).getThread},
@@ -154,6 +163,7 @@ var routes = []route{
 	{pattern: "POST /v1/threads/{id}/copy", handle: (*Server).copyThread},
 	{pattern: "GET /v1/threads/{id}/history", handle: (*Server).history, query: []string{"limit", "before"}},
 	{pattern: "GET /v1/threads/{id}/family", handle: (*Server).family},
+	{pattern: "GET /v1/threads/{id}/diff", handle: (*Server).diff, query: []string{"version", "to", "to_version", "limit"}},
 	{pattern: "GET /v1/threads/{id}/events", handle: (*Server).threadEvents},
 	{pattern: "GET /v1/events", handle: (*Server).events},
 	{pattern: "GET /v1/search", handle: (*Server).search, query: []string{"q", "limit", "before"}},
@@ -164,6 +174,7 @@ var routes = []route{
 	{pattern: "POST /v1/threads/{id}/reset", handle: (*Server).reset},
 	{pattern: "GET /v1/threads/{id}/export", handle: (*Server).export, query: []string{"history"}},
 	{pattern: "POST /v1/threads/{id}/runs", handle: (*Server).run},
+	{pattern: "GET /v1/conversations", handle: (*Server).listConversations, query: []string{"limit", "cursor"}},
 	{pattern: "POST /v1/conversations", handle: (*Server).createConversation},
 	{pattern: "GET /v1/conversations/{id}", handle: (*Server).getConversation},
 	{pattern: "POST /v1/conversations/{id}/commands", handle: (*Server).conversationCommand},
@@ -195,6 +206,7 @@ var routes = []route{
 	{pattern: "POST /v1/langgraph/runs/delete", handle: (*Server).lgDeleteRuns},
 	{pattern: "POST /v1/langgraph/delta-history", handle: (*Server).lgDeltaHistory},
 	{pattern: "GET /v1/openapi.json", handle: (*Server).openAPI},
+	{pattern: "GET /v1/server", handle: (*Server).serverInfo},
 	{pattern: "GET /healthz", handle: (*Server).healthz, public: true},
 	{pattern: "GET /metrics", handle: (*Server).serveMetrics, public: true},
 }
@@ -206,7 +218,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		db: opts.DB, keys: opts.Keys, agent: opts.Agent, chat: opts.Chat, worklog: opts.Worklog, maxBody: opts.MaxBodyBytes,
-		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, metrics: opts.Metrics,
+		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, provider: opts.Provider, metrics: opts.Metrics,
 		mux: http.NewServeMux(), publicPaths: map[string]bool{}, closing: make(chan struct{}),
 	}
 	s.feeds.n = map[string]int{}
@@ -245,7 +257,7 @@ func New(opts Options) *Server {
 	// is matched once, by routed, and the chain reads the route it found.
 	traced := opts.TracerProvider != nil
 	if traced {
-		s.tp = opts.TracerProvider
+		s.tp, s.traces = opts.TracerProvider, true
 		s.tracing = tracing(opts.TracerProvider, opts.Propagator)
 	}
 	s.api = s.chain(http.HandlerFunc(s.dispatch), true, traced)

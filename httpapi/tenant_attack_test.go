@@ -33,7 +33,7 @@ func victimWorld(tb testing.TB, h http.Handler) string {
 	tb.Helper()
 	var b strings.Builder
 	var list listResponse
-	must(tb, h, req{method: "GET", path: "/v1/threads", key: keyA}, http.StatusOK, &list)
+	must(tb, h, req{method: "GET", path: "/v1/threads?internal=include", key: keyA}, http.StatusOK, &list)
 	for _, th := range list.Threads {
 		// The work log's own threads change only when the victim writes.
 		fmt.Fprintf(&b, "thread %s v%d %q\n", th.ID, th.Version, th.Title)

@@ -141,7 +141,7 @@ func limitParam(q url.Values) (int, error) {
 	return int(min(n, maxLimit)), nil
 }
 
-// listThreads: GET /v1/threads?label=k:v&kind=&limit=&cursor=
+// listThreads: GET /v1/threads?label=k:v&kind=&order=&internal=&limit=&cursor=
 func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	opts := thread.ListOptions{}
@@ -173,31 +173,77 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 	case "newest":
 		// loom's ids are time-ordered: descending ids are newest first.
 		opts.Desc = true
+	case "updated":
+		opts.Order = thread.OrderUpdated
 	default:
-		return invalidf("query parameter order=%q: id or newest", clip(q.Get("order")))
+		return invalidf("query parameter order=%q: id, newest or updated", clip(q.Get("order")))
+	}
+	// loom's own threads (work logs, sessions, workflows' sub-threads)
+	// are not people's: left out unless asked for.
+	switch q.Get("internal") {
+	case "", "exclude":
+		opts.Internal = thread.InternalExclude
+	case "include":
+		opts.Internal = thread.InternalInclude
+	case "only":
+		opts.Internal = thread.InternalOnly
+	default:
+		return invalidf("query parameter internal=%q: exclude, include or only", clip(q.Get("internal")))
 	}
 	if c := q.Get("cursor"); c != "" {
-		after, err := base64.RawURLEncoding.DecodeString(c)
-		if err != nil || !ids.Valid(string(after)) {
-			return invalidf("query parameter cursor=%q: not a cursor this server gave", clip(c))
+		if opts.After, opts.AfterUpdated, err = decodeCursor(c, opts.Order); err != nil {
+			return err
 		}
-		opts.After = string(after)
 	}
 	opts.Limit = limit + 1
 	s.metrics.StoreOp("list")
 	resp := listResponse{Threads: []threadJSON{}}
+	var last thread.Record
 	for th, err := range s.tenantDB(r).Threads(r.Context(), opts) {
 		if err != nil {
 			return err
 		}
 		if len(resp.Threads) == limit {
-			resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(resp.Threads[limit-1].ID))
+			resp.NextCursor = encodeCursor(&last, opts.Order)
 			break
 		}
-		resp.Threads = append(resp.Threads, recordJSON(th.Record()))
+		last = th.Record()
+		resp.Threads = append(resp.Threads, recordJSON(last))
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// encodeCursor is the cursor after r: its id, and with order=updated its
+// update time in microseconds before it ("micros:id"; ids have no ':').
+func encodeCursor(r *thread.Record, order thread.Order) string {
+	c := r.ID
+	if order == thread.OrderUpdated {
+		c = strconv.FormatInt(r.UpdatedAt.UnixMicro(), 10) + ":" + r.ID
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(c))
+}
+
+// decodeCursor reads a cursor encodeCursor made for the same order.
+func decodeCursor(c string, order thread.Order) (after string, updated time.Time, err error) {
+	bad := invalidf("query parameter cursor=%q: not a cursor this server gave for this order", clip(c))
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", time.Time{}, bad
+	}
+	after = string(b)
+	if order == thread.OrderUpdated {
+		micros, id, ok := strings.Cut(after, ":")
+		n, err := strconv.ParseInt(micros, 10, 64)
+		if !ok || err != nil {
+			return "", time.Time{}, bad
+		}
+		after, updated = id, time.UnixMicro(n).UTC()
+	}
+	if !ids.Valid(after) {
+		return "", time.Time{}, bad
+	}
+	return after, updated, nil
 }
 
 // createThread: POST /v1/threads
@@ -316,10 +362,16 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getMessages: GET /v1/threads/{id}/messages?limit=&version=
+// defaultMessages is how many messages GET /v1/threads/{id}/messages
+// answers without a limit: the newest of a long thread, not all of it.
+const defaultMessages = 100
+
+// getMessages: GET /v1/threads/{id}/messages?limit=&version=&before=
+// answers the newest limit messages (defaultMessages when absent; an
+// explicit 0 is all of them), and next_before when older ones exist.
 func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	last, err := intParam(q, "limit", 0)
+	last, err := intParam(q, "limit", defaultMessages)
 	if err != nil {
 		return err
 	}
@@ -348,14 +400,25 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
+	// One message more than asked tells whether older ones exist.
+	read := 0
+	if last > 0 {
+		read = int(min(last, 1<<30)) + 1
+	}
 	opStart := time.Now()
-	msgs, err := th.Messages(r.Context(), thread.ReadOptions{Version: version, Last: int(min(last, 1<<31)), Before: before})
+	msgs, err := th.Messages(r.Context(), thread.ReadOptions{Version: version, Last: read, Before: before})
 	s.metrics.StoreOpSince("messages", opStart)
 	if err != nil {
 		w.Header().Del("ETag")
 		return err
 	}
-	writeJSON(w, http.StatusOK, messagesResponse{Version: version, Messages: orEmpty(msgs)})
+	resp := messagesResponse{Version: version}
+	if read > 0 && len(msgs) == read {
+		msgs = msgs[1:]
+		resp.NextBefore = msgs[0].ID
+	}
+	resp.Messages = orEmpty(msgs)
+	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -501,7 +564,7 @@ func (s *Server) strategy(raw []byte, name string) (thread.Strategy, error) {
 			return nil, err
 		}
 		if s.agent == nil {
-			return nil, fmt.Errorf("strategy summarize needs a model, and this server has no agent: %w", thread.ErrUnsupported)
+			return nil, errNoModel("strategy summarize needs a model")
 		}
 		return thread.Summarize{Summarizer: agent.Summarizer{Client: s.agent.Client()}, Keep: val(sr.Keep)}, nil
 	}

@@ -251,6 +251,7 @@ func TestEveryRouteHappyPath(t *testing.T) {
 	if !json.Valid(w.Body.Bytes()) {
 		t.Error("openapi.json is not JSON")
 	}
+	must(t, s, req{method: "GET", path: "/v1/server"}, http.StatusOK, nil)
 	var health healthResponse
 	must(t, s, req{method: "GET", path: "/healthz"}, http.StatusOK, &health)
 	if health != (healthResponse{Status: "ok", Version: "v9.9.9"}) {
@@ -259,6 +260,7 @@ func TestEveryRouteHappyPath(t *testing.T) {
 	must(t, s, req{method: "GET", path: "/metrics"}, http.StatusOK, nil)
 	must(t, s, req{method: "GET", path: "/v1/search?q=hello"}, http.StatusOK, nil)
 	must(t, s, req{method: "GET", path: "/v1/threads/trip/family"}, http.StatusOK, nil)
+	must(t, s, req{method: "GET", path: "/v1/threads/trip/diff?version=1&to=trip-fork"}, http.StatusOK, nil)
 
 	// Every route answered a 2xx, runs, work items, workflows and
 	// LangGraph's aside (TestRun…, TestItems, TestWorkflowRoutes and
@@ -413,6 +415,7 @@ func TestMarshalFastPath(t *testing.T) {
 	msgs := []message.Message{m, message.ToolCall("c1", "f", `{"a":1}`)}
 	for _, v := range []any{
 		messagesResponse{Version: 3, Messages: msgs},
+		messagesResponse{Version: 3, NextBefore: "m0", Messages: msgs},
 		messagesResponse{Messages: []message.Message{}},
 		commitResponse{Version: 1, Commit: "c_1", Messages: msgs},
 		viewResponse{Version: 2, Messages: msgs, Tokens: 9, Dropped: []string{"x"}, Elided: []string{}, Compacted: "c_2"},

@@ -26,16 +26,32 @@ type workflowJSON struct {
 	SubThreads []string          `json:"sub_threads"`
 	CreatedAt  time.Time         `json:"created_at"`
 	UpdatedAt  time.Time         `json:"updated_at"`
+	// Stalled is set when the status says running but no runner holds the
+	// workflow (workflow.Workflow.Stalled): nothing will move it until its
+	// program runs it again.
+	Stalled *stalledJSON `json:"stalled,omitzero"`
 }
 
-func workflowOf(w *workflow.Workflow, status workflow.Status, round int) workflowJSON {
+// stalledJSON says since when a stalled workflow has not moved: the time
+// of its last commit, which a live runner renews.
+type stalledJSON struct {
+	Since time.Time `json:"since"`
+}
+
+// workflowOf is the workflow's JSON with status and round; stalled is
+// whether its newest version is stalled (false for a past version).
+func workflowOf(w *workflow.Workflow, status workflow.Status, round int, stalled bool) workflowJSON {
 	r := w.Thread().Record()
 	labels := r.Labels
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	return workflowJSON{ID: r.ID, Title: r.Title, Labels: labels, Version: r.Version, Status: status, Round: round,
+	out := workflowJSON{ID: r.ID, Title: r.Title, Labels: labels, Version: r.Version, Status: status, Round: round,
 		SubThreads: w.SubThreadKeys(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if stalled {
+		out.Stalled = &stalledJSON{Since: r.UpdatedAt}
+	}
+	return out
 }
 
 type workflowsResponse struct {
@@ -106,7 +122,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 		// The handle holds status and round: no step record is read.
-		resp.Workflows = append(resp.Workflows, workflowOf(wf, wf.Status(), wf.Round()))
+		resp.Workflows = append(resp.Workflows, workflowOf(wf, wf.Status(), wf.Round(), wf.Stalled(time.Now())))
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
@@ -277,15 +293,16 @@ func (s *Server) workflowAt(w http.ResponseWriter, r *http.Request) error {
 }
 
 // answerWorkflow answers with the workflow and its execution state at
-// version (0: now).
+// version (0: now); only the newest version can be stalled.
 func (s *Server) answerWorkflow(w http.ResponseWriter, r *http.Request, status int, wf *workflow.Workflow, version int64) error {
 	ex, err := wf.Execution(r.Context(), version)
 	if err != nil {
 		return err
 	}
+	stalled := ex.Version == wf.Version() && ex.Stalled(time.Now())
 	writeJSON(w, status, struct {
 		workflowJSON
 		Execution *workflow.Execution `json:"execution"`
-	}{workflowOf(wf, ex.Status, ex.Round), ex})
+	}{workflowOf(wf, ex.Status, ex.Round, stalled), ex})
 	return nil
 }

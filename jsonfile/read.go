@@ -217,8 +217,12 @@ func (s *Store) threadIDs() ([]string, error) {
 
 // Threads implements thread.Store. It lists the directory of thread files
 // and reads them one by one as the caller iterates: O(threads) to list,
-// one file read per thread looked at.
+// one file read per thread looked at. OrderUpdated reads every thread's
+// file and sorts (thread.ListByUpdated).
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
+	if opts.Order == thread.OrderUpdated {
+		return thread.ListByUpdated(ctx, opts, s.Threads)
+	}
 	return func(yield func(*thread.Record, error) bool) {
 		if err := s.settle(ctx); err != nil {
 			yield(nil, err)

@@ -34,7 +34,7 @@ func TestTenantAttackOverMCP(t *testing.T) {
 			b.WriteString(text(call(t, alpha, "thread_get", map[string]any{"id": id, "messages": 100})))
 			b.WriteString(text(call(t, alpha, "thread_history", map[string]any{"id": id})))
 		}
-		b.WriteString(text(call(t, alpha, "thread_list", map[string]any{})))
+		b.WriteString(text(call(t, alpha, "thread_list", map[string]any{"internal": "include"})))
 		return b.String()
 	}
 	before := world()

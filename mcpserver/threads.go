@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,52 +63,62 @@ func register(s *mcp.Server, db *thread.DB, logger *slog.Logger) {
 	write := &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no}
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_list",
-		Description: "List the conversation threads, filtered by labels and kind, a page at a time: pass next_cursor back as cursor for the next page.",
+		Title:       "Threads: list",
+		Description: "Threads: list the conversation threads, most recently updated first or by id, filtered by labels and kind, a page at a time: pass next_cursor back as cursor for the next page. loom's own threads (work-item logs, sessions, workflows' sub-threads) are left out unless internal is include or only.",
 		Annotations: read,
 	}, logger, t.list)
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_get",
-		Description: "Get a thread: its record, its checkpoints and, optionally, its newest messages (in loom's wire format), now or as they were at an earlier version.",
+		Title:       "Threads: get",
+		Description: "Threads: get a thread: its record, its checkpoints and, optionally, its newest messages (in loom's wire format), now or as they were at an earlier version.",
 		Annotations: read,
 	}, logger, t.get)
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_create",
-		Description: "Create a thread, optionally with a title, labels and first messages.",
+		Title:       "Threads: create",
+		Description: "Threads: create a thread, optionally with a title, labels and first messages.",
 		Annotations: write,
 	}, logger, t.create)
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_append",
-		Description: `Append messages to a thread in one commit. A message is {"role":"user","text":"…"} or loom's wire format. With if_version, append only if the thread is still at that version (conflict otherwise).`,
+		Title:       "Threads: append messages",
+		Description: `Threads: append messages to a thread in one commit. A message is {"role":"user","text":"…"} or loom's wire format. With if_version, append only if the thread is still at that version (conflict otherwise).`,
 		Annotations: write,
 	}, logger, t.append)
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_view",
-		Description: "The messages of a thread to send a model, within a token budget and a message count: instructions, system and pinned messages and the newest user message are always kept, tool calls are never split from their results, and strategies (drop_oldest, sliding_window, elide_tool_results) decide what goes first. Nothing is written.",
+		Title:       "Threads: view for a model",
+		Description: "Threads: the messages of a thread to send a model, within a token budget and a message count: instructions, system and pinned messages and the newest user message are always kept, tool calls are never split from their results, and strategies (drop_oldest, sliding_window, elide_tool_results) decide what goes first. Nothing is written.",
 		Annotations: read,
 	}, logger, t.view)
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_fork",
-		Description: "Fork a thread: a new thread that shares its messages up to and including the message at (or the head), as of now or of an earlier version. Nothing is copied.",
+		Title:       "Threads: fork",
+		Description: "Threads: fork a thread: a new thread that shares its messages up to and including the message at (or the head), as of now or of an earlier version. Nothing is copied.",
 		Annotations: write,
 	}, logger, t.fork)
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_checkpoint",
-		Description: "Name the thread's current head so that thread_rollback can return to it. Names are unique per thread.",
+		Title:       "Threads: checkpoint",
+		Description: "Threads: name the thread's current head so that thread_rollback can return to it. Names are unique per thread.",
 		Annotations: write,
 	}, logger, t.checkpoint)
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_rollback",
-		Description: "Move a thread's head back to a checkpoint, or to where it was at a version. It is a new version: nothing is lost, and the abandoned head can be restored by version.",
+		Title:       "Threads: roll back",
+		Description: "Threads: move a thread's head back to a checkpoint, or to where it was at a version. It is a new version: nothing is lost, and the abandoned head can be restored by version.",
 		Annotations: write,
 	}, logger, t.rollback)
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_history",
-		Description: "A thread's history, newest first: every head move with its version, commit, operation and time. Page with before.",
+		Title:       "Threads: history",
+		Description: "Threads: a thread's history, newest first: every head move with its version, commit, operation and time. Page with before.",
 		Annotations: read,
 	}, logger, t.history)
 	AddTool(s, &mcp.Tool{
 		Name:        "thread_search",
-		Description: "Find messages of the caller's threads whose text (text, reasoning, tool calls and results) holds every word of query: whole words, any case and order, newest first, in every version a thread keeps. Each hit names its thread and shows a snippet. Page with before.",
+		Title:       "Threads: search messages",
+		Description: "Threads: find messages of the caller's threads whose text (text, reasoning, tool calls and results) holds every word of query: whole words, any case and order, newest first, in every version a thread keeps. Each hit names its thread and shows a snippet. Page with before.",
 		Annotations: read,
 	}, logger, t.search)
 	registerWorkflows(s, t, logger)
@@ -134,7 +145,10 @@ type listIn struct {
 	Kind   thread.Kind       `json:"kind,omitzero" jsonschema:"only threads of this kind"`
 	Limit  int               `json:"limit,omitzero" jsonschema:"the most threads to return: 50 when left out, at most 1000"`
 	Cursor string            `json:"cursor,omitzero" jsonschema:"next_cursor of the previous page"`
-	Desc   bool              `json:"desc,omitzero" jsonschema:"newest first"`
+	Desc   bool              `json:"desc,omitzero" jsonschema:"newest first by id (as order newest)"`
+	Order  string            `json:"order,omitzero" jsonschema:"id (the default), newest (by id, newest first) or updated (most recently updated first)"`
+	// Internal is a string rather than a bool so that only can be asked.
+	Internal string `json:"internal,omitzero" jsonschema:"exclude (the default) leaves out loom's own threads (work-item logs, sessions, workflows' sub-threads), include lists them too, only lists them alone"`
 }
 
 type listOut struct {
@@ -162,15 +176,48 @@ func (t *threadTools) list(ctx context.Context, in listIn) (listOut, error) {
 	}
 	out := listOut{Threads: []threadInfo{}}
 	opts := thread.ListOptions{Labels: in.Labels, Kind: in.Kind, After: in.Cursor, Desc: in.Desc, Limit: limit + 1}
+	switch in.Order {
+	case "", "id":
+	case "newest":
+		opts.Desc = true
+	case "updated":
+		opts.Order = thread.OrderUpdated
+		if in.Cursor != "" {
+			// The cursor of this order is "micros:id" (ids have no ':').
+			micros, id, ok := strings.Cut(in.Cursor, ":")
+			n, err := strconv.ParseInt(micros, 10, 64)
+			if !ok || err != nil {
+				return listOut{}, fmt.Errorf("cursor %q: not a next_cursor of order updated: %w", clip(in.Cursor, 64), thread.ErrInvalid)
+			}
+			opts.After, opts.AfterUpdated = id, time.UnixMicro(n).UTC()
+		}
+	default:
+		return listOut{}, fmt.Errorf("order %q: id, newest or updated: %w", clip(in.Order, 64), thread.ErrInvalid)
+	}
+	switch in.Internal {
+	case "", "exclude":
+		opts.Internal = thread.InternalExclude
+	case "include":
+		opts.Internal = thread.InternalInclude
+	case "only":
+		opts.Internal = thread.InternalOnly
+	default:
+		return listOut{}, fmt.Errorf("internal %q: exclude, include or only: %w", clip(in.Internal, 64), thread.ErrInvalid)
+	}
+	var last thread.Record
 	for th, err := range t.scoped(ctx).Threads(ctx, opts) {
 		if err != nil {
 			return listOut{}, err
 		}
 		if len(out.Threads) == limit {
-			out.NextCursor = out.Threads[limit-1].ID
+			out.NextCursor = last.ID
+			if opts.Order == thread.OrderUpdated {
+				out.NextCursor = strconv.FormatInt(last.UpdatedAt.UnixMicro(), 10) + ":" + last.ID
+			}
 			break
 		}
-		out.Threads = append(out.Threads, info(th.Record()))
+		last = th.Record()
+		out.Threads = append(out.Threads, info(last))
 	}
 	return out, nil
 }

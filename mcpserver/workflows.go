@@ -23,27 +23,32 @@ func registerWorkflows(s *mcp.Server, t *threadTools, logger *slog.Logger) {
 	write := &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no}
 	AddTool(s, &mcp.Tool{
 		Name:        "workflow_list",
-		Description: "List the workflows, with their status (pending, running, waiting, done, failed), a page at a time: pass next_cursor back as cursor for the next page.",
+		Title:       "Workflows: list",
+		Description: "Workflows: list the workflows, with their status (pending, running, waiting, done, failed), a page at a time: pass next_cursor back as cursor for the next page.",
 		Annotations: read,
 	}, logger, t.workflowList)
 	AddTool(s, &mcp.Tool{
 		Name:        "workflow_get",
-		Description: "Get a workflow's execution state — every step attempt with its input, output and error, the current and next steps, the steps waiting for input, its sub-threads — and its checkpoints, now or at an earlier version; with messages, each sub-thread's newest messages as the workflow recorded them there.",
+		Title:       "Workflows: get",
+		Description: "Workflows: get a workflow's execution state — every step attempt with its input, output and error, the current and next steps, the steps waiting for input, its sub-threads — and its checkpoints, now or at an earlier version; with messages, each sub-thread's newest messages as the workflow recorded them there.",
 		Annotations: read,
 	}, logger, t.workflowGet)
 	AddTool(s, &mcp.Tool{
 		Name:        "workflow_history",
-		Description: "A workflow's versions, newest first: each step's start and end, each checkpoint, restore and input. workflow_get reads the workflow at any of them. Page with before.",
+		Title:       "Workflows: history",
+		Description: "Workflows: a workflow's versions, newest first: each step's start and end, each checkpoint, restore and input. workflow_get reads the workflow at any of them. Page with before.",
 		Annotations: read,
 	}, logger, t.workflowHistory)
 	AddTool(s, &mcp.Tool{
 		Name:        "workflow_checkpoint",
-		Description: "Checkpoint a whole workflow: its execution state and the head of every sub-thread, under a name unique to it, so that workflow_restore can return to it.",
+		Title:       "Workflows: checkpoint",
+		Description: "Workflows: checkpoint a whole workflow: its execution state and the head of every sub-thread, under a name unique to it, so that workflow_restore can return to it.",
 		Annotations: write,
 	}, logger, t.workflowCheckpoint)
 	AddTool(s, &mcp.Tool{
 		Name:        "workflow_restore",
-		Description: "Move a whole workflow — its execution state and every sub-thread — back to a checkpoint or a version, at once. It is a new version: nothing is lost, and a later restore can go forward again. Refused while the workflow runs.",
+		Title:       "Workflows: restore",
+		Description: "Workflows: move a whole workflow — its execution state and every sub-thread — back to a checkpoint or a version, at once. It is a new version: nothing is lost, and a later restore can go forward again. Refused while the workflow runs.",
 		Annotations: write,
 	}, logger, t.workflowRestore)
 }

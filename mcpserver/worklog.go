@@ -154,23 +154,26 @@ func (t worklogTools) log(ctx context.Context, project string) (*worklog.Log, er
 }
 
 func addWorklog(s *mcp.Server, t worklogTools, logger *slog.Logger) {
-	startDesc := "Start a session: returns the open threads the last closed sessions (5, within 14 days) carry, merged with the local ones, and the project state."
-	closeDesc := "Close the session, recording the threads it leaves open (open_threads) for the next session_start."
+	// Their names are seed 004's, which clients know; the titles and the
+	// "Work items:" that begins each description tell them from the
+	// thread tools (thread_*), whose threads are conversations.
+	startDesc := "Work items: start a session: returns the open work items the last closed sessions (5, within 14 days) carry, merged with the local ones, and the project state."
+	closeDesc := "Work items: close the session, recording the work items it leaves open (open_threads) for the next session_start."
 	if t.local == nil {
-		startDesc = "Start a session: returns the project's open threads, merged with those the last closed sessions (5, within 14 days) carry, the project state, and the session_id the other tools take."
-		closeDesc = "Close the session session_id (session_start's; an id it never gave is not_found), recording the threads it leaves open (open_threads) for the next session_start."
+		startDesc = "Work items: start a session: returns the project's open work items, merged with those the last closed sessions (5, within 14 days) carry, the project state, and the session_id the other tools take."
+		closeDesc = "Work items: close the session session_id (session_start's; an id it never gave is not_found), recording the work items it leaves open (open_threads) for the next session_start."
 	}
-	AddTool(s, &mcp.Tool{Name: "list_threads",
-		Description: "List the work threads (open items carried across sessions), oldest first: open ones by default."},
+	AddTool(s, &mcp.Tool{Name: "list_threads", Title: "Work items: list",
+		Description: "Work items: list the work items (open threads of work carried across sessions, not conversations: see thread_list for those), oldest first: open ones by default."},
 		logger, t.list)
-	AddTool(s, &mcp.Tool{Name: "create_thread",
-		Description: "Record a new open work thread; an open one with the same text is returned instead (deduplicated)."},
+	AddTool(s, &mcp.Tool{Name: "create_thread", Title: "Work items: create",
+		Description: "Work items: record a new open work item; an open one with the same text is returned instead (deduplicated). Not a conversation thread: see thread_create for those."},
 		logger, t.create)
-	AddTool(s, &mcp.Tool{Name: "resolve_thread",
-		Description: "Resolve a work thread, by thread_id or by text_match, with an optional resolution_note."},
+	AddTool(s, &mcp.Tool{Name: "resolve_thread", Title: "Work items: resolve",
+		Description: "Work items: resolve a work item, by thread_id or by text_match, with an optional resolution_note."},
 		logger, t.resolve)
-	AddTool(s, &mcp.Tool{Name: "session_start", Description: startDesc}, logger, t.start)
-	AddTool(s, &mcp.Tool{Name: "session_close", Description: closeDesc}, logger, t.close)
+	AddTool(s, &mcp.Tool{Name: "session_start", Title: "Work items: start a session", Description: startDesc}, logger, t.start)
+	AddTool(s, &mcp.Tool{Name: "session_close", Title: "Work items: close the session", Description: closeDesc}, logger, t.close)
 }
 
 func (t worklogTools) list(ctx context.Context, in ItemsListIn) (worklog.ListResult, error) {

@@ -269,8 +269,9 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 
 const threadPage = 256
 
-// Threads implements thread.Store: pages of records in id order, filtered
-// by the server (the labels with a GIN index).
+// Threads implements thread.Store: pages of records in id order (or by
+// update time, from loom_threads_updated), filtered by the server (the
+// labels with a GIN index).
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
 		ok := validText(opts.Tenant) && validText(string(opts.Kind)) && validText(opts.After)
@@ -281,50 +282,8 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			yield(nil, fmt.Errorf("list threads: text with NUL or not UTF-8: %w", thread.ErrInvalid))
 			return
 		}
-		var (
-			where []string
-			args  []any
-		)
-		arg := func(v any) string {
-			args = append(args, v)
-			return fmt.Sprintf("$%d", len(args))
-		}
-		if !opts.AllTenants {
-			where = append(where, "t.tenant = "+arg(opts.Tenant))
-		}
-		if opts.Kind != "" {
-			where = append(where, "t.kind = "+arg(string(opts.Kind)))
-		}
-		if len(opts.Labels) > 0 {
-			where = append(where, "t.labels @> "+arg(encodeLabels(opts.Labels))+"::jsonb")
-		}
-		order, cmp := "ASC", ">"
-		if opts.Desc {
-			order, cmp = "DESC", "<"
-		}
-		// Two queries: from the start, and after a cursor (a separate query
-		// rather than "$n OR t.id > $m", so that a generic plan still
-		// seeks the index to the cursor). The page size is the last
-		// argument.
-		n0 := len(args)
-		query := func(cursor bool) string {
-			w := where
-			limit := fmt.Sprintf("$%d", n0+1)
-			if cursor {
-				w = append(slices.Clone(where), fmt.Sprintf("t.id %s $%d", cmp, n0+1))
-				limit = fmt.Sprintf("$%d", n0+2)
-			}
-			cond := "true"
-			if len(w) > 0 {
-				cond = strings.Join(w, " AND ")
-			}
-			return `SELECT ` + recordCols + `
-				FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
-				WHERE ` + cond + `
-				ORDER BY t.id ` + order + ` LIMIT ` + limit
-		}
-		fromStart, afterCursor := query(false), query(true)
-		cursor, started, n := opts.After, opts.After != "", 0
+		fromStart, afterCursor, args, cursorArgs := listSQL(opts)
+		cursor, started, n := cursorArgs(&thread.Record{ID: opts.After, UpdatedAt: opts.AfterUpdated}), opts.After != "", 0
 		for {
 			page := threadPage
 			if opts.Limit > 0 {
@@ -332,7 +291,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			}
 			q, a := fromStart, append(slices.Clone(args), page)
 			if started {
-				q, a = afterCursor, append(slices.Clone(args), cursor, page)
+				q, a = afterCursor, append(append(slices.Clone(args), cursor...), page)
 			}
 			rows, err := s.query(ctx, q, a...)
 			if err != nil {
@@ -363,9 +322,66 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			if len(buf) < page || (opts.Limit > 0 && n >= opts.Limit) {
 				return
 			}
-			cursor, started = buf[len(buf)-1].ID, true
+			cursor, started = cursorArgs(buf[len(buf)-1]), true
 		}
 	}
+}
+
+// listSQL is the query of a listing from the start and after a cursor, the
+// filters' arguments (the cursor's and the page size follow them), and the
+// cursor's arguments after a record.
+func listSQL(opts thread.ListOptions) (fromStart, afterCursor string, args []any, cursorArgs func(*thread.Record) []any) {
+	var where []string
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if !opts.AllTenants {
+		where = append(where, "t.tenant = "+arg(opts.Tenant))
+	}
+	if opts.Kind != "" {
+		where = append(where, "t.kind = "+arg(string(opts.Kind)))
+	}
+	if len(opts.Labels) > 0 {
+		where = append(where, "t.labels @> "+arg(encodeLabels(opts.Labels))+"::jsonb")
+	}
+	order, cmp := "ASC", ">"
+	if opts.Desc {
+		order, cmp = "DESC", "<"
+	}
+	// Two queries: from the start, and after a cursor (a separate query
+	// rather than "$n OR t.id > $m", so that a generic plan still
+	// seeks the index to the cursor). The page size is the last
+	// argument.
+	n0 := len(args)
+	orderBy := "t.id " + order
+	cursorArgs = func(r *thread.Record) []any { return []any{r.ID} }
+	if opts.Order == thread.OrderUpdated {
+		// loom_threads_updated gives the order; the row comparison
+		// seeks it to the cursor.
+		orderBy = "t.updated_at DESC, t.id DESC"
+		cursorArgs = func(r *thread.Record) []any { return []any{r.UpdatedAt, r.ID} }
+	}
+	query := func(cursor bool) string {
+		w := where
+		limit := fmt.Sprintf("$%d", n0+1)
+		if cursor && opts.Order == thread.OrderUpdated {
+			w = append(slices.Clone(where), fmt.Sprintf("(t.updated_at, t.id) < ($%d, $%d)", n0+1, n0+2))
+			limit = fmt.Sprintf("$%d", n0+3)
+		} else if cursor {
+			w = append(slices.Clone(where), fmt.Sprintf("t.id %s $%d", cmp, n0+1))
+			limit = fmt.Sprintf("$%d", n0+2)
+		}
+		cond := "true"
+		if len(w) > 0 {
+			cond = strings.Join(w, " AND ")
+		}
+		return `SELECT ` + recordCols + `
+			FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
+			WHERE ` + cond + `
+			ORDER BY ` + orderBy + ` LIMIT ` + limit
+	}
+	return query(false), query(true), args, cursorArgs
 }
 
 const historyPage = 1024

@@ -27,7 +27,15 @@ var migrations = []migration{
 	{2, schemaV2, nil},
 	{3, schemaV3, nil},
 	{4, schemaV4, backfillSearch},
+	{5, schemaV5, nil},
 }
+
+// schemaV5 indexes threads by their last update, for listings most
+// recently updated first (thread.OrderUpdated): a page is a seek in the
+// index, not a sort of the tenant's threads.
+const schemaV5 = `
+CREATE INDEX loom_threads_updated ON loom_threads (tenant, updated_at, id);
+`
 
 // schemaV1 is the first schema.
 //

@@ -150,8 +150,12 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 
 // Threads implements thread.Store. It pages through a sorted set of thread
 // ids (one per tenant, one for all) in lexical order and filters the
-// records by kind and labels on the client.
+// records by kind and labels on the client. OrderUpdated reads every
+// record of the tenant and sorts them (thread.ListByUpdated).
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
+	if opts.Order == thread.OrderUpdated {
+		return thread.ListByUpdated(ctx, opts, s.Threads)
+	}
 	return func(yield func(*thread.Record, error) bool) {
 		yield = mapYield(ctx, yield)
 		key := s.allKey()

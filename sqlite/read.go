@@ -291,32 +291,13 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 const listPage = 256
 
 // Threads implements thread.Store. The filters are SQL: the tenant and id
-// order come from an index, each label is a lookup in the labels table.
+// order come from an index (the order of updates from threads_by_updated),
+// each label is a lookup in the labels table.
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
-		var q strings.Builder
-		var args []any
-		q.WriteString(`SELECT ` + recordCols + ` FROM threads t LEFT JOIN commits h ON h.k = t.head WHERE 1`)
-		if !opts.AllTenants {
-			q.WriteString(` AND t.tenant = ?`)
-			args = append(args, opts.Tenant)
-		}
-		if opts.Kind != "" {
-			q.WriteString(` AND t.kind = ?`)
-			args = append(args, string(opts.Kind))
-		}
-		for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
-			q.WriteString(` AND t.k IN (SELECT thread FROM labels WHERE key = ? AND value = ?)`)
-			args = append(args, k, opts.Labels[k])
-		}
-		cmp, order := ">", "ASC"
-		if opts.Desc {
-			cmp, order = "<", "DESC"
-		}
-		base, nbase := q.String(), len(args)
-		paged := base + ` AND t.id ` + cmp + ` ? ORDER BY t.id ` + order + ` LIMIT ?`
-		first := base + ` ORDER BY t.id ` + order + ` LIMIT ?`
-		cursor, started, n := opts.After, opts.After != "", 0
+		first, paged, args, cursorArgs := listSQL(opts)
+		nbase := len(args)
+		cursor, started, n := cursorArgs(&thread.Record{ID: opts.After, UpdatedAt: opts.AfterUpdated}), opts.After != "", 0
 		for {
 			page := listPage
 			if opts.Limit > 0 {
@@ -326,7 +307,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			err := func() error {
 				query, a := first, append(args[:nbase:nbase], page)
 				if started {
-					query, a = paged, append(args[:nbase:nbase], cursor, page)
+					query, a = paged, append(append(args[:nbase:nbase], cursor...), page)
 				}
 				rows, err := s.r.QueryContext(ctx, query, a...)
 				if err != nil {
@@ -355,9 +336,45 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			if len(recs) < page || (opts.Limit > 0 && n >= opts.Limit) {
 				return
 			}
-			cursor, started = recs[len(recs)-1].ID, true
+			cursor, started = cursorArgs(recs[len(recs)-1]), true
 		}
 	}
+}
+
+// listSQL is the query of a listing: from the start and after a cursor,
+// the filters' arguments (the cursor's and the page size follow them), and
+// the cursor's arguments after a record.
+func listSQL(opts thread.ListOptions) (first, paged string, args []any, cursorArgs func(*thread.Record) []any) {
+	var q strings.Builder
+	q.WriteString(`SELECT ` + recordCols + ` FROM threads t LEFT JOIN commits h ON h.k = t.head WHERE 1`)
+	if !opts.AllTenants {
+		q.WriteString(` AND t.tenant = ?`)
+		args = append(args, opts.Tenant)
+	}
+	if opts.Kind != "" {
+		q.WriteString(` AND t.kind = ?`)
+		args = append(args, string(opts.Kind))
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
+		q.WriteString(` AND t.k IN (SELECT thread FROM labels WHERE key = ? AND value = ?)`)
+		args = append(args, k, opts.Labels[k])
+	}
+	cmp, order := ">", "ASC"
+	if opts.Desc {
+		cmp, order = "<", "DESC"
+	}
+	base := q.String()
+	paged = base + ` AND t.id ` + cmp + ` ? ORDER BY t.id ` + order + ` LIMIT ?`
+	first = base + ` ORDER BY t.id ` + order + ` LIMIT ?`
+	cursorArgs = func(r *thread.Record) []any { return []any{r.ID} }
+	if opts.Order == thread.OrderUpdated {
+		// threads_by_updated gives the order; the row value seeks it
+		// to the cursor.
+		paged = base + ` AND (t.updated, t.id) < (?, ?) ORDER BY t.updated DESC, t.id DESC LIMIT ?`
+		first = base + ` ORDER BY t.updated DESC, t.id DESC LIMIT ?`
+		cursorArgs = func(r *thread.Record) []any { return []any{micros(r.UpdatedAt), r.ID} }
+	}
+	return first, paged, args, cursorArgs
 }
 
 // History implements thread.Store.

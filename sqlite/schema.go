@@ -30,10 +30,18 @@ var migrations = []migration{
 	execAll(schemaV1...),
 	execAll(schemaV2...),
 	migrateV3,
+	execAll(schemaV4...),
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
+
+// schemaV4 indexes threads by their last update, for listings most
+// recently updated first (thread.OrderUpdated): a page is a seek in the
+// index, not a sort of the tenant's threads.
+var schemaV4 = []string{
+	`CREATE INDEX threads_by_updated ON threads (tenant, updated, id)`,
+}
 
 // schemaV1 is the first schema.
 //

@@ -408,7 +408,7 @@ func TestMigrateSearch(t *testing.T) {
 	// Take the database back to version 2.
 	raw := rawDB(t, path)
 	for _, q := range []string{
-		`DROP TRIGGER search_entries_unindex`, `DROP TRIGGER commits_unindex`,
+		`DROP INDEX threads_by_updated`, `DROP TRIGGER search_entries_unindex`, `DROP TRIGGER commits_unindex`,
 		`DROP TABLE search_entries`, `DROP TABLE search`, `DROP TABLE search_pending`, `PRAGMA user_version = 2`,
 	} {
 		if _, err := raw.Exec(q); err != nil {

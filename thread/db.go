@@ -282,22 +282,48 @@ func (db *DB) record(ctx context.Context, id string) (*Record, error) {
 	return r, nil
 }
 
-// Threads yields handles on the threads that match opts, in id order (see
-// ListOptions). The DB's tenant always applies.
+// Threads yields handles on the threads that match opts, in opts.Order
+// (see ListOptions). The DB's tenant always applies. opts.Internal is
+// applied here: the store's pages are filtered, and read on after the last
+// record seen until Limit threads passed, so that a page of people's
+// threads is full even where loom's own crowd them.
 func (db *DB) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Thread, error] {
 	opts.Tenant, opts.AllTenants = db.tenant, false
+	keep := opts.Internal.keeps()
+	opts.Internal = InternalInclude
 	return func(yield func(*Thread, error) bool) {
-		for r, err := range db.store.Threads(ctx, opts) {
-			if err != nil {
-				yield(nil, err)
-				return
+		limit, n := opts.Limit, 0
+		for {
+			seen := 0
+			var last *Record
+			for r, err := range db.store.Threads(ctx, opts) {
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				seen, last = seen+1, r
+				if keep != nil && !keep(r) {
+					continue
+				}
+				n++
+				if !yield(db.handle(r, nil), nil) || (limit > 0 && n >= limit) {
+					return
+				}
 			}
-			if !yield(db.handle(r, nil), nil) {
-				return
+			if keep == nil || opts.Limit == 0 || seen < opts.Limit {
+				return // the store has no more
 			}
+			// Some of the page were filtered out: read on after it, a
+			// page no smaller than listMore.
+			opts.After, opts.AfterUpdated = last.ID, last.UpdatedAt
+			opts.Limit = max(limit-n, listMore)
 		}
 	}
 }
+
+// listMore is the least page DB.Threads asks a store for when it reads on
+// past threads its filter left out.
+const listMore = 64
 
 // Delete deletes the thread id, its history and checkpoints, and every
 // commit no other thread or checkpoint reaches. It cannot be undone.

@@ -32,6 +32,9 @@
 //	Save, Load                O(n): the portable document (docs/portable-document.md)
 //	Delete                    O(history entries + checkpoints + commits freed)
 //	Copy (store to store)     O(commits the destination lacks); ids and sharing kept
+//	Diff (two points)         O(commits after the one both share): the shared prefix
+//	                          is counted by depth, not read (threads that share no
+//	                          commit are read whole)
 //	Group                     the sum of its changes, applied as one atomic batch
 //
 // Heads move only by compare-and-swap on the version. Two writers never both
@@ -68,7 +71,17 @@
 // checkpoint and delete of its tenant's threads: a store that is a Watcher
 // (PostgreSQL LISTEN/NOTIFY, Redis pub/sub) reports what every process
 // does, any other what the DBs of this process do; a ChangeGap says some
-// changes may have been missed. DB.Family returns a thread's fork family.
+// changes may have been missed. DB.Family returns a thread's fork family,
+// and DB.Diff what differs between two versions of a thread, or a thread
+// and its fork: messages added, removed and changed, and state.
+//
+// DB.Threads lists a tenant's threads a page at a time, filtered by kind
+// and labels, in id order or most recently updated first
+// (ListOptions.Order): SQLite and PostgreSQL seek an index on update times
+// for a page, the other stores sort every matching record
+// (ListByUpdated). Threads loom makes for itself — a work log's, a
+// workflow's sub-threads — carry LabelOwner (Own); ListOptions.Internal
+// leaves them out or lists them alone.
 //
 // Storage is a Store: a small interface that backends implement and
 // thread/storetest checks. Open picks one by URL ("memory://" is built in;

@@ -171,9 +171,13 @@ func (s *MemoryStore) Thread(ctx context.Context, id string) (*Record, error) {
 	return t.rec.Clone(), nil
 }
 
-// Threads implements Store. It collects a page at a time under the lock and
+// Threads implements Store. OrderUpdated sorts every matching record
+// (ListByUpdated). It collects a page at a time under the lock and
 // yields outside it, so the caller may write to the store while iterating.
 func (s *MemoryStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Record, error] {
+	if opts.Order == OrderUpdated {
+		return ListByUpdated(ctx, opts, s.Threads)
+	}
 	return func(yield func(*Record, error) bool) {
 		const page = 256
 		cursor, started, n := opts.After, opts.After != "", 0

@@ -3,6 +3,8 @@ package thread
 import (
 	"context"
 	"iter"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -40,7 +42,8 @@ type Store interface {
 
 	// Thread returns the record of a thread, or ErrNotFound.
 	Thread(ctx context.Context, id string) (*Record, error)
-	// Threads yields the records that match opts, in id order.
+	// Threads yields the records that match opts, in opts.Order (id order,
+	// or most recently updated first); it ignores opts.Internal.
 	Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Record, error]
 	// History yields a thread's history entries, newest first. An unknown
 	// thread yields ErrNotFound.
@@ -164,13 +167,117 @@ type ListOptions struct {
 	Labels map[string]string
 	// Kind, when not "", lists only threads of this kind.
 	Kind Kind
+	// Order is the order of the listing; the zero value OrderID is id
+	// order.
+	Order Order
 	// After is the cursor: list threads whose id sorts after it (before it
-	// with Desc). Pass the last id of the previous page.
+	// with Desc). Pass the last id of the previous page. With
+	// OrderUpdated the cursor is the pair (AfterUpdated, After), the
+	// UpdatedAt and ID of the last thread of the previous page.
 	After string
-	// Desc lists in descending id order: newest first for loom's ids.
+	// AfterUpdated is the UpdatedAt half of an OrderUpdated cursor; it is
+	// ignored in id order and when After is "".
+	AfterUpdated time.Time
+	// Desc lists in descending id order: newest first for loom's ids. It
+	// has no effect with OrderUpdated.
 	Desc bool
 	// Limit caps the number of threads; 0 means no cap.
 	Limit int
+	// Internal says whether loom's own threads (see Own) are listed; the
+	// zero value lists them with the others. DB.Threads applies it above
+	// the store, which ignores it.
+	Internal Internal
+}
+
+// Order is the order of a listing of threads (ListOptions.Order).
+type Order int8
+
+const (
+	// OrderID lists in id order, ascending, or descending with Desc.
+	OrderID Order = iota
+	// OrderUpdated lists the most recently updated thread first
+	// (UpdatedAt descending, ties by id descending). A thread that moves
+	// goes to the front, so a listing paged with cursors while threads
+	// change can miss the ones that moved meanwhile, never repeat one.
+	OrderUpdated
+)
+
+// Internal selects threads by whether loom made them for its own use
+// (ListOptions.Internal, see Own).
+type Internal int8
+
+const (
+	// InternalInclude lists every thread: the zero value.
+	InternalInclude Internal = iota
+	// InternalExclude leaves loom's own threads out: people's threads.
+	InternalExclude
+	// InternalOnly lists only loom's own threads.
+	InternalOnly
+)
+
+// keeps returns the filter i stands for, or nil for every thread.
+func (i Internal) keeps() func(*Record) bool {
+	switch i {
+	case InternalExclude:
+		return func(r *Record) bool { return !Own(r) }
+	case InternalOnly:
+		return Own
+	}
+	return nil
+}
+
+// CompareUpdated orders records the way OrderUpdated lists them: negative
+// when a comes before b.
+func CompareUpdated(a, b *Record) int {
+	if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(b.ID, a.ID)
+}
+
+// Past reports whether r comes after the cursor of o in o's order; with no
+// cursor, every record does. Stores that page in memory use it.
+func (o ListOptions) Past(r *Record) bool {
+	switch {
+	case o.After == "":
+		return true
+	case o.Order == OrderUpdated:
+		return CompareUpdated(&Record{ID: o.After, UpdatedAt: o.AfterUpdated}, r) < 0
+	case o.Desc:
+		return r.ID < o.After
+	}
+	return r.ID > o.After
+}
+
+// ListByUpdated is the OrderUpdated listing of a store without an index on
+// update times: it lists every thread that matches opts' filters with
+// byID (in id order, no cursor, no limit), keeps those past the cursor and
+// sorts them, which costs a read of every matching record per page. A
+// store calls it from Threads when opts.Order is OrderUpdated.
+func ListByUpdated(ctx context.Context, opts ListOptions, byID func(context.Context, ListOptions) iter.Seq2[*Record, error]) iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) {
+		all := opts
+		all.Order, all.After, all.AfterUpdated, all.Desc, all.Limit = OrderID, "", time.Time{}, false, 0
+		var recs []*Record
+		for r, err := range byID(ctx, all) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if opts.Past(r) {
+				recs = append(recs, r)
+			}
+		}
+		slices.SortFunc(recs, CompareUpdated)
+		if opts.Limit > 0 && len(recs) > opts.Limit {
+			recs = recs[:opts.Limit]
+		}
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
 }
 
 // Match reports whether r passes the filters of o (not the cursor).

@@ -604,8 +604,10 @@ func serve(t *testing.T, store string) string {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "loom serving on "); ok {
-				found <- rest
+			// loom serve's JSON line {"msg":"listening","url":…}.
+			var line struct{ Msg, URL string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				found <- line.URL
 			}
 		}
 	}()

@@ -30,6 +30,11 @@ const (
 	LabelKey      = "loom.workflow.key"
 )
 
+// Owner is the value of thread.LabelOwner on a workflow's sub-threads,
+// which listings leave out by default; the workflow's own thread is not
+// marked.
+const Owner = "workflow"
+
 // validKey reports whether s can be a sub-thread key or a step name:
 // letters, digits, '_' and '-', at most 32 bytes.
 func validKey(s string) bool {
@@ -133,7 +138,7 @@ func subOptions(workflow, key, title string) thread.CreateOptions {
 		title = workflow
 	}
 	return thread.CreateOptions{ID: subID(workflow, key), Kind: thread.KindLocal, Parent: workflow,
-		Title: clipTitle(title + " · " + key), Labels: map[string]string{LabelWorkflow: workflow, LabelKey: key}}
+		Title: clipTitle(title + " · " + key), Labels: map[string]string{LabelWorkflow: workflow, LabelKey: key, thread.LabelOwner: Owner}}
 }
 
 func clipTitle(s string) string {

@@ -30,6 +30,10 @@ const EventRole message.Role = "worklog"
 // work items; threads with it are work logs, not conversations.
 const LabelProject = "loom.worklog"
 
+// Owner is the value of thread.LabelOwner on the threads a work log makes
+// (its items and its sessions), which listings leave out by default.
+const Owner = "worklog"
+
 // maxEventBytes bounds the item JSON of one event message, well under the
 // thread's default limit of a message (1 MiB); a change of more items is
 // several messages of one commit.
@@ -307,7 +311,7 @@ func (t *threadItems) update(ctx context.Context, fn func(s *snapshot) ([]*entry
 		var c *thread.Commit
 		if th == nil {
 			th, err = t.db.Create(ctx, thread.CreateOptions{ID: t.id, Kind: thread.KindLocal, Title: "work items: " + t.project,
-				Labels: map[string]string{LabelProject: cut(t.project, t.db.Limits().LabelBytes)}, Messages: msgs})
+				Labels: map[string]string{LabelProject: cut(t.project, t.db.Limits().LabelBytes), thread.LabelOwner: Owner}, Messages: msgs})
 			if err == nil {
 				c = &thread.Commit{ID: th.Record().Head, Depth: int64(len(msgs))}
 			}

@@ -216,7 +216,7 @@ func (st *ThreadSessions) change(ctx context.Context, project, sid string, fn fu
 		var c *thread.Commit
 		if th == nil {
 			th, err = st.db.Create(ctx, thread.CreateOptions{ID: sessionrec.ThreadID(project), Kind: thread.KindLocal,
-				Title: "sessions: " + cut(project, 200), Labels: map[string]string{sessionrec.LabelProject: cut(project, st.db.Limits().LabelBytes)},
+				Title: "sessions: " + cut(project, 200), Labels: map[string]string{sessionrec.LabelProject: cut(project, st.db.Limits().LabelBytes), thread.LabelOwner: Owner},
 				Messages: msgs})
 			if err == nil {
 				c = &thread.Commit{ID: th.Record().Head, Depth: int64(len(msgs))}

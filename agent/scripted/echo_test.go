@@ -157,6 +157,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("pieces %q", pieces)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	n := 0
 	var last error
 	for u, err := range c.Stream(ctx, []message.Message{message.User("a long enough sentence")}, nil) {

@@ -109,8 +109,8 @@ func startServer(t *testing.T, store string, args ...string) *server {
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "loom serving on "); ok {
-				found <- rest
+			if u, ok := listeningURL(sc.Text()); ok {
+				found <- u
 				break
 			}
 		}
@@ -144,7 +144,7 @@ func (s *server) stop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("loom serve did not stop:\n%s", s.stderr.String())
 	}
-	if !strings.Contains(s.stderr.String(), "loom stopped") {
+	if !strings.Contains(s.stderr.String(), `"msg":"stopped"`) {
 		t.Fatalf("no graceful stop:\n%s", s.stderr.String())
 	}
 }

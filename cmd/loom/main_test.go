@@ -137,8 +137,9 @@ func TestThreadsCreateListShow(t *testing.T) {
 			t.Errorf("list lacks %q:\n%s", want, out)
 		}
 	}
+	// Most recently updated first: th_named had messages appended.
 	recs := lines[recordJSON](t, loom(t, "threads", "list", "--store", store, "--json").ok(t))
-	if len(recs) != 2 || recs[0].ID != a.ID || recs[1].ID != "th_named" || recs[1].Version != 2 {
+	if len(recs) != 2 || recs[0].ID != "th_named" || recs[1].ID != a.ID || recs[0].Version != 2 {
 		t.Errorf("list --json = %+v", recs)
 	}
 	recs = lines[recordJSON](t, loom(t, "threads", "list", "--store", store, "--json", "--label", "app=support").ok(t))

@@ -35,7 +35,7 @@ func TestReviewServeWithoutKeysRefusesForeignHost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- serveOn(ctx, l, db, nil, new(auth.Keys), serveConfig{shutdown: 5 * time.Second}, "test", slog.New(slog.DiscardHandler), io.Discard)
+		done <- serveOn(ctx, l, db, nil, new(auth.Keys), serveConfig{shutdown: 5 * time.Second}, "test", slog.New(slog.DiscardHandler))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -124,6 +124,20 @@ var commands = []spec{
 			"loom threads history th_01jq… --limit 10",
 		},
 		New: func(b base) Command { return &ThreadsHistoryCommand{base: b} }},
+	{Name: "threads diff", Synopsis: "ID [--version N] [--to ID2] [--to-version M] [--limit N]",
+		Summary: "show what differs between two versions of a thread, or a thread and its fork",
+		Help: "Compares the thread at --version (default: now) with --to (default: the same thread)\n" +
+			"at --to-version (default: now), as a unified diff: the messages both begin with are\n" +
+			"counted, then each message only the first has (-), only the second has (+), or both\n" +
+			"have (space; a message changed under its id shows - and +), then the state keys that\n" +
+			"differ. Forks and versions share commits, so it reads only what differs.\n" +
+			"With --json, the answer of GET /v1/threads/{id}/diff.",
+		Examples: []string{
+			"loom threads diff th_01jq… --to th_01jr…",
+			"loom threads diff th_01jq… --version 3",
+			"loom threads diff th_01jq… --to th_01jr… --to-version 2 --json",
+		},
+		New: func(b base) Command { return &ThreadsDiffCommand{base: b} }},
 	{Name: "threads checkpoint", Synopsis: "ID (NAME | --list | --delete NAME)",
 		Summary: "name the head so that rollback can return to it; list or delete checkpoints",
 		Examples: []string{

@@ -95,13 +95,24 @@ func newClient(provider, model string, f foundryFlags, tp trace.TracerProvider) 
 	return client, nil
 }
 
+// provider is the name GET /v1/server reports: --provider's, "" without
+// a model ("none" says the same).
+func provider(name string, client agent.ChatClient) string {
+	if client == nil {
+		return ""
+	}
+	return name
+}
+
 // serveOn serves db on l until ctx ends, then shuts down gracefully: it
 // stops accepting, lets the requests in flight (accepted writes) finish for
 // up to cfg.shutdown, and returns. Requests, runs, model and tool calls
 // are traced with cfg.tracer; db's operations are if the caller gave it
-// the same provider (DB.WithTracerProvider). wl keeps the work items of /v1/items,
-// /v1/sessions and the work-item tools of /mcp; nil serves none.
-func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Logs, keys *auth.Keys, cfg serveConfig, version string, log *slog.Logger, stderr io.Writer) error {
+// the same provider (DB.WithTracerProvider). It logs "listening" (with
+// the url), "shutting down" and "stopped" to log, like every other line.
+// wl keeps the work items of /v1/items, /v1/sessions and the work-item
+// tools of /mcp; nil serves none.
+func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Logs, keys *auth.Keys, cfg serveConfig, version string, log *slog.Logger) error {
 	defer l.Close()
 	if !keys.Enabled() && !isLoopback(l.Addr().String()) {
 		return fmt.Errorf("without API keys loom serves on loopback only, not %s: give --keys FILE or $LOOM_API_KEYS", l.Addr())
@@ -117,7 +128,8 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 			TracerProvider: cfg.tracer, OnToolCall: metrics.ObserveToolCall})
 	}
 	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Agent: ag, Chat: client, MaxBodyBytes: cfg.maxBody,
-		AllowOrigins: cfg.origins, Worklog: wl, Logger: log, Version: version, TracerProvider: cfg.tracer, Metrics: metrics})
+		AllowOrigins: cfg.origins, Worklog: wl, Logger: log, Version: version, Provider: provider(cfg.provider, client),
+		TracerProvider: cfg.tracer, Metrics: metrics})
 	mcpOpts := &mcpserver.Options{Logger: log, Version: version, TracerProvider: cfg.tracer}
 	if wl != nil {
 		mcpOpts.AddTools = worklogTools(db, wl, log)
@@ -162,7 +174,7 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	fmt.Fprintf(stderr, "loom serving on http://%s\n", l.Addr())
+	log.Info("listening", "url", "http://"+l.Addr().String(), "version", version, "provider", provider(cfg.provider, client))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	select {
@@ -170,6 +182,7 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 		return err
 	case <-ctx.Done():
 	}
+	log.Info("shutting down", "grace", cfg.shutdown.String())
 	// Stop accepting; let the requests in flight finish (accepted writes
 	// complete whatever their clients do) for the grace period; then cancel
 	// what is left and wait for it to return.
@@ -186,7 +199,11 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
-	fmt.Fprintln(stderr, "loom stopped")
+	if err != nil {
+		log.Error("stopped", "err", err)
+	} else {
+		log.Info("stopped")
+	}
 	return err
 }
 
@@ -235,6 +252,28 @@ type ServeCommand struct {
 	cfg serveConfig
 	// listen opens the listener; nil means net.Listen. Tests inject one.
 	listen func(addr string) (net.Listener, error)
+	// logLevel is --log-level; "" takes $LOOM_LOG_LEVEL, else info.
+	logLevel string
+}
+
+// level returns the level of --log-level, else of $LOOM_LOG_LEVEL,
+// else INFO.
+func (c *ServeCommand) level() (slog.Level, error) {
+	name, from := c.logLevel, "--log-level"
+	if name == "" {
+		name, from = c.Getenv("LOOM_LOG_LEVEL"), "$LOOM_LOG_LEVEL"
+	}
+	switch strings.ToLower(name) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "", "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, c.usage("%s %q: want debug, info, warn or error", from, name)
 }
 
 // Flags implements Command.
@@ -251,6 +290,7 @@ func (c *ServeCommand) Flags() *flag.FlagSet {
 	c.cfg.foundry.flags(fs)
 	fs.Int64Var(&c.cfg.maxBody, "max-body", 8<<20, "largest request body, in bytes")
 	fs.DurationVar(&c.cfg.shutdown, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	fs.StringVar(&c.logLevel, "log-level", "", "the least `LEVEL` logged: debug, info, warn or error ($LOOM_LOG_LEVEL; default info); /healthz and /metrics requests are debug")
 	return fs
 }
 
@@ -261,6 +301,10 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 	if c.cfg.maxBody <= 0 {
 		return c.usage("--max-body must be positive")
+	}
+	level, err := c.level()
+	if err != nil {
+		return err
 	}
 	// Refuse before opening the store or listening: a keys file with a
 	// line that is not one key for one tenant, and without keys, any
@@ -281,7 +325,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if listen == nil {
 		listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 	}
-	log := slog.New(slog.NewJSONHandler(c.Stderr, nil))
+	log := slog.New(slog.NewJSONHandler(c.Stderr, &slog.HandlerOptions{Level: level}))
 	// A store on a full disk still serves reads: the server starts, and
 	// says so. Writes answer 507 until space is freed.
 	if ro, ok := db.Store().(interface{ ReadOnly() error }); ok {
@@ -306,5 +350,5 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return serveOn(ctx, l, db, worklog.NewLogs(db, nil), keys, c.cfg, moduleVersion(), log, c.Stderr)
+	return serveOn(ctx, l, db, worklog.NewLogs(db, nil), keys, c.cfg, moduleVersion(), log)
 }

@@ -41,7 +41,7 @@ func TestServeRefusesABadKeysFile(t *testing.T) {
 				sc := bufio.NewScanner(stderr)
 				for sc.Scan() {
 					out.WriteString(sc.Text() + "\n")
-					if strings.HasPrefix(sc.Text(), "loom serving on ") {
+					if _, ok := listeningURL(sc.Text()); ok {
 						served = true
 						cmd.Process.Kill()
 					}

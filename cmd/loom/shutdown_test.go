@@ -36,7 +36,7 @@ func TestShutdownFinishesAcceptedWrites(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- serveOn(ctx, l, db, nil, new(auth.Keys), serveConfig{maxBody: 1 << 20, shutdown: 10 * time.Second},
-			"test", slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+			"test", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 
 	body := `{"messages":[{"role":"user","contents":[{"type":"text","text":"in flight"}]}]}`

@@ -17,20 +17,31 @@ import (
 	"github.com/loomthreads/loom/thread"
 )
 
-// ThreadsListCommand lists threads.
+// ThreadsListCommand lists threads: people's, most recently updated
+// first, a page at a time unless asked for all.
 type ThreadsListCommand struct {
 	base
-	Labels labelsFlag
-	Kind   kindFlag
-	Limit  int
+	Labels   labelsFlag
+	Kind     kindFlag
+	Limit    int
+	All      bool
+	Internal bool
+	Order    string
 }
+
+// defaultListLimit is how many threads threads list shows without --limit
+// or --all: a screenful, not a store of ten thousand.
+const defaultListLimit = 50
 
 // Flags implements Command.
 func (c *ThreadsListCommand) Flags() *flag.FlagSet {
 	fs := c.flagSet()
 	fs.Var(&c.Labels, "label", "only threads with this `k=v` label (repeatable; all must match)")
 	fs.Var(&c.Kind, "kind", "only threads of kind `K`: undetermined, local, service or workflow")
-	fs.IntVar(&c.Limit, "limit", 0, "list at most `N` threads (0: all)")
+	fs.IntVar(&c.Limit, "limit", defaultListLimit, "list at most `N` threads (0: all of them, as --all)")
+	fs.BoolVar(&c.All, "all", false, "list every thread, not a page")
+	fs.BoolVar(&c.Internal, "internal", false, "list loom's own threads too (work logs, sessions, workflows' sub-threads)")
+	fs.StringVar(&c.Order, "order", "updated", "list in `ORDER`: updated (most recently updated first), id, or newest (by id, newest first)")
 	return fs
 }
 
@@ -42,6 +53,26 @@ func (c *ThreadsListCommand) Run(ctx context.Context, args []string) error {
 	if c.Limit < 0 {
 		return c.usage("--limit must not be negative")
 	}
+	opts := thread.ListOptions{Labels: c.Labels, Kind: thread.Kind(c.Kind), Internal: thread.InternalExclude}
+	switch c.Order {
+	case "updated":
+		opts.Order = thread.OrderUpdated
+	case "id":
+	case "newest":
+		opts.Desc = true
+	default:
+		return c.usage("--order %q: updated, id or newest", c.Order)
+	}
+	if c.Internal {
+		opts.Internal = thread.InternalInclude
+	}
+	limit := c.Limit
+	if c.All {
+		limit = 0
+	}
+	if limit > 0 {
+		opts.Limit = limit + 1 // one more tells whether there are more
+	}
 	db, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -51,10 +82,16 @@ func (c *ThreadsListCommand) Run(ctx context.Context, args []string) error {
 	if !c.JSON {
 		t = newTable(c.Stdout, "ID", "TITLE", "KIND", "VERSION", "UPDATED", "LABELS")
 	}
-	for th, err := range db.Threads(ctx, thread.ListOptions{Labels: c.Labels, Kind: thread.Kind(c.Kind), Limit: c.Limit}) {
+	n, more := 0, false
+	for th, err := range db.Threads(ctx, opts) {
 		if err != nil {
 			return fmt.Errorf("list threads: %w", err)
 		}
+		if limit > 0 && n == limit {
+			more = true
+			break
+		}
+		n++
 		r := th.Record()
 		if c.JSON {
 			if err := writeJSONLine(c.Stdout, toRecordJSON(r)); err != nil {
@@ -65,7 +102,14 @@ func (c *ThreadsListCommand) Run(ctx context.Context, args []string) error {
 		t.row(r.ID, clip(r.Title, 60), string(r.Kind), strconv.FormatInt(r.Version, 10), formatTime(r.UpdatedAt), formatLabels(r.Labels))
 	}
 	if t != nil {
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if more {
+		// On stderr, so that the rows (or JSON lines) on stdout stay
+		// only rows.
+		fmt.Fprintf(c.Stderr, "… more threads than these %d: --limit N or --all\n", limit)
 	}
 	return nil
 }
@@ -700,4 +744,130 @@ func (c *ThreadsDeleteCommand) Run(ctx context.Context, args []string) error {
 	}
 	_, err = fmt.Fprintf(c.Stdout, "deleted %s\n", th.ID())
 	return err
+}
+
+// ThreadsDiffCommand shows the difference between two versions of a
+// thread, or between a thread and another (a fork).
+type ThreadsDiffCommand struct {
+	base
+	Version   int64
+	To        string
+	ToVersion int64
+	Limit     int
+}
+
+// Flags implements Command.
+func (c *ThreadsDiffCommand) Flags() *flag.FlagSet {
+	fs := c.flagSet()
+	fs.Int64Var(&c.Version, "version", 0, "compare the thread as it was at version `N` (0: now)")
+	fs.StringVar(&c.To, "to", "", "compare with the thread `ID2`, such as a fork (default: the same thread)")
+	fs.Int64Var(&c.ToVersion, "to-version", 0, "compare with --to (or the thread) as it was at version `M` (0: now)")
+	fs.IntVar(&c.Limit, "limit", thread.DefaultDiffLimit, fmt.Sprintf("show at most `N` messages and N state keys (at most %d)", thread.MaxDiffLimit))
+	return fs
+}
+
+// Run implements Command.
+func (c *ThreadsDiffCommand) Run(ctx context.Context, args []string) error {
+	pos, err := c.positional(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if c.Version < 0 || c.ToVersion < 0 {
+		return c.usage("--version and --to-version must not be negative")
+	}
+	if c.Limit < 1 || c.Limit > thread.MaxDiffLimit {
+		return c.usage("--limit must be 1 to %d", thread.MaxDiffLimit)
+	}
+	db, th, err := c.openThread(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	to := th.ID()
+	if c.To != "" {
+		// Read first for the error that names the store.
+		other, err := getThread(ctx, db, c.To, c.Store)
+		if err != nil {
+			return err
+		}
+		to = other.ID()
+	}
+	d, err := db.Diff(ctx, thread.DiffQuery{Thread: th.ID(), Version: c.Version, To: to, ToVersion: c.ToVersion, Limit: c.Limit})
+	if err != nil {
+		return err // "diff: thread a: version 9: not found"
+	}
+	if c.JSON {
+		return writeJSON(c.Stdout, d)
+	}
+	printDiff(c.Stdout, d, c.Limit)
+	return nil
+}
+
+// printDiff writes a diff for people, as a unified diff of messages and
+// state: a header for each side, the shared messages counted, then each
+// message as "role: text" marked - (only from has it), + (only to has it)
+// or a space (both), a changed message as its - and + lines; then the
+// state keys that differ, "key: value" likewise.
+func printDiff(w io.Writer, d *thread.Diff, limit int) {
+	side := func(s thread.DiffSide) string {
+		return fmt.Sprintf("%s  version %d  (%s)", s.Thread, s.Version, plural(int(s.Messages), "message", "messages"))
+	}
+	fmt.Fprintf(w, "--- %s\n+++ %s\n", side(d.From), side(d.To))
+	if len(d.Entries) == 0 && len(d.State) == 0 {
+		fmt.Fprintf(w, "no differences: %s shared\n", plural(int(d.Shared), "message", "messages"))
+		return
+	}
+	switch {
+	case len(d.Entries) == 0:
+	case d.Shared == 0:
+		fmt.Fprintln(w, "@@ messages, none shared @@")
+	default:
+		fmt.Fprintf(w, "@@ messages after %s @@\n", plural(int(d.Shared), "shared message", "shared messages"))
+	}
+	for _, e := range d.Entries {
+		switch e.Change {
+		case thread.DiffRemoved:
+			printDiffMessage(w, "-", e.From)
+		case thread.DiffAdded:
+			printDiffMessage(w, "+", e.To)
+		case thread.DiffChanged:
+			printDiffMessage(w, "-", e.From)
+			printDiffMessage(w, "+", e.To)
+		default:
+			printDiffMessage(w, " ", e.From)
+		}
+	}
+	if len(d.State) > 0 {
+		fmt.Fprintln(w, "@@ state @@")
+	}
+	for _, s := range d.State {
+		if s.From != nil {
+			fmt.Fprintf(w, "- %s: %s\n", s.Key, clip(string(s.From), 200))
+		}
+		if s.To != nil {
+			fmt.Fprintf(w, "+ %s: %s\n", s.Key, clip(string(s.To), 200))
+		}
+	}
+	if d.Truncated {
+		fmt.Fprintf(w, "… cut at %d messages or state keys (--limit)\n", limit)
+	}
+}
+
+// printDiffMessage writes m as "mark role: text", every line of it marked.
+func printDiffMessage(w io.Writer, mark string, m *message.Message) {
+	head := string(m.Role)
+	if m.AuthorName != "" {
+		head += " (" + m.AuthorName + ")"
+	}
+	var parts []string
+	for _, c := range m.Contents {
+		parts = append(parts, formatContent(c))
+	}
+	for i, line := range strings.Split(strings.Join(parts, "\n"), "\n") {
+		if i == 0 {
+			fmt.Fprintf(w, "%s %s: %s\n", mark, head, line)
+			continue
+		}
+		fmt.Fprintf(w, "%s   %s\n", mark, line)
+	}
 }

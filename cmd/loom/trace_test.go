@@ -127,7 +127,7 @@ func TestServeTraceTree(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- serveOn(ctx, l, db, nil, new(auth.Keys), cfg, "test", slog.New(slog.DiscardHandler), io.Discard)
+		done <- serveOn(ctx, l, db, nil, new(auth.Keys), cfg, "test", slog.New(slog.DiscardHandler))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -112,6 +112,8 @@ var cases = []suiteCase{
 	{"Checkpoints", checkpoints},
 	{"StateIsVersioned", stateIsVersioned},
 	{"ListFiltersAndPaging", listFiltersAndPaging},
+	{"ListByUpdated", listByUpdated},
+	{"ListInternal", listInternal},
 	{"SaveLoadRoundTrip", saveLoadRoundTrip},
 	{"CopyInAndOut", copyInAndOut},
 	{"BadBatches", badBatches},

@@ -143,6 +143,14 @@ func (s shallowWalk) Ancestors(ctx context.Context, id string, floor int64) iter
 	}
 }
 
+// idOrder lists in id order whatever order it is asked for.
+type idOrder struct{ *thread.MemoryStore }
+
+func (s idOrder) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
+	opts.Order = thread.OrderID
+	return s.MemoryStore.Threads(ctx, opts)
+}
+
 func TestSuiteCatchesBrokenStores(t *testing.T) {
 	mem := func() *thread.MemoryStore { return thread.NewMemoryStore() }
 	forgetful := &Options{Reopen: func(thread.Store) (thread.Store, error) { return thread.NewMemoryStore(), nil }}
@@ -157,6 +165,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"greedy delete", func() thread.Store { return &greedyDelete{MemoryStore: mem(), gone: map[string]bool{}} }, nil, []string{"DeleteKeepsSharedPrefixes"}},
 		{"piecemeal", func() thread.Store { return piecemeal{mem()} }, nil, []string{"BatchIsAtomic"}},
 		{"shallow walk", func() thread.Store { return shallowWalk{mem()} }, nil, []string{"MessageIDsOncePerThread"}},
+		{"id order", func() thread.Store { return idOrder{mem()} }, nil, []string{"ListByUpdated"}},
 		{"forgetful", func() thread.Store { return mem() }, forgetful, []string{"Reopen"}},
 	}
 	for _, tt := range tests {

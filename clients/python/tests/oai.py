@@ -54,7 +54,9 @@ def thread_of(response_id: str) -> str:
 def messages(c: httpx.Client, thread_id: str, version: int = 0) -> list[tuple[str, ...]]:
     """A thread's messages as loom stores them, each (role, content, ...)
     with a content described by describe_content."""
-    params = {"version": version} if version else {}
+    params: dict[str, Any] = {"limit": 0}  # all of them, not the newest 100
+    if version:
+        params["version"] = version
     body = get_json(c, f"/v1/threads/{thread_id}/messages", **params)
     return [(m["role"], *(describe_content(p) for p in m["contents"])) for m in body["messages"]]
 

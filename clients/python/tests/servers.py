@@ -10,7 +10,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-_SERVING = re.compile(r"loom serving on (http://\S+)")
+# loom serve's start line: {"time":…,"level":"INFO","msg":"listening","url":"http://…",…}.
+_SERVING = re.compile(r'"msg":"listening","url":"(http://[^"]+)"')
 
 
 def build_go(root: Path, pkg: str, out: Path) -> str:

@@ -211,3 +211,33 @@ def test_a_put_waits_for_its_parents_writes(sqlite_server: LoomServer) -> None:
         assert sent == ["/v1/langgraph/writes", "/v1/langgraph/checkpoints"]
         tup = saver.get_tuple(parent)
         assert tup is not None and tup.pending_writes == [("task", "x", 1)]
+
+
+async def test_messages_pages_back_to_the_first(sqlite_server: LoomServer) -> None:
+    """messages reads the whole thread, past the 100 loom answers by
+    default, in pages joined oldest first, all at one version: a message
+    appended while it reads is not in the answer."""
+
+    def msg(i: int) -> dict[str, object]:
+        return {"role": "user", "contents": [{"type": "text", "text": f"m{i}"}]}
+
+    requests: list[httpx.Request] = []
+    async with AsyncClient(sqlite_server.url) as c:
+        tid = "paged-" + uuid.uuid4().hex
+        await c.create_thread(id=tid, messages=[msg(i) for i in range(250)])
+
+        async def log(r: httpx.Request) -> None:
+            requests.append(r)
+            if len(requests) == 2:  # a write between the pages
+                await c.append_messages(tid, [msg(250)])
+
+        c._http.event_hooks["request"] = [log]
+        got = await c.messages(tid, page=100)
+        assert [m["contents"][0]["text"] for m in got] == [f"m{i}" for i in range(250)]
+        assert len(requests) == 4  # three pages and the append
+        versions = {r.url.params.get("version") for r in requests[1:] if r.method == "GET"}
+        assert len(versions) == 1 and None not in versions, versions
+        c._http.event_hooks["request"] = []
+        assert len(await c.messages(tid)) == 251
+        with pytest.raises(ValueError):
+            await c.messages(tid, page=0)

@@ -330,6 +330,16 @@ describe("items", () => {
     expect((await all(client.conversations.items.list(conv.id, { order: "asc" }))).map(text)).toEqual(["shared"]);
   });
 
+  it("of a thread past loom's page of 100 are all read by the native helper, paging back with before", async () => {
+    const msgs = Array.from({ length: 250 }, (_, i) => ({ role: "user", contents: [{ type: "text", text: `m${i}` }] }));
+    const th = await native.call<{ id: string }>("POST", "/v1/threads", { title: "long", messages: msgs });
+    const first = await native.call<{ next_before?: string; messages: unknown[] }>("GET", `/v1/threads/${th.id}/messages`);
+    expect(first.messages).toHaveLength(100);
+    expect(first.next_before).toBeTypeOf("string");
+    const got = await native.messages(th.id);
+    expect(got.map((m) => (m.contents[0] as { text: string }).text)).toEqual(msgs.map((m) => m.contents[0]!.text));
+  });
+
   it("of messages loom's own API wrote read as items: one message with two calls is two items", async () => {
     const th = await native.call<{ id: string }>("POST", "/v1/threads", { title: "native" });
     await native.call("POST", `/v1/threads/${th.id}/messages`, {

@@ -96,9 +96,23 @@ export class Native {
     return this.call("GET", `/v1/threads/${id}`);
   }
 
+  /**
+   * messages reads all of a thread's messages (at version, else the head),
+   * oldest first: loom answers the newest 100 and next_before when older
+   * ones exist, so it pages back with before, every page at the version of
+   * the first.
+   */
   async messages(id: string, version?: number): Promise<NativeMessage[]> {
-    const q = version === undefined ? "" : `?version=${version}`;
-    return (await this.call<{ messages: NativeMessage[] }>("GET", `/v1/threads/${id}/messages${q}`)).messages;
+    type Page = { version: number; next_before?: string; messages: NativeMessage[] };
+    const path = `/v1/threads/${id}/messages`;
+    let page = await this.call<Page>("GET", version === undefined ? path : `${path}?version=${version}`);
+    const pages = [page.messages];
+    const at = page.version;
+    while (page.next_before !== undefined) {
+      page = await this.call<Page>("GET", `${path}?version=${at}&before=${encodeURIComponent(page.next_before)}`);
+      pages.unshift(page.messages);
+    }
+    return pages.flat();
   }
 
   history(id: string): Promise<NativeHistory> {

@@ -86,7 +86,7 @@ async function terminate(proc: ChildProcess, signal: NodeJS.Signals = "SIGTERM")
 
 /**
  * startLoom runs `loom serve --addr 127.0.0.1:0 --store <store>` and waits
- * for "loom serving on http://..." on its stderr. keys is a map of tenant
+ * for its start line, {"msg":"listening","url":"http://...",...}, on its stderr. keys is a map of tenant
  * to API key, written to a --keys file when given; extra are more flags
  * (the OpenAI SDK tests give `--provider scripted`).
  */
@@ -98,7 +98,7 @@ export async function startLoom(bin: string, store: string, keys?: Record<string
     args.push("--keys", file);
   }
   const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, LOOM_API_KEYS: "" } });
-  const [url] = await matches(proc, proc.stderr!, /loom serving on (http:\/\/\S+)/, `loom serve --store ${store}`, 60_000);
+  const [url] = await matches(proc, proc.stderr!, /"msg":"listening","url":"(http:\/\/[^"]+)"/, `loom serve --store ${store}`, 60_000);
   return { url: url!, proc, stop: () => terminate(proc) };
 }
 

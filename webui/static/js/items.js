@@ -46,7 +46,8 @@ export async function itemsPage(main, _id, params) {
           it.resolved_at ? [' · resolved ', fmtTime(it.resolved_at)] : '',
           it.resolved_by_session ? ` in session ${it.resolved_by_session}` : '',
           it.resolution_note ? ` · ${it.resolution_note}` : '')))),
-      res.threads.length ? null : h('p', { class: 'muted' }, 'No items.'),
+      // replaceChildren, unlike h(), would show a null as the text "null".
+      res.threads.length ? '' : h('p', { class: 'muted' }, 'No items.'),
       h('h2', {}, 'Sessions'),
       closed.sessions.length
         ? h('table', { class: 'list', id: 'sessions' },

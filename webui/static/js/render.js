@@ -106,11 +106,12 @@ function content(c, results, shown) {
   }
 }
 
-// message renders a message as an <li>; actions are extra controls for
-// its header (the fork button).
-export function message(msg, results, shown, actions) {
+// message renders a message as an <li> (or another tag: the diff page
+// shows messages in table cells); actions are extra controls for its
+// header (the fork button).
+export function message(msg, results, shown, actions, tag = 'li') {
   const role = msg.role || '?';
-  return h('li', { class: `msg role-${role.replace(/[^a-z_]/g, '')}`, dataset: { id: msg.id || '' }, 'aria-label': `${role} message` },
+  return h(tag, { class: `msg role-${role.replace(/[^a-z_]/g, '')}`, dataset: { id: msg.id || '' }, 'aria-label': `${role} message` },
     h('div', { class: 'msg-head' },
       h('span', { class: 'role' }, role),
       msg.author_name ? h('span', { class: 'author' }, msg.author_name) : null,

@@ -1,21 +1,29 @@
 // The thread page: the messages a page at a time (older ones as the reader
-// scrolls up), any past version, the fork tree, the history timeline,
-// checkpoints, forks, export and runs of the agent; live from the thread's
-// change feed.
+// scrolls up, in a window of at most WINDOW messages however long the
+// thread), any past version, the fork tree, the history timeline (with
+// diffs between versions), checkpoints, forks, export and runs of the agent
+// where the server has a model; live from the thread's change feed.
 
 import { get, post, request, watch, readEvents, APIError } from './api.js';
 import { h, fmtTime, enc, short, announce, showError, confirmDialog, throttle, setLive } from './dom.js';
 import { message, resultsOf } from './render.js';
-import { forkTree } from './forktree.js';
+import { forkTree, diffHash } from './forktree.js';
 
 const PAGE = 50;
+// WINDOW is the most messages the page holds at once (one more page while
+// one is read); EDGE is how near an end of the window, in pixels, the next
+// page is read.
+const WINDOW = 300;
+const EDGE = 400;
 
 export async function threadPage(main, id, params) {
   const base = `/v1/threads/${enc(id)}`;
   const st = {
     rec: null,
     version: +(params.get('v') || 0), // 0: the head
-    msgs: [],
+    msgs: [], // the window's messages, oldest first
+    pages: [], // the window, a page at a time: {msgs}
+    below: [], // the pages dropped below the window: {before, n, first}, nearest last
     hasOlder: false,
     loading: false,
     history: [],
@@ -41,7 +49,10 @@ export async function threadPage(main, id, params) {
   const banner = h('div', { class: 'past-banner', id: 'past-banner', hidden: true });
   const olderBtn = h('button', { type: 'button', id: 'load-older', class: 'link', hidden: true }, 'Load older messages');
   const list = h('ol', { id: 'messages', class: 'msgs' });
-  const scroller = h('div', { class: 'scroller', id: 'scroller', tabindex: 0, role: 'region', 'aria-label': 'Messages' }, olderBtn, list);
+  const newerBtn = h('button', { type: 'button', id: 'load-newer', class: 'link' }, 'Load newer messages');
+  const newestBtn = h('button', { type: 'button', id: 'jump-newest', class: 'link' }, 'Jump to the newest');
+  const newer = h('div', { class: 'row newer', hidden: true }, newerBtn, newestBtn);
+  const scroller = h('div', { class: 'scroller', id: 'scroller', tabindex: 0, role: 'region', 'aria-label': 'Messages' }, olderBtn, list, newer);
 
   const roleSel = h('select', { id: 'append-role' }, ['user', 'assistant', 'system'].map((r) => h('option', { value: r }, r)));
   const appendText = h('textarea', { id: 'append-text', rows: 2, required: true });
@@ -56,13 +67,24 @@ export async function threadPage(main, id, params) {
   const runForm = h('form', { id: 'run-form', class: 'compose' },
     h('label', { for: 'run-text' }, 'Ask the agent'), runText, runBtn);
 
+  // The run panel offers the form only where the server can run an agent
+  // (GET /v1/server says so); elsewhere it says how to get a model.
+  const noModel = h('p', { id: 'run-unavailable', class: 'note', hidden: true },
+    'This server has no model: start ', h('code', {}, 'loom serve'), ' with ', h('code', {}, '--provider scripted'),
+    ' (a demo model, no key) or ', h('code', {}, '--provider openai'), ', ', h('code', {}, 'responses'), ' or ', h('code', {}, 'anthropic'),
+    ' with its key in the environment.');
+  const runPanel = h('details', { class: 'panel', id: 'run-panel', open: true }, h('summary', {}, 'Run the agent'), noModel, runForm, runOut);
+
   const writeTools = h('div', { class: 'write-tools' },
-    h('details', { class: 'panel', open: true }, h('summary', {}, 'Run the agent'), runForm, runOut),
+    runPanel,
     h('details', { class: 'panel' }, h('summary', {}, 'Append a message'), appendForm));
 
   const treeBox = h('div', { id: 'fork-tree', class: 'tree-box' });
   const histList = h('ol', { id: 'history', class: 'timeline' });
   const histMore = h('button', { type: 'button', class: 'link', id: 'history-older', hidden: true }, 'Older versions');
+  const compareBtn = h('button', { type: 'button', id: 'compare', class: 'small', disabled: true }, 'Compare');
+  const compareHint = h('span', { class: 'muted small', id: 'compare-hint' }, 'Tick two versions to compare them.');
+  const compareRow = h('div', { class: 'row compare' }, compareBtn, compareHint);
   const cpList = h('ul', { id: 'checkpoints', class: 'checkpoints' });
   const cpName = h('input', { id: 'cp-name', name: 'name', required: true, maxlength: 128, autocomplete: 'off' });
   const cpForm = h('form', { id: 'cp-form', class: 'row' }, h('label', { for: 'cp-name' }, 'Name'), cpName, h('button', { type: 'submit' }, 'Create checkpoint'));
@@ -76,7 +98,7 @@ export async function threadPage(main, id, params) {
       h('section', { class: 'conversation', 'aria-labelledby': 'thread-title' }, banner, scroller, writeTools),
       h('aside', { class: 'side', 'aria-label': 'Forks, history and checkpoints' },
         h('section', { class: 'panel', 'aria-labelledby': 'forks-title' }, h('h2', { id: 'forks-title' }, 'Fork tree'), treeBox),
-        h('section', { class: 'panel', 'aria-labelledby': 'history-title' }, h('h2', { id: 'history-title' }, 'History'), histList, histMore),
+        h('section', { class: 'panel', 'aria-labelledby': 'history-title' }, h('h2', { id: 'history-title' }, 'History'), histList, histMore, compareRow),
         h('section', { class: 'panel', 'aria-labelledby': 'cp-title' }, h('h2', { id: 'cp-title' }, 'Checkpoints'), cpList, cpForm))));
 
   // --- The record ---
@@ -96,15 +118,24 @@ export async function threadPage(main, id, params) {
   }
 
   // --- Messages ---
+  // The list is a window over the thread: at most WINDOW messages are in
+  // the page at once, read a page at a time as the reader scrolls up or
+  // back down. The pages dropped above the window are read again with
+  // before = the window's first message; those dropped below it are kept
+  // as {before, n, first} (how to read them again, and what they began
+  // with, to check that they still fit), nearest last.
   function msgQuery(extra) {
-    const q = new URLSearchParams({ limit: PAGE, ...extra });
+    const q = new URLSearchParams({ limit: PAGE });
+    for (const [k, v] of Object.entries(extra || {})) if (v) q.set(k, v);
     if (st.version) q.set('version', st.version);
     return `${base}/messages?${q}`;
   }
 
   function forkButton(m) {
     if (!m.id) return null;
-    return h('button', { type: 'button', class: 'small fork-here', 'aria-label': `Fork at message ${m.id}`,
+    // The accessible name begins with the visible text, so that voice
+    // control users can say what they see.
+    return h('button', { type: 'button', class: 'small fork-here', 'aria-label': `Fork here at message ${m.id}`,
       on: { click: () => forkAt(m.id) } }, 'Fork here');
   }
 
@@ -123,6 +154,7 @@ export async function threadPage(main, id, params) {
   }
 
   function render() {
+    st.msgs = st.pages.flatMap((p) => p.msgs);
     const open = new Set([...list.querySelectorAll('details[open][data-key]')].map((d) => d.dataset.key));
     const results = resultsOf(st.msgs);
     const calls = new Set();
@@ -146,19 +178,63 @@ export async function threadPage(main, id, params) {
       return e.li;
     });
     rendered = keep;
-    list.replaceChildren(...items);
+    // Only what came or went is touched: a page read at one end costs the
+    // layout of that page, not of the whole window.
+    const want = new Set(items);
+    for (const c of [...list.children]) if (!want.has(c)) c.remove();
+    let at = list.firstChild;
+    for (const li of items) {
+      if (at === li) at = at.nextSibling;
+      else list.insertBefore(li, at);
+    }
     if (!st.msgs.length) list.append(h('li', { class: 'muted empty' }, 'No messages yet.'));
     olderBtn.hidden = !st.hasOlder;
+    newer.hidden = !st.below.length;
   }
 
-  const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
+  // anchor notes the first message in view and where it is, so that the
+  // view can be put back after messages are added or dropped around it.
+  function anchor() {
+    const top = scroller.getBoundingClientRect().top;
+    for (const li of list.children) {
+      const r = li.getBoundingClientRect();
+      if (r.bottom > top) return { li, off: r.top - top };
+    }
+    return null;
+  }
+  function restore(a) {
+    if (!a || !a.li.isConnected) return;
+    scroller.scrollTop += a.li.getBoundingClientRect().top - scroller.getBoundingClientRect().top - a.off;
+  }
+  const count = () => st.pages.reduce((n, p) => n + p.msgs.length, 0);
+  // olderThan says whether messages come before a page read with limit.
+  const olderThan = (res, limit) => !!res.next_before || res.messages.length === limit;
+
+  // dropBelow takes the window's newest pages out of the page while it
+  // holds too many messages; dropAbove its oldest.
+  function dropBelow() {
+    while (count() > WINDOW && st.pages.length > 1) {
+      const p = st.pages.pop();
+      const next = st.below[st.below.length - 1];
+      st.below.push({ before: next ? next.first : '', n: p.msgs.length, first: p.msgs[0].id });
+    }
+  }
+  function dropAbove() {
+    while (count() > WINDOW && st.pages.length > 1) {
+      st.pages.shift();
+      st.hasOlder = true;
+    }
+  }
+
+  const nearBottom = () => !st.below.length && scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
 
   async function loadNewest() {
     const gen = ++st.gen;
     const res = await get(msgQuery());
     if (gen !== st.gen) return;
-    st.msgs = res.messages;
-    st.hasOlder = res.messages.length === PAGE;
+    st.pages = [{ msgs: res.messages }];
+    st.below = [];
+    st.hasOlder = olderThan(res, PAGE);
     render();
     scroller.scrollTop = scroller.scrollHeight;
   }
@@ -170,24 +246,69 @@ export async function threadPage(main, id, params) {
     try {
       const res = await get(msgQuery({ before: st.msgs[0].id }));
       if (gen !== st.gen) return;
-      const fromBottom = scroller.scrollHeight - scroller.scrollTop;
-      st.msgs = res.messages.concat(st.msgs);
-      st.hasOlder = res.messages.length === PAGE;
+      const a = anchor();
+      st.hasOlder = olderThan(res, PAGE);
+      if (res.messages.length) st.pages.unshift({ msgs: res.messages });
+      dropBelow();
       render();
-      scroller.scrollTop = scroller.scrollHeight - fromBottom;
+      restore(a);
     } finally {
       st.loading = false;
     }
+    edge();
   }
+
+  // loadNewer reads again the page just below the window; when it no
+  // longer fits there (the head moved on by more than a page, or
+  // elsewhere), the newest page is read afresh.
+  async function loadNewer() {
+    if (!st.below.length || st.loading) return;
+    st.loading = true;
+    const gen = st.gen;
+    let reset = false;
+    try {
+      const e = st.below[st.below.length - 1];
+      const res = await get(msgQuery({ before: e.before, limit: e.n }));
+      if (gen !== st.gen) return;
+      const last = st.msgs[st.msgs.length - 1];
+      let msgs = res.messages;
+      const i = last ? msgs.findIndex((m) => m.id === last.id) : -1;
+      if (i >= 0) msgs = msgs.slice(i + 1);
+      else reset = !msgs.length || msgs[0].id !== e.first;
+      if (!reset) {
+        st.below.pop();
+        const a = anchor();
+        if (msgs.length) st.pages.push({ msgs });
+        dropAbove();
+        render();
+        restore(a);
+      }
+    } finally {
+      st.loading = false;
+    }
+    if (reset) await loadNewest();
+    else edge();
+  }
+
+  // edge reads more when the view is near either end of the window.
+  function edge() {
+    if (st.loading) return;
+    const { scrollTop, scrollHeight, clientHeight } = scroller;
+    if (st.hasOlder && scrollTop < EDGE) loadOlder().catch(showError);
+    else if (st.below.length && scrollHeight - scrollTop - clientHeight < EDGE) loadNewer().catch(showError);
+  }
+  scroller.addEventListener('scroll', edge, { passive: true });
 
   // refreshHead brings the messages shown up to the head: the new ones are
   // added, or, when the head moved elsewhere (a rollback), the newest page
-  // is read afresh.
+  // is read afresh. While the reader is back up the thread, with the
+  // newest messages out of the window, nothing moves: they are read when
+  // the reader comes back down.
   async function refreshHead() {
-    if (st.version) return;
+    if (st.version || st.below.length) return;
     const gen = st.gen;
     const res = await get(msgQuery());
-    if (gen !== st.gen) return;
+    if (gen !== st.gen || st.below.length) return;
     const last = st.msgs.length ? st.msgs[st.msgs.length - 1].id : null;
     const i = last ? res.messages.findIndex((m) => m.id === last) : -1;
     const stick = nearBottom();
@@ -195,23 +316,25 @@ export async function threadPage(main, id, params) {
       const have = new Set(st.msgs.map((m) => m.id));
       const added = res.messages.slice(i + 1).filter((m) => !have.has(m.id));
       if (!added.length) return;
-      st.msgs = st.msgs.concat(added);
+      st.pages.push({ msgs: added });
+      dropAbove();
     } else {
       st.gen++;
-      st.msgs = res.messages;
-      st.hasOlder = res.messages.length === PAGE;
+      st.pages = [{ msgs: res.messages }];
+      st.hasOlder = olderThan(res, PAGE);
     }
+    const a = stick || i < 0 ? null : anchor();
     render();
-    if (stick || i < 0) scroller.scrollTop = scroller.scrollHeight;
+    if (a) restore(a); else scroller.scrollTop = scroller.scrollHeight;
   }
 
-  // Older pages load as the top of the list comes into view.
-  const io = new IntersectionObserver((entries) => {
-    if (entries.some((e) => e.isIntersecting)) loadOlder().catch(showError);
-  }, { root: scroller, rootMargin: '200px 0px 0px 0px' });
-  io.observe(olderBtn);
-  stops.push(() => io.disconnect());
+  // toHead shows the newest messages after the reader wrote some: read
+  // afresh when the reader was back up the thread.
+  const toHead = () => (st.below.length ? loadNewest() : refreshHead());
+
   olderBtn.addEventListener('click', () => loadOlder().catch(showError));
+  newerBtn.addEventListener('click', () => loadNewer().catch(showError));
+  newestBtn.addEventListener('click', () => loadNewest().catch(showError));
 
   // --- Versions ---
   function renderBanner() {
@@ -226,17 +349,41 @@ export async function threadPage(main, id, params) {
     writeTools.hidden = true;
   }
 
+  // The versions ticked to compare, at most two; the newest ticked last.
+  const picked = [];
+  function renderCompare() {
+    compareBtn.disabled = picked.length !== 2;
+    compareHint.textContent = picked.length === 2 ? `v${Math.min(...picked)} with v${Math.max(...picked)}` : 'Tick two versions to compare them.';
+    for (const c of histList.querySelectorAll('input[type=checkbox]')) c.checked = picked.includes(+c.value);
+  }
+  compareBtn.addEventListener('click', () => {
+    if (picked.length !== 2) return;
+    location.hash = diffHash(id, Math.min(...picked), id, Math.max(...picked));
+  });
+
   function renderHistory() {
     const selected = st.version || (st.rec && st.rec.version);
     histMore.hidden = st.histNext == null;
     if (!changed('history', [st.history, selected, st.rec && st.rec.version])) return;
+    const head = st.rec && st.rec.version;
     histList.replaceChildren(...st.history.map((e) => {
       const cur = e.version === selected;
-      const isHead = st.rec && e.version === st.rec.version;
-      return h('li', { class: cur ? 'current' : '' },
+      const isHead = e.version === head;
+      const tick = h('input', { type: 'checkbox', value: e.version, class: 'pick', 'aria-label': `Compare v${e.version}`,
+        on: { change: (ev) => {
+          const i = picked.indexOf(e.version);
+          if (ev.target.checked && i < 0) picked.push(e.version);
+          if (!ev.target.checked && i >= 0) picked.splice(i, 1);
+          while (picked.length > 2) picked.shift();
+          renderCompare();
+        } } });
+      return h('li', { class: cur ? 'current' : '', dataset: { version: e.version } },
+        tick,
         h('a', { href: isHead ? `#/threads/${enc(id)}` : `#/threads/${enc(id)}?v=${e.version}`, class: 'version', 'aria-current': cur ? 'true' : null, dataset: { version: e.version } },
-          h('span', { class: 'v' }, `v${e.version}`), ' ', h('span', { class: 'op' }, e.op), isHead ? h('span', { class: 'badge ok' }, 'head') : '', ' ', fmtTime(e.time)));
+          h('span', { class: 'v' }, `v${e.version}`), ' ', h('span', { class: 'op' }, e.op), isHead ? h('span', { class: 'badge ok' }, 'head') : '', ' ', fmtTime(e.time)),
+        isHead ? null : h('a', { href: diffHash(id, e.version, id, head), class: 'diff-head small', 'aria-label': `diff with head: v${e.version} with v${head}` }, 'diff with head'));
     }));
+    renderCompare();
   }
 
   async function loadHistory(more) {
@@ -301,14 +448,30 @@ export async function threadPage(main, id, params) {
       partial ? h('p', { class: 'muted small' }, 'Only this thread’s ancestors: the server does not list fork families.') : '');
   }
 
+  // forkAt forks at a message; the fork's title says where it comes from,
+  // so that the list tells it from its parent.
   async function forkAt(msgId) {
     try {
-      const body = { at: msgId };
+      const v = st.version || st.rec.version;
+      const parent = (st.rec.title || id).slice(0, 200);
+      const body = { at: msgId, title: `${parent} · fork at v${v}` };
       if (st.version) body.version = st.version;
       const t = await post(`${base}/fork`, body);
       announce(`Forked as ${t.id}`);
       location.hash = `#/threads/${enc(t.id)}`;
     } catch (e) { showError(e); }
+  }
+
+  // --- What the server can do ---
+  // A server without GET /v1/server (older) is taken to run agents: its
+  // answer to a run says when it cannot.
+  async function loadServer() {
+    const srv = await get('/v1/server');
+    if (srv && srv.runs === false) {
+      runForm.hidden = true;
+      noModel.hidden = false;
+      runPanel.classList.add('no-model');
+    }
   }
 
   // --- Writes ---
@@ -319,7 +482,7 @@ export async function threadPage(main, id, params) {
     try {
       await post(`${base}/messages`, { messages: [{ role: roleSel.value, contents: [{ type: 'text', text }] }] });
       appendText.value = '';
-      await Promise.all([refreshHead(), loadRecord().then(() => loadHistory())]);
+      await Promise.all([toHead(), loadRecord().then(() => loadHistory())]);
     } catch (err) { showError(err); }
   });
 
@@ -367,7 +530,7 @@ export async function threadPage(main, id, params) {
     } finally {
       runBtn.disabled = false;
       runOut.classList.remove('running');
-      await Promise.all([refreshHead(), loadRecord().then(() => loadHistory())]).catch(() => {});
+      await Promise.all([toHead(), loadRecord().then(() => loadHistory())]).catch(() => {});
     }
   });
 
@@ -427,6 +590,7 @@ export async function threadPage(main, id, params) {
     throw e;
   }
   if (st.version) renderBanner();
+  loadServer().catch(() => {});
   await Promise.all([loadNewest(), loadHistory(), loadCheckpoints(), loadFamily().catch(showError)]);
 
   // One feed per page: a browser keeps only six connections to a server

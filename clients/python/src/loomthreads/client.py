@@ -322,12 +322,24 @@ class AsyncClient:
         out: dict[str, Any] = _json(await self._post("/v1/threads", body))
         return out
 
-    async def messages(self, thread_id: str) -> list[dict[str, Any]]:
-        """messages: GET /v1/threads/{id}/messages, the thread's messages
-        at its latest version, oldest first."""
-        out = _json(await self._http.get(_native_path(thread_id) + "/messages"))
-        msgs: list[dict[str, Any]] = out["messages"]
-        return msgs
+    async def messages(self, thread_id: str, *, page: int = 1000) -> list[dict[str, Any]]:
+        """messages: GET /v1/threads/{id}/messages, all of the thread's
+        messages at its latest version, oldest first. They come in pages of
+        page messages, newest first, each asking for the ones before the
+        last (next_before) at the version of the first page, so that a
+        write in between changes nothing."""
+        if page < 1:
+            raise ValueError(f"page {page}: at least 1")
+        path = _native_path(thread_id) + "/messages"
+        params: dict[str, str | int] = {"limit": page}
+        out = _json(await self._http.get(path, params=params))
+        pages: list[list[dict[str, Any]]] = [out["messages"]]
+        params["version"] = out["version"]
+        while before := out.get("next_before"):
+            params["before"] = before
+            out = _json(await self._http.get(path, params=params))
+            pages.append(out["messages"])
+        return [m for p in reversed(pages) for m in p]
 
     async def append_messages(
         self, thread_id: str, messages: list[dict[str, Any]]

@@ -203,6 +203,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/threads/{id}/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The thread's id. */
+                id: components["parameters"]["ThreadID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The difference between two versions of a thread, or a thread and another (a fork)
+         * @description Compares the thread {id} at version (default: its head) with the thread to (default: {id}) at to_version (default: that thread's head). The leading messages both sides hold, equal (same id, role, author, contents and metadata; times aside), are counted in shared, not listed; entries are the rest, in order and side by side: a message both sides hold by id is one entry (same, or changed when its content differs), and between two such come the messages only from holds (removed), then those only to holds (added). Rebuilt from the answer, from's messages are its first shared messages followed by each entry's from, and to's are the same followed by each entry's to. state lists the state keys added, removed or changed, in key order. It reads what differs: forks and versions share commits, and the messages before the commit both sides reach are counted, not read.
+         */
+        get: operations["diffThreads"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/threads/{id}/events": {
         parameters: {
             query?: never;
@@ -405,7 +428,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List conversations
+         * @description The threads that live conversations were started on (sub-agents included, with parent), newest first; live, status and mode for those open in this server process. A page reads at most 1000 threads, so it may hold fewer than limit conversations and still have a next_cursor.
+         */
+        get: operations["listConversations"];
         put?: never;
         /**
          * Start a live conversation
@@ -798,6 +825,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/server": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What this server can do
+         * @description Its version, and whether it has a model for runs (and which provider) and for live conversations, and keeps work items: a client shows only what works.
+         */
+        get: operations["getServer"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1140,6 +1187,8 @@ export interface components {
              * @description The version read.
              */
             version: number;
+            /** @description Present when older messages exist: the id of the oldest message answered, to pass as before (with version) for the page before. */
+            next_before?: string;
             messages: components["schemas"]["Message"][];
         };
         Commit: {
@@ -1414,6 +1463,18 @@ export interface components {
             version: number;
             messages: components["schemas"]["Message"][];
         };
+        ServerInfo: {
+            /** @description The server's version. */
+            version: string;
+            /** @description POST /v1/threads/{id}/runs has a model; without one it answers 501. */
+            runs: boolean;
+            /** @description The model provider (loom serve --provider: scripted, openai, responses, anthropic, foundry, foundry-classic); "" for none. */
+            provider: string;
+            /** @description /v1/conversations has a model; without one it answers 501. */
+            conversations: boolean;
+            /** @description /v1/items and /v1/sessions keep work items; without them they answer 501. */
+            items: boolean;
+        };
         Health: {
             /** @enum {string} */
             status: "ok" | "unavailable";
@@ -1571,6 +1632,11 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            /** @description Present when the newest version's status is running (or it waits and a step has its input) but no runner holds the workflow's lease: its runner died, or it was given input, restored or forked and nothing ran it since. It goes on when its program runs it again (workflow.Run). since: its last commit, which a live runner renews. */
+            stalled?: {
+                /** Format: date-time */
+                since: string;
+            };
         };
         WorkflowList: {
             workflows: components["schemas"]["Workflow"][];
@@ -1725,6 +1791,26 @@ export interface components {
             text?: string;
             queued?: boolean;
         };
+        ConversationList: {
+            conversations: components["schemas"]["ConversationItem"][];
+            next_cursor?: string;
+        };
+        ConversationItem: {
+            id: string;
+            title: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** Format: int64 */
+            version: number;
+            /** @description The conversation whose sub-agent this is. */
+            parent?: string;
+            /** @description The thread this one's was forked from. */
+            forked_from?: string;
+            /** @description Open in this server process: status and mode are then given. */
+            live: boolean;
+            status?: components["schemas"]["AgentStatus"];
+            mode?: components["schemas"]["ConversationMode"];
+        };
         /** @description The data of an event: the state after the change. */
         ConversationEvent: {
             status: components["schemas"]["AgentStatus"];
@@ -1739,6 +1825,53 @@ export interface components {
             root: string;
             /** @description Oldest first; the root first. */
             threads: components["schemas"]["Thread"][];
+        };
+        /** @description The difference between two (thread, version) points. */
+        Diff: {
+            from: components["schemas"]["DiffSide"];
+            to: components["schemas"]["DiffSide"];
+            /**
+             * Format: int64
+             * @description The leading messages both sides hold, equal: not listed in entries.
+             */
+            shared: number;
+            /** @description The messages after the shared ones, in order, side by side. */
+            entries: components["schemas"]["DiffEntry"][];
+            /** @description The state keys whose values differ, in key order. */
+            state: components["schemas"]["DiffStateChange"][];
+            /** @description entries or state were cut at limit. */
+            truncated: boolean;
+        };
+        /** @description One point of a diff. */
+        DiffSide: {
+            thread: string;
+            /**
+             * Format: int64
+             * @description The version compared (the head's when none was asked for).
+             */
+            version: number;
+            /**
+             * Format: int64
+             * @description How many messages the thread holds at that version.
+             */
+            messages: number;
+        };
+        /** @description One message of a diff: from is absent when it was added, to when it was removed. */
+        DiffEntry: {
+            /** @enum {string} */
+            change: "same" | "added" | "removed" | "changed";
+            from?: components["schemas"]["Message"];
+            to?: components["schemas"]["Message"];
+        };
+        /** @description One state key whose value differs: from is absent when it was added, to when it was removed. */
+        DiffStateChange: {
+            key: string;
+            /** @enum {string} */
+            change: "added" | "removed" | "changed";
+            /** @description The from side's value (any JSON). */
+            from?: unknown;
+            /** @description The to side's value (any JSON). */
+            to?: unknown;
         };
         /** @description One change to a thread, as the change feeds send it (event change). */
         Change: {
@@ -1770,6 +1903,11 @@ export interface components {
             snippet: string;
             /** Format: date-time */
             time: string;
+            /**
+             * Format: int64
+             * @description Present when the thread's head no longer holds the message (a rollback, a restore or a reset moved it away): the newest version of the thread that held it, at which to read the thread to see it.
+             */
+            version?: number;
         };
         SearchResults: {
             /** @description Newest first. */
@@ -2245,8 +2383,10 @@ export interface operations {
                 kind?: components["schemas"]["Kind"];
                 /** @description The next_cursor of the previous page. */
                 cursor?: string;
-                /** @description id (the default: ascending ids) or newest (descending ids, which for loom's time-ordered ids is newest first). The cursor pages in the same order. */
-                order?: "id" | "newest";
+                /** @description id (the default: ascending ids), newest (descending ids, which for loom's time-ordered ids is newest first) or updated (most recently updated first, ties by id descending). The cursor pages in the same order; a cursor of another order is a 400. */
+                order?: "id" | "newest" | "updated";
+                /** @description loom's own threads (work-log items and sessions, workflows' sub-threads: label loom.owner, or an older loom's labels): exclude (the default) leaves them out, include lists them with the others, only lists them alone. */
+                internal?: "exclude" | "include" | "only";
             };
             header?: never;
             path?: never;
@@ -2254,7 +2394,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of threads, in id order (oldest first for loom's ids). */
+            /** @description A page of threads, in the order asked for (by default id order: oldest first for loom's ids). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2473,11 +2613,11 @@ export interface operations {
     getMessages: {
         parameters: {
             query?: {
-                /** @description Only the newest this many messages; 0 or absent means all. */
+                /** @description Only the newest this many messages; absent means the newest 100, an explicit 0 all of them. When older messages exist the answer has next_before. */
                 limit?: number;
                 /** @description Read the thread as it was at this version (time travel). */
                 version?: number;
-                /** @description Only the messages before the message with this id (with limit, the newest limit of them): a cursor to page back with the id of the first message of the last page. 404 when the thread, at the version read, has no such message. */
+                /** @description Only the messages before the message with this id (with limit, the newest limit of them): a cursor to page back with the next_before of the last page (pass its version too, so that every page reads the same version). 404 when the thread, at the version read, has no such message. */
                 before?: string;
             };
             header?: {
@@ -2743,6 +2883,46 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Family"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["Timeout"];
+        };
+    };
+    diffThreads: {
+        parameters: {
+            query?: {
+                /** @description The version of {id} to compare; 0 or absent: its head. */
+                version?: number;
+                /** @description The thread to compare with, of the same tenant; absent: {id}. */
+                to?: string;
+                /** @description The version of to; 0 or absent: its head. */
+                to_version?: number;
+                /** @description Caps entries, and state apart: default 500, at most 10000 (a larger value is refused); truncated says when either was cut. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The thread's id. */
+                id: components["parameters"]["ThreadID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The difference. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Diff"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -3128,6 +3308,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SearchResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["Timeout"];
+        };
+    };
+    listConversations: {
+        parameters: {
+            query?: {
+                /** @description Page size: default 50; values over 1000 are taken as 1000. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The next_cursor of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of conversations. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConversationList"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -3921,6 +4133,31 @@ export interface operations {
                 };
                 content: {
                     "application/json": Record<string, unknown>;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server's capabilities. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServerInfo"];
                 };
             };
             400: components["responses"]["BadRequest"];
