@@ -127,12 +127,13 @@ func seed(t testing.TB, e *env) seeded {
 	return seeded{past: rec.Version}
 }
 
-// seedWorkflows makes three workflows: "refund-4172" waits for input,
-// "trip" is done, with sub-threads, and "import" failed.
+// seedWorkflows makes three workflows: "refund-4172" waits for input (a
+// checkpoint marks where it asked), "trip" is done, with sub-threads, and
+// "import" failed.
 func seedWorkflows(t testing.TB, e *env) {
 	t.Helper()
 	ctx := context.Background()
-	mk := func(want workflow.Status, opts workflow.CreateOptions, g *workflow.Graph) {
+	mk := func(want workflow.Status, opts workflow.CreateOptions, g *workflow.Graph) *workflow.Workflow {
 		t.Helper()
 		w, err := workflow.Create(ctx, e.db, opts)
 		if err != nil {
@@ -142,8 +143,9 @@ func seedWorkflows(t testing.TB, e *env) {
 		if ex == nil || ex.Status != want {
 			t.Fatalf("workflow %s: %+v, %v; want it %s", opts.ID, ex, err, want)
 		}
+		return w
 	}
-	mk(workflow.StatusWaiting, workflow.CreateOptions{ID: "refund-4172", Title: "Approve a refund for order 4172", Input: map[string]any{"order": 4172, "amount": "40 EUR"}},
+	refund := mk(workflow.StatusWaiting, workflow.CreateOptions{ID: "refund-4172", Title: "Approve a refund for order 4172", Input: map[string]any{"order": 4172, "amount": "40 EUR"}},
 		workflow.NewGraph().
 			Add("check", func(ctx context.Context, s *workflow.Step) (any, error) {
 				th, err := s.SubThread(ctx, "checks")
@@ -160,6 +162,9 @@ func seedWorkflows(t testing.TB, e *env) {
 				}
 				return "approved: " + string(answer), nil
 			}))
+	if _, err := refund.Checkpoint(ctx, "asked"); err != nil {
+		t.Fatal(err)
+	}
 	research := func(topic string) workflow.StepFunc {
 		return func(ctx context.Context, s *workflow.Step) (any, error) {
 			th, err := s.SubThread(ctx, topic)
