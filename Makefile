@@ -8,11 +8,13 @@ FUZZTIME ?= 30s
 # then schemathesis against `loom serve`'s own OpenAPI document
 # (scripts/schemathesis/run: pinned, with hashes). scripts/test-deps installs
 # PostgreSQL and Redis when missing (as root) and then makes a missing server
-# a failure rather than a skip.
+# a failure rather than a skip. scripts/webui-deps installs axe-core (npm,
+# pinned) for the web UI's accessibility tests.
 test:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	./scripts/webui-deps
 	env $$(./scripts/test-deps) $(GO) test -race ./...
 	$(MAKE) clients
 	./scripts/schemathesis/run
