@@ -7,12 +7,16 @@
 // inline scripts and every other origin.
 //
 // The page talks only to the JSON API of the server that served it
-// (package httpapi, under /v1/): it lists and searches threads, shows a
-// thread's messages a page at a time (older pages as the reader scrolls up),
-// its fork family as a graph, its history (any version can be viewed as it
-// was), its checkpoints (create, roll back), forks it at any message,
-// exports it, runs the server's agent on it with the answer streamed, and
-// shows workflows and work items. It stays current by reading the server's
+// (package httpapi, under /v1/): it lists and searches threads (people's by
+// default, loom's own on request), shows a thread's messages a page at a
+// time in a window that keeps the DOM small however long the thread, its
+// fork family as a graph, its history (any version can be viewed as it
+// was), the diff of any two versions or of a thread and its fork, its
+// checkpoints (create, roll back), forks it at any message, exports it, and
+// runs the server's agent on it with the answer streamed. It drives live
+// conversations (send, queue, abort, fork, compact) and workflows (input,
+// checkpoint, restore, fork, any version; a stalled runner shown), and
+// shows work items. It stays current by reading the server's
 // change events (GET /v1/events and /v1/threads/{id}/events, Server-Sent
 // Events read with fetch, so that the API key travels in a header).
 //

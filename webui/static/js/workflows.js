@@ -131,7 +131,7 @@ export async function workflowPage(main, id, params) {
       h('div', { class: 'wf-main' },
         banner, stalledBox, facts, inputBox, waitingBox,
         h('section', { class: 'panel', 'aria-labelledby': 'steps-title' }, h('h2', { id: 'steps-title' }, 'Steps'),
-          h('div', { class: 'wf-scroll', tabindex: 0, role: 'region', 'aria-labelledby': 'steps-title' }, h('table', { class: 'list', id: 'steps' },
+          h('div', { class: 'wf-scroll', tabindex: 0, role: 'region', 'aria-label': 'Steps table, scrolls sideways' }, h('table', { class: 'list', id: 'steps' },
             h('thead', {}, h('tr', {}, ['Step', 'Status', 'Started', 'Ended', 'Details'].map((c) => h('th', { scope: 'col' }, c)))),
             stepsBody))),
         h('section', { class: 'panel', 'aria-labelledby': 'subs-title' }, h('h2', { id: 'subs-title' }, 'Sub-threads'), subList)),
