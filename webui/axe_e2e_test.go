@@ -9,9 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,7 +28,6 @@ import (
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
-	"github.com/loomthreads/loom/webui"
 	"github.com/loomthreads/loom/workflow"
 	"github.com/loomthreads/loom/worklog"
 )
@@ -60,22 +56,10 @@ func axeScript(t testing.TB) string {
 // both runs and live conversations.
 func newDemoEnv(t testing.TB) *env {
 	t.Helper()
-	db, err := thread.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "loom.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
 	model := scripted.Demo()
-	api := httpapi.New(httpapi.Options{DB: db, Agent: agent.New(model, &agent.Options{Name: "loom"}), Chat: model,
-		Worklog: worklog.NewLogs(db, nil), Logger: slog.New(slog.DiscardHandler), Heartbeat: time.Second})
-	t.Cleanup(func() { api.Close() })
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", api)
-	mux.Handle("/", webui.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.CloseClientConnections)
-	t.Cleanup(srv.Close)
-	return &env{url: srv.URL, db: db}
+	return serveEnv(t, func(db *thread.DB) httpapi.Options {
+		return httpapi.Options{Agent: agent.New(model, &agent.Options{Name: "loom"}), Chat: model, Worklog: worklog.NewLogs(db, nil)}
+	})
 }
 
 // seeded says where newSeeded put things the pages show.

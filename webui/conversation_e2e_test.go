@@ -7,12 +7,7 @@ package webui_test
 // streams slowly enough to abort and compacts when asked.
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,27 +19,13 @@ import (
 	"github.com/loomthreads/loom/conversation"
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/thread"
-	"github.com/loomthreads/loom/webui"
 )
 
 // newConvEnv serves the API over a SQLite store with chat as the model of
 // live conversations (nil: none), and the page at /.
 func newConvEnv(t testing.TB, chat agent.ChatClient) *env {
 	t.Helper()
-	db, err := thread.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "loom.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	api := httpapi.New(httpapi.Options{DB: db, Chat: chat, Logger: slog.New(slog.DiscardHandler), Heartbeat: time.Second})
-	t.Cleanup(func() { api.Close() })
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", api)
-	mux.Handle("/", webui.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.CloseClientConnections)
-	t.Cleanup(srv.Close)
-	return &env{url: srv.URL, db: db}
+	return serveEnv(t, func(*thread.DB) httpapi.Options { return httpapi.Options{Chat: chat} })
 }
 
 // convMessagesContain is an expression: the conversation's messages (as

@@ -171,19 +171,30 @@ type env struct {
 // the scripted agent, and the page at /; keys may be nil.
 func newEnv(t testing.TB, keys *auth.Keys) *env {
 	t.Helper()
+	client := scripted.New(scripted.Step{Func: echo})
+	client.Repeat, client.Record = true, false
+	return serveEnv(t, func(db *thread.DB) httpapi.Options {
+		return httpapi.Options{Keys: keys, Agent: agent.New(client, &agent.Options{Name: "loom"}), Chat: client, Worklog: worklog.NewLogs(db, nil)}
+	})
+}
+
+// serveEnv serves the API with the options opts gives for a SQLite store in
+// a temporary directory (their DB, Logger and Heartbeat set here), beside
+// the OpenAI-compatible API and the page at /.
+func serveEnv(t testing.TB, opts func(db *thread.DB) httpapi.Options) *env {
+	t.Helper()
 	db, err := thread.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "loom.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	client := scripted.New(scripted.Step{Func: echo})
-	client.Repeat, client.Record = true, false
-	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Agent: agent.New(client, &agent.Options{Name: "loom"}), Chat: client,
-		Worklog: worklog.NewLogs(db, nil), Logger: slog.New(slog.DiscardHandler), Heartbeat: time.Second})
+	o := opts(db)
+	o.DB, o.Logger, o.Heartbeat = db, slog.New(slog.DiscardHandler), time.Second
+	api := httpapi.New(o)
 	t.Cleanup(func() { api.Close() })
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api)
-	mux.Handle(openaiapi.Prefix+"/", openaiapi.Errors(api.Protect(openaiapi.New(openaiapi.Options{DB: db, Chat: client}))))
+	mux.Handle(openaiapi.Prefix+"/", openaiapi.Errors(api.Protect(openaiapi.New(openaiapi.Options{DB: db, Chat: o.Chat}))))
 	mux.Handle("/", webui.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.CloseClientConnections)

@@ -16,10 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,7 +25,6 @@ import (
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
-	"github.com/loomthreads/loom/webui"
 )
 
 // answers reports whether GET path answers 2xx: a query parameter the
@@ -282,20 +278,7 @@ func seedThreads(tb testing.TB, e *env, n int) {
 // cannot run.
 func newEnvNoModel(t testing.TB) *env {
 	t.Helper()
-	db, err := thread.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "loom.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	api := httpapi.New(httpapi.Options{DB: db, Logger: slog.New(slog.DiscardHandler), Heartbeat: time.Second})
-	t.Cleanup(func() { api.Close() })
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", api)
-	mux.Handle("/", webui.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.CloseClientConnections)
-	t.Cleanup(srv.Close)
-	return &env{url: srv.URL, db: db}
+	return serveEnv(t, func(*thread.DB) httpapi.Options { return httpapi.Options{} })
 }
 
 func TestThreadPage(t *testing.T) {
