@@ -159,7 +159,7 @@ export async function conversationPage(main, id) {
     mode: null,
     partial: '',
     queued: [], // texts sent queued, not yet in the thread
-    aborted: [], // {after, text}: answers aborted mid-stream, which the thread does not keep
+    aborted: [], // {after, text, li}: answers aborted mid-stream, which the thread does not keep
     model: true,
   };
   const ac = new AbortController();
