@@ -18,6 +18,7 @@ import (
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/conversation"
 	"github.com/loomthreads/loom/httpapi"
+	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -318,6 +319,104 @@ func TestConversationPagesWithoutAModel(t *testing.T) {
 		waitJS(hint),
 		waitJS(convMessagesContain("You said: hello from the terminal")),
 		waitJS(`document.querySelector('#conv-send').disabled && document.querySelector('#conv-fork').disabled`),
+		waitJS(noBadText),
+	)
+}
+
+// TestConversationWindow: a conversation's page, like a thread's, keeps at
+// most 500 message nodes while the reader scrolls back through 1,000 of
+// its 5,000 messages, keeps the view where it is as pages come in, and
+// jumps back to the newest.
+func TestConversationWindow(t *testing.T) {
+	t.Parallel()
+	browser := newBrowser(t)
+	e := newConvEnv(t, scripted.Demo())
+	const total, back, batch = 5000, 1000, 1000
+	// A conversation another process made, its messages appended in the
+	// store (what is tested is the page).
+	c, err := conversation.New(t.Context(), e.db, conversation.Options{Client: scripted.Echo(), ID: "long", Title: "A long talk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	th, err := e.db.Thread(t.Context(), "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]message.Message, batch)
+	for i := 0; i < total; i += batch {
+		for j := range msgs {
+			msgs[j] = message.User(fmt.Sprintf("msg %06d", i+j))
+		}
+		if _, err := th.Append(t.Context(), msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Beside the other tests (a 100,000-message thread being made), the
+	// server may take more than waitJS's 10 s to open it.
+	waitLong := func(expr string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(time.Minute), chromedp.WithPollingInterval(50*time.Millisecond))
+	}
+	ctx := tab(t, browser, 3*time.Minute)
+	run(t, ctx, "open",
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(e.url+"/#/conversations/long"),
+		waitLong(convMessagesContain(fmt.Sprintf("msg %06d", total-1))),
+	)
+	// Scroll to the top again and again, in the page, noting the most
+	// message nodes seen and how far the first message moved when a page
+	// came in above it.
+	type walk struct {
+		Steps, MaxNodes, First, Last int
+		MaxShift                     float64
+		Err                          string
+	}
+	up, err := chromedp.Run(ctx, chromedp.Evaluate[walk](fmt.Sprintf(`(async () => {
+		const sc = document.querySelector('#conv-scroller');
+		const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+		const num = (li) => +li.querySelector('.text').textContent.slice(4);
+		const first = () => document.querySelector('#conv-messages li.msg');
+		const nodes = () => document.querySelectorAll('#conv-messages li.msg').length;
+		let steps = 0, maxNodes = nodes(), maxShift = 0;
+		while (num(first()) > %d) {
+			const li = first();
+			sc.scrollTop = 0;
+			const off = li.getBoundingClientRect().top - sc.getBoundingClientRect().top;
+			let waited = 0;
+			while (first() === li && waited < 10000) { await sleep(5); waited += 5; }
+			if (first() === li) return { Steps: steps, MaxNodes: maxNodes, First: num(first()), Err: 'no older page came' };
+			maxShift = Math.max(maxShift, Math.abs(li.getBoundingClientRect().top - sc.getBoundingClientRect().top - off));
+			maxNodes = Math.max(maxNodes, nodes());
+			steps++;
+		}
+		const all = document.querySelectorAll('#conv-messages li.msg');
+		return { Steps: steps, MaxNodes: maxNodes, MaxShift: maxShift, First: num(all[0]), Last: num(all[all.length - 1]) };
+	})()`, total-back-1), chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("back through %d messages: %d pages, at most %d message nodes, the view moved at most %.1f px",
+		total-1-up.First, up.Steps, up.MaxNodes, up.MaxShift)
+	if up.Err != "" {
+		t.Fatalf("scrolling up: %s at msg %06d", up.Err, up.First)
+	}
+	if up.MaxNodes > 500 {
+		t.Errorf("%d message nodes in the page while scrolling back; want ≤ 500", up.MaxNodes)
+	}
+	if up.Last >= total-1 {
+		t.Errorf("the newest message is still in the page (the window is msg %06d to %06d)", up.First, up.Last)
+	}
+	if up.MaxShift > 2 {
+		t.Errorf("the message in view moved by %.1f px when an older page came in", up.MaxShift)
+	}
+	run(t, ctx, "back to the newest",
+		chromedp.WaitVisible(chromedp.CSS(`#conv-newest`)),
+		// Clicked in the page: a mouse click scrolls the button into view
+		// first, which reads the next page down and moves the button away.
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#conv-newest').click()`),
+		waitLong(convMessagesContain(fmt.Sprintf("msg %06d", total-1))),
+		waitJS(`document.querySelector('#conv-newer').offsetParent === null`),
+		waitJS(`document.querySelectorAll('#conv-messages li.msg').length <= 500`),
 		waitJS(noBadText),
 	)
 }

@@ -1,13 +1,12 @@
 // The live conversations pages: the list (sub-agents as a tree under
 // their parent, a form to start one), and one conversation driven from
 // the page — send, queue, abort, fork, compact — its answer streamed in
-// from the conversation's events, its messages read from its thread.
+// from the conversation's events, its messages read from its thread (in
+// the thread page's window: msglist.js).
 
 import { get, post, request, readEvents, watch, APIError } from './api.js';
-import { h, fmtTime, enc, short, announce, showError, throttle, setLive } from './dom.js';
-import { message, resultsOf } from './render.js';
-
-const PAGE = 50;
+import { h, fmtTime, enc, short, announce, showError, throttle, setLive, changes } from './dom.js';
+import { messageList } from './msglist.js';
 
 // The answer of a server with no chat model (501 unsupported, or
 // conversations:false in GET /v1/server), and what to do about it.
@@ -159,16 +158,13 @@ export async function conversationPage(main, id) {
     status: null,
     mode: null,
     partial: '',
-    msgs: [],
-    hasOlder: false,
-    loading: false,
-    gen: 0,
     queued: [], // texts sent queued, not yet in the thread
-    aborted: [], // {after, text}: answers aborted mid-stream, which the thread does not keep
+    aborted: [], // {after, text, li}: answers aborted mid-stream, which the thread does not keep
     model: true,
   };
   const ac = new AbortController();
   const stops = [() => ac.abort()];
+  const changed = changes();
 
   // --- The layout ---
   const title = h('h1', { id: 'conv-title' }, id);
@@ -177,12 +173,29 @@ export async function conversationPage(main, id) {
   const modeEl = h('span', { id: 'conv-mode', class: 'conv-badge badge' }, '…');
   const hint = h('div', { id: 'conv-hint' });
   const errorEl = h('p', { id: 'conv-error', class: 'msg-error', role: 'alert', hidden: true });
-  const olderBtn = h('button', { type: 'button', id: 'conv-older', class: 'link', hidden: true }, 'Load older messages');
-  const list = h('ol', { id: 'conv-messages', class: 'msgs' });
   // Not a live region: a screen reader would read every piece of the
   // stream; the stop is announced instead.
   const pending = h('ol', { id: 'conv-pending', class: 'msgs' });
-  const scroller = h('div', { class: 'scroller conv-scroller', id: 'conv-scroller', tabindex: 0, role: 'region', 'aria-label': 'Messages' }, olderBtn, list, pending);
+  // The conversation goes on from its last compaction's summary: what
+  // came before stays in the thread, folded away in this item.
+  const foldSummary = h('summary');
+  const foldList = h('ol', { class: 'msgs' });
+  const foldDetails = h('details', { id: 'conv-before-compact' }, foldSummary, foldList);
+  const fold = h('li', { class: 'conv-compacted' }, foldDetails);
+  const msgs = messageList({
+    base: tbase,
+    ids: { scroller: 'conv-scroller', list: 'conv-messages', older: 'conv-older', newer: 'conv-newer', newest: 'conv-newest' },
+    scrollerClass: 'scroller conv-scroller',
+    empty: 'No messages yet: say something below.',
+    after: [pending],
+    arrange,
+    // Scrolling up over the closed fold would read, and fold away, page
+    // after page the reader does not see.
+    holdOlder: () => fold.isConnected && !foldDetails.open,
+    onAdded: (added) => { dropArrived(added); renderPending(); },
+  });
+  stops.push(msgs.cleanup);
+  const scroller = msgs.scroller;
 
   const text = h('textarea', { id: 'conv-text', rows: 3, placeholder: 'Message (Enter sends, Shift+Enter a new line; “@async ” queues it)' });
   const queue = h('input', { type: 'checkbox', id: 'conv-queue' });
@@ -219,9 +232,8 @@ export async function conversationPage(main, id) {
   // --- The record ---
   async function loadRecord() {
     const r = await get(tbase);
-    // Redrawn only when it changed, so that a focused link keeps focus.
-    if (st.rec && JSON.stringify(st.rec) === JSON.stringify(r)) return;
     st.rec = r;
+    if (!changed('record', r)) return;
     title.textContent = r.title || r.id;
     const parent = (r.labels || {})['loom.conversation.parent'];
     meta.replaceChildren(
@@ -247,45 +259,31 @@ export async function conversationPage(main, id) {
   }
 
   // --- Messages: the thread's, a page at a time ---
-  const msgQuery = (extra) => `${tbase}/messages?${new URLSearchParams({ limit: PAGE, ...extra })}`;
-
-  function render() {
-    const results = resultsOf(st.msgs);
-    const shown = new Set();
-    const items = [];
-    const ghosts = new Map();
-    for (const a of st.aborted) {
-      if (!ghosts.has(a.after)) ghosts.set(a.after, []);
-      ghosts.get(a.after).push(a.text);
-    }
-    const ghost = (t) => h('li', { class: 'msg role-assistant conv-aborted' },
+  // arrange puts the answers aborted mid-stream (which the thread does not
+  // keep) after the message they answered, and folds away what came
+  // before the window's last compaction.
+  function arrange(ms, lis) {
+    const ghost = (a) => a.li || (a.li = h('li', { class: 'msg role-assistant conv-aborted' },
       h('div', { class: 'msg-head' }, h('span', { class: 'role' }, 'assistant'), h('span', { class: 'badge bad' }, 'aborted'),
         h('span', { class: 'muted' }, 'not kept in the thread')),
-      h('div', { class: 'msg-body' }, h('p', { class: 'text' }, t)));
-    // The conversation goes on from its last compaction's summary: what
-    // came before stays in the thread, folded away.
+      h('div', { class: 'msg-body' }, h('p', { class: 'text' }, a.text))));
+    const ghosts = (after) => st.aborted.filter((a) => a.after === after).map(ghost);
     let cut = -1;
-    for (let i = st.msgs.length - 1; i >= 0; i--) {
-      if (st.msgs[i].author_name === 'compact' && st.msgs[i].role === 'user') { cut = i; break; }
+    for (let i = ms.length - 1; i >= 0; i--) {
+      if (ms[i].author_name === 'compact' && ms[i].role === 'user') { cut = i; break; }
     }
-    const before = [];
-    st.msgs.forEach((m, i) => {
+    const before = [], items = [];
+    ms.forEach((m, i) => {
       const out = i < cut ? before : items;
-      out.push(message(m, results, shown));
-      for (const t of ghosts.get(m.id) || []) out.push(ghost(t));
+      out.push(lis[i], ...ghosts(m.id));
     });
-    if (!st.msgs.length) for (const t of ghosts.get('') || []) items.push(ghost(t));
+    if (!ms.length) items.push(...ghosts(''));
     if (before.length) {
-      const open = !!list.querySelector('#conv-before-compact[open]');
-      items.unshift(h('li', { class: 'conv-compacted' },
-        h('details', { id: 'conv-before-compact', open },
-          h('summary', {}, `${before.length} earlier message${before.length === 1 ? '' : 's'}, compacted into the summary below`),
-          h('ol', { class: 'msgs' }, before))));
+      foldSummary.textContent = `${before.length} earlier message${before.length === 1 ? '' : 's'}, compacted into the summary below`;
+      foldList.replaceChildren(...before);
+      items.unshift(fold);
     }
-    list.replaceChildren(...items);
-    if (!items.length) list.append(h('li', { class: 'muted empty' }, 'No messages yet: say something below.'));
-    olderBtn.hidden = !st.hasOlder;
-    renderPending();
+    return items;
   }
 
   // renderPending shows what is not in the thread yet: the answer
@@ -303,12 +301,10 @@ export async function conversationPage(main, id) {
           h('span', { class: 'muted' }, 'sent when the turn ends')),
         h('div', { class: 'msg-body' }, h('p', { class: 'text' }, q))));
     }
-    const stick = nearBottom();
+    const stick = msgs.nearBottom();
     pending.replaceChildren(...items);
-    if (stick) scroller.scrollTop = scroller.scrollHeight;
+    if (stick) msgs.toBottom();
   }
-
-  const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
 
   // A queued text leaves the queue once the thread has it as a user
   // message after the ones it had when it was queued.
@@ -321,67 +317,11 @@ export async function conversationPage(main, id) {
     }
   }
 
-  async function loadNewest() {
-    const gen = ++st.gen;
-    const res = await get(msgQuery());
-    if (gen !== st.gen) return;
-    st.msgs = res.messages;
-    st.hasOlder = !!res.next_before || res.messages.length === PAGE;
-    render();
-    scroller.scrollTop = scroller.scrollHeight;
-  }
-
-  async function loadOlder() {
-    if (!st.hasOlder || st.loading || !st.msgs.length) return;
-    st.loading = true;
-    const gen = st.gen;
-    try {
-      const res = await get(msgQuery({ before: st.msgs[0].id }));
-      if (gen !== st.gen) return;
-      const fromBottom = scroller.scrollHeight - scroller.scrollTop;
-      st.msgs = res.messages.concat(st.msgs);
-      st.hasOlder = !!res.next_before || res.messages.length === PAGE;
-      render();
-      scroller.scrollTop = scroller.scrollHeight - fromBottom;
-    } finally {
-      st.loading = false;
-    }
-  }
-
-  // refreshHead brings the messages up to the thread's head: the new ones
-  // are added, or, when the head moved elsewhere (a compaction), the
-  // newest page is read afresh.
-  async function refreshHead() {
-    const gen = st.gen;
-    const res = await get(msgQuery());
-    if (gen !== st.gen) return;
-    const last = st.msgs.length ? st.msgs[st.msgs.length - 1].id : null;
-    const i = last ? res.messages.findIndex((m) => m.id === last) : -1;
-    let added;
-    if (i >= 0) {
-      const have = new Set(st.msgs.map((m) => m.id));
-      added = res.messages.slice(i + 1).filter((m) => !have.has(m.id));
-      st.msgs = st.msgs.concat(added);
-    } else {
-      st.gen++;
-      added = res.messages;
-      st.msgs = res.messages;
-      st.hasOlder = !!res.next_before || res.messages.length === PAGE;
-    }
-    dropArrived(added);
-    render();
-    scroller.scrollTop = scroller.scrollHeight;
-  }
   let chain = Promise.resolve();
   const serial = (f) => { chain = chain.then(f).catch(() => {}); return chain; };
-  const refresh = () => serial(() => Promise.all([refreshHead(), loadRecord()]));
-
-  const io = new IntersectionObserver((entries) => {
-    if (entries.some((e) => e.isIntersecting)) loadOlder().catch(showError);
-  }, { root: scroller, rootMargin: '200px 0px 0px 0px' });
-  io.observe(olderBtn);
-  stops.push(() => io.disconnect());
-  olderBtn.addEventListener('click', () => loadOlder().catch(showError));
+  // refresh(true) also brings the reader down to the newest messages,
+  // after they wrote.
+  const refresh = (down) => serial(() => Promise.all([down ? msgs.toHead().then(msgs.toBottom) : msgs.refreshHead(), loadRecord()]));
 
   // --- Sub-agents: this conversation's, as a tree ---
   async function loadSubs() {
@@ -426,12 +366,12 @@ export async function conversationPage(main, id) {
     }
     errorEl.hidden = true;
     announce(queued && wasBusy ? 'Queued until the turn ends' : 'Sent');
-    refresh();
+    refresh(true);
   }
 
   async function doCompact(prompt) {
     const r = await command({ command: 'compact', text: prompt });
-    if (r) { announce('Compacting'); refresh(); }
+    if (r) { announce('Compacting'); refresh(true); }
   }
 
   form.addEventListener('submit', (e) => { e.preventDefault(); send(); });
@@ -480,9 +420,10 @@ export async function conversationPage(main, id) {
         if (d.status && d.status.reason === 'aborted' && partial) {
           // The thread does not keep an aborted block: it stays here,
           // marked, after the message it answered.
-          st.aborted.push({ after: st.msgs.length ? st.msgs[st.msgs.length - 1].id : '', text: partial });
+          const ms = msgs.messages();
+          st.aborted.push({ after: ms.length ? ms[ms.length - 1].id : '', text: partial });
           st.partial = '';
-          render();
+          msgs.render();
         }
         reload = true;
         refreshSubs();
@@ -573,7 +514,7 @@ export async function conversationPage(main, id) {
   }
   if (st.model && (await capable()) === false) showNoModel();
   renderState();
-  await Promise.all([loadNewest(), loadSubs().catch(showError)]);
+  await Promise.all([msgs.loadNewest(), loadSubs().catch(showError)]);
   if (st.model) follow();
   return { cleanup() { stops.forEach((f) => f()); setLive(''); document.title = 'loom'; } };
 }

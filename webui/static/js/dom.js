@@ -108,3 +108,20 @@ export function throttle(fn, ms) {
   };
   return () => { if (timer) pending = true; else fire(); };
 }
+
+// changes makes a page's changed(part, data), which reports whether part
+// would now show other data than it does: a page redraws a part only
+// then, which keeps the keyboard focus, and what is typed, where it is.
+// changed.forget(part) has part drawn again the next time, whatever its
+// data.
+export function changes() {
+  const keys = new Map();
+  const changed = (part, data) => {
+    const k = JSON.stringify(data);
+    if (keys.get(part) === k) return false;
+    keys.set(part, k);
+    return true;
+  };
+  changed.forget = (part) => keys.delete(part);
+  return changed;
+}

@@ -1,44 +1,26 @@
 // The thread page: the messages a page at a time (older ones as the reader
-// scrolls up, in a window of at most WINDOW messages however long the
-// thread), any past version, the fork tree, the history timeline (with
-// diffs between versions), checkpoints, forks, export and runs of the agent
-// where the server has a model; live from the thread's change feed.
+// scrolls up, in a window that keeps the page small however long the
+// thread: msglist.js), any past version, the fork tree, the history
+// timeline (with diffs between versions), checkpoints, forks, export and
+// runs of the agent where the server has a model; live from the thread's
+// change feed.
 
 import { get, post, request, watch, readEvents, APIError } from './api.js';
-import { h, fmtTime, enc, short, announce, showError, confirmDialog, throttle, setLive } from './dom.js';
-import { message, resultsOf } from './render.js';
+import { h, fmtTime, enc, short, announce, showError, confirmDialog, throttle, setLive, changes } from './dom.js';
 import { forkTree, diffHash } from './forktree.js';
+import { messageList } from './msglist.js';
 
 const PAGE = 50;
-// WINDOW is the most messages the page holds at once (one more page while
-// one is read); EDGE is how near an end of the window, in pixels, the next
-// page is read.
-const WINDOW = 300;
-const EDGE = 400;
 
 export async function threadPage(main, id, params) {
   const base = `/v1/threads/${enc(id)}`;
   const st = {
     rec: null,
     version: +(params.get('v') || 0), // 0: the head
-    msgs: [], // the window's messages, oldest first
-    pages: [], // the window, a page at a time: {msgs}
-    below: [], // the pages dropped below the window: {before, n, first}, nearest last
-    hasOlder: false,
-    loading: false,
     history: [],
     histNext: null,
-    gen: 0, // bumped when the messages shown are replaced, to drop stale answers
-    keys: {}, // what each part shows, so that it is redrawn only when that changes
   };
-  // changed reports whether part would now show other data than it does;
-  // redrawing only then keeps the keyboard focus where it is.
-  const changed = (part, data) => {
-    const k = JSON.stringify(data);
-    if (st.keys[part] === k) return false;
-    st.keys[part] = k;
-    return true;
-  };
+  const changed = changes();
   const stops = [];
 
   // --- The layout ---
@@ -47,12 +29,12 @@ export async function threadPage(main, id, params) {
   const withHistory = h('input', { type: 'checkbox', id: 'export-history' });
   const exportBtn = h('button', { type: 'button', id: 'export' }, 'Export');
   const banner = h('div', { class: 'past-banner', id: 'past-banner', hidden: true });
-  const olderBtn = h('button', { type: 'button', id: 'load-older', class: 'link', hidden: true }, 'Load older messages');
-  const list = h('ol', { id: 'messages', class: 'msgs' });
-  const newerBtn = h('button', { type: 'button', id: 'load-newer', class: 'link' }, 'Load newer messages');
-  const newestBtn = h('button', { type: 'button', id: 'jump-newest', class: 'link' }, 'Jump to the newest');
-  const newer = h('div', { class: 'row newer', hidden: true }, newerBtn, newestBtn);
-  const scroller = h('div', { class: 'scroller', id: 'scroller', tabindex: 0, role: 'region', 'aria-label': 'Messages' }, olderBtn, list, newer);
+  // The accessible name of a fork button begins with its visible text,
+  // so that voice control users can say what they see.
+  const forkButton = (m) => (m.id ? h('button', { type: 'button', class: 'small fork-here', 'aria-label': `Fork here at message ${m.id}`,
+    on: { click: () => forkAt(m.id) } }, 'Fork here') : null);
+  const msgs = messageList({ base, version: st.version, actions: forkButton });
+  stops.push(msgs.cleanup);
 
   const roleSel = h('select', { id: 'append-role' }, ['user', 'assistant', 'system'].map((r) => h('option', { value: r }, r)));
   const appendText = h('textarea', { id: 'append-text', rows: 2, required: true });
@@ -95,7 +77,7 @@ export async function threadPage(main, id, params) {
       h('div', {}, title, meta),
       h('div', { class: 'row' }, exportBtn, h('label', { for: 'export-history', class: 'check' }, withHistory, ' with history'))),
     h('div', { class: 'thread-layout' },
-      h('section', { class: 'conversation', 'aria-labelledby': 'thread-title' }, banner, scroller, writeTools),
+      h('section', { class: 'conversation', 'aria-labelledby': 'thread-title' }, banner, msgs.scroller, writeTools),
       h('aside', { class: 'side', 'aria-label': 'Forks, history and checkpoints' },
         h('section', { class: 'panel', 'aria-labelledby': 'forks-title' }, h('h2', { id: 'forks-title' }, 'Fork tree'), treeBox),
         h('section', { class: 'panel', 'aria-labelledby': 'history-title' }, h('h2', { id: 'history-title' }, 'History'), histList, histMore, compareRow),
@@ -116,225 +98,6 @@ export async function threadPage(main, id, params) {
       ' · updated ', fmtTime(r.updated_at));
     document.title = `${r.title || r.id} · loom`;
   }
-
-  // --- Messages ---
-  // The list is a window over the thread: at most WINDOW messages are in
-  // the page at once, read a page at a time as the reader scrolls up or
-  // back down. The pages dropped above the window are read again with
-  // before = the window's first message; those dropped below it are kept
-  // as {before, n, first} (how to read them again, and what they began
-  // with, to check that they still fit), nearest last.
-  function msgQuery(extra) {
-    const q = new URLSearchParams({ limit: PAGE });
-    for (const [k, v] of Object.entries(extra || {})) if (v) q.set(k, v);
-    if (st.version) q.set('version', st.version);
-    return `${base}/messages?${q}`;
-  }
-
-  function forkButton(m) {
-    if (!m.id) return null;
-    // The accessible name begins with the visible text, so that voice
-    // control users can say what they see.
-    return h('button', { type: 'button', class: 'small fork-here', 'aria-label': `Fork here at message ${m.id}`,
-      on: { click: () => forkAt(m.id) } }, 'Fork here');
-  }
-
-  // Rendered messages by id, with what their look depends on beyond
-  // themselves (which of their calls have results, which of their results
-  // have calls shown): a render builds only what is new or changed, so a
-  // change on a long thread costs what changed, not what is loaded.
-  let rendered = new Map();
-  function signature(m, results, calls) {
-    let sig = '';
-    for (const c of m.contents || []) {
-      if (c.type === 'function_call') sig += results.has(c.call_id) ? 'r' : '-';
-      else if (c.type === 'function_result') sig += calls.has(c.call_id) ? 'c' : '-';
-    }
-    return sig;
-  }
-
-  function render() {
-    st.msgs = st.pages.flatMap((p) => p.msgs);
-    const open = new Set([...list.querySelectorAll('details[open][data-key]')].map((d) => d.dataset.key));
-    const results = resultsOf(st.msgs);
-    const calls = new Set();
-    for (const m of st.msgs) for (const c of m.contents || []) if (c.type === 'function_call') calls.add(c.call_id);
-    const shown = new Set();
-    const keep = new Map();
-    const items = st.msgs.map((m) => {
-      const sig = signature(m, results, calls);
-      let e = m.id ? rendered.get(m.id) : null;
-      if (e && e.sig === sig) {
-        for (const c of m.contents || []) if (c.type === 'function_call' && results.has(c.call_id)) shown.add(c.call_id);
-      } else {
-        const li = message(m, results, shown, forkButton(m));
-        li.querySelectorAll('details').forEach((d, i) => {
-          d.dataset.key = `${m.id}:${i}`;
-          if (open.has(d.dataset.key)) d.open = true;
-        });
-        e = { sig, li };
-      }
-      if (m.id) keep.set(m.id, e);
-      return e.li;
-    });
-    rendered = keep;
-    // Only what came or went is touched: a page read at one end costs the
-    // layout of that page, not of the whole window.
-    const want = new Set(items);
-    for (const c of [...list.children]) if (!want.has(c)) c.remove();
-    let at = list.firstChild;
-    for (const li of items) {
-      if (at === li) at = at.nextSibling;
-      else list.insertBefore(li, at);
-    }
-    if (!st.msgs.length) list.append(h('li', { class: 'muted empty' }, 'No messages yet.'));
-    olderBtn.hidden = !st.hasOlder;
-    newer.hidden = !st.below.length;
-  }
-
-  // anchor notes the first message in view and where it is, so that the
-  // view can be put back after messages are added or dropped around it.
-  function anchor() {
-    const top = scroller.getBoundingClientRect().top;
-    for (const li of list.children) {
-      const r = li.getBoundingClientRect();
-      if (r.bottom > top) return { li, off: r.top - top };
-    }
-    return null;
-  }
-  function restore(a) {
-    if (!a || !a.li.isConnected) return;
-    scroller.scrollTop += a.li.getBoundingClientRect().top - scroller.getBoundingClientRect().top - a.off;
-  }
-  const count = () => st.pages.reduce((n, p) => n + p.msgs.length, 0);
-  // olderThan says whether messages come before a page read with limit.
-  const olderThan = (res, limit) => !!res.next_before || res.messages.length === limit;
-
-  // dropBelow takes the window's newest pages out of the page while it
-  // holds too many messages; dropAbove its oldest.
-  function dropBelow() {
-    while (count() > WINDOW && st.pages.length > 1) {
-      const p = st.pages.pop();
-      const next = st.below[st.below.length - 1];
-      st.below.push({ before: next ? next.first : '', n: p.msgs.length, first: p.msgs[0].id });
-    }
-  }
-  function dropAbove() {
-    while (count() > WINDOW && st.pages.length > 1) {
-      st.pages.shift();
-      st.hasOlder = true;
-    }
-  }
-
-  const nearBottom = () => !st.below.length && scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
-
-  async function loadNewest() {
-    const gen = ++st.gen;
-    const res = await get(msgQuery());
-    if (gen !== st.gen) return;
-    st.pages = [{ msgs: res.messages }];
-    st.below = [];
-    st.hasOlder = olderThan(res, PAGE);
-    render();
-    scroller.scrollTop = scroller.scrollHeight;
-  }
-
-  async function loadOlder() {
-    if (!st.hasOlder || st.loading || !st.msgs.length) return;
-    st.loading = true;
-    const gen = st.gen;
-    try {
-      const res = await get(msgQuery({ before: st.msgs[0].id }));
-      if (gen !== st.gen) return;
-      const a = anchor();
-      st.hasOlder = olderThan(res, PAGE);
-      if (res.messages.length) st.pages.unshift({ msgs: res.messages });
-      dropBelow();
-      render();
-      restore(a);
-    } finally {
-      st.loading = false;
-    }
-    edge();
-  }
-
-  // loadNewer reads again the page just below the window; when it no
-  // longer fits there (the head moved on by more than a page, or
-  // elsewhere), the newest page is read afresh.
-  async function loadNewer() {
-    if (!st.below.length || st.loading) return;
-    st.loading = true;
-    const gen = st.gen;
-    let reset = false;
-    try {
-      const e = st.below[st.below.length - 1];
-      const res = await get(msgQuery({ before: e.before, limit: e.n }));
-      if (gen !== st.gen) return;
-      const last = st.msgs[st.msgs.length - 1];
-      let msgs = res.messages;
-      const i = last ? msgs.findIndex((m) => m.id === last.id) : -1;
-      if (i >= 0) msgs = msgs.slice(i + 1);
-      else reset = !msgs.length || msgs[0].id !== e.first;
-      if (!reset) {
-        st.below.pop();
-        const a = anchor();
-        if (msgs.length) st.pages.push({ msgs });
-        dropAbove();
-        render();
-        restore(a);
-      }
-    } finally {
-      st.loading = false;
-    }
-    if (reset) await loadNewest();
-    else edge();
-  }
-
-  // edge reads more when the view is near either end of the window.
-  function edge() {
-    if (st.loading) return;
-    const { scrollTop, scrollHeight, clientHeight } = scroller;
-    if (st.hasOlder && scrollTop < EDGE) loadOlder().catch(showError);
-    else if (st.below.length && scrollHeight - scrollTop - clientHeight < EDGE) loadNewer().catch(showError);
-  }
-  scroller.addEventListener('scroll', edge, { passive: true });
-
-  // refreshHead brings the messages shown up to the head: the new ones are
-  // added, or, when the head moved elsewhere (a rollback), the newest page
-  // is read afresh. While the reader is back up the thread, with the
-  // newest messages out of the window, nothing moves: they are read when
-  // the reader comes back down.
-  async function refreshHead() {
-    if (st.version || st.below.length) return;
-    const gen = st.gen;
-    const res = await get(msgQuery());
-    if (gen !== st.gen || st.below.length) return;
-    const last = st.msgs.length ? st.msgs[st.msgs.length - 1].id : null;
-    const i = last ? res.messages.findIndex((m) => m.id === last) : -1;
-    const stick = nearBottom();
-    if (i >= 0) {
-      const have = new Set(st.msgs.map((m) => m.id));
-      const added = res.messages.slice(i + 1).filter((m) => !have.has(m.id));
-      if (!added.length) return;
-      st.pages.push({ msgs: added });
-      dropAbove();
-    } else {
-      st.gen++;
-      st.pages = [{ msgs: res.messages }];
-      st.hasOlder = olderThan(res, PAGE);
-    }
-    const a = stick || i < 0 ? null : anchor();
-    render();
-    if (a) restore(a); else scroller.scrollTop = scroller.scrollHeight;
-  }
-
-  // toHead shows the newest messages after the reader wrote some: read
-  // afresh when the reader was back up the thread.
-  const toHead = () => (st.below.length ? loadNewest() : refreshHead());
-
-  olderBtn.addEventListener('click', () => loadOlder().catch(showError));
-  newerBtn.addEventListener('click', () => loadNewer().catch(showError));
-  newestBtn.addEventListener('click', () => loadNewest().catch(showError));
 
   // --- Versions ---
   function renderBanner() {
@@ -482,7 +245,7 @@ export async function threadPage(main, id, params) {
     try {
       await post(`${base}/messages`, { messages: [{ role: roleSel.value, contents: [{ type: 'text', text }] }] });
       appendText.value = '';
-      await Promise.all([toHead(), loadRecord().then(() => loadHistory())]);
+      await Promise.all([msgs.toHead(), loadRecord().then(() => loadHistory())]);
     } catch (err) { showError(err); }
   });
 
@@ -512,7 +275,7 @@ export async function threadPage(main, id, params) {
             if (d.reasoning) reasoning.append(d.reasoning);
             if (d.call && d.call.name) status.textContent = `Calling ${d.call.name}…`;
           } else if (ev.event === 'step') {
-            refreshHead().catch(() => {});
+            msgs.refreshHead().catch(() => {});
           } else if (ev.event === 'result') {
             if (!answer.textContent) answer.textContent = d.text || '';
             status.textContent = d.pending && d.pending.length ? `Stopped: ${d.pending.length} tool call(s) wait for approval.` : 'Done.';
@@ -530,7 +293,7 @@ export async function threadPage(main, id, params) {
     } finally {
       runBtn.disabled = false;
       runOut.classList.remove('running');
-      await Promise.all([toHead(), loadRecord().then(() => loadHistory())]).catch(() => {});
+      await Promise.all([msgs.toHead(), loadRecord().then(() => loadHistory())]).catch(() => {});
     }
   });
 
@@ -557,7 +320,7 @@ export async function threadPage(main, id, params) {
       await loadRecord();
       // Not the family: a change of this thread cannot change it, and it
       // costs a read of every record of the tenant.
-      await Promise.all([refreshHead(), loadHistory(), loadCheckpoints()]);
+      await Promise.all([msgs.refreshHead(), loadHistory(), loadCheckpoints()]);
     });
   }
   const kinds = new Set();
@@ -591,7 +354,7 @@ export async function threadPage(main, id, params) {
   }
   if (st.version) renderBanner();
   loadServer().catch(() => {});
-  await Promise.all([loadNewest(), loadHistory(), loadCheckpoints(), loadFamily().catch(showError)]);
+  await Promise.all([msgs.loadNewest(), loadHistory(), loadCheckpoints(), loadFamily().catch(showError)]);
 
   // One feed per page: a browser keeps only six connections to a server
   // over HTTP/1.1, for all its tabs.
@@ -607,7 +370,7 @@ export async function threadPage(main, id, params) {
       writeTools.hidden = !!st.version;
       renderHistory();
       renderBanner();
-      await loadNewest().catch(showError);
+      await msgs.setVersion(st.version).catch(showError);
     },
   };
 }

@@ -4,7 +4,7 @@
 // feed.
 
 import { get, post, watch, APIError } from './api.js';
-import { h, fmtTime, enc, json, announce, showError, confirmDialog, throttle, setLive } from './dom.js';
+import { h, fmtTime, enc, json, announce, showError, confirmDialog, throttle, setLive, changes } from './dom.js';
 
 const PAGE = 50;
 
@@ -85,16 +85,8 @@ export async function workflowPage(main, id, params) {
     w: null, // the workflow as last read, at st.version
     history: [],
     histNext: null,
-    keys: {},
   };
-  // changed reports whether part would now show other data than it does:
-  // redrawing only then keeps the focus, and what is typed, where it is.
-  const changed = (part, data) => {
-    const k = JSON.stringify(data);
-    if (st.keys[part] === k) return false;
-    st.keys[part] = k;
-    return true;
-  };
+  const changed = changes();
   const stops = [];
   const link = (v) => (v ? `#/workflows/${enc(id)}?v=${v}` : `#/workflows/${enc(id)}`);
 
@@ -215,7 +207,7 @@ export async function workflowPage(main, id, params) {
 
   function renderStalled() {
     const w = st.w;
-    if (!w.stalled || st.version) { stalledBox.hidden = true; st.keys.stalled = null; return; }
+    if (!w.stalled || st.version) { stalledBox.hidden = true; changed.forget('stalled'); return; }
     const x = w.execution;
     const given = givenInput(x);
     if (!changed('stalled', [w.stalled, given, x.runner])) { stalledBox.hidden = false; return; }
