@@ -14,7 +14,8 @@
 // was), the diff of any two versions or of a thread and its fork, its
 // checkpoints (create, roll back), forks it at any message, exports it, and
 // runs the server's agent on it with the answer streamed. It drives live
-// conversations (send, queue, abort, fork, compact) and workflows (input,
+// conversations (send, queue, abort, fork, compact; their messages in the
+// same window) and workflows (input,
 // checkpoint, restore, fork, any version; a stalled runner shown), and
 // shows work items. It stays current by reading the server's
 // change events (GET /v1/events and /v1/threads/{id}/events, Server-Sent
