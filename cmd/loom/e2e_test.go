@@ -149,9 +149,10 @@ func (s *server) stop(t *testing.T) {
 	}
 }
 
-// TestMain removes the binary the end-to-end tests built.
+// TestMain stops the PostgreSQL and Redis servers the tests started and
+// removes the binary the end-to-end tests built.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testserver.Run(m)
 	if built.path != "" {
 		os.RemoveAll(filepath.Dir(built.path))
 	}

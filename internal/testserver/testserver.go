@@ -51,13 +51,20 @@ var (
 // Main runs the tests and then stops the servers they started. Use it as
 // the package's TestMain.
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main without the exit, for a TestMain with more to do after the
+// tests: it runs them, stops the servers they started and returns the
+// exit code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()
 	for _, stop := range slices.Backward(stoppers) {
 		stop()
 	}
 	mu.Unlock()
-	os.Exit(code)
+	return code
 }
 
 // Unavailable skips t because what (a server it needs) could not be
