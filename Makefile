@@ -58,6 +58,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRollback$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzRun$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzDiffQuery$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzListQuery$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzItems$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzLangGraph$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./httpapi
