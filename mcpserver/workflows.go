@@ -68,17 +68,33 @@ type workflowInfo struct {
 	Round      int             `json:"round"`
 	SubThreads []string        `json:"sub_threads" jsonschema:"the keys of its sub-threads; the thread of key k is <id>.k"`
 	UpdatedAt  time.Time       `json:"updated_at"`
+	Stalled    *stalledInfo    `json:"stalled,omitzero" jsonschema:"set when its status says running but no live runner holds it: nothing moves it until its program runs it again"`
+}
+
+// stalledInfo says since when a stalled workflow has not moved, as the
+// HTTP API does: the time of its last commit, which a live runner renews.
+type stalledInfo struct {
+	Since time.Time `json:"since" jsonschema:"the time of its last commit"`
 }
 
 func (w workflowInfo) line() string {
-	return fmt.Sprintf("%s %q: %s, round %d, version %d, sub-threads %s", w.ID, w.Title, w.Status, w.Round, w.Version, strings.Join(w.SubThreads, ", "))
+	status := string(w.Status)
+	if w.Stalled != nil {
+		status += ", stalled since " + w.Stalled.Since.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%s %q: %s, round %d, version %d, sub-threads %s", w.ID, w.Title, status, w.Round, w.Version, strings.Join(w.SubThreads, ", "))
 }
 
 // workflowOf describes w as of its handle's version, from what the handle
-// holds: no step record is read.
+// holds: no step record is read. It is stalled when its handle's version,
+// the newest it read, is (workflow.Workflow.Stalled).
 func workflowOf(w *workflow.Workflow) workflowInfo {
 	r := w.Thread().Record()
-	return workflowInfo{ID: r.ID, Title: r.Title, Version: w.Version(), Status: w.Status(), Round: w.Round(), SubThreads: w.SubThreadKeys(), UpdatedAt: r.UpdatedAt}
+	info := workflowInfo{ID: r.ID, Title: r.Title, Version: w.Version(), Status: w.Status(), Round: w.Round(), SubThreads: w.SubThreadKeys(), UpdatedAt: r.UpdatedAt}
+	if w.Stalled(time.Now()) {
+		info.Stalled = &stalledInfo{Since: r.UpdatedAt}
+	}
+	return info
 }
 
 // --- workflow_list
@@ -145,6 +161,9 @@ func (o workflowGetOut) Summary() string {
 	b.WriteString("workflow " + o.Workflow.line())
 	if ex.Version != o.Workflow.Version {
 		fmt.Fprintf(&b, " (read at version %d)", ex.Version)
+	}
+	if o.Workflow.Stalled != nil {
+		b.WriteString("\nstalled: no live runner holds it; it goes on from its last committed step when its program runs it again")
 	}
 	for _, s := range ex.Steps {
 		fmt.Fprintf(&b, "\nstep %s: %s", s.ID, s.Status)

@@ -2,10 +2,13 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
 )
 
@@ -105,5 +108,77 @@ func TestWorkflowTools(t *testing.T) {
 	// What the restore reports is the workflow after it, as a fresh read has it.
 	if ex, err := w.Execution(ctx, 0); err != nil || back.Workflow.Version != ex.Version || back.Workflow.Round != ex.Round {
 		t.Fatalf("restored %+v; the workflow is at version %d, round %d (%v)", back.Workflow, ex.Version, ex.Round, err)
+	}
+}
+
+// holdWorkflow creates the workflow id in db and runs it, blocked in its
+// one step until the test ends; now is the runner's clock (nil: the real
+// one). A clock an hour behind takes a lease that has run out already:
+// a runner gone silent.
+func holdWorkflow(t *testing.T, db *thread.DB, id string, now func() time.Time) {
+	t.Helper()
+	w, err := workflow.Create(t.Context(), db, workflow.CreateOptions{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	g := workflow.NewGraph().Add("work", func(ctx context.Context, s *workflow.Step) (any, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	go func() {
+		defer close(done)
+		w.Run(ctx, g, &workflow.RunOptions{Now: now})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	<-started
+}
+
+// TestWorkflowToolsStalled: workflow_list and workflow_get say a workflow
+// whose runner's lease ran out is stalled since its last commit, in their
+// structured result and their text, and a workflow whose runner lives is
+// not.
+func TestWorkflowToolsStalled(t *testing.T) {
+	db := newDB(t)
+	alpha := connectHTTP(t, httpServer(t, db, nil), keyAlpha)
+	holdWorkflow(t, db.WithTenant("alpha"), "live", nil)
+	holdWorkflow(t, db.WithTenant("alpha"), "expired", func() time.Time { return time.Now().Add(-time.Hour) })
+
+	list := ok[workflowListOut](t, alpha, "workflow_list", map[string]any{})
+	if len(list.Workflows) != 2 {
+		t.Fatalf("list: %+v", list)
+	}
+	for _, w := range list.Workflows {
+		if w.Status != workflow.StatusRunning || (w.Stalled != nil) != (w.ID == "expired") {
+			t.Errorf("listed %s: status %s, stalled %+v", w.ID, w.Status, w.Stalled)
+		}
+	}
+	got := ok[workflowGetOut](t, alpha, "workflow_get", map[string]any{"id": "expired"})
+	if got.Workflow.Stalled == nil || got.Workflow.Stalled.Since.IsZero() || !got.Workflow.Stalled.Since.Equal(got.Workflow.UpdatedAt) {
+		t.Fatalf("get expired: stalled %+v, want since its last commit %v", got.Workflow.Stalled, got.Workflow.UpdatedAt)
+	}
+	if live := ok[workflowGetOut](t, alpha, "workflow_get", map[string]any{"id": "live"}); live.Workflow.Stalled != nil {
+		t.Fatalf("get live: stalled %+v", live.Workflow.Stalled)
+	}
+
+	since := "running, stalled since " + got.Workflow.Stalled.Since.UTC().Format(time.RFC3339)
+	res := call(t, alpha, "workflow_get", map[string]any{"id": "expired"})
+	if out := text(res); !strings.Contains(out, since) || !strings.Contains(out, "when its program runs it again") {
+		t.Errorf("get's text lacks %q:\n%s", since, out)
+	}
+	// The JSON has it as the HTTP API does.
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"stalled":{"since":"` + got.Workflow.Stalled.Since.Format(time.RFC3339Nano) + `"}`; !strings.Contains(string(raw), want) {
+		t.Errorf("the result has no %s: %s", want, raw)
+	}
+	res = call(t, alpha, "workflow_list", map[string]any{})
+	if out := text(res); !strings.Contains(out, `expired "": `+since) || strings.Contains(out, `live "": running, stalled`) {
+		t.Errorf("list's text:\n%s", out)
 	}
 }

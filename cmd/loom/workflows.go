@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
@@ -53,6 +54,34 @@ type workflowLine struct {
 	Round      int             `json:"round"`
 	Version    int64           `json:"version"`
 	SubThreads []string        `json:"sub_threads"`
+	// Stalled is set when the workflow is stalled, as the HTTP API says it.
+	Stalled *stalledJSON `json:"stalled,omitzero"`
+}
+
+// stalledJSON is the "stalled" object of a workflow whose status says
+// running but that no live runner holds (workflow.Workflow.Stalled), as
+// the HTTP API has it: Since is the time of its last commit, which a live
+// runner renews.
+type stalledJSON struct {
+	Since time.Time `json:"since"`
+}
+
+// stalledOf is w's stalled object when stalled, else nil: the time of its
+// last commit.
+func stalledOf(w *workflow.Workflow, stalled bool) *stalledJSON {
+	if !stalled {
+		return nil
+	}
+	return &stalledJSON{Since: w.Thread().Record().UpdatedAt}
+}
+
+// statusText is a workflow's status for people: "running, stalled since
+// <time>" when it is stalled.
+func statusText(status workflow.Status, st *stalledJSON) string {
+	if st == nil {
+		return string(status)
+	}
+	return fmt.Sprintf("%s, stalled since %s", status, formatTime(st.Since))
 }
 
 // WorkflowsListCommand lists workflows.
@@ -91,13 +120,14 @@ func (c *WorkflowsListCommand) Run(ctx context.Context, args []string) error {
 		}
 		// The handle holds status and round: no step record is read.
 		r := w.Thread().Record()
+		stalled := stalledOf(w, w.Stalled(time.Now()))
 		if c.JSON {
-			if err := writeJSONLine(c.Stdout, workflowLine{r.ID, r.Title, w.Status(), w.Round(), r.Version, w.SubThreadKeys()}); err != nil {
+			if err := writeJSONLine(c.Stdout, workflowLine{r.ID, r.Title, w.Status(), w.Round(), r.Version, w.SubThreadKeys(), stalled}); err != nil {
 				return err
 			}
 			continue
 		}
-		t.row(r.ID, clip(r.Title, 40), string(w.Status()), strconv.Itoa(w.Round()), strconv.FormatInt(r.Version, 10), formatTime(r.UpdatedAt), strings.Join(w.SubThreadKeys(), ","))
+		t.row(r.ID, clip(r.Title, 40), statusText(w.Status(), stalled), strconv.Itoa(w.Round()), strconv.FormatInt(r.Version, 10), formatTime(r.UpdatedAt), strings.Join(w.SubThreadKeys(), ","))
 	}
 	if t != nil {
 		return t.flush()
@@ -146,15 +176,21 @@ func (c *WorkflowsShowCommand) Run(ctx context.Context, args []string) error {
 	if c.Last == 0 {
 		snap.Messages = nil
 	}
+	// Only the newest version can be stalled: a past one is what it was.
+	stalled := stalledOf(w, snap.Version == w.Version() && snap.Execution.Stalled(time.Now()))
 	if c.JSON {
-		return writeJSON(c.Stdout, snap)
+		return writeJSON(c.Stdout, struct {
+			*workflow.Snapshot
+			Stalled *stalledJSON `json:"stalled,omitzero"`
+		}{snap, stalled})
 	}
-	printExecution(c.Stdout, w, snap)
+	printExecution(c.Stdout, w, snap, stalled)
 	return nil
 }
 
-// printExecution writes a workflow's execution state for people.
-func printExecution(out io.Writer, w *workflow.Workflow, s *workflow.Snapshot) {
+// printExecution writes a workflow's execution state for people; stalled
+// is set when it is stalled.
+func printExecution(out io.Writer, w *workflow.Workflow, s *workflow.Snapshot, stalled *stalledJSON) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "workflow\t%s\n", w.ID())
 	if t := w.Title(); t != "" {
@@ -164,7 +200,10 @@ func printExecution(out io.Writer, w *workflow.Workflow, s *workflow.Snapshot) {
 	if s.Version != w.Version() {
 		fmt.Fprintf(tw, " (of %d)", w.Version())
 	}
-	fmt.Fprintf(tw, "\nstatus\t%s\n", s.Status)
+	fmt.Fprintf(tw, "\nstatus\t%s\n", statusText(s.Status, stalled))
+	if stalled != nil {
+		fmt.Fprintf(tw, "\tno live runner holds it: it goes on from its last committed step when its program runs it again\n")
+	}
 	fmt.Fprintf(tw, "round\t%d: %s (done: %s; next: %s)\n", s.Round, orDash(s.Current), orDash(s.Completed), orDash(s.Next))
 	for _, wt := range s.Waiting {
 		fmt.Fprintf(tw, "waiting\t%s asks %s\n", wt.Step, clip(oneLine(string(wt.Prompt)), 120))
@@ -410,9 +449,13 @@ func (b *base) printWorkflow(ctx context.Context, w *workflow.Workflow, format s
 	if err != nil {
 		return err
 	}
+	stalled := stalledOf(w, ex.Version == w.Version() && ex.Stalled(time.Now()))
 	if b.JSON {
-		return writeJSON(b.Stdout, ex)
+		return writeJSON(b.Stdout, struct {
+			*workflow.Execution
+			Stalled *stalledJSON `json:"stalled,omitzero"`
+		}{ex, stalled})
 	}
-	fmt.Fprintf(b.Stdout, format+": %s, round %d, version %d\n", append(args, ex.Status, ex.Round, ex.Version)...)
+	fmt.Fprintf(b.Stdout, format+": %s, round %d, version %d\n", append(args, statusText(ex.Status, stalled), ex.Round, ex.Version)...)
 	return nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/workflow"
@@ -124,5 +126,83 @@ func TestWorkflowsCommands(t *testing.T) {
 		if r.code != c.code || !strings.Contains(r.stderr, c.msg) {
 			t.Errorf("loom %s: exit %d, stderr %q; want %d and %q", strings.Join(c.args, " "), r.code, r.stderr, c.code, c.msg)
 		}
+	}
+}
+
+// holdWorkflow creates the workflow id in store and runs it, blocked in
+// its one step until the test ends; now is the runner's clock (nil: the
+// real one). A clock an hour behind takes a lease that has run out
+// already: a runner gone silent.
+func holdWorkflow(t *testing.T, store, id string, now func() time.Time) {
+	t.Helper()
+	db := openStore(t, store)
+	w, err := workflow.Create(t.Context(), db, workflow.CreateOptions{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	g := workflow.NewGraph().Add("work", func(ctx context.Context, s *workflow.Step) (any, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	go func() {
+		defer close(done)
+		w.Run(ctx, g, &workflow.RunOptions{Now: now})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	<-started
+}
+
+// TestWorkflowsStalled: list and show say a workflow whose runner's lease
+// ran out is stalled since its last commit, and --json carries the HTTP
+// API's "stalled" object; a workflow whose runner lives is not stalled.
+func TestWorkflowsStalled(t *testing.T) {
+	st := sqliteStore(t)
+	holdWorkflow(t, st, "live", nil)
+	holdWorkflow(t, st, "expired", func() time.Time { return time.Now().Add(-time.Hour) })
+	w, err := workflow.Open(t.Context(), openStore(t, st), "expired")
+	if err != nil {
+		t.Fatal(err)
+	}
+	updated := w.Thread().Record().UpdatedAt
+	since := "running, stalled since " + formatTime(updated)
+
+	out := loom(t, "workflows", "list", "--store", st).ok(t).stdout
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "expired ") != strings.Contains(line, since) || strings.HasPrefix(line, "live ") && strings.Contains(line, "stalled") {
+			t.Errorf("list:\n%s", out)
+		}
+	}
+	listed := lines[workflowLine](t, loom(t, "workflows", "list", "--store", st, "--json").ok(t))
+	if len(listed) != 2 {
+		t.Fatalf("list --json: %+v", listed)
+	}
+	for _, l := range listed {
+		if l.Status != workflow.StatusRunning || (l.Stalled != nil) != (l.ID == "expired") || l.Stalled != nil && !l.Stalled.Since.Equal(updated) {
+			t.Errorf("list --json: %s is %s, stalled %+v; want since %v for expired only", l.ID, l.Status, l.Stalled, updated)
+		}
+	}
+
+	out = loom(t, "workflows", "show", "expired", "--store", st).ok(t).stdout
+	if !strings.Contains(out, "status    "+since+"\n") || !strings.Contains(out, "when its program runs it again") {
+		t.Errorf("show expired lacks %q:\n%s", since, out)
+	}
+	if out := loom(t, "workflows", "show", "live", "--store", st).ok(t).stdout; !strings.Contains(out, "status    running\n") {
+		t.Errorf("show live:\n%s", out)
+	}
+	out = loom(t, "workflows", "show", "expired", "--store", st, "--json").ok(t).stdout
+	if want := `"stalled": {` + "\n" + `    "since": "` + updated.Format(time.RFC3339Nano) + `"`; !strings.Contains(out, want) {
+		t.Errorf("show --json has no %s:\n%s", want, out)
+	}
+	if out := loom(t, "workflows", "show", "live", "--store", st, "--json").ok(t).stdout; strings.Contains(out, `"stalled"`) {
+		t.Errorf("show live --json:\n%s", out)
+	}
+	// A past version is what it was: never stalled.
+	past := strconv.FormatInt(w.Version()-1, 10)
+	if out := loom(t, "workflows", "show", "expired", "--store", st, "--version", past).ok(t).stdout; strings.Contains(out, "stalled") {
+		t.Errorf("show --version %s:\n%s", past, out)
 	}
 }
