@@ -34,12 +34,14 @@ func Example() {
 	for i, it := range next.OpenThreads {
 		fmt.Printf("#%d %s\n", i+1, it.Text)
 	}
-	fmt.Println("meets target:", next.Performance.MeetsTarget)
+	// Performance says how long it took against its target; a loaded
+	// machine can miss it, so the example prints only what is certain.
+	fmt.Println("items in the result:", next.Performance.ResultCount)
 	// Output:
 	// deduplicated: true
 	// resolved: Release notes still to write - written
 	// #1 Flaky login test in CI
-	// meets target: true
+	// items in the result: 1
 }
 
 func ExampleNormalize() {
