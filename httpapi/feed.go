@@ -25,7 +25,8 @@ type searchHitJSON struct {
 	Time    time.Time       `json:"time"`
 	// Version, when not 0, is the newest version of the thread that held
 	// the message, which its head no longer does (a rollback, a restore):
-	// the thread is to be read at that version to see it.
+	// the thread is to be read at that version to see it
+	// (thread.SearchHit.Version).
 	Version int64 `json:"version,omitzero"`
 }
 
@@ -50,18 +51,14 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 		return invalidf("query parameter before=%q: not a cursor this server gave", clip(before))
 	}
 	s.metrics.StoreOp("search")
-	hits, err := s.tenantDB(r).Search(r.Context(), thread.SearchQuery{Text: text, Limit: limit, Before: before})
-	if err != nil {
-		return err
-	}
-	versions, err := hitVersions(r.Context(), s.tenantDB(r), hits)
+	hits, err := s.tenantDB(r).Search(r.Context(), thread.SearchQuery{Text: text, Limit: limit, Before: before, Versions: true})
 	if err != nil {
 		return err
 	}
 	resp := searchResponse{Hits: make([]searchHitJSON, 0, len(hits))}
-	for i, h := range hits {
+	for _, h := range hits {
 		resp.Hits = append(resp.Hits, searchHitJSON{Thread: h.Thread, Commit: h.Commit, Index: h.Index,
-			Message: h.Message, Snippet: h.Snippet, Time: h.Time, Version: versions[i]})
+			Message: h.Message, Snippet: h.Snippet, Time: h.Time, Version: h.Version})
 	}
 	if len(hits) == limit && limit > 0 {
 		resp.Next = hits[len(hits)-1].Cursor

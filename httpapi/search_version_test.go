@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"testing"
 
@@ -73,39 +72,5 @@ func TestSearchHitVersion(t *testing.T) {
 				t.Fatalf("zebra after a reset: %+v, want version 6", hits)
 			}
 		})
-	}
-}
-
-// TestSearchHitVersionBounded: a hit deeper than a walk may go is taken to
-// be in the head (no version); one within it is still placed.
-func TestSearchHitVersionBounded(t *testing.T) {
-	defer func(n int) { maxHitWalk = n }(maxHitWalk)
-	s := newServer(t, Options{})
-	createThread(t, s, "", "th", "base")
-	appendText := func(text string) {
-		t.Helper()
-		must(t, s, req{method: "POST", path: "/v1/threads/th/messages", body: map[string]any{"messages": []any{textMsg("user", text)}}}, http.StatusCreated, nil)
-	}
-	appendText("deep zebra") // v2
-	must(t, s, req{method: "POST", path: "/v1/threads/th/checkpoints", body: `{"name":"c"}`}, http.StatusCreated, nil)
-	appendText("lost zebra")                                                                                         // v3
-	must(t, s, req{method: "POST", path: "/v1/threads/th/rollback", body: `{"checkpoint":"c"}`}, http.StatusOK, nil) // v4
-	for i := range 5 {
-		appendText(fmt.Sprint("filler ", i)) // v5…v9
-	}
-	// The head's line is 7 commits long (base, deep zebra, 5 fillers): a
-	// walk of 5 reaches the depth of the lost zebra, which is placed (v3),
-	// a walk of 4 does not. The deep one, in the head, never has a version.
-	for walk, lost := range map[int]int64{4: 0, 5: 3, 100: 3} {
-		maxHitWalk = walk
-		var res searchResponse
-		must(t, s, req{method: "GET", path: "/v1/search?q=zebra"}, http.StatusOK, &res)
-		got := map[string]int64{}
-		for _, h := range res.Hits {
-			got[h.Message.Text()] = h.Version
-		}
-		if len(got) != 2 || got["lost zebra"] != lost || got["deep zebra"] != 0 {
-			t.Errorf("walks of %d: hits %v, want lost zebra at %d and deep zebra without a version", walk, got, lost)
-		}
 	}
 }

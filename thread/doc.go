@@ -67,13 +67,15 @@
 // DB.Search finds the messages of a tenant's threads that hold every word
 // of a query, newest first, in every version a thread keeps: a store that
 // is a Searcher answers from its index (SQLite FTS5, PostgreSQL tsvector),
-// any other is scanned. DB.Watch tells a listener of every create, move,
-// checkpoint and delete of its tenant's threads: a store that is a Watcher
-// (PostgreSQL LISTEN/NOTIFY, Redis pub/sub) reports what every process
-// does, any other what the DBs of this process do; a ChangeGap says some
-// changes may have been missed. DB.Family returns a thread's fork family,
-// and DB.Diff what differs between two versions of a thread, or a thread
-// and its fork: messages added, removed and changed, and state.
+// any other is scanned; SearchQuery.Versions names, for a hit a rollback
+// took out of the head, the version to read it at. DB.Watch tells a
+// listener of every create, move, checkpoint and delete of its tenant's
+// threads: a store that is a Watcher (PostgreSQL LISTEN/NOTIFY, Redis
+// pub/sub) reports what every process does, any other what the DBs of this
+// process do; a ChangeGap says some changes may have been missed.
+// DB.Family returns a thread's fork family, and DB.Diff what differs
+// between two versions of a thread, or a thread and its fork: messages
+// added, removed and changed, and state.
 //
 // DB.Threads lists a tenant's threads a page at a time, filtered by kind
 // and labels, in id order or most recently updated first

@@ -202,6 +202,14 @@ type SearchHit struct {
 	Time time.Time
 	// Cursor continues the search after this hit (SearchQuery.Before).
 	Cursor string
+	// Version is set only when SearchQuery.Versions asks for it. When not
+	// 0, the thread's head no longer holds the message (a rollback, a
+	// restore, a reset took it away) and Version is the newest version of
+	// the thread whose head did: read the thread at it to see the message.
+	// It is 0 when the head holds the message, and also when no version
+	// the thread keeps does or the hit lies past the bounds of
+	// SearchQuery.Versions.
+	Version int64
 }
 
 // SearchQuery is what DB.Search looks for.
@@ -213,6 +221,16 @@ type SearchQuery struct {
 	Before string
 	// Limit caps the hits; 0 means 20, and at most 1,000.
 	Limit int
+	// Versions asks for each hit's SearchHit.Version, so that a hit in a
+	// rolled-back version can be opened at a version that shows it. It
+	// reads more: per thread of the page, the head's line of commits down
+	// to the oldest hit's commit; per hit the head does not hold, the
+	// thread's history entries newest first until one holds it, each with
+	// its line of commits down to the hit. A walk of a line stops after
+	// 10,000 commits and a hit reads at most 1,000 history entries; a hit
+	// past either is taken to be in the head (Version 0). A thread deleted
+	// since its hit was found gives its hits no Version.
+	Versions bool
 }
 
 // Search finds the messages of db's tenant's threads that hold every word
@@ -221,7 +239,9 @@ type SearchQuery struct {
 // them), not only the heads'. A store that is a Searcher answers from its
 // index; any other is scanned, commit by commit, which costs a read of
 // every commit of the tenant's threads on every call (its memory is a
-// page's worth of hits, and a mark per commit).
+// page's worth of hits, and a mark per commit). With q.Versions, each hit
+// the head no longer holds names the version that did (SearchHit.Version),
+// at the cost SearchQuery.Versions tells.
 func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 	words, err := searchWords(q.Text)
 	if err != nil {
@@ -264,6 +284,11 @@ func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 			Thread: id, Commit: e.Commit, Index: e.Index, Message: m,
 			Snippet: snippet(SearchText(m), words), Time: c.Time, Cursor: e.Cursor,
 		})
+	}
+	if q.Versions {
+		if err := db.placeHits(ctx, hits, searchBounds); err != nil {
+			return nil, err
+		}
 	}
 	return hits, nil
 }

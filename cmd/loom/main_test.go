@@ -1020,9 +1020,15 @@ func TestSearch(t *testing.T) {
 	say(t, store, th.ID, "the blue whale sings")
 	say(t, store, th.ID, "a whale of a time")
 	out := loom(t, "search", "whale", "--store", store).ok(t).stdout
-	for _, want := range []string{"THREAD", "TEXT", th.ID, "the blue whale sings", "a whale of a time"} {
+	for _, want := range []string{"THREAD", "VERSION", "TEXT", th.ID, "the blue whale sings", "a whale of a time"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("search lacks %q:\n%s", want, out)
+		}
+	}
+	// Messages of the head have no version.
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Fields(line); len(f) < 3 || f[1] != "user" {
+			t.Errorf("a hit in the head shows a version: %q", line)
 		}
 	}
 	hits := lines[searchHitJSON](t, loom(t, "search", "WHALE", "--limit", "1", "--store", store, "--json").ok(t))
@@ -1035,6 +1041,22 @@ func TestSearch(t *testing.T) {
 	}
 	if out := loom(t, "search", "blue", "sings", "--store", store, "--json").ok(t).stdout; strings.Count(out, "\n") != 1 {
 		t.Errorf("two words found %q", out)
+	}
+	if out := loom(t, "search", "whale", "--store", store, "--json").ok(t).stdout; strings.Contains(out, `"version"`) {
+		t.Errorf("hits in the head carry a version: %s", out)
+	}
+	// A message a rollback took out of the head names the newest version
+	// that held it.
+	loom(t, "threads", "checkpoint", th.ID, "cp", "--store", store).ok(t)
+	say(t, store, th.ID, "a lost narwhal") // v4
+	loom(t, "threads", "rollback", th.ID, "cp", "--store", store).ok(t)
+	out = loom(t, "search", "narwhal", "--store", store).ok(t).stdout
+	if rows := strings.Split(strings.TrimSpace(out), "\n"); len(rows) != 2 || len(strings.Fields(rows[1])) < 3 || strings.Fields(rows[1])[1] != "4" {
+		t.Errorf("search narwhal shows no version 4:\n%s", out)
+	}
+	hits = lines[searchHitJSON](t, loom(t, "search", "narwhal", "--store", store, "--json").ok(t))
+	if len(hits) != 1 || hits[0].Version != 4 {
+		t.Errorf("search narwhal --json = %+v, want version 4", hits)
 	}
 	for _, c := range []struct {
 		args []string

@@ -185,7 +185,9 @@ var commands = []spec{
 		Help: "Searches the text of the tenant's messages (text, reasoning, tool calls and results):\n" +
 			"whole words, in any case and order, in every version a thread still keeps. SQLite and\n" +
 			"PostgreSQL answer from an index kept with the commits; the other stores are scanned.\n" +
-			"With --json, one hit per line with its cursor, for --before.",
+			"VERSION is empty when the thread's head holds the message; else it is the newest\n" +
+			"version that held it (read it with loom threads show ID --version V).\n" +
+			"With --json, one hit per line with its cursor, for --before, and its version if any.",
 		Examples: []string{
 			"loom search refund policy",
 			"loom search paris weather --limit 5 --json",

@@ -35,6 +35,7 @@ type searchHitJSON struct {
 	Snippet string          `json:"snippet"`
 	Time    time.Time       `json:"time"`
 	Cursor  string          `json:"cursor"`
+	Version int64           `json:"version,omitzero"`
 }
 
 // Run implements Command.
@@ -51,23 +52,27 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	hits, err := db.Search(ctx, thread.SearchQuery{Text: strings.Join(words, " "), Limit: c.Limit, Before: c.Before})
+	hits, err := db.Search(ctx, thread.SearchQuery{Text: strings.Join(words, " "), Limit: c.Limit, Before: c.Before, Versions: true})
 	if err != nil {
 		return fmt.Errorf("search: %w", err)
 	}
 	var t *table
 	if !c.JSON {
-		t = newTable(c.Stdout, "THREAD", "ROLE", "TIME", "TEXT")
+		t = newTable(c.Stdout, "THREAD", "VERSION", "ROLE", "TIME", "TEXT")
 	}
 	for _, h := range hits {
 		if c.JSON {
 			if err := writeJSONLine(c.Stdout, searchHitJSON{Thread: h.Thread, Commit: h.Commit, Index: h.Index,
-				Message: h.Message, Snippet: h.Snippet, Time: h.Time, Cursor: h.Cursor}); err != nil {
+				Message: h.Message, Snippet: h.Snippet, Time: h.Time, Cursor: h.Cursor, Version: h.Version}); err != nil {
 				return err
 			}
 			continue
 		}
-		t.row(h.Thread, string(h.Message.Role), formatTime(h.Time), clip(oneLine(h.Snippet), 100))
+		version := ""
+		if h.Version != 0 {
+			version = strconv.FormatInt(h.Version, 10)
+		}
+		t.row(h.Thread, version, string(h.Message.Role), formatTime(h.Time), clip(oneLine(h.Snippet), 100))
 	}
 	if t != nil {
 		if err := t.flush(); err != nil {

@@ -55,8 +55,8 @@ func wantHits(t T, got []hitKey, want []hitKey, what string) {
 // search checks full-text search through DB.Search, which a Searcher
 // answers from its index and any other store by a scan: the same hits,
 // newest first, in each tenant's own threads only, whole words in any
-// case, rolled back messages too, none of a deleted thread's, and pages
-// that follow each other.
+// case, rolled back messages too (with the version that held them, when
+// asked), none of a deleted thread's, and pages that follow each other.
 func search(t T, s thread.Store, _ *Options) {
 	ctx := t.Context()
 	clock := ticking()
@@ -98,6 +98,15 @@ func search(t T, s thread.Store, _ *Options) {
 		check(t, err, "fork")
 		check(t, a.Rollback(ctx, "before"), "rollback")
 		wantHits(t, searchAll(t, db, "zebra", 0), []hitKey{who("sa", "ephemeral zebra")}, "a rolled back message, once")
+		// With Versions, it names the version that held it; a message of
+		// the head names none.
+		for q, want := range map[string]int64{"zebra": a.Version() - 1, "fox": 0} {
+			hits, err := db.Search(ctx, thread.SearchQuery{Text: q, Versions: true})
+			check(t, err, "search with versions")
+			if len(hits) != 1 || hits[0].Version != want {
+				t.Errorf("%s with versions: %+v, want one hit at version %d", q, hits, want)
+			}
+		}
 
 		// A thread of its own: its messages go with it.
 		b, err := db.Create(ctx, thread.CreateOptions{ID: "sb"})
