@@ -3,7 +3,12 @@ package tokens
 import (
 	_ "embed"
 	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/loomthreads/loom/message"
 )
@@ -67,16 +72,64 @@ func BenchmarkCountCachedParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkLoadVocab measures reading an embedded vocabulary, which each
-// encoding does once, on first use.
+// BenchmarkLoadVocab measures opening an embedded vocabulary, which each
+// encoding does once, on first use: checking its header and finding the
+// ranks of the 256 bytes.
 func BenchmarkLoadVocab(b *testing.B) {
 	for _, enc := range []Encoding{O200kBase, Cl100kBase} {
 		b.Run(enc.Name(), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := loadVocab(enc.spec.file); err != nil {
+				if _, err := loadVocab(enc.spec.data); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+// BenchmarkFirstCount measures what the first count in a new process costs,
+// the vocabulary's loading and the tables built on first use included: each
+// iteration runs this test binary again, and the child times its first
+// Counter.Count of a message (English with a few non-ASCII characters, as
+// thread.View's first count is) and reports it. The metric is the child's
+// time, not the process start.
+//
+//	go test -run '^$' -bench FirstCount -benchtime 20x ./tokens
+func BenchmarkFirstCount(b *testing.B) {
+	var total time.Duration
+	for b.Loop() {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFirstCountChild$", "-test.v")
+		cmd.Env = append(os.Environ(), "LOOM_TOKENS_FIRST_COUNT=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("child: %v\n%s", err, out)
+		}
+		_, after, ok := strings.Cut(string(out), "first count: ")
+		if !ok {
+			b.Fatalf("child said no time:\n%s", out)
+		}
+		ns, err := strconv.ParseInt(strings.Fields(after)[0], 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += time.Duration(ns)
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/first-count")
+}
+
+// TestFirstCountChild is BenchmarkFirstCount's child; it does nothing in
+// an ordinary run.
+func TestFirstCountChild(t *testing.T) {
+	if os.Getenv("LOOM_TOKENS_FIRST_COUNT") == "" {
+		t.Skip("run by BenchmarkFirstCount")
+	}
+	m := message.User("Résumé of the meeting: " + english)
+	m.ID = "msg_01jpbx5b8qc3v0f4nyk2r7s9wd"
+	start := time.Now()
+	n := NewCounter(nil).Count(m, O200kBase)
+	d := time.Since(start)
+	if n == 0 {
+		t.Fatal("no tokens")
+	}
+	fmt.Printf("first count: %d ns\n", d.Nanoseconds())
 }

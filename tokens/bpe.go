@@ -31,14 +31,6 @@ type merger struct {
 	large      []part
 }
 
-// rank returns the rank of s, or noRank.
-func (v *vocab) rank(s string) uint32 {
-	if r, ok := v.ranks[s]; ok {
-		return r
-	}
-	return noRank
-}
-
 // merge splits piece into the tokens the byte-pair merge makes of it and
 // returns how many there are; token k is piece[m.start(k):m.start(k+1)].
 //

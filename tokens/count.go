@@ -85,7 +85,7 @@ func NewCounter(opts *CounterOptions) *Counter {
 		}
 		c.shards = make([]shard, n)
 		for i := range c.shards {
-			c.shards[i].init((size + n - 1) / n)
+			c.shards[i].size = (size + n - 1) / n
 		}
 	}
 	return c
@@ -207,10 +207,11 @@ type cacheKey struct {
 // clearing bits, to the first slot whose bit is clear, and replaces it.
 type shard struct {
 	mu    sync.Mutex
-	index map[cacheKey]int32
+	index map[cacheKey]int32 // nil until the first put
 	slots []slot
+	size  int // the most slots
 	hand  int
-	_     [40]byte // spreads shards apart in memory, to cut false sharing
+	_     [32]byte // spreads shards apart in memory, to cut false sharing
 }
 
 type slot struct {
@@ -218,11 +219,6 @@ type slot struct {
 	fp  int // the message's Size when it was counted
 	n   int
 	ref bool
-}
-
-func (s *shard) init(size int) {
-	s.index = make(map[cacheKey]int32, size)
-	s.slots = make([]slot, 0, size)
 }
 
 func (s *shard) get(k cacheKey, fp int) (int, bool) {
@@ -240,6 +236,10 @@ func (s *shard) get(k cacheKey, fp int) (int, bool) {
 func (s *shard) put(k cacheKey, fp, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.index == nil { // made on first use: a new Counter costs no 6 MB up front
+		s.index = make(map[cacheKey]int32, s.size)
+		s.slots = make([]slot, 0, s.size)
+	}
 	if i, ok := s.index[k]; ok { // counted concurrently, or another message with this id
 		s.slots[i].fp, s.slots[i].n = fp, n
 		return

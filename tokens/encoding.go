@@ -1,14 +1,24 @@
 package tokens
 
 import (
-	"bytes"
-	"encoding/base64"
+	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 
-	"github.com/pkoukk/tiktoken-go-loader/assets"
+	"github.com/loomthreads/loom/tokens/internal/vocabfile"
+)
+
+// The vocabularies, in the compact form of package vocabfile, generated
+// from github.com/pkoukk/tiktoken-go-loader's .tiktoken files.
+//
+//go:generate go run ./internal/vocabgen
+var (
+	//go:embed o200k_base.vocab
+	o200kData []byte
+	//go:embed cl100k_base.vocab
+	cl100kData []byte
 )
 
 // ErrUnknownToken is returned by Encoding.Decode when a token is not in the
@@ -30,20 +40,20 @@ type Encoding struct {
 // spec describes one encoding; its vocabulary is read once, on first use.
 type spec struct {
 	name  string
-	file  string
+	data  []byte // the compact vocabulary
 	split func(s string, i int) int
 	vocab func() *vocab
 }
 
 var (
-	o200k = &spec{name: "o200k_base", file: "o200k_base.tiktoken", split: splitO200k}
-	cl100 = &spec{name: "cl100k_base", file: "cl100k_base.tiktoken", split: splitCl100k}
+	o200k = &spec{name: "o200k_base", data: o200kData, split: splitO200k}
+	cl100 = &spec{name: "cl100k_base", data: cl100kData, split: splitCl100k}
 )
 
 func init() {
 	for _, s := range []*spec{o200k, cl100} {
 		s.vocab = sync.OnceValue(func() *vocab {
-			v, err := loadVocab(s.file)
+			v, err := loadVocab(s.data)
 			if err != nil {
 				// The files are embedded and checked by the tests: this
 				// cannot happen in a binary that passed them.
@@ -138,10 +148,11 @@ func (e Encoding) Decode(tokens []int) ([]byte, error) {
 	v := e.v()
 	var out []byte
 	for _, t := range tokens {
-		if t < 0 || t >= len(v.tokens) || v.tokens[t] == "" {
+		tok := v.token(t)
+		if len(tok) == 0 {
 			return out, fmt.Errorf("decode %d: %w", t, ErrUnknownToken)
 		}
-		out = append(out, v.tokens[t]...)
+		out = append(out, tok...)
 	}
 	return out, nil
 }
@@ -158,70 +169,79 @@ func (e Encoding) Pieces(text string) []string {
 	return out
 }
 
-// vocab is a loaded vocabulary.
+// vocab is a vocabulary in the compact form package vocabfile describes,
+// read in place from the embedded file: loading it costs no parsing and
+// almost no allocation, and a lookup reads the file's bytes.
 type vocab struct {
-	ranks  map[string]uint32 // token bytes → rank (the token id)
-	tokens []string          // rank → token bytes
-	bytes  [256]uint32       // rank of each single byte
+	ends     []byte // rank → where its token ends in all, as little-endian uint32s
+	table    []byte // the hash index, as little-endian uint32s
+	all      []byte // every token's bytes, in rank order
+	ranks    int    // the number of ranks
+	n        int    // the number of tokens
+	mask     uint64 // the table's length in entries, less one
+	rankBits int
+	bytes    [256]uint32 // rank of each single byte
 }
 
-// loadVocab reads an embedded .tiktoken file: one "base64(token) rank"
-// line per token.
-func loadVocab(file string) (*vocab, error) {
-	data, err := assets.Assets.ReadFile(file)
-	if err != nil {
-		return nil, err
+// token returns the bytes of the token of rank r, empty if there is none.
+// They are the embedded file's: never to be modified.
+func (v *vocab) token(r int) []byte {
+	if r < 0 || r >= v.ranks {
+		return nil
 	}
-	n := bytes.Count(data, []byte{'\n'}) + 1
-	type entry struct {
-		off, end int
-		rank     uint32
+	start := uint32(0)
+	if r > 0 {
+		start = binary.LittleEndian.Uint32(v.ends[4*(r-1):])
 	}
-	entries := make([]entry, 0, n)
-	buf := make([]byte, 0, len(data)*3/4)
-	maxRank := -1
-	for line := range bytes.Lines(data) {
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			continue
+	return v.all[start:binary.LittleEndian.Uint32(v.ends[4*r:])]
+}
+
+// rank returns the rank of s, or noRank.
+func (v *vocab) rank(s string) uint32 {
+	h := vocabfile.Hash(s)
+	fp := uint32(h>>32) >> v.rankBits
+	for i := h & v.mask; ; i = (i + 1) & v.mask {
+		e := binary.LittleEndian.Uint32(v.table[4*i:])
+		if e == 0 {
+			return noRank
 		}
-		sp := bytes.IndexByte(line, ' ')
-		if sp < 0 {
-			return nil, fmt.Errorf("line %q: no rank", line)
+		if e>>v.rankBits == fp {
+			if r := e&(1<<v.rankBits-1) - 1; string(v.token(int(r))) == s {
+				return r
+			}
 		}
-		rank, err := strconv.ParseUint(string(line[sp+1:]), 10, 31)
-		if err != nil {
-			return nil, fmt.Errorf("line %q: %w", line, err)
-		}
-		off := len(buf)
-		if buf, err = base64.StdEncoding.AppendDecode(buf, line[:sp]); err != nil {
-			return nil, fmt.Errorf("line %q: %w", line, err)
-		}
-		if len(buf) == off {
-			return nil, fmt.Errorf("line %q: empty token", line)
-		}
-		entries = append(entries, entry{off, len(buf), uint32(rank)})
-		maxRank = max(maxRank, int(rank))
 	}
-	all := string(buf) // one allocation; every token is a slice of it
+}
+
+// loadVocab reads an embedded compact vocabulary.
+func loadVocab(data []byte) (*vocab, error) {
+	if len(data) < vocabfile.HeaderLen || string(data[:len(vocabfile.Magic)]) != vocabfile.Magic {
+		return nil, errors.New("not a compact vocabulary")
+	}
+	h := data[len(vocabfile.Magic):vocabfile.HeaderLen]
+	ranks := int(binary.LittleEndian.Uint32(h))
+	n := int(binary.LittleEndian.Uint32(h[4:]))
+	tableBits := int(binary.LittleEndian.Uint32(h[8:]))
+	allLen := int(binary.LittleEndian.Uint32(h[12:]))
+	data = data[vocabfile.HeaderLen:]
+	if ranks < 1 || tableBits > 30 || len(data) != 4*ranks+4<<tableBits+allLen || n > ranks || 2*ranks > 1<<tableBits {
+		return nil, errors.New("compact vocabulary: bad lengths")
+	}
 	v := &vocab{
-		ranks:  make(map[string]uint32, len(entries)),
-		tokens: make([]string, maxRank+1),
+		ends:     data[:4*ranks],
+		table:    data[4*ranks : 4*ranks+4<<tableBits],
+		all:      data[4*ranks+4<<tableBits:],
+		ranks:    ranks,
+		n:        n,
+		mask:     1<<tableBits - 1,
+		rankBits: vocabfile.RankBits(ranks),
 	}
-	for _, e := range entries {
-		tok := all[e.off:e.end]
-		if _, dup := v.ranks[tok]; dup {
-			return nil, fmt.Errorf("token %q twice", tok)
-		}
-		if v.tokens[e.rank] != "" {
-			return nil, fmt.Errorf("rank %d twice", e.rank)
-		}
-		v.ranks[tok] = e.rank
-		v.tokens[e.rank] = tok
+	if binary.LittleEndian.Uint32(v.ends[4*(ranks-1):]) != uint32(allLen) {
+		return nil, errors.New("compact vocabulary: bad lengths")
 	}
 	for b := range 256 {
-		r, ok := v.ranks[string([]byte{byte(b)})]
-		if !ok {
+		r := v.rank(string([]byte{byte(b)}))
+		if r == noRank {
 			return nil, fmt.Errorf("byte %#x is not a token", b)
 		}
 		v.bytes[b] = r
@@ -234,7 +254,7 @@ func (v *vocab) countPiece(m *merger, piece string) int {
 	if len(piece) == 1 {
 		return 1
 	}
-	if _, ok := v.ranks[piece]; ok {
+	if v.rank(piece) != noRank {
 		return 1
 	}
 	return m.merge(v, piece)
@@ -245,12 +265,12 @@ func (v *vocab) encodePiece(m *merger, dst []int, piece string) []int {
 	if len(piece) == 1 {
 		return append(dst, int(v.bytes[piece[0]]))
 	}
-	if r, ok := v.ranks[piece]; ok {
+	if r := v.rank(piece); r != noRank {
 		return append(dst, int(r))
 	}
 	n := m.merge(v, piece)
 	for k := range n {
-		dst = append(dst, int(v.ranks[piece[m.start(k):m.start(k+1)]]))
+		dst = append(dst, int(v.rank(piece[m.start(k):m.start(k+1)])))
 	}
 	return dst
 }

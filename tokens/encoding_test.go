@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/loomthreads/loom/tokens/internal/vocabfile"
 	"github.com/pkoukk/tiktoken-go-loader/assets"
 )
 
@@ -32,6 +34,40 @@ func TestVocabularyHashes(t *testing.T) {
 	}
 }
 
+// TestCompactVocabularies checks that the embedded compact vocabularies are
+// what go generate makes of the .tiktoken files today.
+func TestCompactVocabularies(t *testing.T) {
+	for _, enc := range []Encoding{O200kBase, Cl100kBase} {
+		src, err := assets.Assets.ReadFile(enc.Name() + ".tiktoken")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := vocabfile.Compact(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(enc.spec.data, want) {
+			t.Errorf("%s.vocab is not what vocabgen writes: run go generate ./tokens", enc)
+		}
+	}
+}
+
+// TestLoadVocabRejects checks that a damaged compact vocabulary is an error,
+// not a panic.
+func TestLoadVocabRejects(t *testing.T) {
+	good := O200kBase.spec.data
+	for name, data := range map[string][]byte{
+		"empty":     nil,
+		"magic":     append([]byte("loomvoc0"), good[8:]...),
+		"truncated": good[:len(good)-1],
+		"header":    good[:vocabfile.HeaderLen],
+	} {
+		if _, err := loadVocab(data); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
 func TestVocabulary(t *testing.T) {
 	for _, tt := range []struct {
 		enc  Encoding
@@ -39,14 +75,16 @@ func TestVocabulary(t *testing.T) {
 	}{{O200kBase, 199998}, {Cl100kBase, 100256}} {
 		start := time.Now()
 		v := tt.enc.v()
-		t.Logf("%s: %d tokens, loaded in %v", tt.enc, len(v.tokens), time.Since(start))
-		if len(v.tokens) != tt.size || len(v.ranks) != tt.size {
-			t.Errorf("%s: %d tokens, %d ranks, want %d", tt.enc, len(v.tokens), len(v.ranks), tt.size)
+		t.Logf("%s: %d tokens, loaded in %v", tt.enc, v.n, time.Since(start))
+		if v.ranks != tt.size || v.n != tt.size {
+			t.Errorf("%s: %d ranks, %d tokens, want %d", tt.enc, v.ranks, v.n, tt.size)
 		}
 		// As tiktoken's test_single_token_roundtrip: each token encodes
 		// to itself when it is the whole piece.
-		for id, tok := range v.tokens {
-			if r := v.rank(tok); int(r) != id {
+		for id := range v.ranks {
+			if tok := string(v.token(id)); tok == "" {
+				t.Fatalf("%s: no token %d", tt.enc, id)
+			} else if r := v.rank(tok); int(r) != id {
 				t.Fatalf("%s: token %d %q has rank %d", tt.enc, id, tok, r)
 			}
 		}
@@ -101,7 +139,7 @@ func TestSingleWords(t *testing.T) {
 		v := enc.v()
 		for _, w := range []string{"the", " the", "hello", " world", " token", "ization", " Paris", "123", "\n\n", "    ", " {", "});\n"} {
 			got := enc.Encode(w)
-			if len(got) != 1 || v.tokens[got[0]] != w {
+			if len(got) != 1 || string(v.token(got[0])) != w {
 				t.Errorf("%s.Encode(%q) = %v, want one token", enc, w, got)
 			}
 		}
