@@ -163,19 +163,33 @@ func FuzzDecodeMessages(f *testing.F) {
 }
 
 // BenchmarkDecodeMessages reads back a commit of the messages of
-// decodeCases with decodeMessages, and with encoding/json over the whole
-// array (what decodeMessages did before package message's decoder read
-// each message), in one run; ns/msg is per message.
+// decodeCases with decodeMessages; with encoding/json over the whole array
+// (what decodeMessages did before package message's decoder read each
+// message); and, as the floor, with Message.UnmarshalJSON alone on each
+// message already split out. ns/msg is per message.
 func BenchmarkDecodeMessages(b *testing.B) {
 	data, err := encodeMessages(decodeCases())
 	if err != nil {
 		b.Fatal(err)
 	}
 	n := len(decodeCases())
+	elems, ok := splitObjects(data)
+	if !ok {
+		b.Fatal("splitObjects refused encodeMessages' array")
+	}
+	floor := func([]byte) ([]message.Message, error) {
+		msgs := make([]message.Message, len(elems))
+		for i, e := range elems {
+			if err := msgs[i].UnmarshalJSON(e); err != nil {
+				return nil, err
+			}
+		}
+		return msgs, nil
+	}
 	for _, bc := range []struct {
 		name   string
 		decode func([]byte) ([]message.Message, error)
-	}{{"store", decodeMessages}, {"encoding_json", stdDecode}} {
+	}{{"store", decodeMessages}, {"encoding_json", stdDecode}, {"floor", floor}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(data)))
