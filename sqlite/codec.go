@@ -201,6 +201,18 @@ func splitArray(b []byte) ([][]byte, bool) {
 // contents start at i, or false if b ends first. The quote that opened the
 // string is at i-1, so the backward count of backslashes stops there.
 func closingQuote(b []byte, i int) (int, bool) {
+	// Keys and ids are short: look at their bytes before paying for a call.
+	for n := min(len(b), i+16); i < n; i++ {
+		switch b[i] {
+		case '"':
+			return i, true
+		case '\\':
+			i++ // the byte after a backslash never ends the string
+		}
+	}
+	if i >= len(b) {
+		return 0, false
+	}
 	for {
 		q := bytes.IndexByte(b[i:], '"')
 		if q < 0 {

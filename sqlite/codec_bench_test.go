@@ -55,3 +55,28 @@ func BenchmarkDecodeMessages(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSplitArray is the split alone, side by side with the
+// byte-at-a-time scan it replaced (splitArrayBytewise, kept in the tests as
+// the reference).
+func BenchmarkSplitArray(b *testing.B) {
+	for _, n := range []int{1, 64} {
+		blob, err := encodeMessages(benchMessages(n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, f := range []struct {
+			name  string
+			split func([]byte) ([][]byte, bool)
+		}{{"bytewise", splitArrayBytewise}, {"indexbyte", splitArray}} {
+			b.Run(fmt.Sprintf("messages=%d/%s", n, f.name), func(b *testing.B) {
+				b.SetBytes(int64(len(blob)))
+				for b.Loop() {
+					if _, ok := f.split(blob); !ok {
+						b.Fatal("not split")
+					}
+				}
+			})
+		}
+	}
+}

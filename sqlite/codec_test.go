@@ -140,6 +140,15 @@ func TestSplitArray(t *testing.T) {
 	for _, s := range other {
 		t.Run(s, func(t *testing.T) { checkDecode(t, []byte(s)) })
 	}
+	// Runs of backslashes before a quote, at every offset around where
+	// the scan of a short string hands over to bytes.IndexByte.
+	for pad := range 24 {
+		for run := range 6 {
+			s := `[{"a":"` + strings.Repeat("x", pad) + strings.Repeat(`\`, run) + `"},{"b":"]"}]`
+			checkDecode(t, []byte(s))
+			checkDecode(t, []byte(s[:len(s)-1]))
+		}
+	}
 }
 
 // randomValue is a JSON value for metadata: nested arrays and objects
