@@ -250,14 +250,14 @@ func BenchmarkDeleteThread(b *testing.B) {
 
 // BenchmarkUncached reads with the commit cache off: every message decoded
 // from its JSON, as on the first read of a thread after Open. ReadAll is
-// storetest's full read of 1,000 messages, Last50 its last 50 at depth
-// 100,000.
+// storetest's full read of 1,000 messages (and of 10,000), Last50 its last
+// 50 at depth 100,000.
 func BenchmarkUncached(b *testing.B) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name        string
 		depth, last int
-	}{{"ReadAll/messages=1000", 1000, 0}, {"Last50/depth=100000", 100_000, 50}} {
+	}{{"ReadAll/messages=1000", 1000, 0}, {"ReadAll/messages=10000", 10_000, 0}, {"Last50/depth=100000", 100_000, 50}} {
 		b.Run(c.name, func(b *testing.B) {
 			s := openBench(b, &Options{CacheBytes: -1})
 			th := chain(b, s, c.depth)

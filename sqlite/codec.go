@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -152,27 +153,27 @@ func decodeMessages(b []byte) ([]message.Message, error) {
 
 // splitArray splits a compact JSON array of objects into its elements,
 // tracking only nesting and strings; it reports false for anything else,
-// and the caller then takes the slow, validating path.
+// and the caller then takes the slow, validating path. Most of a stored
+// array is the text inside strings, so a string is crossed with
+// bytes.IndexByte from one quote to the next, not a byte at a time: a quote
+// ends the string unless an odd run of backslashes comes before it. That
+// is the same rule as stepping over each backslash and the byte after it,
+// so the elements are those a byte-at-a-time scan finds.
 func splitArray(b []byte) ([][]byte, bool) {
 	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
 		return nil, false
 	}
+	body := b[:len(b)-1] // the closing bracket is not scanned
 	var out [][]byte
-	depth, start, inString := 0, 1, false
-	for i := 1; i < len(b)-1; i++ {
-		c := b[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+	depth, start := 0, 1
+	for i := 1; i < len(body); i++ {
+		switch body[i] {
 		case '"':
-			inString = true
+			end, ok := closingQuote(body, i+1)
+			if !ok {
+				return nil, false
+			}
+			i = end
 		case '{', '[':
 			depth++
 		case '}', ']':
@@ -182,21 +183,51 @@ func splitArray(b []byte) ([][]byte, bool) {
 			}
 		case ',':
 			if depth == 0 {
-				out = append(out, b[start:i])
+				if i == start || body[start] != '{' {
+					return nil, false
+				}
+				out = append(out, body[start:i])
 				start = i + 1
 			}
 		}
 	}
-	if depth != 0 || inString || start >= len(b)-1 {
+	if depth != 0 || start >= len(body) || body[start] != '{' {
 		return nil, false
 	}
-	out = append(out, b[start:len(b)-1])
-	for _, e := range out {
-		if len(e) == 0 || e[0] != '{' {
-			return nil, false
+	return append(out, body[start:]), true
+}
+
+// closingQuote is the index in b of the quote that ends the string whose
+// contents start at i, or false if b ends first. The quote that opened the
+// string is at i-1, so the backward count of backslashes stops there.
+func closingQuote(b []byte, i int) (int, bool) {
+	// Keys and ids are short: look at their bytes before paying for a call.
+	for n := min(len(b), i+16); i < n; i++ {
+		switch b[i] {
+		case '"':
+			return i, true
+		case '\\':
+			i++ // the byte after a backslash never ends the string
 		}
 	}
-	return out, true
+	if i >= len(b) {
+		return 0, false
+	}
+	for {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return 0, false
+		}
+		i += q
+		j := i - 1
+		for b[j] == '\\' {
+			j--
+		}
+		if (i-j)%2 == 1 { // an even number (i-j-1) of backslashes
+			return i, true
+		}
+		i++
+	}
 }
 
 // micros is how a time is stored: Unix microseconds. loom's times are UTC
