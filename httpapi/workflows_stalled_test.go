@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/wftest"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
 )
@@ -194,28 +195,8 @@ func TestWorkflowStalledStates(t *testing.T) {
 
 	// Two runners blocked in their step, one with a clock an hour behind:
 	// its lease ran out as soon as it was taken.
-	hold := func(id string, now func() time.Time) {
-		w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		started := make(chan struct{})
-		rctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		g := workflow.NewGraph().Add("work", func(ctx context.Context, s *workflow.Step) (any, error) {
-			close(started)
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
-		go func() {
-			defer close(done)
-			w.Run(rctx, g, &workflow.RunOptions{Now: now})
-		}()
-		t.Cleanup(func() { cancel(); <-done })
-		<-started
-	}
-	hold("live", nil)
-	hold("expired", func() time.Time { return time.Now().Add(-time.Hour) })
+	wftest.Hold(t, db, "live", nil)
+	wftest.Hold(t, db, "expired", wftest.HourBehind)
 
 	for _, c := range []struct {
 		id      string

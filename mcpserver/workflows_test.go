@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/wftest"
 	"github.com/loomthreads/loom/message"
-	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
 )
 
@@ -111,32 +111,6 @@ func TestWorkflowTools(t *testing.T) {
 	}
 }
 
-// holdWorkflow creates the workflow id in db and runs it, blocked in its
-// one step until the test ends; now is the runner's clock (nil: the real
-// one). A clock an hour behind takes a lease that has run out already:
-// a runner gone silent.
-func holdWorkflow(t *testing.T, db *thread.DB, id string, now func() time.Time) {
-	t.Helper()
-	w, err := workflow.Create(t.Context(), db, workflow.CreateOptions{ID: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	g := workflow.NewGraph().Add("work", func(ctx context.Context, s *workflow.Step) (any, error) {
-		close(started)
-		<-ctx.Done()
-		return nil, ctx.Err()
-	})
-	go func() {
-		defer close(done)
-		w.Run(ctx, g, &workflow.RunOptions{Now: now})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	<-started
-}
-
 // TestWorkflowToolsStalled: workflow_list and workflow_get say a workflow
 // whose runner's lease ran out is stalled since its last commit, in their
 // structured result and their text, and a workflow whose runner lives is
@@ -144,8 +118,8 @@ func holdWorkflow(t *testing.T, db *thread.DB, id string, now func() time.Time) 
 func TestWorkflowToolsStalled(t *testing.T) {
 	db := newDB(t)
 	alpha := connectHTTP(t, httpServer(t, db, nil), keyAlpha)
-	holdWorkflow(t, db.WithTenant("alpha"), "live", nil)
-	holdWorkflow(t, db.WithTenant("alpha"), "expired", func() time.Time { return time.Now().Add(-time.Hour) })
+	wftest.Hold(t, db.WithTenant("alpha"), "live", nil)
+	wftest.Hold(t, db.WithTenant("alpha"), "expired", wftest.HourBehind)
 
 	list := ok[workflowListOut](t, alpha, "workflow_list", map[string]any{})
 	if len(list.Workflows) != 2 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/wftest"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/workflow"
 )
@@ -129,40 +130,13 @@ func TestWorkflowsCommands(t *testing.T) {
 	}
 }
 
-// holdWorkflow creates the workflow id in store and runs it, blocked in
-// its one step until the test ends; now is the runner's clock (nil: the
-// real one). A clock an hour behind takes a lease that has run out
-// already: a runner gone silent.
-func holdWorkflow(t *testing.T, store, id string, now func() time.Time) {
-	t.Helper()
-	db := openStore(t, store)
-	w, err := workflow.Create(t.Context(), db, workflow.CreateOptions{ID: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	g := workflow.NewGraph().Add("work", func(ctx context.Context, s *workflow.Step) (any, error) {
-		close(started)
-		<-ctx.Done()
-		return nil, ctx.Err()
-	})
-	go func() {
-		defer close(done)
-		w.Run(ctx, g, &workflow.RunOptions{Now: now})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	<-started
-}
-
 // TestWorkflowsStalled: list and show say a workflow whose runner's lease
 // ran out is stalled since its last commit, and --json carries the HTTP
 // API's "stalled" object; a workflow whose runner lives is not stalled.
 func TestWorkflowsStalled(t *testing.T) {
 	st := sqliteStore(t)
-	holdWorkflow(t, st, "live", nil)
-	holdWorkflow(t, st, "expired", func() time.Time { return time.Now().Add(-time.Hour) })
+	wftest.Hold(t, openStore(t, st), "live", nil)
+	wftest.Hold(t, openStore(t, st), "expired", wftest.HourBehind)
 	w, err := workflow.Open(t.Context(), openStore(t, st), "expired")
 	if err != nil {
 		t.Fatal(err)
