@@ -400,96 +400,20 @@ func TestThreadWindow(t *testing.T) {
 		chromedp.Navigate(e.url+"/#/threads/huge"),
 		waitJS(messagesContain(fmt.Sprintf("msg %06d", total-1))),
 	)
-	// Scroll to the top again and again, in the page (a round trip per
-	// page from here would be slow), noting the most message nodes seen
-	// and how far the first message moved when a page came in above it.
-	type walk struct {
-		Steps, MaxNodes, First, Last int
-		MaxShift, Read               float64 // Read: the mean time of a page's read, in ms
-		Err                          string
-	}
 	start := time.Now()
-	up, err := chromedp.Run(ctx, chromedp.Evaluate[walk](fmt.Sprintf(`(async () => {
-		const sc = document.querySelector('#scroller');
-		const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-		const num = (li) => +li.querySelector('.text').textContent.slice(4);
-		const first = () => document.querySelector('#messages li.msg');
-		const nodes = () => document.querySelectorAll('#messages li.msg').length;
-		let steps = 0, maxNodes = nodes(), maxShift = 0;
-		performance.setResourceTimingBufferSize(5000);
-		performance.clearResourceTimings();
-		while (num(first()) > %d) {
-			const li = first();
-			sc.scrollTop = 0;
-			const off = li.getBoundingClientRect().top - sc.getBoundingClientRect().top;
-			let waited = 0;
-			while (first() === li && waited < 10000) { await sleep(5); waited += 5; }
-			if (first() === li) return { Steps: steps, MaxNodes: maxNodes, First: num(first()), Err: 'no older page came' };
-			maxShift = Math.max(maxShift, Math.abs(li.getBoundingClientRect().top - sc.getBoundingClientRect().top - off));
-			maxNodes = Math.max(maxNodes, nodes());
-			steps++;
-		}
-		const all = document.querySelectorAll('#messages li.msg');
-		const reads = performance.getEntriesByType('resource').filter((r) => r.name.includes('/messages?'));
-		return { Steps: steps, MaxNodes: maxNodes, MaxShift: maxShift, First: num(all[0]), Last: num(all[all.length - 1]),
-			Read: reads.reduce((s, r) => s + r.duration, 0) / Math.max(reads.length, 1) };
-	})()`, total-back-1), chromedp.EvalAwaitPromise))
-	if err != nil {
-		t.Fatal(err)
-	}
+	up := scrollWindow(t, ctx, "#scroller", "#messages", true, total-back-1)
 	t.Logf("back through %d messages: %d pages in %v (a read: %.0f ms), at most %d message nodes, the view moved at most %.1f px",
 		total-1-up.First, up.Steps, time.Since(start).Round(time.Millisecond), up.Read, up.MaxNodes, up.MaxShift)
-	if up.Err != "" {
-		t.Fatalf("scrolling up: %s at msg %06d", up.Err, up.First)
-	}
-	if up.MaxNodes > 500 {
-		t.Errorf("%d message nodes in the page while scrolling back; want ≤ 500", up.MaxNodes)
-	}
 	if up.Last >= total-1 {
 		t.Errorf("the newest message is still in the page (the window is msg %06d to %06d)", up.First, up.Last)
-	}
-	if up.MaxShift > 2 {
-		t.Errorf("the message in view moved by %.1f px when an older page came in", up.MaxShift)
 	}
 	run(t, ctx, "the newest are a button away", chromedp.WaitVisible(chromedp.CSS(`#load-newer`)))
 
 	// Back down, a page at a time, to the newest.
 	start = time.Now()
-	down, err := chromedp.Run(ctx, chromedp.Evaluate[walk](fmt.Sprintf(`(async () => {
-		const sc = document.querySelector('#scroller');
-		const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-		const num = (li) => +li.querySelector('.text').textContent.slice(4);
-		const last = () => { const all = document.querySelectorAll('#messages li.msg'); return all[all.length - 1]; };
-		const nodes = () => document.querySelectorAll('#messages li.msg').length;
-		let steps = 0, maxNodes = nodes(), maxShift = 0;
-		while (num(last()) < %d) {
-			const li = last();
-			sc.scrollTop = sc.scrollHeight;
-			const off = li.getBoundingClientRect().top - sc.getBoundingClientRect().top;
-			let waited = 0;
-			while (last() === li && waited < 10000) { await sleep(5); waited += 5; }
-			if (last() === li) return { Steps: steps, MaxNodes: maxNodes, Last: num(last()), Err: 'no newer page came' };
-			maxShift = Math.max(maxShift, Math.abs(li.getBoundingClientRect().top - sc.getBoundingClientRect().top - off));
-			maxNodes = Math.max(maxNodes, nodes());
-			steps++;
-		}
-		const all = document.querySelectorAll('#messages li.msg');
-		return { Steps: steps, MaxNodes: maxNodes, MaxShift: maxShift, First: num(all[0]), Last: num(last()) };
-	})()`, total-1), chromedp.EvalAwaitPromise))
-	if err != nil {
-		t.Fatal(err)
-	}
+	down := scrollWindow(t, ctx, "#scroller", "#messages", false, total-1)
 	t.Logf("back down: %d pages in %v, at most %d message nodes, the view moved at most %.1f px",
 		down.Steps, time.Since(start).Round(time.Millisecond), down.MaxNodes, down.MaxShift)
-	if down.Err != "" {
-		t.Fatalf("scrolling down: %s at msg %06d", down.Err, down.Last)
-	}
-	if down.MaxNodes > 500 {
-		t.Errorf("%d message nodes in the page while scrolling down; want ≤ 500", down.MaxNodes)
-	}
-	if down.MaxShift > 2 {
-		t.Errorf("the message in view moved by %.1f px when a newer page came in", down.MaxShift)
-	}
 	run(t, ctx, "at the newest, the window is whole again and follows the head",
 		waitJS(`document.querySelector('#load-newer').offsetParent === null`),
 		waitJS(fmt.Sprintf(`(() => { const all = document.querySelectorAll('#messages li.msg'); for (let i = 1; i < all.length; i++) if (+all[i].querySelector('.text').textContent.slice(4) !== +all[i-1].querySelector('.text').textContent.slice(4) + 1) return false; return all.length > 0 && all.length <= 500; })()`)),
@@ -642,4 +566,67 @@ func TestDiffPage(t *testing.T) {
 			t.Errorf("at 390 px the diff page is %d px wide", width)
 		}
 	})
+}
+
+// windowWalk is what scrolling a message window page after page saw: the
+// most message nodes in the page, how far the message at the edge moved
+// when a page came in beside it, the window's first and last message
+// numbers at the end, and the mean time of a page's read (ms).
+type windowWalk struct {
+	Steps, MaxNodes, First, Last int
+	MaxShift, Read               float64
+	Err                          string
+}
+
+// scrollWindow scrolls the message window (CSS selectors of its scroller
+// and its list, whose messages read "msg NNNNNN") to its top (up) or its
+// bottom again and again until its first message is numbered until or
+// less (up) or its last until or more. It runs in the page: a round trip a
+// page from here would be slow.
+func scrollWindow(t *testing.T, ctx context.Context, scroller, list string, up bool, until int) windowWalk {
+	t.Helper()
+	w, err := chromedp.Run(ctx, chromedp.Evaluate[windowWalk](fmt.Sprintf(`(async () => {
+		const up = %t, until = %d;
+		const sc = document.querySelector(%s);
+		const msgs = () => document.querySelectorAll(%s);
+		const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+		const num = (li) => +li.querySelector('.text').textContent.slice(4);
+		const edge = () => { const all = msgs(); return up ? all[0] : all[all.length - 1]; };
+		const done = () => (up ? num(edge()) <= until : num(edge()) >= until);
+		let steps = 0, maxNodes = msgs().length, maxShift = 0;
+		performance.setResourceTimingBufferSize(5000);
+		performance.clearResourceTimings();
+		while (!done()) {
+			const li = edge();
+			sc.scrollTop = up ? 0 : sc.scrollHeight;
+			const off = li.getBoundingClientRect().top - sc.getBoundingClientRect().top;
+			let waited = 0;
+			while (edge() === li && waited < 10000) { await sleep(5); waited += 5; }
+			if (edge() === li) return { Steps: steps, MaxNodes: maxNodes, First: num(msgs()[0]), Last: num(edge()), Err: up ? 'no older page came' : 'no newer page came' };
+			maxShift = Math.max(maxShift, Math.abs(li.getBoundingClientRect().top - sc.getBoundingClientRect().top - off));
+			maxNodes = Math.max(maxNodes, msgs().length);
+			steps++;
+		}
+		const all = msgs();
+		const reads = performance.getEntriesByType('resource').filter((r) => r.name.includes('/messages?'));
+		return { Steps: steps, MaxNodes: maxNodes, MaxShift: maxShift, First: num(all[0]), Last: num(all[all.length - 1]),
+			Read: reads.reduce((s, r) => s + r.duration, 0) / Math.max(reads.length, 1) };
+	})()`, up, until, jsString(scroller), jsString(list+" li.msg")), chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := "down"
+	if up {
+		dir = "back"
+	}
+	if w.Err != "" {
+		t.Fatalf("scrolling %s: %s at msg %06d to %06d", dir, w.Err, w.First, w.Last)
+	}
+	if w.MaxNodes > 500 {
+		t.Errorf("%d message nodes in the page while scrolling %s; want ≤ 500", w.MaxNodes, dir)
+	}
+	if w.MaxShift > 2 {
+		t.Errorf("the message in view moved by %.1f px when a page came in while scrolling %s", w.MaxShift, dir)
+	}
+	return w
 }
