@@ -258,7 +258,7 @@ func Open(ctx context.Context, db *thread.DB, id string, opts Options) (*Convers
 	if raw, ok := st[stateQueued]; ok && json.Unmarshal(raw, &queued) != nil {
 		return nil, fmt.Errorf("conversation %s: its queued messages are not messages: %w", id, thread.ErrInvalid)
 	}
-	sub := th.Record().Labels[labelParent] != ""
+	sub := th.Record().Labels[LabelParent] != ""
 	c := start(db, th, opts, nil, sub, msgs, status, mode, queued)
 	c.do(func() error {
 		switch {
@@ -892,7 +892,7 @@ func (c *Conversation) toolFunc(ctx context.Context, call message.FunctionCall) 
 			k := c.children[id]
 			if k == nil {
 				// A sub-agent of an earlier run of this conversation.
-				if th, err := c.db.Thread(ctx, id); err == nil && th.Record().Labels[labelParent] == c.ID() {
+				if th, err := c.db.Thread(ctx, id); err == nil && th.Record().Labels[LabelParent] == c.ID() {
 					if k, err = Open(ctx, c.db, id, c.opts); err == nil {
 						c.children[id] = k
 					}
@@ -1136,10 +1136,10 @@ func (c *Conversation) spawn(ctx context.Context, callID, prompt, title string) 
 		return k, nil
 	}
 	th, err := c.db.Create(ctx, thread.CreateOptions{ID: id, Kind: thread.KindLocal, Title: title, Parent: c.ID(),
-		Labels: map[string]string{labelParent: c.ID()}, State: initialState()})
+		Labels: map[string]string{LabelParent: c.ID()}, State: initialState()})
 	if errors.Is(err, thread.ErrConflict) {
 		old, oerr := c.db.Thread(ctx, id)
-		if oerr != nil || old.Record().Labels[labelParent] != c.ID() {
+		if oerr != nil || old.Record().Labels[LabelParent] != c.ID() {
 			return nil, fmt.Errorf("spawn_subagent: thread %s exists and is not this conversation's sub-agent: %w", id, thread.ErrConflict)
 		}
 		child, oerr := Open(ctx, c.db, id, c.opts)

@@ -87,7 +87,7 @@ func TestB10B11SubAgentsYieldFailAbort(t *testing.T) {
 		t.Fatalf("%d children", len(kids))
 	}
 	for _, k := range kids {
-		if k.Thread().Record().ForkedFrom.Thread != c.ID() || k.Thread().Record().Labels[labelParent] != c.ID() {
+		if k.Thread().Record().ForkedFrom.Thread != c.ID() || k.Thread().Record().Labels[LabelParent] != c.ID() {
 			t.Fatalf("child %s not linked: %+v", k.ID(), k.Thread().Record())
 		}
 	}

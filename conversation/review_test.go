@@ -206,7 +206,7 @@ func TestResumedSpawnTakesUpItsChild(t *testing.T) {
 	defer again.Close()
 	idle(t, again)
 	n := 0
-	for th, err := range db.Threads(ctx, thread.ListOptions{Labels: map[string]string{labelParent: "parent"}}) {
+	for th, err := range db.Threads(ctx, thread.ListOptions{Labels: map[string]string{LabelParent: "parent"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,12 +17,34 @@ const (
 	ToolYield     = "yield_to_parent"
 	ToolSpawn     = "spawn_subagent"
 	ToolWaitSubs  = "wait_for_subagents"
-	labelParent   = "loom.conversation.parent"
 	stateMode     = "conv/mode"
 	stateStatus   = "conv/status"
 	stateQueued   = "conv/queued"
 	compactAuthor = "compact"
 )
+
+// LabelParent labels a sub-agent's thread with the id of the conversation
+// that started it.
+const LabelParent = "loom.conversation.parent"
+
+// IsConversation reports whether state, a thread's state, is a
+// conversation's: this package writes its mode there from the thread's
+// first commit. Lists of conversations (loom serve's) find them with it.
+func IsConversation(state map[string]json.RawMessage) bool {
+	_, ok := state[stateMode]
+	return ok
+}
+
+// StatusIn returns the agent's status that state (a thread's, or one
+// commit's) records, and false when it records none.
+func StatusIn(state map[string]json.RawMessage) (Status, bool) {
+	var st Status
+	raw, ok := state[stateStatus]
+	if !ok || json.Unmarshal(raw, &st) != nil || st.Kind == "" {
+		return Status{}, false
+	}
+	return st, true
+}
 
 func schema(props string, required ...string) json.RawMessage {
 	req, _ := json.Marshal(required)

@@ -476,14 +476,7 @@ func (s *Server) conversationEvents(w http.ResponseWriter, r *http.Request) erro
 	}
 }
 
-// What marks a conversation's thread, as package conversation writes it:
-// its state has the key stateMode from its first commit, and a
-// sub-agent's thread has the label labelParent, the id of the conversation
-// that started it. (TestListConversations checks both against threads the
-// package made.)
 const (
-	convStateMode   = "conv/mode"
-	convLabelParent = "loom.conversation.parent"
 	// convScan caps the threads one page of GET /v1/conversations reads:
 	// a store of many threads and few conversations answers a short page
 	// (with a cursor) rather than read them all.
@@ -584,7 +577,7 @@ func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) error
 		if err != nil {
 			return err
 		}
-		if _, ok := st[convStateMode]; !ok {
+		if !conversation.IsConversation(st) {
 			continue
 		}
 		if len(resp.Conversations) == limit {
@@ -592,7 +585,7 @@ func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) error
 			break
 		}
 		it := conversationItem{ID: rec.ID, Title: rec.Title, UpdatedAt: rec.UpdatedAt, Version: rec.Version,
-			Parent: rec.Labels[convLabelParent], ForkedFrom: rec.ForkedFrom.Thread}
+			Parent: rec.Labels[conversation.LabelParent], ForkedFrom: rec.ForkedFrom.Thread}
 		if it.ForkedFrom == it.Parent {
 			it.ForkedFrom = "" // a sub-agent's thread is linked to its parent's, not forked
 		}

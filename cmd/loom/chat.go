@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -328,8 +327,7 @@ func (s *chatSession) versionContent(ctx context.Context, th *thread.Thread, e t
 			return "a new conversation", nil
 		}
 		// A commit of the conversation's state only: its status.
-		var st conversation.Status
-		if raw, ok := c.State[stateStatusKey]; ok && json.Unmarshal(raw, &st) == nil && st.Kind != "" {
+		if st, ok := conversation.StatusIn(c.State); ok {
 			return "status " + st.String(), nil
 		}
 		return "", nil
@@ -340,10 +338,6 @@ func (s *chatSession) versionContent(ctx context.Context, th *thread.Thread, e t
 	}
 	return strings.Join(parts, " · "), nil
 }
-
-// stateStatusKey is where a conversation keeps its agent's status in its
-// thread's state (package conversation's "conv/status").
-const stateStatusKey = "conv/status"
 
 // render writes messages for people: tool calls and their results folded
 // to a line each.
