@@ -149,3 +149,48 @@ func TestSearchVersionsBounded(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSearchVersions: what SearchQuery.Versions adds to a search of
+// 20 hits, each in a thread of 200 messages whose head holds it (the
+// common case: one walk of the head's line per thread), and with every
+// hit rolled back out of its head (history read and walked per hit).
+func BenchmarkSearchVersions(b *testing.B) {
+	for _, rolled := range []bool{false, true} {
+		ctx := b.Context()
+		db := New(NewMemoryStore(), nil)
+		for i := range 20 {
+			th, err := db.Create(ctx, CreateOptions{ID: fmt.Sprintf("t%02d", i)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for j := range 199 {
+				appendText(b, th, fmt.Sprintf("filler %d", j))
+			}
+			if rolled {
+				if _, err := th.Checkpoint(ctx, "before"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			appendText(b, th, "the needle")
+			if rolled {
+				if err := th.Rollback(ctx, "before"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		name := "in-head"
+		if rolled {
+			name = "rolled-back"
+		}
+		for _, versions := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/versions=%t", name, versions), func(b *testing.B) {
+				for b.Loop() {
+					hits, err := db.Search(ctx, SearchQuery{Text: "needle", Limit: 20, Versions: versions})
+					if err != nil || len(hits) != 20 {
+						b.Fatal(len(hits), err)
+					}
+				}
+			})
+		}
+	}
+}
