@@ -95,7 +95,7 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 	if fastAppend(b) {
 		// One more round trip: loom_append and COMMIT.
 		var q pgx.Batch
-		if err := queueAppend(&q, b); err != nil {
+		if err := queueAppend(&q, b, s.noIndex, nil); err != nil {
 			return err
 		}
 		q.Queue("COMMIT")
@@ -110,19 +110,18 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
-		if err == nil {
-			err = appendResult(b, res)
+		if err := appendResult(b, res, err); err != nil {
+			return err
 		}
-		if err == nil {
-			s.notify(s.notes(b))
-		}
-		return err
+		s.notify(s.notes(b))
+		s.kickFold()
+		return nil
 	}
 	snap, err := s.lock(wctx, conn, b, false)
 	if err != nil {
 		return err
 	}
-	w, err := check(b, snap)
+	w, err := check(b, snap, s.noIndex)
 	if err != nil {
 		return err
 	}
@@ -133,5 +132,6 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 		return err
 	}
 	s.notify(s.notes(b))
+	s.kickFold()
 	return nil
 }

@@ -30,7 +30,8 @@ import (
 //     move threads with their history entries, drop and add checkpoints,
 //     drop references and delete threads (loom_unref and
 //     loom_delete_threads free the commits nothing reaches any more),
-//     index the new commits' messages (loom_search, see Search); COMMIT.
+//     queue the new commits for the search index (loom_search_pending,
+//     see schemaV6); COMMIT.
 //
 // Once it committed, the batch's changes are queued to be notified, soon
 // after Apply returns, by the Store's background sender (see Watch).
@@ -187,7 +188,7 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 	if err != nil {
 		return err
 	}
-	w, err := check(b, snap)
+	w, err := check(b, snap, s.noIndex)
 	if err != nil {
 		return err
 	}
@@ -200,6 +201,7 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 		return err
 	}
 	s.notify(s.notes(b))
+	s.kickFold()
 	return nil
 }
 
@@ -408,7 +410,7 @@ type writes struct {
 
 // check checks every precondition of b against snap, as the memory store's
 // check does against its maps, and plans the writes.
-func check(b *thread.Batch, snap *snapshot) (*writes, error) {
+func check(b *thread.Batch, snap *snapshot, noIndex bool) (*writes, error) {
 	newCommits := make(map[string]int, len(b.Commits))
 	commitExists := func(id string) bool {
 		if id == "" {
@@ -516,11 +518,11 @@ func check(b *thread.Batch, snap *snapshot) (*writes, error) {
 		}
 		deleted[d.Thread] = true
 	}
-	return plan(b, snap, newCommits, threadSeq)
+	return plan(b, snap, newCommits, threadSeq, noIndex)
 }
 
 // plan queues the writes of a checked batch; commit ends them.
-func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq func(string) int64) (*writes, error) {
+func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq func(string) int64, noIndex bool) (*writes, error) {
 	w := new(writes)
 	commitSeq := func(id string) int64 {
 		if id == "" {
@@ -606,16 +608,19 @@ func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq 
 			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[],
 				$7::timestamptz[], $8::text[], $9::bytea[], $10::bytea[], $11::bytea[]) AS u(s, i, p, d, r, o, a, f, m, st, md)`,
 			snap.newCommitSeqs, ids, parents, depths, newRefs, ops, ats, stateFrom, msgs, states, metas)
-		// Their messages' index entries, under the threads the batch
-		// commits them for.
-		var rows searchRows
-		owners := b.CommitThreads()
-		for i, c := range b.Commits {
-			if key, ok := owners[c.ID]; ok {
-				rows.add(snap.newCommitSeqs[i], key, c.Messages)
+		// Their pending rows, for the search index (schemaV6), under the
+		// threads the batch commits them for.
+		if !noIndex {
+			var pend pendingRows
+			owners := b.CommitThreads()
+			for i, c := range b.Commits {
+				if key, ok := owners[c.ID]; ok && hasWords(c.Messages) {
+					pend.commits = append(pend.commits, snap.newCommitSeqs[i])
+					pend.threads = append(pend.threads, key)
+				}
 			}
+			pend.queue(&w.q)
 		}
-		rows.queue(&w.q)
 	}
 	// 2. The references to stored commits.
 	if len(incr) > 0 {

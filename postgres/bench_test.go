@@ -29,6 +29,29 @@ func BenchmarkConcurrentAppend(b *testing.B) {
 			})
 		}
 	}
+	// What the search index costs: the same store, side by side, with and
+	// without it.
+	for _, index := range []bool{true, false} {
+		for _, notify := range []bool{true, false} {
+			b.Run(fmt.Sprintf("conns=16/threads=64/search=%v/notify=%v", index, notify), func(b *testing.B) {
+				s := open(b, testserver.Postgres(b), &Options{MaxConns: 16, NoNotify: !notify})
+				s.noIndex = !index
+				cpu := startCPU(b, s)
+				storetest.BenchConcurrent(b, s, 64, 64)
+				// What the fold left for the next search, which then
+				// folds it: its cost counts in the CPU time.
+				var pending int
+				if err := s.pool.QueryRow(b.Context(), `SELECT count(*) FROM loom_search_pending`).Scan(&pending); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(pending), "pending-at-end")
+				if err := s.foldAll(b.Context()); err != nil {
+					b.Fatal(err)
+				}
+				cpu.report(b)
+			})
+		}
+	}
 	// What notifying the changes costs (see Options.NoNotify).
 	b.Run("conns=16/threads=64/nonotify", func(b *testing.B) {
 		storetest.BenchConcurrent(b, open(b, testserver.Postgres(b), &Options{MaxConns: 16, NoNotify: true}), 64, 64)

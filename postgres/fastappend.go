@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomthreads/loom/thread"
 )
@@ -62,10 +64,11 @@ func fastAppend(b *thread.Batch) bool {
 	return c != nil && m.Head == c.ID && m.Kind == "" && m.Title == nil && m.Labels == nil
 }
 
-// queueAppend queues loom_append for b (fastAppend's shape) on q. Its
-// notifications are queued after the commit (Store.notify), not sent in
-// loom_append: its notes are NULL, which the landed schemaV4 still takes.
-func queueAppend(q *pgx.Batch, b *thread.Batch) error {
+// queueAppend queues loom_append for b (fastAppend's shape) on q, with
+// lockWait its lock_timeout (nil: the transaction's stays). It writes the
+// commit's pending row for the search index (schemaV6) unless noIndex. Its
+// notifications are queued after the commit (Store.notify).
+func queueAppend(q *pgx.Batch, b *thread.Batch, noIndex bool, lockWait *string) error {
 	c, m := b.Commits[0], b.Moves[0]
 	msgs, err := encodeMessages(c.Messages)
 	if err != nil {
@@ -79,20 +82,23 @@ func queueAppend(q *pgx.Batch, b *thread.Batch) error {
 	if err != nil {
 		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
 	}
-	// The commit's index entries, under the thread (the batch commits it
-	// for the thread it moves).
-	idxs, words := messageWords(nil, nil, c.Messages)
-	tenant, _ := thread.SplitKey(m.Thread)
-	q.Queue(`SELECT loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-			$14::text, $15::integer[], $16::text[], $17::text[])`,
+	q.Queue(`SELECT loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::boolean, $15::text)`,
 		m.Thread, m.From, c.ID, c.Parent, c.Depth, string(c.Op), c.Time, c.StateFrom, msgs, state, meta, string(m.Op), m.Time,
-		tenant, idxs, words, []string(nil))
+		!noIndex && hasWords(c.Messages), lockWait)
 	return nil
 }
 
-// appendResult turns loom_append's answer into Apply's error.
-func appendResult(b *thread.Batch, res string) error {
+// appendResult turns loom_append's answer, or its error, into Apply's
+// error.
+func appendResult(b *thread.Batch, res string, err error) error {
 	m, c := b.Moves[0], b.Commits[0]
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == codeNoParent {
+		return fmt.Errorf("commit %q: parent %q: %w", clip(c.ID), clip(c.Parent), thread.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
 	switch res {
 	case "ok":
 		return nil
@@ -100,18 +106,17 @@ func appendResult(b *thread.Batch, res string) error {
 		return fmt.Errorf("thread %q: %w", clip(m.Thread), thread.ErrNotFound)
 	case "stale":
 		return fmt.Errorf("thread %q is not at version %d: %w", clip(m.Thread), m.From, thread.ErrConflict)
-	case "no parent":
-		return fmt.Errorf("commit %q: parent %q: %w", clip(c.ID), clip(c.Parent), thread.ErrNotFound)
 	}
 	return fmt.Errorf("loom_append answered %q", res)
 }
 
 // applyAppend runs loom_append for b, one statement in a transaction of
-// its own (with the lock timeout, see queueLockTimeout), then queues the notification of its change (Store.notify).
+// its own (which sets its lock_timeout, see queueLockTimeout), then
+// queues the notification of its change (Store.notify) and kicks the
+// fold.
 func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
 	var q pgx.Batch
-	lockTimeout := s.queueLockTimeout(&q) // the thread's row, which loom_append updates
-	if err := queueAppend(&q, b); err != nil {
+	if err := queueAppend(&q, b, s.noIndex, s.lockWait()); err != nil {
 		return err
 	}
 	pc, err := s.acquire(ctx)
@@ -124,21 +129,14 @@ func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
 	cctx, cancel := s.committing(ctx)
 	defer cancel()
 	br := pc.Conn().SendBatch(cctx, &q)
-	if lockTimeout {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		err = br.QueryRow().Scan(&res)
-	}
+	err = br.QueryRow().Scan(&res)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
-	}
-	if err := appendResult(b, res); err != nil {
+	if err := appendResult(b, res, err); err != nil {
 		return err
 	}
 	s.notify(s.notes(b))
+	s.kickFold()
 	return nil
 }

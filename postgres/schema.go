@@ -28,6 +28,7 @@ var migrations = []migration{
 	{3, schemaV3, nil},
 	{4, schemaV4, backfillSearch},
 	{5, schemaV5, nil},
+	{6, schemaV6, nil},
 }
 
 // schemaV5 indexes threads by their last update, for listings most

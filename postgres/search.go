@@ -244,8 +244,22 @@ func tsquery(tenant string, words []string) string {
 // searchPage is how many entries a query of Search reads at most.
 const searchPage = 256
 
+// foldPending folds every commit pending for the index (see schemaV6),
+// if there is any: what was committed before it is then in loom_search.
+func (s *Store) foldPending(ctx context.Context) error {
+	var pending bool
+	err := s.queryRow(ctx, func(r pgx.Row) error { return r.Scan(&pending) },
+		`SELECT EXISTS (SELECT 1 FROM loom_search_pending)`)
+	if err != nil || !pending {
+		return err
+	}
+	return s.retry(ctx, "fold", s.foldAll)
+}
+
 // Search implements thread.Searcher from loom_search. Its cursor is the
-// entry's id, in decimal. It reads a page of entries at a time and gives
+// entry's id, in decimal. It first folds the commits pending for the
+// index (foldPending), so that it finds every message committed before
+// it started. It reads a page of entries at a time and gives
 // the connection back before it yields them.
 //
 // Each page is planned for its words (an unnamed statement, never a cached
@@ -278,6 +292,10 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 				yield(thread.SearchEntry{}, fmt.Errorf("search word %q: %w", clip(w), thread.ErrInvalid))
 				return
 			}
+		}
+		if err := s.foldPending(ctx); err != nil {
+			yield(thread.SearchEntry{}, mapError(ctx, "search", err))
+			return
 		}
 		query := tsquery(opts.Tenant, opts.Words)
 		left := opts.Limit

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,10 @@ func TestSearchBackfill(t *testing.T) {
 	dsn := restoreFixture(t)
 	s := open(t, dsn, nil)
 	ctx := t.Context()
+	// The session threads Open carried in are pending (schemaV6).
+	if err := s.foldPending(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var entries int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom_search`).Scan(&entries); err != nil || entries == 0 {
 		t.Fatalf("%d index entries after the migration (%v)", entries, err)
@@ -206,5 +211,72 @@ func TestSearchIndexes(t *testing.T) {
 	}
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom_search`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d entries after the thread was deleted (%v)", n, err)
+	}
+}
+
+// TestFoldRacesDelete folds while threads are deleted: no entry is left
+// of a freed commit, nothing stays pending, and every message of the
+// threads kept is found.
+func TestFoldRacesDelete(t *testing.T) {
+	s := open(t, testserver.Postgres(t), nil)
+	s.stopFolding() // the test folds
+	ctx := t.Context()
+	db := thread.New(s, nil)
+	const n = 40
+	for i := range n {
+		th, err := db.Create(ctx, thread.CreateOptions{ID: fmt.Sprintf("t%d", i), Messages: []message.Message{message.User("pear")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := th.Append(ctx, message.User("pear again")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; i < n; i += 2 {
+			if err := db.Delete(ctx, fmt.Sprintf("t%d", i)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Go(func() {
+		for range 5 {
+			if err := s.retry(ctx, "fold", s.foldAll); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	got, threads := hits(t, db, "pear")
+	if len(got) != n || len(threads) != n/2 {
+		t.Errorf("%d hits in %d threads, want %d in %d", len(got), len(threads), n, n/2)
+	}
+	var pending int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM loom_search_pending`).Scan(&pending); err != nil || pending != 0 {
+		t.Errorf("%d commits pending after a search (%v)", pending, err)
+	}
+	checkRefs(t, s)
+}
+
+// TestSearchAfterAppend: a search right after an append finds it, the
+// background fold stopped (the search folds).
+func TestSearchAfterAppend(t *testing.T) {
+	s := open(t, testserver.Postgres(t), nil)
+	s.stopFolding()
+	ctx := t.Context()
+	db := thread.New(s, nil)
+	th, err := db.Create(ctx, thread.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		word := fmt.Sprintf("plum%d", i)
+		if _, err := th.Append(ctx, message.User(word)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := hits(t, db, word); len(got) != 1 {
+			t.Errorf("%s: %d hits right after its append, want 1", word, len(got))
+		}
 	}
 }

@@ -36,6 +36,10 @@ type Store struct {
 	timeout  time.Duration // of each round trip; 0: none
 	noNotify bool
 	notifier *notifier
+	// noIndex leaves the search index unwritten: for the benchmarks that
+	// measure what the index costs, never set otherwise.
+	noIndex bool
+	folder  *folder
 
 	// Watches: done ends them, when the Store is closed.
 	done    context.Context
@@ -172,6 +176,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if s.retries == 0 {
 		s.retries = 8
 	}
+	s.startFolding()
 	if err := s.carrySessions(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", redact(cfg), err)
@@ -230,6 +235,16 @@ func (s *Store) queueLockTimeout(q *pgx.Batch) bool {
 	return true
 }
 
+// lockWait is the lock_timeout that queueLockTimeout sets, for
+// loom_append to set itself: nil when the store has no Timeout.
+func (s *Store) lockWait() *string {
+	if s.timeout <= 0 {
+		return nil
+	}
+	ms := fmt.Sprintf("%dms", max((s.timeout/2).Milliseconds(), 1))
+	return &ms
+}
+
 // errNoAnswer is the cause of a call's context that the store's Timeout
 // ended.
 var errNoAnswer = errors.New("postgres: no answer within the store's timeout")
@@ -277,6 +292,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.watches.Wait()
+	s.stopFolding()
 	s.pool.Close() // the writers queue their notes before they give back their connection
 	s.notifier.close()
 	return nil
