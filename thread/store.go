@@ -83,6 +83,16 @@ type Appender interface {
 	AppendAt(ctx context.Context, thread string, build func(r *Record, head *Commit) (*Batch, error)) error
 }
 
+// ForkIndex is an optional upgrade of a Store that finds a thread's forks
+// without a scan. Forks yields, in any order, the records of the threads
+// whose ForkedFrom.Thread is parent (a key, as every id a store sees). An
+// unknown parent yields nothing. DB.Family uses it, so that a family costs
+// reads of its own members; a store without it is scanned (every record
+// of the tenant).
+type ForkIndex interface {
+	Forks(ctx context.Context, parent string) iter.Seq2[*Record, error]
+}
+
 // Batch is a set of changes that a store applies atomically, in the order of
 // its fields: commits, creations, moves, dropped checkpoints, new
 // checkpoints, deletions. Every
