@@ -289,7 +289,7 @@ func (db *DB) record(ctx context.Context, id string) (*Record, error) {
 // threads is full even where loom's own crowd them.
 func (db *DB) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Thread, error] {
 	opts.Tenant, opts.AllTenants = db.tenant, false
-	keep := opts.Internal.keeps()
+	keep := keeps(opts.Internal)
 	opts.Internal = InternalInclude
 	return func(yield func(*Thread, error) bool) {
 		limit, n := opts.Limit, 0
@@ -339,7 +339,7 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 
 func (db *DB) handle(r *Record, head *Commit) *Thread {
 	if head != nil && (len(head.Messages) > 0 || head.Metadata != nil) {
-		head = head.header()
+		head = header(head)
 	}
 	return &Thread{db: db, rec: r, head: head}
 }

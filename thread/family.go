@@ -13,9 +13,10 @@ const MaxFamily = 10_000
 // its forks (and Parent links) lead back to, and every thread forked from
 // it or from any of its forks, each with its ForkedFrom. A link to a
 // thread deleted since ends the walk back: the oldest thread still there
-// is the family's root. Forks are found by listing the tenant's threads,
-// so it costs a read of every record of the tenant; a family past
-// MaxFamily threads is cut there.
+// is the family's root. A store with a ForkIndex finds each member's forks
+// in its index, so a family costs reads of its members; otherwise forks
+// are found by listing the tenant's threads, a read of every record of the
+// tenant. A family past MaxFamily threads is cut there.
 func (db *DB) Family(ctx context.Context, id string) (root string, family []Record, err error) {
 	r, err := db.record(ctx, id)
 	if err != nil {
@@ -31,20 +32,38 @@ func (db *DB) Family(ctx context.Context, id string) (root string, family []Reco
 		r = up
 	}
 	root = r.ID
-	children := map[string][]*Record{}
-	for rec, err := range db.store.Threads(ctx, ListOptions{Tenant: db.tenant}) {
-		if err != nil {
-			return "", nil, fmt.Errorf("family of %s: %w", id, err)
+	fi := forkIndex(db.store)
+	forks := func(parent string) ([]*Record, error) {
+		var out []*Record
+		for rec, err := range fi.Forks(ctx, parent) {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rec)
 		}
-		if p := rec.ForkedFrom.Thread; p != "" {
-			children[p] = append(children[p], rec)
+		return out, nil
+	}
+	if fi == nil {
+		children := map[string][]*Record{}
+		for rec, err := range db.store.Threads(ctx, ListOptions{Tenant: db.tenant}) {
+			if err != nil {
+				return "", nil, fmt.Errorf("family of %s: %w", id, err)
+			}
+			if p := rec.ForkedFrom.Thread; p != "" {
+				children[p] = append(children[p], rec)
+			}
 		}
+		forks = func(parent string) ([]*Record, error) { return children[parent], nil }
 	}
 	family = []Record{*r}
 	in := map[string]bool{root: true}
 	for i := 0; i < len(family) && len(family) < MaxFamily; i++ {
-		for _, c := range children[family[i].ID] {
-			if !in[c.ID] && len(family) < MaxFamily {
+		kids, err := forks(family[i].ID)
+		if err != nil {
+			return "", nil, fmt.Errorf("family of %s: %w", id, err)
+		}
+		for _, c := range kids {
+			if !in[c.ID] && c.Tenant == db.tenant && len(family) < MaxFamily {
 				in[c.ID] = true
 				family = append(family, *c)
 			}

@@ -105,7 +105,7 @@ func (g *Group) move(ctx context.Context, t *Thread, op Op, head string, h *Comm
 func (g *Group) headIs(e *groupEntry, h *Commit) {
 	e.head = nil
 	if h != nil {
-		e.head = h.header()
+		e.head = header(h)
 	}
 	for _, i := range e.cps {
 		g.b.Checkpoints[i].Commit, g.b.Checkpoints[i].Version = e.rec.Head, e.rec.Version
@@ -147,7 +147,7 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 			if err != nil {
 				return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 			}
-			e.head = c.header()
+			e.head = header(c)
 		} else {
 			r, h, err := t.headCommit(ctx)
 			if err != nil {

@@ -27,6 +27,9 @@ type MemoryStore struct {
 	commits map[string]*memCommit
 	threads map[string]*memThread
 	order   []string // thread ids; sorted unless unsorted is set
+	// forks indexes threads by the thread they were forked from
+	// (ForkedFrom.Thread), for ForkIndex.
+	forks map[string][]string
 	// unsorted is set when an id was appended out of order. Sorting waits
 	// for the next listing: creating stays O(1), and loom's time-ordered ids
 	// mostly arrive in order anyway.
@@ -123,7 +126,7 @@ func (h *history) each(f func(HistoryEntry)) {
 
 // NewMemoryStore returns an empty in-memory store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{commits: make(map[string]*memCommit), threads: make(map[string]*memThread)}
+	return &MemoryStore{commits: make(map[string]*memCommit), threads: make(map[string]*memThread), forks: make(map[string][]string)}
 }
 
 // Commit implements Store.
@@ -231,6 +234,25 @@ func (s *MemoryStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*
 	}
 }
 
+// Forks implements ForkIndex.
+func (s *MemoryStore) Forks(ctx context.Context, parent string) iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) {
+		s.mu.RLock()
+		var recs []*Record
+		for _, id := range s.forks[parent] {
+			recs = append(recs, s.threads[id].rec.Clone())
+		}
+		s.mu.RUnlock()
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
+var _ ForkIndex = (*MemoryStore)(nil)
+
 // History implements Store.
 func (s *MemoryStore) History(ctx context.Context, thread string, opts HistoryOptions) iter.Seq2[HistoryEntry, error] {
 	return func(yield func(HistoryEntry, error) bool) {
@@ -295,7 +317,7 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.apply(b)
+	return s.apply(ctx, b)
 }
 
 // AppendAt implements Appender: build runs under the store's lock, on the
@@ -318,54 +340,40 @@ func (s *MemoryStore) AppendAt(ctx context.Context, id string, build func(r *Rec
 	if err != nil {
 		return err
 	}
-	return s.apply(b)
+	return s.apply(ctx, b)
 }
 
 var _ Appender = (*MemoryStore)(nil)
 
-// apply applies b; the lock is held.
-func (s *MemoryStore) apply(b *Batch) error {
-	if err := s.check(b); err != nil {
+// apply applies b; the lock is held. The rules are PlanBatch's; the
+// store only answers its questions and writes the plan.
+func (s *MemoryStore) apply(ctx context.Context, b *Batch) error {
+	p, err := PlanBatch(ctx, (*memFacts)(s), b)
+	if err != nil {
 		return err
 	}
-	var buf [2]*memCommit
-	added := buf[:0]
-	for _, c := range b.Commits {
+	for i, c := range b.Commits {
 		mc := newMemCommit(c)
-		if c.Parent != "" {
-			mc.parent = s.commits[c.Parent]
-			mc.parent.refs++
-		}
+		mc.refs = int(p.NewRefs[i])
+		mc.parent = s.commits[c.Parent] // a parent earlier in the batch is in by now
 		s.commits[c.ID] = mc
-		added = append(added, mc)
 	}
-	// ref counts one more reference to a commit, looking in the batch first.
-	ref := func(id string) {
-		if id == "" {
-			return
-		}
-		for _, mc := range added {
-			if mc.c.ID == id {
-				mc.refs++
-				return
-			}
-		}
-		s.commits[id].refs++
+	for _, r := range p.Refs {
+		s.commits[r.Commit].refs += int(r.N)
 	}
 	for _, cr := range b.Create {
 		t := newMemThread(cr.Record)
-		for _, e := range cr.History {
+		for _, e := range cr.Entries() {
 			t.history.add(e)
 		}
-		if len(cr.History) == 0 {
-			t.history.add(HistoryEntry{Version: 1, Commit: cr.Record.Head, Op: cr.Op, Time: cr.Record.CreatedAt})
-		}
-		t.history.each(func(e HistoryEntry) { ref(e.Commit) })
 		s.threads[t.rec.ID] = t
 		if n := len(s.order); n > 0 && s.order[n-1] > t.rec.ID {
 			s.unsorted = true
 		}
 		s.order = append(s.order, t.rec.ID)
+		if p := t.rec.ForkedFrom.Thread; p != "" {
+			s.forks[p] = append(s.forks[p], t.rec.ID)
+		}
 	}
 	for _, m := range b.Moves {
 		t := s.threads[m.Thread]
@@ -384,18 +392,11 @@ func (s *MemoryStore) apply(b *Batch) error {
 			r.Labels = cloneLabels(m.Labels)
 		}
 		t.rec = r
-		t.history.add(HistoryEntry{Version: r.Version, Commit: m.Head, Op: m.Op, Time: m.Time})
-		ref(m.Head)
+		t.history.add(m.Entry())
 	}
-	// New references count before old ones are let go, so that a batch
-	// that replaces a checkpoint never frees what the new one keeps.
-	for _, cp := range b.Checkpoints {
-		ref(cp.Commit)
-	}
-	for _, k := range b.DropCheckpoints {
-		t := s.threads[k.Thread]
-		s.unref(t.checkpoints[k.Name].Commit)
-		delete(t.checkpoints, k.Name)
+	for i, k := range b.DropCheckpoints {
+		s.unref(p.DropCommits[i])
+		delete(s.threads[k.Thread].checkpoints, k.Name)
 	}
 	for _, cp := range b.Checkpoints {
 		t := s.threads[cp.Thread]
@@ -411,12 +412,40 @@ func (s *MemoryStore) apply(b *Batch) error {
 			s.unref(cp.Commit)
 		}
 		delete(s.threads, d.Thread)
+		if p := t.rec.ForkedFrom.Thread; p != "" {
+			s.forks[p] = slices.DeleteFunc(s.forks[p], func(id string) bool { return id == d.Thread })
+			if len(s.forks[p]) == 0 {
+				delete(s.forks, p)
+			}
+		}
 		s.sortOrder()
 		if i, ok := slices.BinarySearch(s.order, d.Thread); ok {
 			s.order = slices.Delete(s.order, i, i+1)
 		}
 	}
 	return nil
+}
+
+// memFacts answers the planner from the store's maps; the lock is held.
+type memFacts MemoryStore
+
+func (f *memFacts) Thread(_ context.Context, id string) (int64, string, bool, error) {
+	if t := f.threads[id]; t != nil {
+		return t.rec.Version, t.rec.Head, true, nil
+	}
+	return 0, "", false, nil
+}
+
+func (f *memFacts) Commit(_ context.Context, id string) (bool, error) {
+	return f.commits[id] != nil, nil
+}
+
+func (f *memFacts) Checkpoint(_ context.Context, thread, name string) (string, bool, error) {
+	if t := f.threads[thread]; t != nil {
+		cp, ok := t.checkpoints[name]
+		return cp.Commit, ok, nil
+	}
+	return "", false, nil
 }
 
 // sortOrder sorts the thread ids if they are out of order; mu must be held.
@@ -454,177 +483,3 @@ func (s *MemoryStore) unref(id string) {
 	}
 }
 
-// check validates a batch without changing anything.
-func (s *MemoryStore) check(b *Batch) error {
-	var newCommits set[string]
-	commitExists := func(id string) bool { return id == "" || s.commits[id] != nil || newCommits.has(id) }
-	for _, c := range b.Commits {
-		if c == nil {
-			return fmt.Errorf("a nil commit: %w", ErrInvalid)
-		}
-		if c.ID == "" || s.commits[c.ID] != nil || newCommits.has(c.ID) {
-			return fmt.Errorf("commit %q exists: %w", c.ID, ErrConflict)
-		}
-		if !commitExists(c.Parent) {
-			return fmt.Errorf("commit %q: parent %q: %w", c.ID, c.Parent, ErrNotFound)
-		}
-		newCommits.add(c.ID)
-	}
-	// Threads as the batch leaves them, for batches that touch one twice.
-	var version []struct {
-		id string
-		v  int64
-	}
-	lookup := func(id string) (int64, bool) {
-		for i := len(version) - 1; i >= 0; i-- {
-			if version[i].id == id {
-				return version[i].v, true
-			}
-		}
-		if t := s.threads[id]; t != nil {
-			return t.rec.Version, true
-		}
-		return 0, false
-	}
-	for _, cr := range b.Create {
-		r := cr.Record
-		if r == nil || r.ID == "" {
-			return fmt.Errorf("create: no thread id: %w", ErrInvalid)
-		}
-		if _, ok := lookup(r.ID); ok {
-			return fmt.Errorf("thread %q exists: %w", r.ID, ErrConflict)
-		}
-		if err := cr.Validate(); err != nil {
-			return err
-		}
-		if !commitExists(r.Head) {
-			return fmt.Errorf("thread %q: head %q: %w", r.ID, r.Head, ErrNotFound)
-		}
-		for _, e := range cr.History {
-			if !commitExists(e.Commit) {
-				return fmt.Errorf("thread %q: history commit %q: %w", r.ID, e.Commit, ErrNotFound)
-			}
-		}
-		version = append(version, struct {
-			id string
-			v  int64
-		}{r.ID, r.Version})
-	}
-	for _, m := range b.Moves {
-		v, ok := lookup(m.Thread)
-		if !ok {
-			return fmt.Errorf("thread %q: %w", m.Thread, ErrNotFound)
-		}
-		if v != m.From {
-			return fmt.Errorf("thread %q is at version %d, not %d: %w", m.Thread, v, m.From, ErrConflict)
-		}
-		if !commitExists(m.Head) {
-			return fmt.Errorf("thread %q: head %q: %w", m.Thread, m.Head, ErrNotFound)
-		}
-		version = append(version, struct {
-			id string
-			v  int64
-		}{m.Thread, m.From + 1})
-	}
-	var dropped, added set[CheckpointKey]
-	for _, k := range b.DropCheckpoints {
-		t := s.threads[k.Thread]
-		if t == nil {
-			return fmt.Errorf("thread %q: %w", k.Thread, ErrNotFound)
-		}
-		if _, ok := t.checkpoints[k.Name]; !ok || dropped.has(k) {
-			return fmt.Errorf("checkpoint %q of thread %q: %w", k.Name, k.Thread, ErrNotFound)
-		}
-		dropped.add(k)
-	}
-	for _, cp := range b.Checkpoints {
-		k := CheckpointKey{cp.Thread, cp.Name}
-		if _, ok := lookup(cp.Thread); !ok {
-			return fmt.Errorf("thread %q: %w", cp.Thread, ErrNotFound)
-		}
-		if cp.Commit == "" || !commitExists(cp.Commit) {
-			return fmt.Errorf("checkpoint %q: commit %q: %w", cp.Name, cp.Commit, ErrNotFound)
-		}
-		taken := added.has(k)
-		if t := s.threads[cp.Thread]; t != nil && !dropped.has(k) {
-			_, ok := t.checkpoints[cp.Name]
-			taken = taken || ok
-		}
-		if taken {
-			return fmt.Errorf("checkpoint %q of thread %q exists: %w", cp.Name, cp.Thread, ErrConflict)
-		}
-		added.add(k)
-	}
-	var deleted set[string]
-	for _, d := range b.Delete {
-		v, ok := lookup(d.Thread)
-		if !ok || s.threads[d.Thread] == nil || deleted.has(d.Thread) {
-			return fmt.Errorf("thread %q: %w", d.Thread, ErrNotFound)
-		}
-		deleted.add(d.Thread)
-		if d.Version != 0 && v != d.Version {
-			return fmt.Errorf("thread %q is at version %d, not %d: %w", d.Thread, v, d.Version, ErrConflict)
-		}
-	}
-	return nil
-}
-
-// set is a set that allocates nothing until it holds more than a few items:
-// most batches are one commit and one move.
-type set[K comparable] struct {
-	few  [4]K
-	n    int
-	many map[K]bool
-}
-
-func (s *set[K]) add(k K) {
-	if s.many != nil {
-		s.many[k] = true
-		return
-	}
-	if s.n < len(s.few) {
-		s.few[s.n] = k
-		s.n++
-		return
-	}
-	s.many = make(map[K]bool, 16)
-	for _, x := range s.few {
-		s.many[x] = true
-	}
-	s.many[k] = true
-}
-
-func (s *set[K]) has(k K) bool {
-	if s.many != nil {
-		return s.many[k]
-	}
-	for _, x := range s.few[:s.n] {
-		if x == k {
-			return true
-		}
-	}
-	return false
-}
-
-// Validate checks that a creation's history is numbered 1..n
-// and ends at the record's head and version. Stores share it.
-func (cr Creation) Validate() error {
-	r := cr.Record
-	if len(cr.History) == 0 {
-		if r.Version != 1 {
-			return fmt.Errorf("thread %q: version %d without history: %w", r.ID, r.Version, ErrInvalid)
-		}
-		return nil
-	}
-	for i, e := range cr.History {
-		if e.Version != int64(i+1) {
-			return fmt.Errorf("thread %q: history entry %d has version %d: %w", r.ID, i, e.Version, ErrInvalid)
-		}
-	}
-	last := cr.History[len(cr.History)-1]
-	if last.Version != r.Version || last.Commit != r.Head {
-		return fmt.Errorf("thread %q: history ends at version %d, commit %q; record says %d, %q: %w",
-			r.ID, last.Version, last.Commit, r.Version, r.Head, ErrInvalid)
-	}
-	return nil
-}

@@ -235,3 +235,38 @@ func (b badTenant) Checkpoints(context.Context, string) iter.Seq2[Checkpoint, er
 	return func(yield func(Checkpoint, error) bool) { yield(Checkpoint{}, b.err()) }
 }
 func (b badTenant) Apply(context.Context, *Batch) error { return b.err() }
+
+// forkIndex returns s's ForkIndex, seen through a tenant's keys when s is
+// scoped to one, or nil.
+func forkIndex(s Store) ForkIndex {
+	if ts, ok := s.(*tenantStore); ok {
+		if fi, ok := ts.Store.(ForkIndex); ok {
+			return tenantForks{ts, fi}
+		}
+		return nil
+	}
+	fi, _ := s.(ForkIndex)
+	return fi
+}
+
+type tenantForks struct {
+	s  *tenantStore
+	fi ForkIndex
+}
+
+func (t tenantForks) Forks(ctx context.Context, parent string) iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) {
+		for r, err := range t.fi.Forks(ctx, t.s.key(parent)) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !strings.HasPrefix(r.ID, t.s.prefix) {
+				continue // another tenant's fork: never this one's
+			}
+			if !yield(t.s.out(r), nil) {
+				return
+			}
+		}
+	}
+}

@@ -98,7 +98,7 @@ func (t *Thread) headCommit(ctx context.Context) (*Record, *Commit, error) {
 			return nil, nil, err
 		}
 	}
-	h = h.header()
+	h = header(h)
 	t.mu.Lock()
 	if t.rec == r {
 		t.head = h
@@ -297,7 +297,7 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 		return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
 	}
 	t.db.published(&Batch{Commits: []*Commit{c}, Moves: []Move{mv}})
-	t.advance(moved(rec, mv), c.header())
+	t.advance(moved(rec, mv), header(c))
 	return c, nil
 }
 
@@ -330,7 +330,7 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 			return nil, fmt.Errorf("commit to %s: at version %d, not %d: %w", r.ID, from, opts.IfVersion, ErrConflict)
 		}
 	}
-	if opts.Kind != "" && opts.Kind != r.Kind && (r.Kind != KindUndetermined || !opts.Kind.valid() || opts.Kind == KindUndetermined) {
+	if opts.Kind != "" && opts.Kind != r.Kind && (r.Kind != KindUndetermined || !validKind(opts.Kind) || opts.Kind == KindUndetermined) {
 		return nil, fmt.Errorf("commit to %s: kind %s cannot become %q: %w", r.ID, r.Kind, clip(string(opts.Kind)), ErrInvalid)
 	}
 	kind := r.Kind
@@ -373,7 +373,7 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	t.db.committed(head, c)
 	// The store kept its own copy of c, and the handle keeps only the
 	// header: c is the caller's.
-	t.advance(moved(r, mv), c.header())
+	t.advance(moved(r, mv), header(c))
 	return c, nil
 }
 
@@ -669,7 +669,7 @@ func (t *Thread) DeleteCheckpoint(ctx context.Context, name string) error {
 	if err := checkCheckpointName(name); err != nil {
 		return err
 	}
-	err := t.db.apply(ctx, &Batch{DropCheckpoints: []CheckpointKey{{t.ID(), name}}})
+	err := t.db.apply(ctx, &Batch{DropCheckpoints: []CheckpointKey{{Thread: t.ID(), Name: name}}})
 	if err != nil {
 		return fmt.Errorf("delete checkpoint %q of %s: %w", name, t.ID(), err)
 	}

@@ -114,6 +114,8 @@ var cases = []suiteCase{
 	{"ListFiltersAndPaging", listFiltersAndPaging},
 	{"ListByUpdated", listByUpdated},
 	{"ListInternal", listInternal},
+	{"Forks", forks},
+	{"LabelIndex", labelIndex},
 	{"SaveLoadRoundTrip", saveLoadRoundTrip},
 	{"CopyInAndOut", copyInAndOut},
 	{"BadBatches", badBatches},
