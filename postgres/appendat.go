@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 var _ thread.Appender = (*Store)(nil)
@@ -26,16 +27,24 @@ func (s *Store) AppendAt(ctx context.Context, id string, build func(r *thread.Re
 	if !validKey(id) {
 		return fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}
-	return s.retry(ctx, "append", func(ctx context.Context) error { return s.appendAt(ctx, id, build) })
+	return s.retry(ctx, "append", func(ctx context.Context) error {
+		b, err := s.appendAt(ctx, id, build)
+		if b != nil && err == nil {
+			return s.apply(ctx, b) // its facts were not as its plan assumed
+		}
+		return err
+	})
 }
 
 // appendAt runs AppendAt's transaction once: two round trips (three for a
 // batch of another shape than loom_append's), the first of which waits for
-// the row.
-func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
+// the row. It returns the batch built when loom_append found other facts
+// than its plan assumed and the planner did not fail it: the batch then
+// takes Apply's general path, in a transaction of its own.
+func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) (*thread.Batch, error) {
 	pc, err := s.acquire(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer pc.Release()
 	conn := pc.Conn()
@@ -76,10 +85,10 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 		err = cerr
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
+		return nil, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var head *thread.Commit
 	if r.Head != "" {
@@ -87,51 +96,62 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 	}
 	b, err := build(r, head)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := validate(b); err != nil {
-		return err
+		return nil, err
 	}
-	if fastAppend(b) {
-		// One more round trip: loom_append and COMMIT.
-		var q pgx.Batch
-		if err := queueAppend(&q, b, s.noIndex, nil); err != nil {
-			return err
-		}
-		q.Queue("COMMIT")
-		cctx, cancel := s.committing(ctx)
-		defer cancel()
-		br := conn.SendBatch(cctx, &q)
-		var res string
-		err := br.QueryRow().Scan(&res)
-		if err == nil {
-			_, err = br.Exec()
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		if err := appendResult(b, res, err); err != nil {
-			return err
-		}
-		s.notify(s.notes(b))
-		s.kickFold()
-		return nil
-	}
-	snap, err := s.lock(wctx, conn, b, false)
-	if err != nil {
-		return err
-	}
-	w, err := check(b, snap, s.noIndex)
-	if err != nil {
-		return err
-	}
-	w.q.Queue("COMMIT")
 	cctx, cancel := s.committing(ctx)
 	defer cancel()
+	if fastAppend(b) {
+		p, ok, err := planAppend(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			// One more round trip: loom_append and COMMIT.
+			var q pgx.Batch
+			if err := queueAppend(&q, p, s.noIndex, nil); err != nil {
+				return nil, err
+			}
+			q.Queue("COMMIT")
+			br := conn.SendBatch(cctx, &q)
+			var version *int64
+			err := br.QueryRow().Scan(&version)
+			if err == nil {
+				_, err = br.Exec()
+			}
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			if done, err := appendResult(ctx, b, version, err); !done || err != nil {
+				if !done {
+					return b, nil
+				}
+				return nil, err
+			}
+			s.notify(s.notes(b))
+			s.kickFold()
+			return nil, nil
+		}
+	}
+	f, err := s.lock(wctx, conn, b, false)
+	if err != nil {
+		return nil, err
+	}
+	p, err := store.PlanBatch(ctx, &f.MapFacts, b)
+	if err != nil {
+		return nil, err
+	}
+	w, err := f.writes(p, s.noIndex)
+	if err != nil {
+		return nil, err
+	}
+	w.q.Queue("COMMIT")
 	if err := w.run(cctx, conn); err != nil {
-		return err
+		return nil, err
 	}
 	s.notify(s.notes(b))
 	s.kickFold()
-	return nil
+	return nil, nil
 }

@@ -11,27 +11,29 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-// Apply implements thread.Store. A batch is one transaction of two round
-// trips:
+// Apply implements thread.Store. The batch's rules are package store's
+// planner's (store.PlanBatch); the store reads the facts it needs and
+// writes the plan it returns, in one transaction of two round trips:
 //
-//  1. BEGIN; lock the batch's threads (FOR NO KEY UPDATE, in id order, by
-//     loom_lock_threads, which fails a move from a stale version at once and
-//     then holds no lock, so that writers racing on one thread do not queue
-//     behind the losers) and, unless a thread was stale, the stored commits
-//     it refers to (in descending seq order, the order the garbage
-//     collector walks in); read the checkpoints it names; take the seqs of
-//     the new commits and threads.
-//     Every precondition is then checked against what was read, as the
-//     memory store does: nothing of it can change while the locks are held.
-//  2. In one pipeline: insert the commits with their reference counts,
-//     count the references the batch adds to stored commits, create and
-//     move threads with their history entries, drop and add checkpoints,
-//     drop references and delete threads (loom_unref and
-//     loom_delete_threads free the commits nothing reaches any more),
-//     queue the new commits for the search index (loom_search_pending,
-//     see schemaV6); COMMIT.
+//  1. BEGIN; lock the threads the batch names (FOR NO KEY UPDATE, in id
+//     order) and read their versions and heads, lock the stored commits it
+//     names (in descending seq order, the order the garbage collector
+//     walks in) and read the checkpoints it names (Store.lock); take the
+//     seqs of the new commits and threads. Nothing of it can change while
+//     the locks are held; the planner decides on it.
+//  2. In one pipeline, the plan (facts.writes): insert the commits with
+//     their reference counts, count the references the batch adds to
+//     stored commits, create and move threads with their history entries,
+//     drop and add checkpoints, drop references and delete threads
+//     (loom_unref and loom_delete_threads free the commits nothing reaches
+//     any more), queue the new commits for the search index
+//     (loom_search_pending, see schemaV6); COMMIT.
+//
+// The most common batch, one commit on a thread and the move to it, is
+// one statement instead (see applyAppend).
 //
 // Once it committed, the batch's changes are queued to be notified, soon
 // after Apply returns, by the Store's background sender (see Watch).
@@ -51,11 +53,15 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) == 0 {
 		return nil
 	}
-	apply := s.apply
-	if fastAppend(b) {
-		apply = s.applyAppend
-	}
-	return s.retry(ctx, "apply", func(ctx context.Context) error { return apply(ctx, b) })
+	fast := fastAppend(b)
+	return s.retry(ctx, "apply", func(ctx context.Context) error {
+		if fast {
+			if done, err := s.applyAppend(ctx, b); done || err != nil {
+				return err
+			}
+		}
+		return s.apply(ctx, b)
+	})
 }
 
 // retry runs a transaction until it is not aborted for a deadlock, a
@@ -80,8 +86,8 @@ func (s *Store) retry(ctx context.Context, what string, tx func(ctx context.Cont
 	}
 }
 
-// validate checks what needs no database: text the server can hold, keys
-// short enough for an index.
+// validate checks what the server can hold: text without NUL, keys short
+// enough for an index. The batch's rules are the planner's.
 func validate(b *thread.Batch) error {
 	text := func(what, s string) error {
 		if !validText(s) {
@@ -103,7 +109,7 @@ func validate(b *thread.Batch) error {
 	}
 	for _, c := range b.Commits {
 		if c == nil {
-			return fmt.Errorf("nil commit: %w", thread.ErrInvalid)
+			continue // the planner's to refuse
 		}
 		add(key("commit id", c.ID))
 		add(text("commit op", string(c.Op)))
@@ -127,8 +133,8 @@ func validate(b *thread.Batch) error {
 	}
 	for _, cr := range b.Create {
 		r := cr.Record
-		if r == nil || r.ID == "" {
-			return fmt.Errorf("create: no thread id: %w", thread.ErrInvalid)
+		if r == nil {
+			continue // the planner's to refuse
 		}
 		add(key("thread id", r.ID))
 		add(key("tenant", r.Tenant))
@@ -160,16 +166,13 @@ func validate(b *thread.Batch) error {
 	return nil
 }
 
-// snapshot is what the first round trip read, under the locks.
-type snapshot struct {
-	threads                      map[string]threadRow           // the batch's stored threads, locked
-	commits                      map[string]int64               // seqs of the stored commits it refers to, locked
-	cps                          map[thread.CheckpointKey]int64 // its stored checkpoints, with their commits' seqs
+// facts is what the first round trip read, under the locks: the planner's
+// facts (store.MapFacts), and the seqs the writes refer to rows by.
+type facts struct {
+	store.MapFacts
+	threadSeqs                   map[string]int64 // of the stored threads
+	commitSeqs                   map[string]int64 // of the stored commits read, and the checkpoints'
 	newCommitSeqs, newThreadSeqs []int64
-}
-
-type threadRow struct {
-	seq, version int64
 }
 
 // apply runs the batch's transaction once.
@@ -184,11 +187,15 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
 
 	wctx, cancel := s.boundWrite(ctx)
 	defer cancel()
-	snap, err := s.lock(wctx, conn, b, true)
+	f, err := s.lock(wctx, conn, b, true)
 	if err != nil {
 		return err
 	}
-	w, err := check(b, snap, s.noIndex)
+	p, err := store.PlanBatch(ctx, &f.MapFacts, b)
+	if err != nil {
+		return err
+	}
+	w, err := f.writes(p, s.noIndex)
 	if err != nil {
 		return err
 	}
@@ -218,76 +225,34 @@ func rollback(ctx context.Context, conn *pgx.Conn) {
 }
 
 // lock is the first round trip: BEGIN and the lock timeout (unless begin
-// is false: the transaction is open), the locks and the reads.
-func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin bool) (*snapshot, error) {
+// is false: the transaction is open), then what the planner needs of b
+// (store.NeedsOf), read under locks that hold until the transaction ends:
+// the threads (FOR NO KEY UPDATE, in id order) and then, in a statement of
+// its own that sees what the writers before committed, their versions
+// and heads; the stored commits (FOR NO KEY UPDATE, highest seq first, the
+// order loom_unref frees in, so that none is freed while the batch refers
+// to it); the checkpoints (their threads are locked); and the seqs of the
+// new commits and threads. What is not read does not exist.
+func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin bool) (*facts, error) {
+	needs := store.NeedsOf(b)
+	// An id no column can hold is not stored: it is left out of the reads.
 	var threadIDs, commitIDs, cpThreads, cpNames []string
-	addThread := func(id string) {
+	for _, id := range needs.Threads {
 		if validKey(id) {
 			threadIDs = append(threadIDs, id)
 		}
 	}
-	addCommit := func(id string) {
-		if id != "" && validKey(id) {
+	for _, id := range needs.Commits {
+		if validKey(id) {
 			commitIDs = append(commitIDs, id)
 		}
 	}
-	for _, c := range b.Commits {
-		addCommit(c.ID)
-		addCommit(c.Parent)
-	}
-	for _, cr := range b.Create {
-		addThread(cr.Record.ID)
-		addCommit(cr.Record.Head)
-		for _, e := range cr.History {
-			addCommit(e.Commit)
-		}
-	}
-	for _, m := range b.Moves {
-		addThread(m.Thread)
-		addCommit(m.Head)
-	}
-	for _, k := range b.DropCheckpoints {
-		addThread(k.Thread)
+	for _, k := range needs.Checkpoints {
 		if validKey(k.Thread) && validKey(k.Name) {
 			cpThreads, cpNames = append(cpThreads, k.Thread), append(cpNames, k.Name)
 		}
 	}
-	for _, cp := range b.Checkpoints {
-		addThread(cp.Thread)
-		addCommit(cp.Commit)
-		if validKey(cp.Thread) {
-			cpThreads, cpNames = append(cpThreads, cp.Thread), append(cpNames, cp.Name)
-		}
-	}
-	for _, d := range b.Delete {
-		addThread(d.Thread)
-	}
-	// The versions the batch expects of stored threads: the first move's
-	// From, or a deletion's Version, of each thread it does not create.
-	var (
-		wantIDs      []string
-		wantVersions []int64
-		seen         = map[string]bool{}
-	)
-	for _, cr := range b.Create {
-		seen[cr.Record.ID] = true
-	}
-	for _, m := range b.Moves {
-		if !seen[m.Thread] && validKey(m.Thread) {
-			wantIDs, wantVersions = append(wantIDs, m.Thread), append(wantVersions, m.From)
-		}
-		seen[m.Thread] = true
-	}
-	for _, d := range b.Delete {
-		if !seen[d.Thread] && d.Version != 0 && validKey(d.Thread) {
-			wantIDs, wantVersions = append(wantIDs, d.Thread), append(wantVersions, d.Version)
-		}
-		seen[d.Thread] = true
-	}
 	slices.Sort(threadIDs)
-	threadIDs = slices.Compact(threadIDs)
-	slices.Sort(commitIDs)
-	commitIDs = slices.Compact(commitIDs)
 
 	var q pgx.Batch
 	lockTimeout := false
@@ -296,20 +261,16 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin
 		lockTimeout = s.queueLockTimeout(&q)
 	}
 	if len(threadIDs) > 0 {
-		q.Queue(`SELECT o_id, o_seq, o_version, o_stale FROM loom_lock_threads($1, $2, $3)`, threadIDs, wantIDs, wantVersions)
+		q.Queue(`SELECT seq FROM loom_threads WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, threadIDs)
+		q.Queue(`SELECT t.id, t.seq, t.version, coalesce(c.id, '')
+			FROM loom_threads t LEFT JOIN loom_commits c ON c.seq = t.head WHERE t.id = ANY($1)`, threadIDs)
 	}
 	if len(commitIDs) > 0 {
-		// The commits are locked only if no thread is stale: the threads
-		// are locked by then, so their versions are those
-		// loom_lock_threads saw, and a batch that lost the version check
-		// takes no lock that would make others queue behind it.
-		q.Queue(`SELECT id, seq FROM loom_commits
-			WHERE id = ANY($1) AND NOT EXISTS (SELECT 1 FROM loom_threads t JOIN unnest($2::text[], $3::bigint[]) AS w(id, v) ON t.id = w.id
-				WHERE t.version <> w.v)
-			ORDER BY seq DESC FOR NO KEY UPDATE OF loom_commits`, commitIDs, wantIDs, wantVersions)
+		q.Queue(`SELECT id, seq FROM loom_commits WHERE id = ANY($1) ORDER BY seq DESC FOR NO KEY UPDATE`, commitIDs)
 	}
 	if len(cpThreads) > 0 {
-		q.Queue(`SELECT t.id, k.name, k.commit_seq FROM loom_checkpoints k JOIN loom_threads t ON t.seq = k.thread
+		q.Queue(`SELECT t.id, k.name, c.id, c.seq FROM loom_checkpoints k JOIN loom_threads t ON t.seq = k.thread
+				JOIN loom_commits c ON c.seq = k.commit_seq
 			WHERE t.id = ANY($1) AND k.name = ANY($2)`, cpThreads, cpNames)
 	}
 	if n := len(b.Commits); n > 0 {
@@ -319,38 +280,37 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin
 		q.Queue(`SELECT nextval('loom_thread_seq') FROM generate_series(1, $1)`, n)
 	}
 
-	snap := &snapshot{threads: map[string]threadRow{}, commits: map[string]int64{}, cps: map[thread.CheckpointKey]int64{}}
+	f := &facts{
+		MapFacts: store.MapFacts{
+			Threads:     make(map[string]store.ThreadFact, len(threadIDs)),
+			Commits:     make(map[string]bool, len(commitIDs)),
+			Checkpoints: map[store.CheckpointKey]string{},
+		},
+		threadSeqs: make(map[string]int64, len(threadIDs)),
+		commitSeqs: make(map[string]int64, len(commitIDs)),
+	}
 	br := conn.SendBatch(ctx, &q)
 	defer br.Close()
-	if begin {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
-	}
-	if lockTimeout {
+	for range btoi(begin) + btoi(lockTimeout) {
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}
 	}
 	if len(threadIDs) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
 		var (
-			id    string
-			r     threadRow
-			stale bool
-			moved error
+			id, head     string
+			seq, version int64
 		)
-		_, err := pgx.ForEachRow(mustQuery(br), []any{&id, &r.seq, &r.version, &stale}, func() error {
-			if stale && moved == nil {
-				moved = fmt.Errorf("thread %q is at version %d, not the version the batch expects: %w", clip(id), r.version, thread.ErrConflict)
-			}
-			snap.threads[id] = r
+		_, err := pgx.ForEachRow(mustQuery(br), []any{&id, &seq, &version, &head}, func() error {
+			f.Threads[id] = store.ThreadFact{Version: version, Head: head}
+			f.threadSeqs[id] = seq
 			return nil
 		})
 		if err != nil {
 			return nil, err
-		}
-		if moved != nil {
-			return nil, moved
 		}
 	}
 	if len(commitIDs) > 0 {
@@ -359,7 +319,8 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin
 			seq int64
 		)
 		_, err := pgx.ForEachRow(mustQuery(br), []any{&id, &seq}, func() error {
-			snap.commits[id] = seq
+			f.Commits[id] = true
+			f.commitSeqs[id] = seq
 			return nil
 		})
 		if err != nil {
@@ -368,11 +329,13 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin
 	}
 	if len(cpThreads) > 0 {
 		var (
-			k   thread.CheckpointKey
-			seq int64
+			k      store.CheckpointKey
+			commit string
+			seq    int64
 		)
-		_, err := pgx.ForEachRow(mustQuery(br), []any{&k.Thread, &k.Name, &seq}, func() error {
-			snap.cps[k] = seq
+		_, err := pgx.ForEachRow(mustQuery(br), []any{&k.Thread, &k.Name, &commit, &seq}, func() error {
+			f.Checkpoints[k] = commit
+			f.commitSeqs[commit] = seq
 			return nil
 		})
 		if err != nil {
@@ -387,13 +350,20 @@ func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin
 		return pgx.CollectRows(rows, pgx.RowTo[int64])
 	}
 	var err error
-	if snap.newCommitSeqs, err = seqs(len(b.Commits)); err != nil {
+	if f.newCommitSeqs, err = seqs(len(b.Commits)); err != nil {
 		return nil, err
 	}
-	if snap.newThreadSeqs, err = seqs(len(b.Create)); err != nil {
+	if f.newThreadSeqs, err = seqs(len(b.Create)); err != nil {
 		return nil, err
 	}
-	return snap, br.Close()
+	return f, br.Close()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // mustQuery returns the rows of the batch's next query; an error comes out
@@ -403,183 +373,43 @@ func mustQuery(br pgx.BatchResults) pgx.Rows {
 	return rows
 }
 
-// writes is the second round trip, decided by check.
+// writes is the second round trip: a plan, in statements.
 type writes struct {
 	q pgx.Batch
 }
 
-// check checks every precondition of b against snap, as the memory store's
-// check does against its maps, and plans the writes.
-func check(b *thread.Batch, snap *snapshot, noIndex bool) (*writes, error) {
-	newCommits := make(map[string]int, len(b.Commits))
-	commitExists := func(id string) bool {
-		if id == "" {
-			return true
-		}
-		if _, ok := snap.commits[id]; ok {
-			return true
-		}
-		_, ok := newCommits[id]
-		return ok
-	}
-	for i, c := range b.Commits {
-		_, stored := snap.commits[c.ID]
-		if _, dup := newCommits[c.ID]; c.ID == "" || stored || dup {
-			return nil, fmt.Errorf("commit %q exists: %w", clip(c.ID), thread.ErrConflict)
-		}
-		if !commitExists(c.Parent) {
-			return nil, fmt.Errorf("commit %q: parent %q: %w", clip(c.ID), clip(c.Parent), thread.ErrNotFound)
-		}
-		newCommits[c.ID] = i
-	}
-	// Threads as the batch leaves them.
-	version := map[string]int64{}
-	created := map[string]int64{} // seqs of the threads the batch creates
-	lookup := func(id string) (int64, bool) {
-		if v, ok := version[id]; ok {
-			return v, true
-		}
-		if t, ok := snap.threads[id]; ok {
-			return t.version, true
-		}
-		return 0, false
-	}
-	threadSeq := func(id string) int64 {
-		if seq, ok := created[id]; ok {
-			return seq
-		}
-		return snap.threads[id].seq
-	}
-	for i, cr := range b.Create {
-		r := cr.Record
-		if _, ok := lookup(r.ID); ok {
-			return nil, fmt.Errorf("thread %q exists: %w", clip(r.ID), thread.ErrConflict)
-		}
-		if err := cr.Validate(); err != nil {
-			return nil, err
-		}
-		if !commitExists(r.Head) {
-			return nil, fmt.Errorf("thread %q: head %q: %w", clip(r.ID), clip(r.Head), thread.ErrNotFound)
-		}
-		for _, e := range cr.History {
-			if !commitExists(e.Commit) {
-				return nil, fmt.Errorf("thread %q: history commit %q: %w", clip(r.ID), clip(e.Commit), thread.ErrNotFound)
-			}
-		}
-		version[r.ID] = r.Version
-		created[r.ID] = snap.newThreadSeqs[i]
-	}
-	for _, m := range b.Moves {
-		v, ok := lookup(m.Thread)
-		if !ok {
-			return nil, fmt.Errorf("thread %q: %w", clip(m.Thread), thread.ErrNotFound)
-		}
-		if v != m.From {
-			return nil, fmt.Errorf("thread %q is at version %d, not %d: %w", clip(m.Thread), v, m.From, thread.ErrConflict)
-		}
-		if !commitExists(m.Head) {
-			return nil, fmt.Errorf("thread %q: head %q: %w", clip(m.Thread), clip(m.Head), thread.ErrNotFound)
-		}
-		version[m.Thread] = m.From + 1
-	}
-	dropped := map[thread.CheckpointKey]bool{}
-	for _, k := range b.DropCheckpoints {
-		if _, ok := snap.threads[k.Thread]; !ok {
-			return nil, fmt.Errorf("thread %q: %w", clip(k.Thread), thread.ErrNotFound)
-		}
-		if _, ok := snap.cps[k]; !ok || dropped[k] {
-			return nil, fmt.Errorf("checkpoint %q of thread %q: %w", clip(k.Name), clip(k.Thread), thread.ErrNotFound)
-		}
-		dropped[k] = true
-	}
-	added := map[thread.CheckpointKey]bool{}
-	for _, cp := range b.Checkpoints {
-		k := thread.CheckpointKey{Thread: cp.Thread, Name: cp.Name}
-		if _, ok := lookup(cp.Thread); !ok {
-			return nil, fmt.Errorf("thread %q: %w", clip(cp.Thread), thread.ErrNotFound)
-		}
-		if cp.Commit == "" || !commitExists(cp.Commit) {
-			return nil, fmt.Errorf("checkpoint %q: commit %q: %w", clip(cp.Name), clip(cp.Commit), thread.ErrNotFound)
-		}
-		_, stored := snap.cps[k]
-		if added[k] || (stored && !dropped[k]) {
-			return nil, fmt.Errorf("checkpoint %q of thread %q exists: %w", clip(cp.Name), clip(cp.Thread), thread.ErrConflict)
-		}
-		added[k] = true
-	}
-	deleted := map[string]bool{}
-	for _, d := range b.Delete {
-		v, ok := lookup(d.Thread)
-		if _, stored := snap.threads[d.Thread]; !ok || !stored || deleted[d.Thread] {
-			return nil, fmt.Errorf("thread %q: %w", clip(d.Thread), thread.ErrNotFound)
-		}
-		if d.Version != 0 && v != d.Version {
-			return nil, fmt.Errorf("thread %q is at version %d, not %d: %w", clip(d.Thread), v, d.Version, thread.ErrConflict)
-		}
-		deleted[d.Thread] = true
-	}
-	return plan(b, snap, newCommits, threadSeq, noIndex)
-}
-
-// plan queues the writes of a checked batch; commit ends them.
-func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq func(string) int64, noIndex bool) (*writes, error) {
+// writes queues the statements of p, in the order store.Plan gives, with
+// the rows named by the seqs f read and took; COMMIT is the caller's. It
+// checks nothing: p is decided. Unless noIndex, the new commits the batch
+// commits for a thread are queued for the search index (schemaV6).
+func (f *facts) writes(p *store.Plan, noIndex bool) (*writes, error) {
+	b := p.Batch
 	w := new(writes)
+	newCommit := make(map[string]int64, len(b.Commits))
+	for i, c := range b.Commits {
+		newCommit[c.ID] = f.newCommitSeqs[i]
+	}
+	newThread := make(map[string]int64, len(b.Create))
+	for i, cr := range b.Create {
+		newThread[cr.Record.ID] = f.newThreadSeqs[i]
+	}
 	commitSeq := func(id string) int64 {
 		if id == "" {
 			return 0
 		}
-		if i, ok := newCommits[id]; ok {
-			return snap.newCommitSeqs[i]
+		if seq, ok := newCommit[id]; ok {
+			return seq
 		}
-		return snap.commits[id]
+		return f.commitSeqs[id]
 	}
-	// References: the new commits' counts start with those the batch makes;
-	// the stored commits' counts go up by theirs.
-	newRefs := make([]int64, len(b.Commits))
-	incr := map[int64]int64{}
-	ref := func(id string) {
-		if id == "" {
-			return
+	threadSeq := func(id string) int64 {
+		if seq, ok := newThread[id]; ok {
+			return seq
 		}
-		if i, ok := newCommits[id]; ok {
-			newRefs[i]++
-			return
-		}
-		incr[snap.commits[id]]++
-	}
-	for _, c := range b.Commits {
-		ref(c.Parent)
-	}
-	var hist struct {
-		thread, version, commit []int64
-		op                      []string
-		at                      []time.Time
-	}
-	addEntry := func(threadSeq int64, e thread.HistoryEntry) {
-		hist.thread = append(hist.thread, threadSeq)
-		hist.version = append(hist.version, e.Version)
-		hist.commit = append(hist.commit, commitSeq(e.Commit))
-		hist.op = append(hist.op, string(e.Op))
-		hist.at = append(hist.at, e.Time)
-		ref(e.Commit)
-	}
-	for i, cr := range b.Create {
-		seq := snap.newThreadSeqs[i]
-		if len(cr.History) == 0 {
-			addEntry(seq, thread.HistoryEntry{Version: 1, Commit: cr.Record.Head, Op: cr.Op, Time: cr.Record.CreatedAt})
-		}
-		for _, e := range cr.History {
-			addEntry(seq, e)
-		}
-	}
-	for _, m := range b.Moves {
-		addEntry(threadSeq(m.Thread), thread.HistoryEntry{Version: m.From + 1, Commit: m.Head, Op: m.Op, Time: m.Time})
-	}
-	for _, cp := range b.Checkpoints {
-		ref(cp.Commit)
+		return f.threadSeqs[id]
 	}
 
-	// 1. The new commits.
+	// 1. The new commits, with the references the batch makes to them.
 	if n := len(b.Commits); n > 0 {
 		var (
 			ids, ops, stateFrom []string
@@ -607,7 +437,7 @@ func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq 
 			SELECT s, i, nullif(p, 0), d, r, o, a, f, m, st, md
 			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[],
 				$7::timestamptz[], $8::text[], $9::bytea[], $10::bytea[], $11::bytea[]) AS u(s, i, p, d, r, o, a, f, m, st, md)`,
-			snap.newCommitSeqs, ids, parents, depths, newRefs, ops, ats, stateFrom, msgs, states, metas)
+			f.newCommitSeqs, ids, parents, depths, p.NewRefs, ops, ats, stateFrom, msgs, states, metas)
 		// Their pending rows, for the search index (schemaV6), under the
 		// threads the batch commits them for.
 		if !noIndex {
@@ -615,7 +445,7 @@ func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq 
 			owners := b.CommitThreads()
 			for i, c := range b.Commits {
 				if key, ok := owners[c.ID]; ok && hasWords(c.Messages) {
-					pend.commits = append(pend.commits, snap.newCommitSeqs[i])
+					pend.commits = append(pend.commits, f.newCommitSeqs[i])
 					pend.threads = append(pend.threads, key)
 				}
 			}
@@ -623,24 +453,39 @@ func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq 
 		}
 	}
 	// 2. The references to stored commits.
-	if len(incr) > 0 {
-		seqs := make([]int64, 0, len(incr))
-		ns := make([]int64, 0, len(incr))
-		for seq, n := range incr {
-			seqs, ns = append(seqs, seq), append(ns, n)
+	if len(p.Refs) > 0 {
+		seqs := make([]int64, 0, len(p.Refs))
+		ns := make([]int64, 0, len(p.Refs))
+		for _, r := range p.Refs {
+			seqs, ns = append(seqs, commitSeq(r.Commit)), append(ns, r.N)
 		}
 		w.q.Queue(`UPDATE loom_commits c SET refs = c.refs + u.n FROM unnest($1::bigint[], $2::bigint[]) AS u(s, n) WHERE c.seq = u.s`, seqs, ns)
 	}
-	// 3. New threads.
+	var hist struct {
+		thread, version, commit []int64
+		op                      []string
+		at                      []time.Time
+	}
+	addEntry := func(threadSeq int64, e thread.HistoryEntry) {
+		hist.thread = append(hist.thread, threadSeq)
+		hist.version = append(hist.version, e.Version)
+		hist.commit = append(hist.commit, commitSeq(e.Commit))
+		hist.op = append(hist.op, string(e.Op))
+		hist.at = append(hist.at, e.Time)
+	}
+	// 3. New threads, with their history.
 	for i, cr := range b.Create {
 		r := cr.Record
 		w.q.Queue(`INSERT INTO loom_threads (seq, id, tenant, kind, title, labels, head, version, created_at, updated_at,
 				forked_thread, forked_commit, forked_message)
 			VALUES ($1, $2, $3, $4, $5, $6::jsonb, nullif($7, 0), $8, $9, $10, $11, $12, $13)`,
-			snap.newThreadSeqs[i], r.ID, r.Tenant, string(r.Kind), r.Title, encodeLabels(r.Labels), commitSeq(r.Head), r.Version,
+			f.newThreadSeqs[i], r.ID, r.Tenant, string(r.Kind), r.Title, encodeLabels(r.Labels), commitSeq(r.Head), r.Version,
 			r.CreatedAt, r.UpdatedAt, r.ForkedFrom.Thread, r.ForkedFrom.Commit, r.ForkedFrom.Message)
+		for _, e := range cr.Entries() {
+			addEntry(f.newThreadSeqs[i], e)
+		}
 	}
-	// 4. Moves.
+	// 4. Moves, with their history entries.
 	for _, m := range b.Moves {
 		var title, labels *string
 		if m.Title != nil {
@@ -654,21 +499,21 @@ func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq 
 				kind = coalesce(nullif($4, ''), kind), title = coalesce($5, title), labels = coalesce($6::jsonb, labels)
 			WHERE seq = $1`,
 			threadSeq(m.Thread), commitSeq(m.Head), m.Time, string(m.Kind), title, labels)
+		addEntry(threadSeq(m.Thread), m.Entry())
 	}
-	// 5. History entries.
 	if len(hist.thread) > 0 {
 		w.q.Queue(`INSERT INTO loom_history (thread, version, commit_seq, op, at)
 			SELECT t, v, nullif(c, 0), o, a FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[]) AS u(t, v, c, o, a)`,
 			hist.thread, hist.version, hist.commit, hist.op, hist.at)
 	}
-	// 6. Dropped checkpoints, then 7. new ones.
+	// 5. Dropped checkpoints, then 6. new ones.
 	var unref []int64
 	if len(b.DropCheckpoints) > 0 {
 		var threads []int64
 		var names []string
-		for _, k := range b.DropCheckpoints {
+		for i, k := range b.DropCheckpoints {
 			threads, names = append(threads, threadSeq(k.Thread)), append(names, k.Name)
-			unref = append(unref, snap.cps[k])
+			unref = append(unref, commitSeq(p.DropCommits[i]))
 		}
 		w.q.Queue(`DELETE FROM loom_checkpoints k USING unnest($1::bigint[], $2::text[]) AS u(t, n) WHERE k.thread = u.t AND k.name = u.n`, threads, names)
 	}
@@ -689,8 +534,9 @@ func plan(b *thread.Batch, snap *snapshot, newCommits map[string]int, threadSeq 
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[])`,
 			threads, names, commits, versions, ats)
 	}
-	// 8. References dropped with the checkpoints, after every new one was
-	// counted; 9. deletions.
+	// The references the dropped checkpoints held go after every new one
+	// was counted; 7. deletions, and 8. the commits they free
+	// (loom_unref, loom_delete_threads).
 	if len(unref) > 0 {
 		w.q.Queue(`SELECT loom_unref($1::bigint[])`, unref)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // schemaV3 adds loom_append, the write of the most common batch — one new
@@ -54,8 +55,8 @@ END
 $$;
 `
 
-// fastAppend reports whether b is one new commit and the move of a stored
-// thread to it, with nothing else: what loom_append writes.
+// fastAppend reports whether b is one new commit and the move of a thread
+// to it, with nothing else: the shape loom_append writes.
 func fastAppend(b *thread.Batch) bool {
 	if len(b.Commits) != 1 || len(b.Moves) != 1 || len(b.Create)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) != 0 {
 		return false
@@ -64,11 +65,53 @@ func fastAppend(b *thread.Batch) bool {
 	return c != nil && m.Head == c.ID && m.Kind == "" && m.Title == nil && m.Labels == nil
 }
 
-// queueAppend queues loom_append for b (fastAppend's shape) on q, with
+// appendFacts are the facts an append of fastAppend's shape is planned on
+// before anything is read: its thread at version (0: not stored), its
+// parent stored and its commit not. loom_append writes the plan only if
+// the first two hold, and the commit's unique key fails it if the third
+// does not; what it finds instead is then the planner's to judge.
+func appendFacts(b *thread.Batch, version int64) *store.MapFacts {
+	c, m := b.Commits[0], b.Moves[0]
+	f := &store.MapFacts{Threads: map[string]store.ThreadFact{}, Commits: map[string]bool{c.Parent: c.Parent != ""}}
+	if version > 0 {
+		f.Threads[m.Thread] = store.ThreadFact{Version: version}
+	}
+	return f
+}
+
+// planAppend plans b, of fastAppend's shape, on the facts it assumes
+// (appendFacts, the thread at the version its move comes from), and
+// reports whether loom_append writes that plan: the references it adds
+// are to the parent only. Otherwise the batch takes Apply's general path.
+func planAppend(ctx context.Context, b *thread.Batch) (*store.Plan, bool, error) {
+	p, err := store.PlanBatch(ctx, appendFacts(b, b.Moves[0].From), b)
+	if err != nil {
+		return nil, false, err
+	}
+	c := b.Commits[0]
+	for _, r := range p.Refs {
+		if r.Commit != c.Parent {
+			return p, false, nil
+		}
+	}
+	return p, true, nil
+}
+
+// parentRefs returns the references p adds to the parent of its commit.
+func parentRefs(p *store.Plan) int64 {
+	var n int64
+	for _, r := range p.Refs {
+		n += r.N
+	}
+	return n
+}
+
+// queueAppend queues loom_append for p (planAppend's) on q, with
 // lockWait its lock_timeout (nil: the transaction's stays). It writes the
-// commit's pending row for the search index (schemaV6) unless noIndex. Its
-// notifications are queued after the commit (Store.notify).
-func queueAppend(q *pgx.Batch, b *thread.Batch, noIndex bool, lockWait *string) error {
+// commit's pending row for the search index (schemaV6) unless noIndex.
+// Its notifications are queued after the commit (Store.notify).
+func queueAppend(q *pgx.Batch, p *store.Plan, noIndex bool, lockWait *string) error {
+	b := p.Batch
 	c, m := b.Commits[0], b.Moves[0]
 	msgs, err := encodeMessages(c.Messages)
 	if err != nil {
@@ -82,61 +125,68 @@ func queueAppend(q *pgx.Batch, b *thread.Batch, noIndex bool, lockWait *string) 
 	if err != nil {
 		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
 	}
-	q.Queue(`SELECT loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::boolean, $15::text)`,
-		m.Thread, m.From, c.ID, c.Parent, c.Depth, string(c.Op), c.Time, c.StateFrom, msgs, state, meta, string(m.Op), m.Time,
-		!noIndex && hasWords(c.Messages), lockWait)
+	e := m.Entry()
+	q.Queue(`SELECT loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::boolean, $18::text)`,
+		m.Thread, m.From, c.ID, c.Parent, c.Depth, string(c.Op), c.Time, c.StateFrom, msgs, state, meta, string(e.Op), e.Time,
+		e.Version, p.NewRefs[0], parentRefs(p), !noIndex && hasWords(c.Messages), lockWait)
 	return nil
 }
 
-// appendResult turns loom_append's answer, or its error, into Apply's
-// error.
-func appendResult(b *thread.Batch, res string, err error) error {
-	m, c := b.Moves[0], b.Commits[0]
+// appendResult reads what loom_append answered (err, or the thread's
+// version when the facts its plan assumed did not hold). done is false
+// when the batch must take Apply's general path: the facts were not as
+// assumed and the planner, told what loom_append found, did not fail the
+// batch.
+func appendResult(ctx context.Context, b *thread.Batch, version *int64, err error) (done bool, _ error) {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == codeNoParent {
-		return fmt.Errorf("commit %q: parent %q: %w", clip(c.ID), clip(c.Parent), thread.ErrNotFound)
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return true, err
 	}
-	switch res {
-	case "ok":
-		return nil
-	case "no thread":
-		return fmt.Errorf("thread %q: %w", clip(m.Thread), thread.ErrNotFound)
-	case "stale":
-		return fmt.Errorf("thread %q is not at version %d: %w", clip(m.Thread), m.From, thread.ErrConflict)
+	if version == nil {
+		return true, nil
 	}
-	return fmt.Errorf("loom_append answered %q", res)
+	if _, err := store.PlanBatch(ctx, appendFacts(b, *version), b); err != nil {
+		return true, err
+	}
+	return false, nil
 }
 
-// applyAppend runs loom_append for b, one statement in a transaction of
-// its own (which sets its lock_timeout, see queueLockTimeout), then
-// queues the notification of its change (Store.notify) and kicks the
-// fold.
-func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) error {
+// applyAppend applies b, of fastAppend's shape, in one statement and one
+// round trip: it plans b on the facts an append assumes (planAppend), and
+// loom_append writes the plan if they hold, in a transaction of its own
+// (which sets its lock_timeout, see queueLockTimeout). Then it queues the
+// notification of its change (Store.notify) and kicks the fold. done is
+// false when the batch must take the general path (Store.apply).
+func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) (done bool, err error) {
+	p, ok, err := planAppend(ctx, b)
+	if err != nil || !ok {
+		return err != nil, err
+	}
 	var q pgx.Batch
-	if err := queueAppend(&q, b, s.noIndex, s.lockWait()); err != nil {
-		return err
+	if err := queueAppend(&q, p, s.noIndex, s.lockWait()); err != nil {
+		return true, err
 	}
 	pc, err := s.acquire(ctx)
 	if err != nil {
-		return err
+		return true, err
 	}
 	defer pc.Release()
-	var res string
+	var version *int64
 	// Decided is written: a cancel now would leave the caller not knowing.
 	cctx, cancel := s.committing(ctx)
 	defer cancel()
 	br := pc.Conn().SendBatch(cctx, &q)
-	err = br.QueryRow().Scan(&res)
+	err = br.QueryRow().Scan(&version)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err := appendResult(b, res, err); err != nil {
-		return err
+	if done, err := appendResult(ctx, b, version, err); !done || err != nil {
+		return done, err
 	}
 	s.notify(s.notes(b))
 	s.kickFold()
-	return nil
+	return true, nil
 }

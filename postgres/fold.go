@@ -29,14 +29,16 @@ import (
 // its entries, and waits for a fold that holds it.
 //
 // loom_append (a new signature; the old ones stay for the processes of
-// earlier releases while they run) writes the pending row in place of the
-// entries, and is four statements where it was seven: the thread's move,
-// its version compared in the UPDATE's WHERE (a stale append fails
-// without waiting for the row), the parent's count and lock in one
-// UPDATE, the commit with the seq the move took, and the history entry. A
-// missing parent raises LM002, which undoes the move. It sets the
-// transaction's lock_timeout itself, when given one, instead of a
-// statement of its own before it.
+// earlier releases while they run) writes a planned append (see
+// applyAppend) and its pending row, in four statements where it was seven:
+// the thread's move, made only if the thread is at the version the plan
+// assumed (else it writes nothing and answers the thread's version, 0 for
+// none, without waiting for the row); the parent's references, made only
+// if the parent is stored (else it raises LM002, which undoes the move);
+// the commit, with the seq the move took (an id taken is a unique
+// violation); and the history entry. It sets the transaction's
+// lock_timeout itself, when given one, instead of a statement of its own
+// before it. It answers NULL when it wrote.
 const schemaV6 = `
 CREATE TABLE loom_search_pending (
 	commit_seq bigint NOT NULL,
@@ -90,8 +92,8 @@ $$;
 
 CREATE FUNCTION loom_append(t_id text, from_version bigint, c_id text, parent_id text, c_depth bigint, c_op text,
 	c_at timestamptz, c_state_from text, c_messages bytea, c_state bytea, c_metadata bytea, m_op text, m_at timestamptz,
-	pending boolean, lock_wait text)
-RETURNS text LANGUAGE plpgsql AS $$
+	h_version bigint, c_refs bigint, p_refs bigint, pending boolean, lock_wait text)
+RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
 	t_seq bigint;
 	p_seq bigint;
@@ -104,28 +106,25 @@ BEGIN
 		WHERE id = t_id AND version = from_version
 		RETURNING seq, head INTO t_seq, c_seq;
 	IF NOT FOUND THEN
-		IF EXISTS (SELECT 1 FROM loom_threads WHERE id = t_id) THEN
-			RETURN 'stale';
-		END IF;
-		RETURN 'no thread';
+		RETURN coalesce((SELECT version FROM loom_threads WHERE id = t_id), 0);
 	END IF;
 	IF parent_id <> '' THEN
-		UPDATE loom_commits SET refs = refs + 1 WHERE id = parent_id RETURNING seq INTO p_seq;
+		UPDATE loom_commits SET refs = refs + p_refs WHERE id = parent_id RETURNING seq INTO p_seq;
 		IF NOT FOUND THEN
 			RAISE EXCEPTION 'no parent' USING ERRCODE = 'LM002';
 		END IF;
 	END IF;
 	INSERT INTO loom_commits (seq, id, parent, depth, refs, op, at, state_from, messages, state, metadata)
-		VALUES (c_seq, c_id, p_seq, c_depth, 1, c_op, c_at, c_state_from, c_messages, c_state, c_metadata)
+		VALUES (c_seq, c_id, p_seq, c_depth, c_refs, c_op, c_at, c_state_from, c_messages, c_state, c_metadata)
 		ON CONFLICT (id) DO NOTHING RETURNING seq INTO c_seq;
 	IF c_seq IS NULL THEN
 		RAISE EXCEPTION USING ERRCODE = 'unique_violation', MESSAGE = 'commit exists', CONSTRAINT = 'loom_commits_id_key';
 	END IF;
-	INSERT INTO loom_history (thread, version, commit_seq, op, at) VALUES (t_seq, from_version + 1, c_seq, m_op, m_at);
+	INSERT INTO loom_history (thread, version, commit_seq, op, at) VALUES (t_seq, h_version, c_seq, m_op, m_at);
 	IF pending THEN
 		INSERT INTO loom_search_pending (commit_seq, thread) VALUES (c_seq, t_id);
 	END IF;
-	RETURN 'ok';
+	RETURN NULL;
 END
 $$;
 `
