@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"github.com/loomthreads/loom/thread/store"
 	"strings"
 	"sync"
 	"testing"
@@ -195,7 +196,7 @@ func TestManyConcurrentQueuedRunsKeepTheThreadValid(t *testing.T) {
 // driver does (pgx answers a cancelled query with context.Canceled, not
 // with the context's cause).
 type blockingStore struct {
-	thread.Store
+	store.Store
 	armed   chan struct{} // closed: the next Thread read blocks
 	entered chan struct{} // closed when a read has blocked
 	once    sync.Once

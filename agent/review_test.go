@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/loomthreads/loom/thread/store"
 	"os"
 	"os/exec"
 	"strings"
@@ -480,7 +481,7 @@ type hookedStore struct {
 	hook func()
 }
 
-type wrappedStore struct{ thread.Store }
+type wrappedStore struct{ store.Store }
 
 // The run registry keys threads by their store when the store's type is
 // comparable; a comparable type can still hold an uncomparable value, and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"path/filepath"
 	"strings"
@@ -395,7 +396,7 @@ func TestMessageIDNotLoomID(t *testing.T) {
 // hookStore runs hook once, before the first Checkpoints listing after
 // arm is set.
 type hookStore struct {
-	thread.Store
+	store.Store
 	arm  bool
 	hook func()
 }
@@ -447,7 +448,7 @@ func TestPruneRacesPut(t *testing.T) {
 
 // countStore runs hook before the n-th Checkpoints listing.
 type countStore struct {
-	thread.Store
+	store.Store
 	n    int
 	hook func()
 }

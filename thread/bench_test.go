@@ -1,6 +1,7 @@
 package thread_test
 
 import (
+	"github.com/loomthreads/loom/thread/store"
 	"testing"
 
 	"github.com/loomthreads/loom/message"
@@ -9,7 +10,7 @@ import (
 )
 
 func BenchmarkMemoryStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return thread.NewMemoryStore() }, nil)
+	storetest.Bench(b, func(b *testing.B) store.Store { return thread.NewMemoryStore() }, nil)
 }
 
 // BenchmarkTenant measures what a tenant's namespace costs: the same append

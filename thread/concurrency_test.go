@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loomthreads/loom/thread/store"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,7 +119,7 @@ type countingAppender struct {
 	n atomic.Int64
 }
 
-func (c *countingAppender) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
+func (c *countingAppender) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*store.Batch, error)) error {
 	c.n.Add(1)
 	return c.MemoryStore.AppendAt(ctx, id, build)
 }

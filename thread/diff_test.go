@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"maps"
 	"math/rand/v2"
@@ -388,7 +389,7 @@ func TestDiffErrors(t *testing.T) {
 
 // readCounter counts the commits a store yields or returns.
 type readCounter struct {
-	thread.Store
+	store.Store
 	reads int
 }
 

@@ -2,6 +2,7 @@ package thread
 
 import (
 	"context"
+	"github.com/loomthreads/loom/thread/store"
 	"reflect"
 	"sync"
 	"time"
@@ -122,7 +123,7 @@ func (db *DB) Watch(ctx context.Context, fn func(Change)) error {
 		}
 		h.mu.Unlock()
 	}
-	if w, ok := db.raw.(Watcher); ok {
+	if w, ok := db.raw.(store.Watcher); ok {
 		// Starting a watch is a round trip to the store: under a lock of
 		// its own, not the one publish takes.
 		h.starting.Lock()
@@ -189,7 +190,7 @@ func (db *DB) Watch(ctx context.Context, fn func(Change)) error {
 
 // apply applies b to the store, whatever becomes of ctx once the store
 // has it, and then tells this process's listeners.
-func (db *DB) apply(ctx context.Context, b *Batch) error {
+func (db *DB) apply(ctx context.Context, b *store.Batch) error {
 	if err := db.store.Apply(context.WithoutCancel(ctx), b); err != nil {
 		return err
 	}
@@ -199,8 +200,8 @@ func (db *DB) apply(ctx context.Context, b *Batch) error {
 
 // published makes the changes of b heard by this process's listeners,
 // after the store applied it, unless the store publishes its own.
-func (db *DB) published(b *Batch) {
-	if _, ok := db.raw.(Watcher); ok {
+func (db *DB) published(b *store.Batch) {
+	if _, ok := db.raw.(store.Watcher); ok {
 		return
 	}
 	h := db.hub(false)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Group gathers changes to several threads of one DB — commits, restores,
@@ -27,7 +28,7 @@ import (
 // A Group is not safe for concurrent use, and is applied once.
 type Group struct {
 	db      *DB
-	b       Batch
+	b       store.Batch
 	touched map[string]*groupEntry
 	created map[string]bool
 	err     error
@@ -92,7 +93,7 @@ func (g *Group) move(ctx context.Context, t *Thread, op Op, head string, h *Comm
 	if e.move >= 0 || e.deleted {
 		return g.fail(fmt.Errorf("%s %s: the group moves it already: %w", what, t.ID(), ErrInvalid))
 	}
-	mv := Move{Thread: e.rec.ID, From: e.rec.Version, Head: head, Op: op, Time: g.db.clock()}
+	mv := store.Move{Thread: e.rec.ID, From: e.rec.Version, Head: head, Op: op, Time: g.db.clock()}
 	e.move = len(g.b.Moves)
 	g.b.Moves = append(g.b.Moves, mv)
 	e.rec = moved(e.rec, mv)
@@ -294,7 +295,7 @@ func (g *Group) DropCheckpoint(ctx context.Context, t *Thread, name string) erro
 	if e.deleted {
 		return g.fail(fmt.Errorf("drop checkpoint %s of %s: the group deletes it: %w", name, t.ID(), ErrInvalid))
 	}
-	g.b.DropCheckpoints = append(g.b.DropCheckpoints, CheckpointKey{Thread: e.rec.ID, Name: name})
+	g.b.DropCheckpoints = append(g.b.DropCheckpoints, store.CheckpointKey{Thread: e.rec.ID, Name: name})
 	return nil
 }
 
@@ -369,7 +370,7 @@ func (g *Group) Delete(ctx context.Context, t *Thread) error {
 		return g.fail(fmt.Errorf("delete %s: the group changes it: %w", t.ID(), ErrInvalid))
 	}
 	e.deleted = true
-	g.b.Delete = append(g.b.Delete, Deletion{Thread: e.rec.ID, Version: e.rec.Version})
+	g.b.Delete = append(g.b.Delete, store.Deletion{Thread: e.rec.ID, Version: e.rec.Version})
 	return nil
 }
 

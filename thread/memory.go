@@ -3,6 +3,7 @@ package thread
 import (
 	"context"
 	"fmt"
+	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"net/url"
 	"slices"
@@ -14,7 +15,7 @@ import (
 )
 
 func init() {
-	Register("memory", func(ctx context.Context, u *url.URL) (Store, error) {
+	Register("memory", func(ctx context.Context, u *url.URL) (store.Store, error) {
 		return NewMemoryStore(), nil
 	})
 }
@@ -36,7 +37,7 @@ type MemoryStore struct {
 	unsorted bool
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ store.Store = (*MemoryStore)(nil)
 
 // memCommit is immutable after it is published, except refs (guarded by mu).
 type memCommit struct {
@@ -179,7 +180,7 @@ func (s *MemoryStore) Thread(ctx context.Context, id string) (*Record, error) {
 // yields outside it, so the caller may write to the store while iterating.
 func (s *MemoryStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Record, error] {
 	if opts.Order == OrderUpdated {
-		return ListByUpdated(ctx, opts, s.Threads)
+		return store.ListByUpdated(ctx, opts, s.Threads)
 	}
 	return func(yield func(*Record, error) bool) {
 		const page = 256
@@ -251,7 +252,7 @@ func (s *MemoryStore) Forks(ctx context.Context, parent string) iter.Seq2[*Recor
 	}
 }
 
-var _ ForkIndex = (*MemoryStore)(nil)
+var _ store.ForkIndex = (*MemoryStore)(nil)
 
 // History implements Store.
 func (s *MemoryStore) History(ctx context.Context, thread string, opts HistoryOptions) iter.Seq2[HistoryEntry, error] {
@@ -311,7 +312,7 @@ func (s *MemoryStore) Checkpoints(ctx context.Context, thread string) iter.Seq2[
 
 // Apply implements Store: it checks every precondition against the current
 // state plus the batch's own earlier changes, and only then writes.
-func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
+func (s *MemoryStore) Apply(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -322,7 +323,7 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 
 // AppendAt implements Appender: build runs under the store's lock, on the
 // thread's current record and head.
-func (s *MemoryStore) AppendAt(ctx context.Context, id string, build func(r *Record, head *Commit) (*Batch, error)) error {
+func (s *MemoryStore) AppendAt(ctx context.Context, id string, build func(r *Record, head *Commit) (*store.Batch, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -343,12 +344,12 @@ func (s *MemoryStore) AppendAt(ctx context.Context, id string, build func(r *Rec
 	return s.apply(ctx, b)
 }
 
-var _ Appender = (*MemoryStore)(nil)
+var _ store.Appender = (*MemoryStore)(nil)
 
 // apply applies b; the lock is held. The rules are PlanBatch's; the
 // store only answers its questions and writes the plan.
-func (s *MemoryStore) apply(ctx context.Context, b *Batch) error {
-	p, err := PlanBatch(ctx, (*memFacts)(s), b)
+func (s *MemoryStore) apply(ctx context.Context, b *store.Batch) error {
+	p, err := store.PlanBatch(ctx, (*memFacts)(s), b)
 	if err != nil {
 		return err
 	}
@@ -482,4 +483,3 @@ func (s *MemoryStore) unref(id string) {
 		delete(s.commits, mc.c.ID)
 	}
 }
-

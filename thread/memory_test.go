@@ -1,6 +1,7 @@
 package thread_test
 
 import (
+	"github.com/loomthreads/loom/thread/store"
 	"testing"
 
 	"github.com/loomthreads/loom/thread"
@@ -8,5 +9,5 @@ import (
 )
 
 func TestMemoryStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) thread.Store { return thread.NewMemoryStore() }, nil)
+	storetest.Run(t, func(t *testing.T) store.Store { return thread.NewMemoryStore() }, nil)
 }

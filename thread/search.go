@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"slices"
 	"strconv"
@@ -14,11 +15,10 @@ import (
 	"github.com/loomthreads/loom/message"
 )
 
-
 // searchWords returns the distinct words of a query, or ErrInvalid.
 func searchWords(q string) ([]string, error) {
 	var words []string
-	for _, w := range SearchTokens(q) {
+	for _, w := range store.SearchTokens(q) {
 		if !slices.Contains(words, w) {
 			words = append(words, w)
 		}
@@ -100,9 +100,9 @@ func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 	case limit == 0:
 		limit = 20
 	}
-	opts := SearchOptions{Tenant: db.tenant, Words: words, Before: q.Before, Limit: limit}
-	var entries iter.Seq2[SearchEntry, error]
-	if s, ok := db.raw.(Searcher); ok {
+	opts := store.SearchOptions{Tenant: db.tenant, Words: words, Before: q.Before, Limit: limit}
+	var entries iter.Seq2[store.SearchEntry, error]
+	if s, ok := db.raw.(store.Searcher); ok {
 		entries = s.Search(ctx, opts)
 	} else {
 		entries = scanSearch(ctx, db.raw, opts)
@@ -128,7 +128,7 @@ func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 		m := c.Messages[e.Index]
 		hits = append(hits, SearchHit{
 			Thread: id, Commit: e.Commit, Index: e.Index, Message: m,
-			Snippet: snippet(SearchText(m), words), Time: c.Time, Cursor: e.Cursor,
+			Snippet: snippet(store.SearchText(m), words), Time: c.Time, Cursor: e.Cursor,
 		})
 	}
 	if q.Versions {
@@ -177,10 +177,10 @@ func snippet(text string, words []string) string {
 // commit that a thread of the tenant reaches through its history and
 // checkpoints, keeping the newest matches past the cursor, a page's worth
 // at a time. Its cursor is "time.commit.index" of the last hit.
-func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[SearchEntry, error] {
-	return func(yield func(SearchEntry, error) bool) {
+func scanSearch(ctx context.Context, s store.Store, opts store.SearchOptions) iter.Seq2[store.SearchEntry, error] {
+	return func(yield func(store.SearchEntry, error) bool) {
 		type found struct {
-			e    SearchEntry
+			e    store.SearchEntry
 			time time.Time
 		}
 		// Newest first; within a commit, its last message first.
@@ -212,7 +212,7 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 				}
 			}
 			if len(parts) != 3 || err != nil {
-				yield(SearchEntry{}, fmt.Errorf("%w: search cursor %q", ErrInvalid, opts.Before))
+				yield(store.SearchEntry{}, fmt.Errorf("%w: search cursor %q", ErrInvalid, opts.Before))
 				return
 			}
 			afterTime, afterCommit = time.UnixMicro(us).UTC(), parts[1]
@@ -242,8 +242,8 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 				}
 				seen[c.ID] = true
 				for i, m := range c.Messages {
-					if holdsAll(SearchTokens(SearchText(m)), opts.Words) {
-						keep(found{SearchEntry{Thread: thread, Commit: c.ID, Index: i}, c.Time})
+					if holdsAll(store.SearchTokens(store.SearchText(m)), opts.Words) {
+						keep(found{store.SearchEntry{Thread: thread, Commit: c.ID, Index: i}, c.Time})
 					}
 				}
 			}
@@ -251,7 +251,7 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 		}
 		for r, err := range s.Threads(ctx, ListOptions{Tenant: opts.Tenant}) {
 			if err != nil {
-				yield(SearchEntry{}, err)
+				yield(store.SearchEntry{}, err)
 				return
 			}
 			for h, err := range s.History(ctx, r.ID, HistoryOptions{}) {
@@ -259,7 +259,7 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 					err = walk(r.ID, h.Commit)
 				}
 				if err != nil && !errors.Is(err, ErrNotFound) {
-					yield(SearchEntry{}, err)
+					yield(store.SearchEntry{}, err)
 					return
 				}
 			}
@@ -268,7 +268,7 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 					err = walk(r.ID, cp.Commit)
 				}
 				if err != nil && !errors.Is(err, ErrNotFound) {
-					yield(SearchEntry{}, err)
+					yield(store.SearchEntry{}, err)
 					return
 				}
 			}

@@ -10,4 +10,3 @@ func keeps(i Internal) func(*Record) bool {
 	}
 	return nil
 }
-

@@ -2,6 +2,7 @@ package thread
 
 import (
 	"context"
+	"github.com/loomthreads/loom/thread/store"
 	"reflect"
 	"strings"
 
@@ -35,7 +36,7 @@ type tracer struct {
 
 // storeName names a store for its spans: the last element of its type's
 // package path, "memory" for this package's MemoryStore.
-func storeName(s Store) string {
+func storeName(s store.Store) string {
 	t := reflect.TypeOf(s)
 	if t == nil {
 		return ""

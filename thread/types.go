@@ -23,4 +23,3 @@ func cloneState(s map[string]json.RawMessage) map[string]json.RawMessage {
 	}
 	return out
 }
-

@@ -8,6 +8,7 @@ package migratetest
 import (
 	"encoding/json"
 	"errors"
+	"github.com/loomthreads/loom/thread/store"
 	"slices"
 	"testing"
 
@@ -72,7 +73,7 @@ func list(tb testing.TB, db *thread.DB) []string {
 
 // Check checks that s holds what the release's generator wrote, each
 // tenant's threads in its own namespace, and that the namespaces work.
-func Check(tb testing.TB, s thread.Store, opts Options) {
+func Check(tb testing.TB, s store.Store, opts Options) {
 	tb.Helper()
 	ctx := tb.Context()
 	db := thread.New(s, nil)

@@ -185,8 +185,8 @@ func TestPlanCountsReferences(t *testing.T) {
 	now := time.Unix(1, 0).UTC()
 	b := &store.Batch{
 		Commits: []*store.Commit{{ID: "n1", Parent: "old"}, {ID: "n2", Parent: "n1"}},
-		Create: []store.Creation{{Record: &store.Record{ID: "u", Head: "n1", Version: 1, CreatedAt: now, UpdatedAt: now}, Op: store.OpFork}},
-		Moves:  []store.Move{{Thread: "t", From: 3, Head: "n2"}, {Thread: "t", From: 4, Head: "old"}},
+		Create:  []store.Creation{{Record: &store.Record{ID: "u", Head: "n1", Version: 1, CreatedAt: now, UpdatedAt: now}, Op: store.OpFork}},
+		Moves:   []store.Move{{Thread: "t", From: 3, Head: "n2"}, {Thread: "t", From: 4, Head: "old"}},
 		// Replacing a checkpoint: the new one counts before the old one goes.
 		DropCheckpoints: []store.CheckpointKey{{Thread: "t", Name: "keep"}},
 		Checkpoints:     []store.Checkpoint{{Thread: "t", Name: "keep", Commit: "base"}, {Thread: "u", Name: "x", Commit: "n2"}},
