@@ -3,9 +3,12 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/thread"
@@ -86,6 +89,45 @@ func BenchmarkListByUpdated(b *testing.B) {
 		}
 		if n != 51 {
 			b.Fatalf("%d threads", n)
+		}
+	}
+}
+
+// TestLabelPageUsesIndex: on 10,000 threads, a page of a label, from the
+// start or after a cursor, with one label or two, walks loom_labels in id
+// order and looks each record up: no sort, no scan of the threads.
+func TestLabelPageUsesIndex(t *testing.T) {
+	s := open(t, testserver.Postgres(t), nil)
+	seedThreads(t, s, 10_000)
+	ctx := t.Context()
+	if _, err := s.pool.Exec(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	for _, labels := range []map[string]string{
+		{thread.LabelOwner: "worklog"},
+		{thread.LabelOwner: "worklog", "other": "x"},
+	} {
+		first, paged, args, cursor := listSQL(thread.ListOptions{Labels: labels})
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{first, append(slices.Clone(args), 50)},
+			{paged, append(append(slices.Clone(args), cursor(&thread.Record{ID: "th_005000"})...), 50)},
+		} {
+			rows, err := s.pool.Query(ctx, "EXPLAIN "+q.sql, q.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := strings.Join(plan, "\n")
+			if !strings.Contains(p, "loom_labels_pkey") || strings.Contains(p, "Sort") || strings.Contains(p, "Seq Scan on loom_threads") ||
+				strings.Contains(p, "Seq Scan on loom_labels") || strings.Contains(p, "Merge Join") || strings.Contains(p, "Hash") {
+				t.Errorf("plan of %s:\n%s", q.sql, p)
+			}
 		}
 	}
 }

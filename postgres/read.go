@@ -270,8 +270,9 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 const threadPage = 256
 
 // Threads implements thread.Store: pages of records in id order (or by
-// update time, from loom_threads_updated), filtered by the server (the
-// labels with a GIN index).
+// update time, from loom_threads_updated), filtered by the server: a
+// tenant's listing by label in id order walks that label's entries in
+// loom_labels (schemaV7), others filter the labels with a GIN index.
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
 		ok := validText(opts.Tenant) && validText(string(opts.Kind)) && validText(opts.After)
@@ -336,14 +337,39 @@ func listSQL(opts thread.ListOptions) (fromStart, afterCursor string, args []any
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	if !opts.AllTenants {
+	// A tenant's threads of a label, in id order, are a walk of that
+	// label's entries in loom_labels (schemaV7), joined to their records:
+	// a page costs its rows, not a scan past the threads without it.
+	// The other labels indexed are looked up there too, and only the
+	// labels it does not hold are filtered on the record (where the
+	// planner would otherwise take the GIN index and sort).
+	from, idCol := "loom_threads t", "t.id"
+	labels := opts.Labels
+	if k, v, ok := labelIndexed(labels); ok && !opts.AllTenants && opts.Order != thread.OrderUpdated {
+		// OFFSET 0 keeps the record a lookup of each entry: a merge join
+		// would walk the threads' id index from its start.
+		from, idCol = "loom_labels l CROSS JOIN LATERAL (SELECT * FROM loom_threads WHERE id = l.thread OFFSET 0) t", "l.thread"
+		where = append(where, "l.tenant = "+arg(opts.Tenant), "l.key = "+arg(k), "l.value = "+arg(v))
+		rest := map[string]string{}
+		for k2, v2 := range labels {
+			switch {
+			case k2 == k:
+			case len(k2)+len(v2) <= maxIndexedLabel:
+				where = append(where, "EXISTS (SELECT 1 FROM loom_labels l2 WHERE l2.tenant = l.tenant AND l2.key = "+arg(k2)+
+					" AND l2.value = "+arg(v2)+" AND l2.thread = l.thread)")
+			default:
+				rest[k2] = v2
+			}
+		}
+		labels = rest
+	} else if !opts.AllTenants {
 		where = append(where, "t.tenant = "+arg(opts.Tenant))
 	}
 	if opts.Kind != "" {
 		where = append(where, "t.kind = "+arg(string(opts.Kind)))
 	}
-	if len(opts.Labels) > 0 {
-		where = append(where, "t.labels @> "+arg(encodeLabels(opts.Labels))+"::jsonb")
+	if len(labels) > 0 {
+		where = append(where, "t.labels @> "+arg(encodeLabels(labels))+"::jsonb")
 	}
 	order, cmp := "ASC", ">"
 	if opts.Desc {
@@ -354,7 +380,7 @@ func listSQL(opts thread.ListOptions) (fromStart, afterCursor string, args []any
 	// seeks the index to the cursor). The page size is the last
 	// argument.
 	n0 := len(args)
-	orderBy := "t.id " + order
+	orderBy := idCol + " " + order
 	cursorArgs = func(r *thread.Record) []any { return []any{r.ID} }
 	if opts.Order == thread.OrderUpdated {
 		// loom_threads_updated gives the order; the row comparison
@@ -369,7 +395,7 @@ func listSQL(opts thread.ListOptions) (fromStart, afterCursor string, args []any
 			w = append(slices.Clone(where), fmt.Sprintf("(t.updated_at, t.id) < ($%d, $%d)", n0+1, n0+2))
 			limit = fmt.Sprintf("$%d", n0+3)
 		} else if cursor {
-			w = append(slices.Clone(where), fmt.Sprintf("t.id %s $%d", cmp, n0+1))
+			w = append(slices.Clone(where), fmt.Sprintf("%s %s $%d", idCol, cmp, n0+1))
 			limit = fmt.Sprintf("$%d", n0+2)
 		}
 		cond := "true"
@@ -377,7 +403,7 @@ func listSQL(opts thread.ListOptions) (fromStart, afterCursor string, args []any
 			cond = strings.Join(w, " AND ")
 		}
 		return `SELECT ` + recordCols + `
-			FROM loom_threads t LEFT JOIN loom_commits h ON h.seq = t.head
+			FROM ` + from + ` LEFT JOIN loom_commits h ON h.seq = t.head
 			WHERE ` + cond + `
 			ORDER BY ` + orderBy + ` LIMIT ` + limit
 	}

@@ -29,6 +29,7 @@ var migrations = []migration{
 	{4, schemaV4, backfillSearch},
 	{5, schemaV5, nil},
 	{6, schemaV6, nil},
+	{7, schemaV7, nil},
 }
 
 // schemaV5 indexes threads by their last update, for listings most
