@@ -70,9 +70,16 @@
 // deleting a thread frees the commits that nothing else reaches.
 //
 // The store is a thread.Searcher: schema 4 adds loom_search, a tsvector of
-// each message's words (thread.SearchTokens) under a GIN index, written in
-// the transaction of the commit and dropped with it, and indexes what an
-// older database kept when Open migrates it. It is a thread.Watcher too:
+// each message's words (thread.SearchTokens) under a GIN index, dropped
+// with its commit, and indexes what an older database kept when Open
+// migrates it. Since schema 6 a commit's transaction only queues it
+// (loom_search_pending); a background fold of the Store indexes what is
+// queued shortly after, many commits at a time, and a search folds what
+// is left before it reads, so that it finds everything committed before
+// it. Batches are planned by package store (store.PlanBatch): the store
+// reads the facts a batch needs under its locks and writes the plan.
+// Schema 7 indexes forks (Forks, Descendants) and labels (loom_labels), so
+// that a family and a page of a label cost their own rows. It is a thread.Watcher too:
 // every batch, once it committed, notifies its changes on the channel
 // loom_changes, and Store.Watch listens, so that a DB's watchers hear what
 // every process writes, each thread's changes in the order of its

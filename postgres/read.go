@@ -272,7 +272,8 @@ const threadPage = 256
 // Threads implements thread.Store: pages of records in id order (or by
 // update time, from loom_threads_updated), filtered by the server: a
 // tenant's listing by label in id order walks that label's entries in
-// loom_labels (schemaV7), others filter the labels with a GIN index.
+// loom_labels (schemaV7); the others filter the labels of the records they
+// walk.
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
 		ok := validText(opts.Tenant) && validText(string(opts.Kind)) && validText(opts.After)
@@ -341,8 +342,7 @@ func listSQL(opts thread.ListOptions) (fromStart, afterCursor string, args []any
 	// label's entries in loom_labels (schemaV7), joined to their records:
 	// a page costs its rows, not a scan past the threads without it.
 	// The other labels indexed are looked up there too, and only the
-	// labels it does not hold are filtered on the record (where the
-	// planner would otherwise take the GIN index and sort).
+	// labels it does not hold are filtered on the record.
 	from, idCol := "loom_threads t", "t.id"
 	labels := opts.Labels
 	if k, v, ok := labelIndexed(labels); ok && !opts.AllTenants && opts.Order != thread.OrderUpdated {
