@@ -131,3 +131,54 @@ func TestLabelPageUsesIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestDescendants: a family walked down in one query, its forks' forks
+// included, other threads and the root left out.
+func TestDescendants(t *testing.T) {
+	s := open(t, testserver.Postgres(t), nil)
+	ctx := t.Context()
+	db := thread.New(s, nil).WithTenant("acme")
+	root, err := db.Create(ctx, thread.CreateOptions{ID: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := func(from *thread.Thread, id string) *thread.Thread {
+		f, err := from.Fork(ctx, thread.ForkOptions{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f1 := fork(root, "f1")
+	fork(root, "f2")
+	fork(fork(f1, "g1"), "h1")
+	if _, err := db.Create(ctx, thread.CreateOptions{ID: "lone"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for r, err := range s.Descendants(ctx, "acme/root") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r.ID)
+	}
+	slices.Sort(got)
+	if want := []string{"acme/f1", "acme/f2", "acme/g1", "acme/h1"}; !slices.Equal(got, want) {
+		t.Errorf("descendants of root = %v, want %v", got, want)
+	}
+	for range s.Descendants(ctx, "acme/lone") {
+		t.Error("lone has descendants")
+	}
+}
+
+// TestMigrateLabels: the migration to schema 7 indexes the labels of the
+// threads a database holds.
+func TestMigrateLabels(t *testing.T) {
+	s := open(t, restoreFixture(t), nil)
+	var labels, indexed int
+	err := s.pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM loom_threads t, jsonb_each_text(t.labels)),
+		(SELECT count(*) FROM loom_labels)`).Scan(&labels, &indexed)
+	if err != nil || labels == 0 || indexed != labels {
+		t.Errorf("%d labels, %d indexed (%v)", labels, indexed, err)
+	}
+}
