@@ -3,11 +3,11 @@ package thread
 import (
 	"context"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"strings"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Key returns the key under which a store keeps the thread id of tenant:
