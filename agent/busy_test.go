@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"errors"
-	"github.com/loomthreads/loom/thread/store"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // slowFirst returns a client whose first response waits until release is

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/loomthreads/loom/thread/store"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // payTool is a tool that needs approval and counts its runs.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // One handle shared by writers, readers, forkers and checkpointers: the race

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"slices"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // CopyOptions choose what Copy copies and how it reports.

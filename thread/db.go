@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"io"
 	"iter"
 	"time"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 	"go.opentelemetry.io/otel/trace"
 )
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"maps"
 	"math/rand/v2"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // diffText writes a diff in a line a table can hold: "shared=N" then each

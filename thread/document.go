@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"io"
 	"math"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/internal/jsonguard"
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // DocumentFormat is the format version written in every portable document.

@@ -2,10 +2,11 @@ package thread
 
 import (
 	"context"
-	"github.com/loomthreads/loom/thread/store"
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // feedBuffer is how many changes a listener may fall behind by before it

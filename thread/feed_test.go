@@ -2,12 +2,12 @@ package thread
 
 import (
 	"context"
-	"github.com/loomthreads/loom/thread/store"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // TestWatchGap checks that a listener that falls behind is told so by a

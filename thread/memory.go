@@ -3,7 +3,6 @@ package thread
 import (
 	"context"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"net/url"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func init() {

@@ -1,10 +1,10 @@
 package thread_test
 
 import (
-	"github.com/loomthreads/loom/thread/store"
 	"testing"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 

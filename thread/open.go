@@ -3,11 +3,12 @@ package thread
 import (
 	"context"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // OpenFunc opens a store from its URL. Backends register one per scheme.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // searchWords returns the distinct words of a query, or ErrInvalid.

@@ -3,7 +3,6 @@ package thread
 import (
 	"context"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func TestSearchTokens(t *testing.T) {

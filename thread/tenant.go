@@ -3,11 +3,11 @@ package thread
 import (
 	"context"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"strings"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Key returns the key under which a store keeps the thread id of tenant:
@@ -250,24 +250,51 @@ func forkIndex(s store.Store) store.ForkIndex {
 	return fi
 }
 
+// descendantIndex returns s's DescendantIndex, seen through a tenant's
+// keys when s is scoped to one, or nil.
+func descendantIndex(s store.Store) store.DescendantIndex {
+	if ts, ok := s.(*tenantStore); ok {
+		if di, ok := ts.Store.(store.DescendantIndex); ok {
+			return tenantDescendants{ts, di}
+		}
+		return nil
+	}
+	di, _ := s.(store.DescendantIndex)
+	return di
+}
+
+type tenantDescendants struct {
+	s  *tenantStore
+	di store.DescendantIndex
+}
+
+func (t tenantDescendants) Descendants(ctx context.Context, root string) iter.Seq2[*Record, error] {
+	return t.s.scoped(t.di.Descendants(ctx, t.s.key(root)))
+}
+
+// scoped yields the records of recs that are the tenant's, as it sees them.
+func (s *tenantStore) scoped(recs iter.Seq2[*Record, error]) iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) {
+		for r, err := range recs {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !strings.HasPrefix(r.ID, s.prefix) {
+				continue // another tenant's: never this one's
+			}
+			if !yield(s.out(r), nil) {
+				return
+			}
+		}
+	}
+}
+
 type tenantForks struct {
 	s  *tenantStore
 	fi store.ForkIndex
 }
 
 func (t tenantForks) Forks(ctx context.Context, parent string) iter.Seq2[*Record, error] {
-	return func(yield func(*Record, error) bool) {
-		for r, err := range t.fi.Forks(ctx, t.s.key(parent)) {
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if !strings.HasPrefix(r.ID, t.s.prefix) {
-				continue // another tenant's fork: never this one's
-			}
-			if !yield(t.s.out(r), nil) {
-				return
-			}
-		}
-	}
+	return t.s.scoped(t.fi.Forks(ctx, t.s.key(parent)))
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"iter"
 	"math/rand/v2"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Thread is a handle on one thread as of a version, like a checkout: reads

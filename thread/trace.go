@@ -2,13 +2,14 @@ package thread
 
 import (
 	"context"
-	"github.com/loomthreads/loom/thread/store"
 	"reflect"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // The attributes of the spans of a DB (see Options.TracerProvider).

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"io"
 	"iter"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // ExportCommand writes a thread's portable document.

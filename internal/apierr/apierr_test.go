@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/worklog"
 )
 

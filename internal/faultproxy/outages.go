@@ -2,13 +2,13 @@ package faultproxy
 
 import (
 	"errors"
-	"github.com/loomthreads/loom/thread/store"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Outages is a store's test under network faults: s reaches its server

@@ -8,12 +8,12 @@ package migratetest
 import (
 	"encoding/json"
 	"errors"
-	"github.com/loomthreads/loom/thread/store"
 	"slices"
 	"testing"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/worklog"
 )
 

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"io"
 	"net"
 	"net/url"
@@ -18,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // The deadlines of a store when neither its Options nor its URL set them:

@@ -3,13 +3,13 @@ package sessionrec
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/loomthreads/loom/thread/store"
 	"time"
 	"unicode/utf8"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Legacy is a row of the session tables that the stores kept for package

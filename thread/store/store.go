@@ -94,6 +94,15 @@ type ForkIndex interface {
 	Forks(ctx context.Context, parent string) iter.Seq2[*Record, error]
 }
 
+// DescendantIndex is an optional upgrade of a ForkIndex for stores that
+// answer over a network: Descendants yields, in any order, every thread
+// forked from root or from any thread it yields (following
+// ForkedFrom.Thread down from root; a deleted thread ends its branch), in
+// one call rather than one per member. DB.Family prefers it.
+type DescendantIndex interface {
+	Descendants(ctx context.Context, root string) iter.Seq2[*Record, error]
+}
+
 // Batch is a set of changes that a store applies atomically, in the order of
 // its fields: commits, creations, moves, dropped checkpoints, new
 // checkpoints, deletions. Every
