@@ -12,7 +12,10 @@ import (
 	"github.com/loomthreads/loom/thread/store"
 )
 
-var _ store.ForkIndex = (*Store)(nil)
+var (
+	_ store.ForkIndex       = (*Store)(nil)
+	_ store.DescendantIndex = (*Store)(nil)
+)
 
 // schemaV7 indexes threads by the thread they were forked from
 // (loom_threads_forked, of forks only: an append to another thread writes
@@ -75,25 +78,19 @@ INSERT INTO loom_labels (tenant, key, value, thread)
 SELECT t.tenant, e.key, e.value, t.id FROM loom_threads t, jsonb_each_text(t.labels) e
 WHERE octet_length(e.key) + octet_length(e.value) <= 512;
 
--- loom_descendants returns the ids of the threads forked from root, then
--- of those forked from them, a level at a time (one index scan of
--- loom_threads_forked a level), until a level has none or lim ids were
--- returned (which also ends a cycle of forks of threads deleted and made
--- again: ids may then come more than once).
-CREATE FUNCTION loom_descendants(root text, lim integer) RETURNS SETOF text LANGUAGE plpgsql AS $$
-DECLARE
-	level text[] := ARRAY[root];
-	n integer := 0;
-BEGIN
-	LOOP
-		SELECT coalesce(array_agg(id), '{}') INTO level FROM loom_threads
-		WHERE forked_thread = ANY(level) AND forked_thread <> '';
-		EXIT WHEN cardinality(level) = 0;
-		RETURN QUERY SELECT unnest(level);
-		n := n + cardinality(level);
-		EXIT WHEN n >= lim;
-	END LOOP;
-END
+-- loom_descendants returns the ids of the threads forked from root, and
+-- of those forked from them, down the tree (UNION ends a cycle of forks
+-- of threads deleted and made again), at most lim. It is a function so
+-- that it may forbid hash and merge joins: each step down is then a seek
+-- of loom_threads_forked for each thread found, not a scan of every fork.
+CREATE FUNCTION loom_descendants(root text, lim integer) RETURNS SETOF text LANGUAGE sql STABLE
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+	WITH RECURSIVE d(id) AS (
+		SELECT id FROM loom_threads WHERE forked_thread = root AND forked_thread <> ''
+		UNION
+		SELECT t.id FROM d JOIN loom_threads t ON t.forked_thread = d.id AND t.forked_thread <> ''
+	)
+	SELECT id FROM d LIMIT lim
 $$;
 `
 
@@ -156,11 +153,11 @@ func (s *Store) Forks(ctx context.Context, parent string) iter.Seq2[*thread.Reco
 	}
 }
 
-// Descendants yields the records of every thread forked from root or from
-// any of its descendants (root's own only in a cycle of threads deleted
-// and made again), in one query that walks loom_threads_forked down a
-// level at a time (loom_descendants): a family costs one round trip, not
-// one a member. It stops past thread.MaxFamily records.
+// Descendants implements store.DescendantIndex: the records of every
+// thread forked from root or from any of its descendants (root's own too
+// in a cycle of threads deleted and made again), in one query that walks
+// loom_threads_forked down (loom_descendants): a family costs one round
+// trip, not one a member. It stops past thread.MaxFamily records.
 func (s *Store) Descendants(ctx context.Context, root string) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
 		if !validKey(root) || root == "" {
