@@ -86,9 +86,9 @@ WHERE octet_length(e.key) + octet_length(e.value) <= 512;
 CREATE FUNCTION loom_descendants(root text, lim integer) RETURNS SETOF text LANGUAGE sql STABLE
 SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 	WITH RECURSIVE d(id) AS (
-		SELECT id FROM loom_threads WHERE forked_thread = root AND forked_thread <> ''
+		SELECT id COLLATE "default" FROM loom_threads WHERE forked_thread = root AND forked_thread <> ''
 		UNION
-		SELECT t.id FROM d JOIN loom_threads t ON t.forked_thread = d.id AND t.forked_thread <> ''
+		SELECT t.id COLLATE "default" FROM d JOIN loom_threads t ON t.forked_thread = d.id AND t.forked_thread <> ''
 	)
 	SELECT id FROM d LIMIT lim
 $$;
