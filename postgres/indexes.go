@@ -80,17 +80,20 @@ WHERE octet_length(e.key) + octet_length(e.value) <= 512;
 
 -- loom_descendants returns the ids of the threads forked from root, and
 -- of those forked from them, down the tree (UNION ends a cycle of forks
--- of threads deleted and made again), at most lim. It is a function so
--- that it may forbid hash and merge joins: each step down is then a seek
--- of loom_threads_forked for each thread found, not a scan of every fork.
-CREATE FUNCTION loom_descendants(root text, lim integer) RETURNS SETOF text LANGUAGE sql STABLE
-SET enable_hashjoin = off SET enable_mergejoin = off AS $$
-	WITH RECURSIVE d(id) AS (
-		SELECT id COLLATE "default" FROM loom_threads WHERE forked_thread = root AND forked_thread <> ''
+-- of threads deleted and made again), at most lim. It is a function, whose
+-- plan a session keeps, so that it may forbid hash and merge joins: each
+-- step down is then a seek of loom_threads_forked for each thread found,
+-- not a scan of every fork.
+CREATE FUNCTION loom_descendants(root text, lim integer) RETURNS SETOF text LANGUAGE plpgsql STABLE
+SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off AS $$
+BEGIN
+	RETURN QUERY WITH RECURSIVE d(id) AS (
+		SELECT l.id COLLATE "default" FROM loom_threads l WHERE l.forked_thread = root AND l.forked_thread <> ''
 		UNION
 		SELECT t.id COLLATE "default" FROM d JOIN loom_threads t ON t.forked_thread = d.id AND t.forked_thread <> ''
 	)
-	SELECT id FROM d LIMIT lim
+	SELECT d.id FROM d LIMIT lim;
+END
 $$;
 `
 
