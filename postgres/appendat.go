@@ -116,15 +116,15 @@ func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Re
 			}
 			q.Queue("COMMIT")
 			br := conn.SendBatch(cctx, &q)
-			var version *int64
-			err := br.QueryRow().Scan(&version)
+			var f found
+			err := f.scan(br.QueryRow())
 			if err == nil {
 				_, err = br.Exec()
 			}
 			if cerr := br.Close(); err == nil {
 				err = cerr
 			}
-			if done, err := appendResult(ctx, b, version, err); !done || err != nil {
+			if done, err := appendResult(ctx, b, f, err); !done || err != nil {
 				if !done {
 					return b, nil
 				}

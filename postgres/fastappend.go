@@ -65,17 +65,23 @@ func fastAppend(b *thread.Batch) bool {
 	return c != nil && m.Head == c.ID && m.Kind == "" && m.Title == nil && m.Labels == nil
 }
 
-// appendFacts are the facts an append of fastAppend's shape is planned on
-// before anything is read: its thread at version (0: not stored), its
-// parent stored and its commit not. loom_append writes the plan only if
-// the first two hold, and the commit's unique key fails it if the third
-// does not; what it finds instead is then the planner's to judge.
-func appendFacts(b *thread.Batch, version int64) *store.MapFacts {
+// appendFacts are facts for planning an append of fastAppend's shape: its
+// thread at version (0: not stored), its parent stored or not, its commit
+// stored or not. Before anything is read, an append is planned on the
+// facts it assumes (the thread at the version its move comes from, the
+// parent stored, the commit not); loom_append writes the plan only if the
+// first two hold (the commit's unique key fails it if the third does not),
+// and otherwise answers what it found, for the planner to judge.
+func appendFacts(b *thread.Batch, version int64, parent, commit bool) *store.MapFacts {
 	c, m := b.Commits[0], b.Moves[0]
-	f := &store.MapFacts{Threads: map[string]store.ThreadFact{}, Commits: map[string]bool{c.Parent: c.Parent != ""}}
+	f := &store.MapFacts{Threads: map[string]store.ThreadFact{}, Commits: map[string]bool{}}
 	if version > 0 {
 		f.Threads[m.Thread] = store.ThreadFact{Version: version}
 	}
+	if c.Parent != "" {
+		f.Commits[c.Parent] = parent
+	}
+	f.Commits[c.ID] = commit
 	return f
 }
 
@@ -84,7 +90,12 @@ func appendFacts(b *thread.Batch, version int64) *store.MapFacts {
 // reports whether loom_append writes that plan: the references it adds
 // are to the parent only. Otherwise the batch takes Apply's general path.
 func planAppend(ctx context.Context, b *thread.Batch) (*store.Plan, bool, error) {
-	p, err := store.PlanBatch(ctx, appendFacts(b, b.Moves[0].From), b)
+	if b.Moves[0].From < 1 || b.Commits[0].ID == b.Commits[0].Parent {
+		// No thread is at that version, or the parent assumed stored is
+		// the commit assumed not: appendFacts cannot assume either.
+		return nil, false, nil
+	}
+	p, err := store.PlanBatch(ctx, appendFacts(b, b.Moves[0].From, true, false), b)
 	if err != nil {
 		return nil, false, err
 	}
@@ -126,18 +137,28 @@ func queueAppend(q *pgx.Batch, p *store.Plan, noIndex bool, lockWait *string) er
 		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
 	}
 	e := m.Entry()
-	q.Queue(`SELECT loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::boolean, $18::text)`,
+	q.Queue(`SELECT o_version, o_parent, o_commit
+		FROM loom_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::boolean, $18::text)`,
 		m.Thread, m.From, c.ID, c.Parent, c.Depth, string(c.Op), c.Time, c.StateFrom, msgs, state, meta, string(e.Op), e.Time,
 		e.Version, p.NewRefs[0], parentRefs(p), !noIndex && hasWords(c.Messages), lockWait)
 	return nil
 }
 
-// appendResult reads what loom_append answered (err, or the thread's
-// version when the facts its plan assumed did not hold). done is false
-// when the batch must take Apply's general path: the facts were not as
-// assumed and the planner, told what loom_append found, did not fail the
-// batch.
-func appendResult(ctx context.Context, b *thread.Batch, version *int64, err error) (done bool, _ error) {
+// found is what loom_append answers: nil version when it wrote, else the
+// facts it found.
+type found struct {
+	version        *int64
+	parent, commit *bool
+}
+
+// scan reads loom_append's answer from row.
+func (f *found) scan(row pgx.Row) error { return row.Scan(&f.version, &f.parent, &f.commit) }
+
+// appendResult reads what loom_append answered (err, or the facts it
+// found when they were not those its plan assumed). done is false when
+// the batch must take Apply's general path: the parent was missing as the
+// thread moved, or the planner, told the facts found, did not fail it.
+func appendResult(ctx context.Context, b *thread.Batch, f found, err error) (done bool, _ error) {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == codeNoParent {
 		return false, nil
@@ -145,10 +166,10 @@ func appendResult(ctx context.Context, b *thread.Batch, version *int64, err erro
 	if err != nil {
 		return true, err
 	}
-	if version == nil {
+	if f.version == nil {
 		return true, nil
 	}
-	if _, err := store.PlanBatch(ctx, appendFacts(b, *version), b); err != nil {
+	if _, err := store.PlanBatch(ctx, appendFacts(b, *f.version, f.parent != nil && *f.parent, f.commit != nil && *f.commit), b); err != nil {
 		return true, err
 	}
 	return false, nil
@@ -174,16 +195,16 @@ func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) (done bool, er
 		return true, err
 	}
 	defer pc.Release()
-	var version *int64
+	var f found
 	// Decided is written: a cancel now would leave the caller not knowing.
 	cctx, cancel := s.committing(ctx)
 	defer cancel()
 	br := pc.Conn().SendBatch(cctx, &q)
-	err = br.QueryRow().Scan(&version)
+	err = f.scan(br.QueryRow())
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if done, err := appendResult(ctx, b, version, err); !done || err != nil {
+	if done, err := appendResult(ctx, b, f, err); !done || err != nil {
 		return done, err
 	}
 	s.notify(s.notes(b))

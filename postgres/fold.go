@@ -32,13 +32,14 @@ import (
 // earlier releases while they run) writes a planned append (see
 // applyAppend) and its pending row, in four statements where it was seven:
 // the thread's move, made only if the thread is at the version the plan
-// assumed (else it writes nothing and answers the thread's version, 0 for
-// none, without waiting for the row); the parent's references, made only
-// if the parent is stored (else it raises LM002, which undoes the move);
-// the commit, with the seq the move took (an id taken is a unique
-// violation); and the history entry. It sets the transaction's
+// assumed (else it writes nothing and answers, without waiting for the
+// row, what it finds instead: the thread's version, 0 for none, and
+// whether the parent and the commit are stored); the parent's references,
+// made only if the parent is stored (else it raises LM002, which undoes
+// the move); the commit, with the seq the move took (an id taken is a
+// unique violation); and the history entry. It sets the transaction's
 // lock_timeout itself, when given one, instead of a statement of its own
-// before it. It answers NULL when it wrote.
+// before it. Its version is NULL when it wrote.
 const schemaV6 = `
 CREATE TABLE loom_search_pending (
 	commit_seq bigint NOT NULL,
@@ -92,8 +93,9 @@ $$;
 
 CREATE FUNCTION loom_append(t_id text, from_version bigint, c_id text, parent_id text, c_depth bigint, c_op text,
 	c_at timestamptz, c_state_from text, c_messages bytea, c_state bytea, c_metadata bytea, m_op text, m_at timestamptz,
-	h_version bigint, c_refs bigint, p_refs bigint, pending boolean, lock_wait text)
-RETURNS bigint LANGUAGE plpgsql AS $$
+	h_version bigint, c_refs bigint, p_refs bigint, pending boolean, lock_wait text,
+	OUT o_version bigint, OUT o_parent boolean, OUT o_commit boolean)
+LANGUAGE plpgsql AS $$
 DECLARE
 	t_seq bigint;
 	p_seq bigint;
@@ -106,7 +108,10 @@ BEGIN
 		WHERE id = t_id AND version = from_version
 		RETURNING seq, head INTO t_seq, c_seq;
 	IF NOT FOUND THEN
-		RETURN coalesce((SELECT version FROM loom_threads WHERE id = t_id), 0);
+		o_version := coalesce((SELECT version FROM loom_threads WHERE id = t_id), 0);
+		o_parent := parent_id = '' OR EXISTS (SELECT 1 FROM loom_commits WHERE id = parent_id);
+		o_commit := EXISTS (SELECT 1 FROM loom_commits WHERE id = c_id);
+		RETURN;
 	END IF;
 	IF parent_id <> '' THEN
 		UPDATE loom_commits SET refs = refs + p_refs WHERE id = parent_id RETURNING seq INTO p_seq;
@@ -124,7 +129,6 @@ BEGIN
 	IF pending THEN
 		INSERT INTO loom_search_pending (commit_seq, thread) VALUES (c_seq, t_id);
 	END IF;
-	RETURN NULL;
 END
 $$;
 `
