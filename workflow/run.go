@@ -123,7 +123,13 @@ type runner struct {
 	// ended are the ended attempts of the previous and current rounds, by
 	// round and name: a step's input is made of the previous round's, which
 	// a step of the current round ending meanwhile must not hide.
-	ended      map[int]map[string]StepRun
+	ended map[int]map[string]StepRun
+	// started are the start records, by step, that a commit made ahead of
+	// their step's call: the claim, and the commit that ended the round
+	// before, start the steps of the round (so that a step that does
+	// nothing costs one commit, its end). A step takes its record when it
+	// is called; release gives back the attempts of those never called.
+	started    map[string]StepRun
 	lastCommit time.Time
 	fatal      error // the workflow moved under the runner
 }
@@ -167,7 +173,8 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 			r.keep(s, ex.Round)
 		}
 	}
-	err = w.commit(ctx, "claim", nil, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
+	var starts []StepRun
+	err = w.commitRecs(ctx, "claim", func(g *thread.Group, ex *execState, subs map[string]subHead) ([]StepRun, []StepRun, error) {
 		ex.Runner = r.lease()
 		switch ex.Status {
 		case StatusPending:
@@ -186,14 +193,20 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 		}
 		for _, key := range slices.Sorted(maps.Keys(back)) {
 			if err := r.moveBack(ctx, g, subs, key, back[key]); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
-		return r.advance(ex)
-	})
+		if err := r.advance(ex); err != nil {
+			return nil, nil, err
+		}
+		starts = r.startRound(ex)
+		return nil, starts, nil
+	}, nil)
 	if err != nil {
 		return false, err
 	}
+	r.started = map[string]StepRun{}
+	r.took(starts)
 	r.lastCommit = r.now()
 	w.running = r.id
 	return true, nil
@@ -291,6 +304,34 @@ func (r *runner) runnable(ex *execState) []string {
 	return out
 }
 
+// startRound makes the start records of the round's steps that are to run,
+// counting their attempts in ex, for the commit that leaves ex. Callers
+// hold w.mu.
+func (r *runner) startRound(ex *execState) []StepRun {
+	if ex.Status != StatusRunning {
+		return nil
+	}
+	var recs []StepRun
+	for _, name := range r.runnable(ex) {
+		if ex.Attempts == nil {
+			ex.Attempts = map[string]int{}
+		}
+		ex.Attempts[name]++
+		a := ex.Attempts[name]
+		recs = append(recs, StepRun{ID: stepID(ex.Round, name, a), Name: name, Round: ex.Round, Attempt: a,
+			Status: StatusRunning, Start: r.now().UTC(), Input: r.inputOf(ex, name)})
+	}
+	return recs
+}
+
+// took keeps the start records of a commit that was applied, for the
+// steps' calls. Callers hold w.mu.
+func (r *runner) took(starts []StepRun) {
+	for _, s := range starts {
+		r.started[s.Name] = s
+	}
+}
+
 // advance ends the round when all its steps ended: the successors they
 // chose make the next round, and a round with none ends the workflow,
 // which lets its lease go.
@@ -365,10 +406,24 @@ func (r *runner) release(ctx context.Context) error {
 	if w.ex.Runner != nil && w.ex.Runner.ID == r.id {
 		if err := w.commit(context.WithoutCancel(ctx), "release", nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
 			ex.Runner = nil
+			// A step started ahead and never called (the run was cut
+			// short) takes the same attempt next time.
+			for name, s := range r.started {
+				if s.Round == ex.Round && ex.Attempts[name] == s.Attempt {
+					ex.Attempts[name]--
+					if ex.Attempts[name] == 0 {
+						delete(ex.Attempts, name)
+					}
+				}
+			}
+			if len(ex.Attempts) == 0 {
+				ex.Attempts = nil
+			}
 			return nil
 		}); err != nil {
 			return err
 		}
+		clear(r.started)
 	}
 	if w.ex.Status == StatusFailed {
 		name := ""
@@ -410,24 +465,41 @@ func (r *runner) renew(ctx context.Context, cancel context.CancelCauseFunc, stop
 // commit is w.commit for the runner: it renews the lease, and holds the
 // error that ends the run when the workflow moved. Callers hold w.mu.
 func (r *runner) commit(ctx context.Context, what string, recs []StepRun, change func(g *thread.Group, ex *execState, subs map[string]subHead) error) error {
+	return r.commitStarting(ctx, what, recs, change, false)
+}
+
+// commitStarting is commit that, with next, also starts the steps of the
+// next round when change ends the round (unless the run is being cut
+// short): their start records go in the same commit, and their calls take
+// them (started).
+func (r *runner) commitStarting(ctx context.Context, what string, recs []StepRun, change func(g *thread.Group, ex *execState, subs map[string]subHead) error, next bool) error {
 	if r.fatal != nil {
 		return r.fatal
 	}
-	err := r.w.commit(context.WithoutCancel(ctx), what, recs, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
+	var starts []StepRun
+	err := r.w.commitRecs(context.WithoutCancel(ctx), what, func(g *thread.Group, ex *execState, subs map[string]subHead) ([]StepRun, []StepRun, error) {
 		if ex.Runner == nil || ex.Runner.ID != r.id {
-			return fmt.Errorf("the runner lost its lease: %w", thread.ErrConflict)
+			return nil, nil, fmt.Errorf("the runner lost its lease: %w", thread.ErrConflict)
 		}
 		ex.Runner = r.lease()
+		round := ex.Round
 		if change != nil {
-			return change(g, ex, subs)
+			if err := change(g, ex, subs); err != nil {
+				return nil, nil, err
+			}
 		}
-		return nil
-	})
+		starts = nil
+		if next && ex.Round != round && ctx.Err() == nil {
+			starts = r.startRound(ex)
+		}
+		return recs, starts, nil
+	}, nil)
 	if errors.Is(err, thread.ErrConflict) {
 		r.fatal = fmt.Errorf("workflow %s moved under its runner (restored, or taken over): %w", r.w.ID(), err)
 		return r.fatal
 	}
 	if err == nil {
+		r.took(starts)
 		r.lastCommit = r.now()
 	}
 	return err
@@ -441,19 +513,27 @@ func (r *runner) step(ctx context.Context, name string) error {
 	s := &Step{r: r, name: name, next: r.g.steps[name].next}
 	w.mu.Lock()
 	ex := w.ex
-	s.round = ex.Round
-	s.attempt = ex.Attempts[name] + 1
-	s.input = r.inputOf(ex, name)
 	s.answer = ex.Inputs[name]
-	rec := StepRun{ID: stepID(s.round, name, s.attempt), Name: name, Round: s.round, Attempt: s.attempt,
-		Status: StatusRunning, Start: r.now().UTC(), Input: s.input}
-	err := r.commit(ctx, "start "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
-		if ex.Attempts == nil {
-			ex.Attempts = map[string]int{}
-		}
-		ex.Attempts[name] = s.attempt
-		return nil
-	})
+	rec, ok := r.started[name]
+	delete(r.started, name)
+	var err error
+	if ok && rec.Round == ex.Round && rec.Attempt == ex.Attempts[name] {
+		// Started ahead, by the commit that ended the round before.
+		s.round, s.attempt, s.input = rec.Round, rec.Attempt, rec.Input
+	} else {
+		s.round = ex.Round
+		s.attempt = ex.Attempts[name] + 1
+		s.input = r.inputOf(ex, name)
+		rec = StepRun{ID: stepID(s.round, name, s.attempt), Name: name, Round: s.round, Attempt: s.attempt,
+			Status: StatusRunning, Start: r.now().UTC(), Input: s.input}
+		err = r.commit(ctx, "start "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
+			if ex.Attempts == nil {
+				ex.Attempts = map[string]int{}
+			}
+			ex.Attempts[name] = s.attempt
+			return nil
+		})
+	}
 	w.mu.Unlock()
 	if err != nil {
 		return err
@@ -500,7 +580,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return r.commit(ctx, "end "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, subs map[string]subHead) error {
+	return r.commitStarting(ctx, "end "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, subs map[string]subHead) error {
 		switch rec.Status {
 		case StatusDone:
 			ex.Done = append(ex.Done, name)
@@ -544,7 +624,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 			}
 		}
 		return r.advance(ex)
-	})
+	}, true)
 }
 
 // call runs the step's func, turning a panic into the step's failure.

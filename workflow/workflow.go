@@ -425,15 +425,39 @@ func (w *Workflow) commit(ctx context.Context, what string, recs []StepRun, chan
 // commitThen is commit, with then adding to the group after the commit (a
 // checkpoint of the workflow thread names the commit).
 func (w *Workflow) commitThen(ctx context.Context, what string, recs []StepRun, change func(g *thread.Group, ex *execState, subs map[string]subHead) error, then func(g *thread.Group) error) error {
+	return w.commitRecs(ctx, what, func(g *thread.Group, ex *execState, subs map[string]subHead) ([]StepRun, []StepRun, error) {
+		if change != nil {
+			if err := change(g, ex, subs); err != nil {
+				return nil, nil, err
+			}
+		}
+		return recs, nil, nil
+	}, then)
+}
+
+// commitRecs is commitThen whose change returns the step records the
+// commit holds, which it may make from the execution state it leaves: recs,
+// and starts, the starts of steps that the commit's metadata names besides
+// what (the runner starts the steps of a round in the commit that ends the
+// round before).
+func (w *Workflow) commitRecs(ctx context.Context, what string, change func(g *thread.Group, ex *execState, subs map[string]subHead) (recs, starts []StepRun, err error), then func(g *thread.Group) error) error {
 	ex, subs := cloneExec(w.ex), maps.Clone(w.subs)
 	g := w.db.Group()
-	if change != nil {
-		if err := change(g, ex, subs); err != nil {
-			return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
-		}
+	recs, starts, err := change(g, ex, subs)
+	if err != nil {
+		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
 	}
+	meta := what
+	for i, s := range starts {
+		if i == 0 {
+			meta += ", start "
+		} else {
+			meta += ", "
+		}
+		meta += s.ID
+	}
+	recs = slices.Concat(recs, starts)
 	var st map[string]json.RawMessage
-	var err error
 	if w.subsJSON != nil && maps.Equal(subs, w.subs) {
 		// Most commits (a step's start, most ends) leave the sub-threads
 		// as they were: their JSON is kept from the last.
@@ -448,7 +472,7 @@ func (w *Workflow) commitThen(ctx context.Context, what string, recs []StepRun, 
 	if err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
 	}
-	if _, err := g.Commit(ctx, w.th, thread.CommitOptions{Messages: ms, State: st, Metadata: map[string]string{"workflow": what}}); err != nil {
+	if _, err := g.Commit(ctx, w.th, thread.CommitOptions{Messages: ms, State: st, Metadata: map[string]string{"workflow": meta}}); err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
 	}
 	if then != nil {
