@@ -2,13 +2,17 @@ package workflow_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
 )
 
@@ -100,6 +104,67 @@ func TestCutAsARoundEndsKeepsTheAttempt(t *testing.T) {
 			if ex.Status != workflow.StatusDone || !slices.Equal(got, []string{"1/a#1 done", "2/b#1 done"}) || bRuns.Load() != 1 {
 				t.Fatalf("%s, steps %q, b ran %d times", ex.Status, got, bRuns.Load())
 			}
+		})
+	}
+}
+
+// What Run returns is what a read of the workflow returns at that version,
+// though the runner builds it from the records it wrote: outputs given as
+// JSON with spaces and HTML, errors that are not UTF-8, inputs given to a
+// waiting step, fan-out and fan-in, a step that chooses no successor.
+func TestRunReturnsWhatAReadReturns(t *testing.T) {
+	for _, store := range []string{"memory", "sqlite"} {
+		t.Run(store, func(t *testing.T) {
+			ctx := t.Context()
+			db := memDB(t)
+			if store == "sqlite" {
+				db = must[*thread.DB](t)(thread.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "wf.db"), nil))
+				t.Cleanup(func() { db.Close() })
+			}
+			w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "wf", Input: map[string]any{"q": "<why?>"}}))
+			var cRuns atomic.Int32
+			g := workflow.NewGraph().
+				Add("a", func(context.Context, *workflow.Step) (any, error) {
+					return json.RawMessage(` { "x" : "<b>&</b>" , "n": [1, 2] } `), nil
+				}, "b", "c").
+				Add("b", appendStep("notes", "b wrote"), "d").
+				Add("c", func(_ context.Context, s *workflow.Step) (any, error) {
+					if cRuns.Add(1) == 1 {
+						return nil, errors.New("bad bytes \xff\xfe here")
+					}
+					answer, err := s.Ask(map[string]string{"ask": "go on? <yes/no>"})
+					if err != nil {
+						return nil, err
+					}
+					return answer, nil
+				}, "d").
+				Add("d", func(_ context.Context, s *workflow.Step) (any, error) {
+					return string(s.Input()), s.Goto()
+				})
+			same := func(what string, got *workflow.Execution) {
+				t.Helper()
+				other := must[*workflow.Workflow](t)(workflow.Open(ctx, db, "wf"))
+				want := must[*workflow.Execution](t)(other.Execution(ctx, got.Version))
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Fatalf("%s: Run returned what a read does not (-read +run):\n%s", what, diff)
+				}
+			}
+			ex, err := w.Run(ctx, g, nil)
+			if err == nil || ex.Status != workflow.StatusFailed {
+				t.Fatalf("first run: %v, %s", err, ex.Status)
+			}
+			same("failed", ex)
+			ex = must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+			if ex.Status != workflow.StatusWaiting {
+				t.Fatalf("second run: %s", ex.Status)
+			}
+			same("waiting", ex)
+			must[any](t)(nil, w.Provide(ctx, "c", map[string]any{"ok": true, "why": "<because>"}))
+			ex = must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+			if ex.Status != workflow.StatusDone {
+				t.Fatalf("third run: %s", ex.Status)
+			}
+			same("done", ex)
 		})
 	}
 }

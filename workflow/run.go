@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
@@ -103,7 +104,13 @@ func (w *Workflow) Run(ctx context.Context, g *Graph, opts *RunOptions) (*Execut
 		}
 	}
 	err := r.run(ctx)
-	ex, xerr := w.Execution(context.WithoutCancel(ctx), 0)
+	w.mu.Lock()
+	ex := w.keptExecution()
+	w.mu.Unlock()
+	var xerr error
+	if ex == nil {
+		ex, xerr = w.Execution(context.WithoutCancel(ctx), 0)
+	}
 	if err != nil {
 		return ex, err
 	}
@@ -167,12 +174,16 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("run workflow %s: %w", w.ID(), err)
 	}
+	recs := stepRecords(msgs)
 	r.outputs, r.ended = map[string]StepRun{}, map[int]map[string]StepRun{}
-	for _, s := range stepRuns(msgs) {
+	for _, s := range foldRuns(recs) {
 		if s.Status == StatusDone {
 			r.keep(s, ex.Round)
 		}
 	}
+	// The handle keeps the records through the run's commits, for the
+	// execution state Run returns.
+	w.recs, w.recsAt = recs, w.th.Version()
 	var starts []StepRun
 	err = w.commitRecs(ctx, "claim", func(g *thread.Group, ex *execState, subs map[string]subHead) ([]StepRun, []StepRun, error) {
 		ex.Runner = r.lease()
@@ -565,13 +576,13 @@ func (r *runner) step(ctx context.Context, name string) error {
 	case ferr == nil:
 		rec.Status = StatusDone
 		if rec.Output, ferr = marshalOutput(out); ferr != nil {
-			rec.Status, rec.Error = StatusFailed, ferr.Error()
+			rec.Status, rec.Error = StatusFailed, asStored(ferr.Error())
 		}
 		rec.Next = s.chosen()
 	case errors.Is(ferr, ErrWaiting) && s.waiting:
 		rec.Status = StatusWaiting
 	default:
-		rec.Status, rec.Error = StatusFailed, ferr.Error()
+		rec.Status, rec.Error = StatusFailed, asStored(ferr.Error())
 	}
 	if ctx.Err() != nil && rec.Status != StatusDone {
 		// The run ends (the workflow moved, or the caller cancelled): the
@@ -645,13 +656,26 @@ func marshalOutput(out any) (json.RawMessage, error) {
 		if !json.Valid(v) {
 			return nil, fmt.Errorf("output is not valid JSON: %w", thread.ErrInvalid)
 		}
-		return v, nil
+		// As the record stores it (compact, HTML escaped): the record the
+		// runner keeps is the one read back.
+		return json.Marshal(v)
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("output: %v: %w", err, thread.ErrInvalid)
 	}
 	return b, nil
+}
+
+// asStored returns s as a step record reads back: JSON turns each byte
+// that is not UTF-8 into U+FFFD.
+func asStored(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b, _ := json.Marshal(s)
+	_ = json.Unmarshal(b, &s)
+	return s
 }
 
 // inputOf returns the input of a step of the current round: the
