@@ -379,15 +379,22 @@ func (r *runner) run(ctx context.Context) error {
 		if status != StatusRunning || len(todo) == 0 {
 			return r.release(ctx)
 		}
-		var steps sync.WaitGroup
-		for _, name := range todo {
-			steps.Go(func() {
-				if err := r.step(ctx, name); err != nil {
-					cancel(err)
-				}
-			})
+		if len(todo) == 1 {
+			// A round of one step runs on the run's own goroutine.
+			if err := r.step(ctx, todo[0]); err != nil {
+				cancel(err)
+			}
+		} else {
+			var steps sync.WaitGroup
+			for _, name := range todo {
+				steps.Go(func() {
+					if err := r.step(ctx, name); err != nil {
+						cancel(err)
+					}
+				})
+			}
+			steps.Wait()
 		}
-		steps.Wait()
 		if err := context.Cause(ctx); err != nil {
 			w.mu.Lock()
 			fatal := r.fatal

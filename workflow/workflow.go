@@ -465,7 +465,9 @@ func (w *Workflow) commitRecs(ctx context.Context, what string, change func(g *t
 		}
 		meta += s.ID
 	}
-	recs = slices.Concat(recs, starts)
+	if len(starts) > 0 {
+		recs = slices.Concat(recs, starts)
+	}
 	var st map[string]json.RawMessage
 	if w.subsJSON != nil && maps.Equal(subs, w.subs) {
 		// Most commits (a step's start, most ends) leave the sub-threads
