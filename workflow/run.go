@@ -48,9 +48,12 @@ func (e *StepError) Unwrap() error { return e.Err }
 // until it is done, waits for input, or a step fails, and returns its
 // execution state then.
 //
-// Each step is recorded as it starts and as it ends, each record one commit
-// of the workflow thread with what the step changed in the execution state
-// (its output, the successors it chose, the sub-threads it used). A
+// Each step is recorded as it starts and as it ends, each record a message
+// of the workflow thread, committed with what the step changed in the
+// execution state (its output, the successors it chose, the sub-threads it
+// used). A step's start is committed before its func is called: the claim
+// starts the first round's steps, and the commit that ends a round starts
+// the next round's, so a step that does nothing costs one commit. A
 // workflow whose runner was killed at any moment therefore resumes, at the
 // next Run, from its last committed step: steps that ended are not run
 // again; a step that had started and not ended runs again, after the
