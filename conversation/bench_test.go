@@ -88,7 +88,8 @@ func BenchmarkStop(b *testing.B) {
 // side with its floor, in one run: each iteration commits a stop of a turn
 // (a 200-byte question and a 600-byte answer, with the mode and status)
 // and then appends the same two messages as one chat turn to a thread of
-// the same database. It reports µs/stop, µs/turn and their ratio. Both
+// the same database. It reports µs/stop, µs/turn and their ratio, and the
+// CPU time the process spent in each (cpu-µs/stop, cpu-µs/turn). Both
 // threads are replaced every 1,000 turns, off the clock, so that neither
 // grows with b.N.
 func BenchmarkStopBesideTurn(b *testing.B) {
@@ -114,7 +115,7 @@ func BenchmarkStopBesideTurn(b *testing.B) {
 	}
 	fresh()
 	defer func() { c.Close() }()
-	var stopTime, turnTime time.Duration
+	var stopTime, turnTime, stopCPU, turnCPU time.Duration
 	n := 0
 	for b.Loop() {
 		if n > 0 && n%1000 == 0 {
@@ -127,23 +128,27 @@ func BenchmarkStopBesideTurn(b *testing.B) {
 			c.agent.mu.Lock()
 			c.agent.msgs = append(c.agent.msgs, user, assistant)
 			c.agent.mu.Unlock()
-			start := time.Now()
+			start, cpu := time.Now(), cpuTime()
 			err := c.commitStop(ctxBG)
 			stopTime += time.Since(start)
+			stopCPU += cpuTime() - cpu
 			if err != nil {
 				b.Error(err)
 			}
 			return nil
 		})
-		start := time.Now()
+		start, cpu := time.Now(), cpuTime()
 		if _, err := floor.Append(ctx, user, assistant); err != nil {
 			b.Fatal(err)
 		}
 		turnTime += time.Since(start)
+		turnCPU += cpuTime() - cpu
 	}
 	stop := float64(stopTime.Nanoseconds()) / 1e3 / float64(n)
 	turn := float64(turnTime.Nanoseconds()) / 1e3 / float64(n)
 	b.ReportMetric(stop, "µs/stop")
 	b.ReportMetric(turn, "µs/turn")
 	b.ReportMetric(stop/turn, "stop/turn")
+	b.ReportMetric(float64(stopCPU.Nanoseconds())/1e3/float64(n), "cpu-µs/stop")
+	b.ReportMetric(float64(turnCPU.Nanoseconds())/1e3/float64(n), "cpu-µs/turn")
 }
