@@ -92,6 +92,7 @@ type txThread struct {
 	f            *threadFile // nil: no such thread
 	changed      bool
 	deleted      bool
+	reindex      bool // created, deleted or relabelled: for the change log
 	sealedOnDisk int64
 }
 
@@ -317,7 +318,7 @@ func (tx *tx) write(p *thread.Plan, data [][]byte) error {
 		t.f = &threadFile{ID: rec.ID, Tenant: rec.Tenant, Kind: rec.Kind, Title: rec.Title, Labels: cloneMap(rec.Labels),
 			Head: rec.Head, Version: rec.Version, CreatedAt: utc(rec.CreatedAt), UpdatedAt: utc(rec.UpdatedAt), ForkedFrom: rec.ForkedFrom,
 			History: []entryFile{}}
-		t.changed = true
+		t.changed, t.reindex = true, true
 		for _, e := range cr.Entries() {
 			tx.addEntry(rec.ID, t, e)
 		}
@@ -338,6 +339,7 @@ func (tx *tx) write(p *thread.Plan, data [][]byte) error {
 		}
 		if m.Labels != nil {
 			f.Labels = cloneMap(m.Labels)
+			t.reindex = true
 		}
 		tx.addEntry(m.Thread, t, e)
 	}
@@ -487,7 +489,7 @@ func (tx *tx) deleteThread(id string, t *txThread) error {
 			return err
 		}
 	}
-	t.f, t.deleted, t.changed = nil, true, true
+	t.f, t.deleted, t.changed, t.reindex = nil, true, true, true
 	return nil
 }
 
@@ -579,7 +581,13 @@ func (tx *tx) commit() (err error) {
 			return err
 		}
 	}
-	if err := s.finish(ops); err != nil {
+	var keys []string
+	for _, id := range tx.threadIDs {
+		if tx.threads[id].reindex {
+			keys = append(keys, id)
+		}
+	}
+	if err := s.finish(ops, keys); err != nil {
 		s.unfinished(ops, err)
 	}
 	return nil
@@ -631,16 +639,23 @@ func (s *Store) storableKey(key string) bool {
 var finishRetries = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond}
 
 // finish does a committed intent, trying again after a failure (a full disk
-// may have room a moment later), then empties the intent; the lock is held.
-// Doing an intent again is safe at any point.
-func (s *Store) finish(ops []intentOp) error {
-	err := s.do(ops)
+// may have room a moment later), logs the keys of the threads whose
+// indexed fields it changes (index.go), then empties the intent; the lock
+// is held. Doing an intent again is safe at any point.
+func (s *Store) finish(ops []intentOp, keys []string) error {
+	do := func() error {
+		if err := s.do(ops); err != nil {
+			return err
+		}
+		return s.logChanges(keys)
+	}
+	err := do()
 	for _, pause := range finishRetries {
 		if err == nil {
 			break
 		}
 		time.Sleep(pause)
-		err = s.do(ops)
+		err = do()
 	}
 	if err != nil {
 		return err
@@ -718,13 +733,27 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
-	if err := s.finish(ops); err != nil {
+	if err := s.finish(ops, threadKeys(ops)); err != nil {
 		s.pending.Store(newPending(ops, fi, err))
 		return err
 	}
 	s.pending.Store(nil)
 	s.noteFull(nil) // the disk took it: there is room again
 	return nil
+}
+
+// threadKeys returns the keys of the threads an intent writes or removes:
+// a batch finished by another than its writer logs them all.
+func threadKeys(ops []intentOp) []string {
+	var keys []string
+	for _, op := range ops {
+		if name, ok := strings.CutPrefix(op.Path, "threads/"); ok {
+			if name, ok := strings.CutSuffix(name, ".json"); ok {
+				keys = append(keys, keyOfName(name))
+			}
+		}
+	}
+	return keys
 }
 
 // The intent file is written in place, always through the same open file:

@@ -8,7 +8,9 @@
 // where a database is too much. It is slower than the sqlite store (every
 // write is several files and fsyncs; see docs/benchmarks.md) and every
 // listing reads the thread files, so prefer sqlite or postgres for
-// thousands of threads or heavy write traffic. Several processes may share
+// thousands of threads or heavy write traffic (a fork family and a page
+// of a label are read through an index in memory; other listings read
+// the thread files). Several processes may share
 // one directory on a local file system (not over NFS, whose flock is not
 // to be trusted).
 //
@@ -33,6 +35,9 @@
 //	DIR/loom.json                 {"format": "loom.jsonfile", "schema": 3}
 //	DIR/.lock                     flock(2)ed by every writer
 //	DIR/intent.json               the last batch's write-ahead intent (empty when done)
+//	DIR/changes                   the change log that keeps indexes current: an
+//	                              epoch, then the keys of threads created, deleted
+//	                              or relabelled
 //	DIR/commits/<id>.json         one immutable commit: parent, depth, op, time,
 //	                              state, metadata, messages in the wire format
 //	DIR/refs/<id>                 the commit's reference count, in decimal
@@ -130,6 +135,25 @@
 // its history (O(versions)), drops each reference, and removes every commit
 // whose count reaches zero, walking up the parents while that frees them:
 // O(commits freed), never a scan of the store.
+//
+// # Indexes
+//
+// A Store keeps in memory which threads were forked from each thread
+// (thread.ForkIndex, which DB.Family uses) and which threads hold each
+// label, so that a fork family costs reads of its members and a page of a
+// rare label reads of the page. The index is built on first use, by reading
+// every thread file (O(threads), once per process), and follows every
+// process's writes through DIR/changes: each batch that creates, deletes
+// or relabels threads appends their keys once its files are written, and
+// the index reads the log's new lines (usually none: one fstat) before it
+// answers. The log begins anew past 4 MiB, and an index then reads every
+// thread file again. A listing filtered by labels reads the threads of the
+// rarest of its labels, in id order, and checks each against the filters;
+// other listings read the thread files in id order. While a committed
+// batch waits for room on the disk, the indexes are not used (reads scan,
+// through the batch). Versions of this package older than the change log
+// do not write it: a process of such a version writing to a directory
+// shared with this one leaves this one's indexes behind until it reopens.
 //
 // # Versions
 //

@@ -57,6 +57,21 @@ func BenchmarkIndexes(b *testing.B) {
 				}
 			}
 		})
+		// What the first use of the index after Open costs (it reads every
+		// thread file): a family on a store just opened.
+		b.Run(fmt.Sprintf("OpenAndFamily/threads=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				s, err := Open(b.Context(), dir, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, fam, err := thread.New(s, nil).Family(b.Context(), "t00000000")
+				if err != nil || len(fam) != 100 {
+					b.Fatal(len(fam), err)
+				}
+				s.Close()
+			}
+		})
 		b.Run(fmt.Sprintf("FirstPage/threads=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				got := 0
