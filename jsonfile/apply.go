@@ -43,6 +43,8 @@ import (
 // succeeds (the batch is committed: failing would have it applied twice):
 // readers read through its intent, the store is read-only while the disk
 // is full, and the batch is finished by the next writer, Open or read.
+//
+// Batches that wait for the lock at once share these steps: see group.go.
 func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -50,23 +52,7 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if b == nil {
 		return nil
 	}
-	if err := s.lock(ctx); err != nil {
-		return err
-	}
-	defer s.unlock()
-	return s.noteFull(s.apply(b))
-}
-
-// apply applies b; the lock is held.
-func (s *Store) apply(b *thread.Batch) error {
-	if err := s.recover(); err != nil {
-		return fmt.Errorf("jsonfile: finish an earlier batch: %w", err)
-	}
-	tx := newTx(s)
-	if err := tx.add(b); err != nil {
-		return err
-	}
-	return tx.commit()
+	return s.submit(ctx, &request{b: b})
 }
 
 // tx is what one intent writes: the files its batches read, as they change
@@ -102,7 +88,8 @@ type txRef struct {
 	isNew   bool
 	changed bool
 	freed   bool
-	parent  *string // known parent
+	parent  *string        // known parent
+	head    *thread.Commit // a new commit's ID, Depth and StateFrom, for AppendAt
 }
 
 type newCommit struct {
@@ -299,6 +286,7 @@ func (tx *tx) write(p *thread.Plan, data [][]byte) error {
 		}
 		parent := c.Parent
 		r.n, r.exists, r.isNew, r.changed, r.parent = p.NewRefs[i], true, true, true, &parent
+		r.head = &thread.Commit{ID: c.ID, Depth: c.Depth, StateFrom: c.StateFrom}
 		tx.newCommits = append(tx.newCommits, newCommit{id: c.ID, data: data[i]})
 	}
 	for _, d := range p.Refs {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,6 +72,8 @@ type Store struct {
 	intent   *os.File      // intent.json, written in place under the lock
 	changes  *os.File      // the change log that keeps indexes current (index.go)
 	sem      chan struct{} // capacity 1: serializes writers in this process; the flock serializes processes
+	wmu      sync.Mutex
+	w        writer // the group writer (group.go), under wmu
 	closed   atomic.Bool
 	// pending is a committed batch that the disk kept from being finished
 	// (see fulldisk.go); full is set while writes fail for want of room.
