@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loomthreads/loom/internal/ids"
@@ -500,15 +501,28 @@ func (tx *tx) commit() (err error) {
 			}
 		}
 	}()
+	var commits []newCommit
 	for _, c := range tx.newCommits {
-		if tx.refs[c.id].freed {
-			continue // made and freed by the same batch
+		if !tx.refs[c.id].freed { // else made and freed by the same tx
+			commits = append(commits, c)
 		}
-		tmp, err := s.writeTemp(commitPath(c.id), c.data)
+	}
+	tmps := make([]string, len(commits))
+	err = s.each(len(commits), func(i int) error {
+		tmp, err := s.writeTemp(commitPath(commits[i].id), commits[i].data)
 		if err != nil {
-			return fmt.Errorf("write %s: %w", commitPath(c.id), err)
+			return fmt.Errorf("write %s: %w", commitPath(commits[i].id), err)
 		}
-		ops = append(ops, intentOp{Path: commitPath(c.id), From: tmp})
+		tmps[i] = tmp
+		return nil
+	})
+	for i, c := range commits {
+		if tmps[i] != "" {
+			ops = append(ops, intentOp{Path: commitPath(c.id), From: tmps[i]})
+		}
+	}
+	if err != nil {
+		return err
 	}
 	if len(ops) > 0 {
 		if err := s.syncDir("commits"); err != nil {
@@ -653,9 +667,15 @@ func (s *Store) finish(ops []intentOp, keys []string) error {
 }
 
 // do does the writes and removals of an intent, then syncs the directories
-// they touched.
+// they touched. It does the commit renames first, so that no file it
+// writes names a commit not there yet, then the history chunks, so that no
+// thread file counts a chunk not there yet, then the other files, then the
+// removals. The writes of a step, and the syncs of the directories, are
+// made at once (see each): a file system with a journal makes fsyncs that
+// wait together one commit of its journal.
 func (s *Store) do(ops []intentOp) error {
 	var dirs []string
+	var chunks, files []intentOp
 	for _, op := range ops {
 		if !strings.HasPrefix(op.Path, "commits/") && !strings.HasPrefix(op.Path, "refs/") &&
 			!strings.HasPrefix(op.Path, "threads/") && !strings.HasPrefix(op.Path, "history/") {
@@ -671,25 +691,10 @@ func (s *Store) do(ops []intentOp) error {
 					return fmt.Errorf("rename %s: %w", op.From, err)
 				}
 			}
-		} else if op.Remove {
-			if err := s.root.RemoveAll(op.Path); err != nil {
-				return fmt.Errorf("remove %s: %w", op.Path, err)
-			}
-		} else if strings.HasPrefix(op.Path, "refs/") {
-			// Only writers read refs files, under the lock and after
-			// finishing any intent: they are written in place.
-			if err := s.writeInPlace(op.Path, []byte(op.Data)); err != nil {
-				return err
-			}
-		} else {
-			if dir, _ := splitPath(op.Path); strings.HasPrefix(op.Path, "history/") {
-				if err := s.root.MkdirAll(strings.TrimSuffix(dir, "/"), 0o700); err != nil {
-					return err
-				}
-			}
-			if err := s.writeFile(op.Path, []byte(op.Data)); err != nil {
-				return err
-			}
+		} else if !op.Remove && strings.HasPrefix(op.Path, "history/") {
+			chunks = append(chunks, op)
+		} else if !op.Remove {
+			files = append(files, op)
 		}
 		dir, _ := splitPath(op.Path)
 		dir = strings.TrimSuffix(dir, "/")
@@ -700,8 +705,63 @@ func (s *Store) do(ops []intentOp) error {
 			dirs = append(dirs, "history")
 		}
 	}
-	for _, d := range dirs {
-		if err := s.syncDir(d); err != nil {
+	for _, op := range chunks {
+		dir, _ := splitPath(op.Path)
+		if err := s.root.MkdirAll(strings.TrimSuffix(dir, "/"), 0o700); err != nil {
+			return err
+		}
+	}
+	write := func(op intentOp) error {
+		if strings.HasPrefix(op.Path, "refs/") {
+			// Only writers read refs files, under the lock and after
+			// finishing any intent: they are written in place.
+			return s.writeInPlace(op.Path, []byte(op.Data))
+		}
+		return s.writeFile(op.Path, []byte(op.Data))
+	}
+	if err := s.each(len(chunks), func(i int) error { return write(chunks[i]) }); err != nil {
+		return err
+	}
+	if err := s.each(len(files), func(i int) error { return write(files[i]) }); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if op.Remove {
+			if err := s.root.RemoveAll(op.Path); err != nil {
+				return fmt.Errorf("remove %s: %w", op.Path, err)
+			}
+		}
+	}
+	return s.each(len(dirs), func(i int) error { return s.syncDir(dirs[i]) })
+}
+
+// maxSyncs caps the files each writes at once.
+const maxSyncs = 32
+
+// each runs f(0) to f(n-1), at once when the store syncs (at most maxSyncs
+// at a time), and returns the first error of the lowest i.
+func (s *Store) each(n int, f func(i int) error) error {
+	if n <= 1 || s.opts.NoSync {
+		for i := range n {
+			if err := f(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, n)
+	sem := make(chan struct{}, maxSyncs)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}

@@ -71,8 +71,10 @@
 //
 // A batch (thread.Store.Apply) runs under an in-process lock and an
 // exclusive flock on DIR/.lock, which the kernel releases if the process
-// dies; every version and existence check reads the files afresh under
-// that lock, so compare-and-swap holds across processes. A process that is
+// dies. thread.PlanBatch checks every rule of the batch (versions,
+// existence, checkpoints) against the files, read afresh under that lock,
+// so compare-and-swap holds across processes; the store only answers its
+// questions and writes the plan. A process that is
 // stopped without dying (SIGSTOP, a debugger, a hung disk) keeps the lock:
 // Apply, Open, and a read that must finish a batch wait for it at most
 // Options.LockTimeout (10 s by default) or until their context ends, then
@@ -99,6 +101,17 @@
 // them twice is doing them once. A batch over several threads is therefore
 // atomic after a crash, and a commit whose batch failed or never reached
 // step 2 is never readable.
+//
+// Batches that wait for the lock together are one group (group commit): a
+// writer goroutine takes the lock, plans each batch against the files as
+// the batches before it in the group leave them, and writes the group with
+// one intent, so one intent fsync, and each file and directory once, serve
+// them all. A batch that fails its rules fails alone; the others are
+// answered once the group's intent is done, as durable as if alone. A batch
+// that would make again a thread or commit that the group deletes waits
+// for the next group. Store.AppendAt (thread.Appender) builds its batch in
+// the group, on the thread as the batches before it leave it, so that
+// many writers appending to one thread take turns instead of retrying.
 //
 // A batch whose intent is durable is committed. If step 3 fails (a full
 // disk), the writer tries it again twice; if it still fails, Apply succeeds

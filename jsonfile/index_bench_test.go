@@ -3,6 +3,7 @@ package jsonfile
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +17,8 @@ import (
 // label, among 10,000 and 100,000 threads of one message each. The root
 // and its 99 forks are spread over the ids; one thread in 1,000 has the
 // label rare=yes. The store is filled with Options.NoSync (reads do not
-// sync). LOOM_BENCH_THREADS (a comma-separated list) replaces the sizes.
+// sync). LOOM_BENCH_THREADS (a comma-separated list) replaces the sizes;
+// LOOM_BENCH_DIR keeps the filled stores there, for the next run.
 func BenchmarkIndexes(b *testing.B) {
 	sizes := []int{10_000, 100_000}
 	if v := os.Getenv("LOOM_BENCH_THREADS"); v != "" {
@@ -31,9 +33,21 @@ func BenchmarkIndexes(b *testing.B) {
 	}
 	for _, n := range sizes {
 		dir := b.TempDir()
-		fillIndexStore(b, dir, n)
+		if keep := os.Getenv("LOOM_BENCH_DIR"); keep != "" {
+			dir = filepath.Join(keep, fmt.Sprint(n))
+		}
+		if _, err := os.Stat(filepath.Join(dir, "filled")); err != nil {
+			fillIndexStore(b, dir, n)
+			if err := os.WriteFile(filepath.Join(dir, "filled"), nil, 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
 		s := openTest(b, dir, nil)
 		db := thread.New(s, nil)
+		// The index is built on first use: OpenAndFamily measures that.
+		if _, _, err := db.Family(b.Context(), "t00000000"); err != nil {
+			b.Fatal(err)
+		}
 		b.Run(fmt.Sprintf("Family=100/threads=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				_, fam, err := db.Family(b.Context(), "t00000000")
