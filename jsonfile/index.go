@@ -306,15 +306,24 @@ func (s *Store) Forks(ctx context.Context, parent string) iter.Seq2[*thread.Reco
 			}
 			return
 		}
-		s.readKeys(ctx, keys, func(r *thread.Record) bool { return r.ForkedFrom.Thread == parent }, 0, yield)
+		for _, k := range keys {
+			r, err := s.readRecord(ctx, k)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if r != nil && r.ForkedFrom.Thread == parent && !yield(r, nil) {
+				return
+			}
+		}
 	}
 }
 
 var _ thread.ForkIndex = (*Store)(nil)
 
-// labelled returns the keys that the rarest of opts.Labels holds, in
-// opts' order and past its cursor, or false when the index cannot answer.
-func (s *Store) labelled(ctx context.Context, opts thread.ListOptions) ([]string, bool, error) {
+// labelled returns at most n of the keys that the rarest of opts.Labels
+// holds, in opts' order, past after, or false when the index cannot answer.
+func (s *Store) labelled(ctx context.Context, opts thread.ListOptions, after string, n int) ([]string, bool, error) {
 	var keys []string
 	ok, err := s.withIndex(ctx, func(ix *index) {
 		var best *keySet
@@ -331,50 +340,79 @@ func (s *Store) labelled(ctx context.Context, opts thread.ListOptions) ([]string
 		all := best.list()
 		if opts.Desc {
 			i := len(all)
-			if opts.After != "" {
-				i, _ = slices.BinarySearch(all, opts.After)
+			if after != "" {
+				i, _ = slices.BinarySearch(all, after)
 			}
-			keys = slices.Clone(all[:i])
+			keys = slices.Clone(all[max(0, i-n):i])
 			slices.Reverse(keys)
 		} else {
-			i, found := slices.BinarySearch(all, opts.After)
+			i, found := slices.BinarySearch(all, after)
 			if found {
 				i++
 			}
-			keys = slices.Clone(all[i:])
+			keys = slices.Clone(all[i:min(len(all), i+n)])
 		}
 	})
 	return keys, ok, err
 }
 
-// readKeys reads the threads of keys in order and yields those that keep
-// passes (a thread may have changed since the index looked), at most limit
-// of them (0: all).
-func (s *Store) readKeys(ctx context.Context, keys []string, keep func(*thread.Record) bool, limit int, yield func(*thread.Record, error) bool) {
-	n := 0
-	for _, k := range keys {
-		if limit > 0 && n >= limit {
-			return
-		}
-		if err := ctx.Err(); err != nil {
-			yield(nil, err)
-			return
-		}
-		f, err := s.readThread(k)
-		if errors.Is(err, thread.ErrNotFound) {
-			continue // deleted since
-		}
+// labelPages lists the threads that match opts, which has labels, through
+// the label index: a window of the rarest label's keys at a time, each
+// thread read and checked against opts (it may have changed since the
+// index looked). When the index cannot answer (a committed batch waits to
+// be finished) it returns false with the cursor and the count of what it
+// yielded, for a scan to go on from there.
+func (s *Store) labelPages(ctx context.Context, opts thread.ListOptions, yield func(*thread.Record, error) bool) (done bool, after string, n int) {
+	window := 1024
+	if opts.Limit > 0 {
+		window = 2*opts.Limit + 16
+	}
+	after = opts.After
+	for {
+		keys, ok, err := s.labelled(ctx, opts, after, window)
 		if err != nil {
 			yield(nil, err)
-			return
+			return true, after, n
 		}
-		r := f.record()
-		if !keep(r) {
-			continue
+		if !ok {
+			return false, after, n
 		}
-		n++
-		if !yield(r, nil) {
-			return
+		for _, k := range keys {
+			if opts.Limit > 0 && n >= opts.Limit {
+				return true, after, n
+			}
+			r, err := s.readRecord(ctx, k)
+			if err != nil {
+				yield(nil, err)
+				return true, after, n
+			}
+			after = k
+			if r == nil || !opts.Match(r) {
+				continue
+			}
+			n++
+			if !yield(r, nil) {
+				return true, after, n
+			}
+		}
+		if len(keys) < window {
+			return true, after, n
 		}
 	}
+}
+
+// readRecord reads a thread's record for a listing: nil for a thread
+// deleted since it was listed.
+func (s *Store) readRecord(ctx context.Context, key string) (*thread.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := s.readThread(key)
+	if errors.Is(err, thread.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return f.record(), nil
 }

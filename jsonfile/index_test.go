@@ -89,3 +89,50 @@ func TestIndexFollowsOtherWriters(t *testing.T) {
 		t.Errorf("rare=yes after the log began anew: %v", got)
 	}
 }
+
+// TestLabelPagesWindows: a listing by a label held by more threads than
+// the index hands out at once pages through them all, in both orders.
+func TestLabelPagesWindows(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, t.TempDir(), &Options{NoSync: true})
+	db := thread.New(s, nil)
+	var want []string
+	for i := range 1100 {
+		labels := map[string]string{"team": "blue"}
+		if i%7 == 0 {
+			labels["odd"] = "yes"
+		}
+		id := fmt.Sprintf("w%04d", i)
+		if _, err := db.Create(ctx, thread.CreateOptions{ID: id, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	for _, desc := range []bool{false, true} {
+		var got []string
+		for r, err := range s.Threads(ctx, thread.ListOptions{Labels: map[string]string{"team": "blue"}, Desc: desc}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r.ID)
+		}
+		w := slices.Clone(want)
+		if desc {
+			slices.Reverse(w)
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("desc %v: %d threads, want %d", desc, len(got), len(w))
+		}
+	}
+	// Only every 7th matches both: windows of the rarer label's keys, filtered.
+	n := 0
+	for r, err := range s.Threads(ctx, thread.ListOptions{Labels: map[string]string{"team": "blue", "odd": "yes"}, Limit: 100}) {
+		if err != nil || r.Labels["odd"] != "yes" {
+			t.Fatal(r, err)
+		}
+		n++
+	}
+	if n != 100 {
+		t.Errorf("%d threads with both labels, want 100", n)
+	}
+}

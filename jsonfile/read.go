@@ -226,15 +226,15 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 		return thread.ListByUpdated(ctx, opts, s.Threads)
 	}
 	return func(yield func(*thread.Record, error) bool) {
+		opts := opts // the label path moves its cursor
 		if len(opts.Labels) > 0 {
-			keys, ok, err := s.labelled(ctx, opts)
-			if err != nil {
-				yield(nil, err)
+			done, after, n := s.labelPages(ctx, opts, yield)
+			if done {
 				return
 			}
-			if ok {
-				s.readKeys(ctx, keys, opts.Match, opts.Limit, yield)
-				return
+			opts.After = after // the scan goes on from there
+			if opts.Limit > 0 {
+				opts.Limit -= n
 			}
 		}
 		if err := s.settle(ctx); err != nil {
