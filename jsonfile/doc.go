@@ -159,8 +159,8 @@
 // process's writes through DIR/changes: each batch that creates, deletes
 // or relabels threads appends their keys once its files are written, and
 // the index reads the log's new lines (usually none: one fstat) before it
-// answers. The log begins anew past 4 MiB, and an index then reads every
-// thread file again. A listing filtered by labels reads the threads of the
+// answers. The log begins anew past 4 MiB: the writer's own index follows
+// the new log, the other processes' indexes read every thread file again. A listing filtered by labels reads the threads of the
 // rarest of its labels, in id order, and checks each against the filters;
 // other listings read the thread files in id order. While a committed
 // batch waits for room on the disk, the indexes are not used (reads scan,

@@ -24,8 +24,8 @@ import (
 // or relabelled, appended by the writer (any process's) once the batch's
 // files are written and before its intent is emptied. Before answering,
 // the index reads the log past where it last read and reads again the
-// threads it names; a log begun anew (another epoch, when it grows past
-// maxChanges) has it read every thread file again. The log is not synced:
+// threads it names; a log begun anew by another process (another epoch,
+// when it grows past maxChanges) has it read every thread file again. The log is not synced:
 // a process that dies keeps what it wrote, and after a machine's crash
 // every index is built anew.
 //
@@ -155,10 +155,22 @@ func (s *Store) logChanges(keys []string) error {
 	}
 	var buf []byte
 	if epoch == "" || size > maxChanges {
+		// This process's index reads the old log to its end first, and
+		// follows the new one from its start: only the other processes'
+		// indexes are built again.
+		s.ix.mu.Lock()
+		defer s.ix.mu.Unlock()
+		keep := s.ix.built && s.ix.epoch == epoch && epoch != "" && s.ix.catchUp(s) == nil && s.ix.epoch == epoch
 		if err := s.changes.Truncate(0); err != nil {
+			s.ix.built = false
 			return fmt.Errorf("change log: %w", err)
 		}
 		buf, size = newEpoch(), 0
+		if keep {
+			s.ix.epoch, s.ix.offset = string(buf), epochLen
+		} else {
+			s.ix.built = false
+		}
 	}
 	for _, k := range keys {
 		buf = append(append(buf, k...), '\n')

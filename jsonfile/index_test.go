@@ -88,6 +88,24 @@ func TestIndexFollowsOtherWriters(t *testing.T) {
 	if got := labelled(); !slices.Equal(got, []string{"f0", "f3"}) {
 		t.Errorf("rare=yes after the log began anew: %v", got)
 	}
+	// A log that a's own write begins anew leaves a's index built: it
+	// follows the new log from its start.
+	rootA, err := thread.New(a, nil).Thread(ctx, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rootA.Fork(ctx, thread.ForkOptions{ID: "f5"}); err != nil {
+		t.Fatal(err)
+	}
+	a.ix.mu.Lock()
+	built, epoch := a.ix.built, a.ix.epoch
+	a.ix.mu.Unlock()
+	if logEpoch, _, err := a.logHead(); err != nil || !built || epoch != logEpoch {
+		t.Errorf("after its own write began the log anew, a's index: built %v, epoch %q, log's %q (%v)", built, epoch, logEpoch, err)
+	}
+	if got := forks(); !slices.Equal(got, []string{"f0", "f1", "f3", "f4", "f5"}) {
+		t.Errorf("forks after a's own write began the log anew: %v", got)
+	}
 }
 
 // TestLabelPagesWindows: a listing by a label held by more threads than
