@@ -71,12 +71,8 @@ func (s *Store) submit(ctx context.Context, r *request) error {
 			return <-r.done
 		}
 		s.wmu.Lock()
-		live := false
-		for _, q := range s.w.queue {
-			live = live || q.state.Load() == waiting
-		}
-		if !live && s.w.cancel != nil {
-			s.w.cancel()
+		if !s.waiting() && s.w.cancel != nil {
+			s.w.cancel() // no one is left to wait for the lock
 		}
 		s.wmu.Unlock()
 		return fmt.Errorf("jsonfile %s: lock: %w", s.dir, ctx.Err())
