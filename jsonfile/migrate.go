@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // rekeyChunks makes the sealed history chunks of a thread (already in its
@@ -75,7 +76,7 @@ func migrateTenantKeys(ctx context.Context, s *Store) error {
 		}
 		moved = moved || m
 		p.Done++
-		thread.ReportMigration(ctx, p)
+		store.ReportMigration(ctx, p)
 	}
 	if !moved {
 		return nil

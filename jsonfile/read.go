@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Reads take no lock: every file is replaced whole by a rename, so a reader
@@ -217,13 +218,26 @@ func (s *Store) threadIDs() ([]string, error) {
 
 // Threads implements thread.Store. It lists the directory of thread files
 // and reads them one by one as the caller iterates: O(threads) to list,
-// one file read per thread looked at. OrderUpdated reads every thread's
-// file and sorts (thread.ListByUpdated).
+// one file read per thread looked at. A listing filtered by labels reads
+// only the threads that the index (index.go) says have the rarest of them:
+// O(the page) for a rare label. OrderUpdated reads every matching
+// thread's file and sorts (thread.ListByUpdated).
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	if opts.Order == thread.OrderUpdated {
-		return thread.ListByUpdated(ctx, opts, s.Threads)
+		return store.ListByUpdated(ctx, opts, s.Threads)
 	}
 	return func(yield func(*thread.Record, error) bool) {
+		opts := opts // the label path moves its cursor
+		if len(opts.Labels) > 0 {
+			done, after, n := s.labelPages(ctx, opts, yield)
+			if done {
+				return
+			}
+			opts.After = after // the scan goes on from there
+			if opts.Limit > 0 {
+				opts.Limit -= n
+			}
+		}
 		if err := s.settle(ctx); err != nil {
 			yield(nil, err)
 			return
