@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,9 +17,10 @@ import (
 )
 
 // Apply implements thread.Store. It resolves the family of every thread
-// and commit the batch names, points the index keys of new threads and
-// commits at their families, and runs one Lua script that checks every
-// precondition and then writes; see the package doc.
+// and commit the batch names, reads in one round trip the facts that
+// thread.NeedsOf lists, plans the batch with thread.PlanBatch (every rule
+// of a batch is the planner's), and runs one Lua script that writes the
+// plan if those facts still hold; see the package doc.
 func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -44,8 +46,10 @@ func (s *Store) applyRetry(ctx context.Context, b *thread.Batch, sweep bool) err
 
 func validOp(op thread.Op) bool { return len(op) <= 64 && !strings.ContainsAny(string(op), "\t") }
 
-// validate refuses ids that cannot be stored (ErrInvalid) or cannot exist
-// (ErrNotFound) before anything reaches the server.
+// validate refuses what Redis cannot hold before anything reaches the
+// server: ids that cannot be stored (ErrInvalid) or so cannot exist
+// (ErrNotFound), and ops the encoding cannot frame. It checks no rule of
+// a batch: those are thread.PlanBatch's.
 func validate(b *thread.Batch) error {
 	ref := func(what, id string) error {
 		if id != "" && !ids.Valid(id) {
@@ -71,9 +75,6 @@ func validate(b *thread.Batch) error {
 		}
 		if !ids.ValidKey(r.ID) {
 			return fmt.Errorf("create: thread id %q: %w", clip(r.ID), thread.ErrInvalid)
-		}
-		if err := cr.Validate(); err != nil {
-			return err
 		}
 		if !validOp(cr.Op) {
 			return fmt.Errorf("create %s: op %q: %w", r.ID, clip(string(cr.Op)), thread.ErrInvalid)
@@ -136,6 +137,9 @@ type plan struct {
 	created []string          // family of each creation
 	primary string
 	cached  bool // some family came from the cache
+	// found is where the cache or the index keys put each thread ("t:"+id)
+	// and commit ("c:"+id) that exists already: where the facts are read.
+	found map[string]string
 }
 
 // resolve finds the families of the threads and commits that b names and
@@ -219,6 +223,7 @@ func (s *Store) resolve(ctx context.Context, b *thread.Batch, fresh bool) (*plan
 			}
 		}
 	}
+	p.found = found
 	for k, f := range found {
 		if k[0] == 't' {
 			p.threads[k[2:]] = f
@@ -438,20 +443,60 @@ type claim struct {
 type claims struct {
 	keys   []claim
 	listed []listed // listing entries the batch added
+	// threads and commits are what claim found alive in another family
+	// than the batch's, for the planner: the facts of that family's slot,
+	// which the batch's script cannot read.
+	threads map[string]thread.ThreadFact
+	commits []string
+}
+
+// tell adds what the claim found to the facts.
+func (cl *claims) tell(fs *facts) {
+	for id, t := range cl.threads {
+		if _, ok := fs.Threads[id]; !ok {
+			fs.Threads[id] = t
+		}
+	}
+	for _, id := range cl.commits {
+		fs.Commits[id] = true
+	}
 }
 
 type listed struct{ key, id string }
+
+// maxAttempts bounds how often apply plans a batch again because the
+// facts it was planned on changed before its script ran.
+const maxAttempts = 8
 
 func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (err error, cached bool) {
 	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) == 0 {
 		return nil, false // an empty batch
 	}
+	for attempt := 1; ; attempt++ {
+		done, err, cached := s.applyOnce(ctx, b, fresh, sweep)
+		if done {
+			return err, cached
+		}
+		if attempt == maxAttempts {
+			return fmt.Errorf("redis: apply: the store kept changing under the batch (%d attempts): %w", attempt, thread.ErrConflict), false
+		}
+		// The facts changed between the read and the script: read them
+		// again, every family from its index key, and plan again; the
+		// planner's verdict on the fresh facts decides.
+		fresh = true
+	}
+}
+
+// applyOnce resolves the families of b, reads the facts the planner
+// needs, plans and runs the script that writes the plan if the facts
+// still hold. done is false when they did not (nothing was written).
+func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep bool) (done bool, err error, cached bool) {
 	p, err := s.resolve(ctx, b, fresh)
 	if err != nil {
-		return err, false
+		return true, err, false
 	}
 	if fams := p.families(b); s.cluster && len(fams) > 1 {
-		return fmt.Errorf("batch spans the thread families %q: a Redis Cluster store keeps a family in one hash slot and applies a batch within one: %w",
+		return true, fmt.Errorf("batch spans the thread families %q: a Redis Cluster store keeps a family in one hash slot and applies a batch within one: %w",
 			fams, thread.ErrUnsupported), p.cached
 	}
 	now := s.now()
@@ -460,18 +505,30 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (
 		expires = micros(now.Add(s.ttl))
 	}
 	// On a single server the script claims index keys and lists threads
-	// itself, atomically with its checks; a cluster script can touch only
+	// itself, atomically with its guard; a cluster script can touch only
 	// its family's slot, so the client claims them first.
 	inline := !s.cluster
-	args, err := s.scriptArgs(b, p, sweep, inline, micros(now), expires)
-	if err != nil {
-		return err, p.cached
-	}
 	var cl claims
 	if !inline {
-		if cl, err = s.claim(ctx, b, p, expires); err != nil {
-			return err, p.cached
+		if cl, err = s.claim(ctx, b, p, expires); errors.Is(err, errStale) {
+			return false, nil, p.cached
+		} else if err != nil {
+			return true, err, p.cached
 		}
+	}
+	fs, err := s.readFacts(ctx, b, p, fresh, sweep, inline, micros(now))
+	var plan *thread.Plan
+	var args []any
+	if err == nil {
+		cl.tell(fs)
+		plan, err = thread.PlanBatch(ctx, &fs.MapFacts, b)
+	}
+	if err == nil {
+		args, err = s.scriptArgs(plan, p, fs, inline, micros(now), expires)
+	}
+	if err != nil {
+		s.unclaim(context.WithoutCancel(ctx), cl)
+		return true, err, p.cached
 	}
 	if s.hook != nil {
 		s.hook("script")
@@ -480,21 +537,15 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (
 	if err != nil {
 		// Whether it ran is unknown: leave the claims, which point at
 		// nothing if it did not.
-		return fmt.Errorf("redis: apply: %w", err), p.cached
+		return true, fmt.Errorf("redis: apply: %w", err), p.cached
 	}
 	after := context.WithoutCancel(ctx)
-	if len(res) == 3 && res[0] == "ERR" {
+	if len(res) == 1 && res[0] == "STALE" {
 		s.unclaim(after, cl)
-		kind, _ := res[1].(string)
-		msg, _ := res[2].(string)
-		sentinel := thread.ErrNotFound
-		if kind == "conflict" {
-			sentinel = thread.ErrConflict
-		}
-		return fmt.Errorf("%s: %w", msg, sentinel), p.cached
+		return false, nil, p.cached
 	}
 	if len(res) != 4 || res[0] != "OK" {
-		return fmt.Errorf("redis: apply: unexpected reply %v", res), p.cached
+		return true, fmt.Errorf("redis: apply: unexpected reply %v", res), p.cached
 	}
 	freed, _ := res[1].([]any)
 	tenants, _ := res[2].([]any)
@@ -538,7 +589,7 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (
 		}
 	}
 	if len(gone) == 0 && (inline || (len(freed) == 0 && (expires == 0 || len(b.Moves) == 0))) {
-		return nil, p.cached
+		return true, nil, p.cached
 	}
 	nowUS := micros(now)
 	_, err = s.rdb.Pipelined(after, func(pipe goredis.Pipeliner) error {
@@ -575,43 +626,262 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (
 	if err != nil {
 		s.log.Warn("redis store: clean up index keys after a batch", "err", err)
 	}
-	return nil, p.cached
+	return true, nil, p.cached
 }
 
-// scriptArgs encodes b for the apply script.
-func (s *Store) scriptArgs(b *thread.Batch, p *plan, sweep, inline bool, now, expires int64) ([]any, error) {
-	args := make([]any, 0, 16+6*len(b.Commits))
-	args = append(args, s.prefix, now, flag(inline), expires, len(b.Commits))
+// facts are what the planner is told, read in one round trip, with the
+// reads the script repeats before it writes (guard) and the expired
+// records each creation replaces (purge, by creation).
+type facts struct {
+	thread.MapFacts
+	guard []string // kind, key, field, value: see applyScript
+	purge [][]string
+}
+
+// raw is how the guard compares a value that may be missing.
+func raw(v any) string {
+	if s, ok := v.(string); ok {
+		return "=" + s
+	}
+	return ""
+}
+
+// readFacts reads, in one round trip (two when fresh on a single
+// server, which first reads the index keys of what the batch makes), what
+// thread.NeedsOf lists: each thread's record where its family says (a
+// record expired at now counts as missing; with sweep, only an expired
+// one counts), each commit's existence and each checkpoint. It returns them
+// with the guard: the same reads, which the script repeats and compares
+// before it writes, so the plan is written only on the facts it was made
+// on.
+func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, sweep, inline bool, now int64) (*facts, error) {
+	needs := thread.NeedsOf(b)
+	creating := make(map[string]string, len(b.Create))
+	for i, cr := range b.Create {
+		creating[cr.Record.ID] = p.created[i]
+	}
+	isNew := make(map[string]bool, len(b.Commits))
 	for _, c := range b.Commits {
+		isNew[c.ID] = true
+	}
+	// The index keys of what the batch makes: on a single server the
+	// script checks that they point at nothing live elsewhere; a second
+	// attempt reads them first, to plan on what they point at.
+	indexed := map[string]string{}
+	if fresh && inline {
+		var keys []string
+		for id := range creating {
+			keys = append(keys, "t:"+id)
+		}
+		for id := range isNew {
+			keys = append(keys, "c:"+id)
+		}
+		if len(keys) > 0 {
+			cmds := make([]*goredis.StringCmd, len(keys))
+			_, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+				for i, k := range keys {
+					cmds[i] = pipe.Get(ctx, s.indexKey(k))
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				return nil, fmt.Errorf("redis: read index keys: %w", err)
+			}
+			for i, k := range keys {
+				if f, err := cmds[i].Result(); err == nil {
+					indexed[k] = f
+				}
+			}
+		}
+	}
+	add := func(fams []string, f string) []string {
+		if f == "" || slices.Contains(fams, f) {
+			return fams
+		}
+		return append(fams, f)
+	}
+	type threadRead struct {
+		id   string
+		fams []string
+		cmds []*goredis.SliceCmd
+	}
+	type commitRead struct {
+		id   string
+		fams []string
+		cmds []*goredis.BoolCmd
+	}
+	threads := make([]threadRead, len(needs.Threads))
+	for i, id := range needs.Threads {
+		var fams []string
+		if cf, ok := creating[id]; ok {
+			fams = add(fams, cf)
+			if inline {
+				// A cluster store's claim deals with a family elsewhere.
+				fams = add(add(fams, p.found["t:"+id]), indexed["t:"+id])
+			}
+		} else {
+			fams = add(fams, p.found["t:"+id])
+		}
+		threads[i] = threadRead{id: id, fams: fams}
+	}
+	commits := make([]commitRead, len(needs.Commits))
+	for i, id := range needs.Commits {
+		fams := []string{p.commit(id)}
+		if isNew[id] {
+			fams = add(fams, indexed["c:"+id])
+		} else if f := p.found["c:"+id]; f != "" {
+			fams = []string{f}
+		}
+		commits[i] = commitRead{id: id, fams: fams}
+	}
+	cps := make([]*goredis.StringCmd, len(needs.Checkpoints))
+	_, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+		for i := range threads {
+			t := &threads[i]
+			for _, f := range t.fams {
+				t.cmds = append(t.cmds, pipe.HMGet(ctx, s.recKey(f, t.id), fVersion, fHead, fExpires))
+			}
+		}
+		for i := range commits {
+			c := &commits[i]
+			for _, f := range c.fams {
+				c.cmds = append(c.cmds, pipe.HExists(ctx, s.famKey(f, "m"), c.id))
+			}
+		}
+		for i, k := range needs.Checkpoints {
+			if _, made := creating[k.Thread]; !made {
+				if f := p.found["t:"+k.Thread]; f != "" {
+					cps[i] = pipe.HGet(ctx, s.cpKey(f, k.Thread), k.Name)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, fmt.Errorf("redis: read the facts of a batch: %w", err)
+	}
+	fs := &facts{MapFacts: thread.MapFacts{
+		Threads:     make(map[string]thread.ThreadFact, len(threads)),
+		Commits:     make(map[string]bool, len(commits)),
+		Checkpoints: make(map[thread.CheckpointKey]string, len(cps)),
+	}, purge: make([][]string, len(b.Create))}
+	purge := map[string][]string{}
+	for _, t := range threads {
+		live := false
+		for j, cmd := range t.cmds {
+			v, err := cmd.Result()
+			if err != nil {
+				return nil, fmt.Errorf("redis: read thread %s: %w", t.id, err)
+			}
+			fs.guard = append(fs.guard, "r", s.recKey(t.fams[j], t.id), "", raw(v[0])+"\t"+raw(v[1])+"\t"+raw(v[2]))
+			ver, ok := v[0].(string)
+			if !ok {
+				continue
+			}
+			x, _ := v[2].(string)
+			exp, _ := strconv.ParseInt(x, 10, 64)
+			expired := x != "" && exp <= now
+			if expired && !sweep {
+				purge[t.id] = append(purge[t.id], t.fams[j])
+			}
+			if live || expired != sweep {
+				continue
+			}
+			n, err := strconv.ParseInt(ver, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("redis: thread %s: version %q: %w", t.id, ver, errCorrupt)
+			}
+			head, _ := v[1].(string)
+			fs.Threads[t.id] = thread.ThreadFact{Version: n, Head: head}
+			live = true
+		}
+		if _, made := creating[t.id]; made && inline {
+			fs.guard = append(fs.guard, "i", s.threadIndexKey(t.id), "t:"+t.id, "\t"+strings.Join(t.fams, "\t")+"\t")
+		}
+	}
+	for i, cr := range b.Create {
+		fs.purge[i] = purge[cr.Record.ID]
+	}
+	for _, c := range commits {
+		for j, cmd := range c.cmds {
+			ok, err := cmd.Result()
+			if err != nil {
+				return nil, fmt.Errorf("redis: read commit %s: %w", c.id, err)
+			}
+			fs.guard = append(fs.guard, "e", s.famKey(c.fams[j], "m"), c.id, strconv.Itoa(flag(ok)))
+			if ok {
+				fs.Commits[c.id] = true
+			}
+		}
+		if isNew[c.id] && inline {
+			fs.guard = append(fs.guard, "i", s.commitIndexKey(c.id), "c:"+c.id, "\t"+strings.Join(c.fams, "\t")+"\t")
+		}
+	}
+	for i, k := range needs.Checkpoints {
+		if cps[i] == nil {
+			continue
+		}
+		v, err := cps[i].Result()
+		if errors.Is(err, goredis.Nil) {
+			fs.guard = append(fs.guard, "k", cps[i].Args()[1].(string), k.Name, "")
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redis: read checkpoint %q of %s: %w", k.Name, k.Thread, err)
+		}
+		_, _, commit, err := splitValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("redis: checkpoint %q of %s: %w", k.Name, k.Thread, err)
+		}
+		fs.guard = append(fs.guard, "k", cps[i].Args()[1].(string), k.Name, "="+v)
+		fs.Checkpoints[k] = commit
+	}
+	return fs, nil
+}
+
+// scriptArgs encodes the guard and the plan for the apply script.
+func (s *Store) scriptArgs(pl *thread.Plan, p *plan, fs *facts, inline bool, now, expires int64) ([]any, error) {
+	b := pl.Batch
+	args := make([]any, 0, 16+len(fs.guard)+7*len(b.Commits))
+	args = append(args, s.prefix, now, flag(inline), expires, len(fs.guard)/4)
+	for _, g := range fs.guard {
+		args = append(args, g)
+	}
+	args = append(args, len(b.Commits))
+	for i, c := range b.Commits {
 		blob, err := encodeCommit(c)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, p.commit(c.ID), c.ID, c.Parent, p.commit(c.Parent), strconv.FormatInt(c.Depth, 10), blob)
+		args = append(args, p.commit(c.ID), c.ID, c.Parent, p.commit(c.Parent), strconv.FormatInt(c.Depth, 10), blob, pl.NewRefs[i])
+	}
+	args = append(args, len(pl.Refs))
+	for _, r := range pl.Refs {
+		args = append(args, p.commit(r.Commit), r.Commit, r.N)
 	}
 	args = append(args, len(b.Create))
 	for i, cr := range b.Create {
 		r, f := cr.Record, p.created[i]
-		args = append(args, f, r.ID, r.Head, p.commit(r.Head), s.tenantKey(r.Tenant))
+		args = append(args, f, r.ID, s.tenantKey(r.Tenant))
 		fields := recordFields(r, expires)
 		args = append(args, len(fields)/2)
 		for _, x := range fields {
 			args = append(args, x)
 		}
-		hist := cr.History
-		if len(hist) == 0 {
-			hist = []thread.HistoryEntry{{Version: 1, Commit: r.Head, Op: cr.Op, Time: r.CreatedAt}}
-		}
+		hist := cr.Entries()
 		args = append(args, len(hist))
 		for _, e := range hist {
-			cf := p.commit(e.Commit)
-			args = append(args, e.Commit, cf, entryValue(e.Time, e.Op, e.Commit, rel(cf, f)))
+			args = append(args, entryValue(e.Time, e.Op, e.Commit, rel(p.commit(e.Commit), f)))
+		}
+		args = append(args, len(fs.purge[i]))
+		for _, pf := range fs.purge[i] {
+			args = append(args, pf)
 		}
 	}
 	args = append(args, len(b.Moves))
 	for _, m := range b.Moves {
 		f, hf := p.thread(m.Thread), p.commit(m.Head)
-		args = append(args, f, m.Thread, m.From, m.Head, hf, entryValue(m.Time, m.Op, m.Head, rel(hf, f)))
+		args = append(args, f, m.Thread, m.From, entryValue(m.Time, m.Op, m.Head, rel(hf, f)))
 		fields := []string{fVersion, strconv.FormatInt(m.From+1, 10), fHead, m.Head, fUpdated, strconv.FormatInt(micros(m.Time), 10)}
 		if m.Kind != "" {
 			fields = append(fields, fKind, string(m.Kind))
@@ -637,11 +907,11 @@ func (s *Store) scriptArgs(b *thread.Batch, p *plan, sweep, inline bool, now, ex
 	args = append(args, len(b.Checkpoints))
 	for _, cp := range b.Checkpoints {
 		f, cf := p.thread(cp.Thread), p.commit(cp.Commit)
-		args = append(args, f, cp.Thread, cp.Name, cp.Commit, cf, checkpointValue(cp, rel(cf, f)))
+		args = append(args, f, cp.Thread, cp.Name, checkpointValue(cp, rel(cf, f)))
 	}
 	args = append(args, len(b.Delete))
 	for _, d := range b.Delete {
-		args = append(args, p.thread(d.Thread), d.Thread, d.Version, flag(sweep))
+		args = append(args, p.thread(d.Thread), d.Thread)
 	}
 	var notice []byte
 	if changes := b.Changes(time.UnixMicro(now).UTC()); len(changes) > 0 {
@@ -665,9 +935,11 @@ func flag(b bool) int {
 // their families and lists new threads, before the script runs, so that a
 // crash after the script never leaves data that cannot be found. Only a
 // cluster store needs it (a single server's script does it itself). An
-// index key that points at another family where its object exists is a
-// conflict; one that points at nothing is taken over if it still points
-// there (see the package doc for the race this leaves).
+// index key that points at another family where its object exists tells
+// the planner that the object exists (claims.tell), which it then refuses
+// to make again; one that points at nothing is taken over if it still
+// points there, and one that changed meanwhile is errStale (see the
+// package doc for the race this leaves).
 func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int64) (claims, error) {
 	type pending struct {
 		c      claim
@@ -724,35 +996,45 @@ func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int
 	}
 	for _, o := range others {
 		other, _ := o.cmd.Text()
-		var n int64
+		alive := false
 		var err error
 		if o.thread {
-			n, err = s.rdb.Exists(ctx, s.recKey(other, o.id)).Result()
+			// Expired or not: a cluster store's script cannot let go of a
+			// record in another slot.
+			var v []any
+			v, err = s.rdb.HMGet(ctx, s.recKey(other, o.id), fVersion, fHead).Result()
+			if err != nil {
+				v = []any{nil, nil}
+			}
+			if ver, ok := v[0].(string); ok {
+				alive = true
+				n, perr := strconv.ParseInt(ver, 10, 64)
+				if perr != nil {
+					err = fmt.Errorf("thread %s: version %q: %w", o.id, ver, errCorrupt)
+				}
+				head, _ := v[1].(string)
+				if cl.threads == nil {
+					cl.threads = map[string]thread.ThreadFact{}
+				}
+				cl.threads[o.id] = thread.ThreadFact{Version: n, Head: head}
+			}
 		} else {
-			var ok bool
-			ok, err = s.rdb.HExists(ctx, s.famKey(other, "m"), o.id).Result()
-			if ok {
-				n = 1
+			alive, err = s.rdb.HExists(ctx, s.famKey(other, "m"), o.id).Result()
+			if alive {
+				cl.commits = append(cl.commits, o.id)
 			}
 		}
-		if err == nil && n == 0 {
+		if err == nil && !alive {
 			// A key left by a crash or a refused batch: take it over,
-			// unless another batch did meanwhile.
+			// unless another batch did meanwhile (then read again).
 			var took int64
 			took, err = takeoverScript.Run(ctx, s.rdb, []string{o.c.key}, o.c.fam, other).Int64()
 			if err == nil && took == 0 {
-				n = 1
+				err = errStale
 			}
 			if err == nil && took == 1 && !o.thread {
 				cl.keys = append(cl.keys, o.c)
 			}
-		}
-		if err == nil && n > 0 {
-			what := "commit"
-			if o.thread {
-				what = "thread"
-			}
-			err = fmt.Errorf("%s %q exists: %w", what, o.id, thread.ErrConflict)
 		}
 		if err != nil {
 			s.unclaim(context.WithoutCancel(ctx), cl)
@@ -761,6 +1043,9 @@ func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int
 	}
 	return cl, nil
 }
+
+// errStale is claim's: an index key changed while it looked.
+var errStale = errors.New("an index key changed")
 
 // unclaim takes back what claim wrote for a batch that was refused.
 func (s *Store) unclaim(ctx context.Context, cl claims) {

@@ -97,19 +97,27 @@
 // # Apply
 //
 // Apply resolves the families the batch names (from a cache kept by each
-// Store, else the index keys) and runs one Lua script that checks every
-// precondition of the batch, in the batch's order, and only then writes:
-// the script is atomic, so a batch is applied whole or not at all and
-// compare-and-swap on versions needs no retry loop. A batch that names a
-// thread that has no family is refused with thread.ErrNotFound. On a single
-// server the script also writes the index keys, listings and deadlines of
-// what it makes, moves and deletes, checking first that an index key which
+// Store, else the index keys), reads in one pipelined round trip what
+// thread.NeedsOf lists (each thread's version, head and deadline, each
+// commit's existence, each checkpoint), and plans the batch with
+// thread.PlanBatch, which holds every rule of a batch. One Lua script then
+// writes the plan: it first repeats those reads and compares them with
+// what the plan was made on (a compare-and-swap on the facts, which
+// restates no rule), and writes nothing if any changed; Apply then reads
+// and plans again, up to 8 times, and the planner's verdict on the fresh
+// facts decides (a move from a version that moved on is a conflict there).
+// The script is atomic, so a batch is applied whole or not at all. A
+// batch that names a thread that has no family is refused with
+// thread.ErrNotFound. On a single server the script also writes the
+// index keys, listings and deadlines of what it makes, moves and deletes,
+// and its guard checks that an index key of a new thread or commit which
 // points at another family points at nothing live there; so an id is
 // created once however many processes race for it, and a refused batch
 // leaves nothing behind. In cluster mode the index keys and listings of
-// new threads and commits are written before the script (see Known limits). Deleting a thread decrements the references of its
-// history and checkpoints and deletes every commit whose count reaches
-// zero, walking up the parents, inside the same script.
+// new threads and commits are written before the script (see Known
+// limits). The plan's reference counts are written with its commits;
+// letting go of the last reference to a commit (a deletion, a dropped
+// checkpoint) deletes it, walking up the parents, inside the same script.
 //
 // With Options.Cluster (set for a *redis.ClusterClient or ?cluster=true) a
 // batch whose threads and commits span several families is refused with
