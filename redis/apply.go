@@ -544,12 +544,13 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep boo
 		s.unclaim(after, cl)
 		return false, nil, p.cached
 	}
-	if len(res) != 4 || res[0] != "OK" {
+	if len(res) != 5 || res[0] != "OK" {
 		return true, fmt.Errorf("redis: apply: unexpected reply %v", res), p.cached
 	}
 	freed, _ := res[1].([]any)
 	tenants, _ := res[2].([]any)
 	replaced, _ := res[3].([]any)
+	unlisted, _ := res[4].([]any)
 	for _, c := range b.Commits {
 		s.fams.put("c:"+c.ID, p.commit(c.ID))
 	}
@@ -588,7 +589,7 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep boo
 			gone = append(gone, [2]string{id, tenant})
 		}
 	}
-	if len(gone) == 0 && (inline || (len(freed) == 0 && (expires == 0 || len(b.Moves) == 0))) {
+	if len(gone) == 0 && (inline || (len(freed) == 0 && len(unlisted) == 0 && (expires == 0 || len(b.Moves) == 0))) {
 		return true, nil, p.cached
 	}
 	nowUS := micros(now)
@@ -614,6 +615,13 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep boo
 		}
 		for _, g := range gone {
 			pipe.ZRem(after, s.tenantKey(g[1]), g[0])
+		}
+		for i := 0; i+1 < len(unlisted); i += 2 {
+			key, _ := unlisted[i].(string)
+			id, _ := unlisted[i+1].(string)
+			if _, made := newTenant[id]; !made { // the claim listed the new thread
+				pipe.ZRem(after, key, id)
+			}
 		}
 		if expires != 0 {
 			// A move pushes the deadline only once it is applied.
@@ -862,7 +870,11 @@ func (s *Store) scriptArgs(pl *thread.Plan, p *plan, fs *facts, inline bool, now
 	args = append(args, len(b.Create))
 	for i, cr := range b.Create {
 		r, f := cr.Record, p.created[i]
-		args = append(args, f, r.ID, s.tenantKey(r.Tenant))
+		fk := ""
+		if ff := r.ForkedFrom.Thread; ff != "" {
+			fk = s.forkKey(ff)
+		}
+		args = append(args, f, r.ID, s.tenantKey(r.Tenant), r.Tenant, fk)
 		fields := recordFields(r, expires)
 		args = append(args, len(fields)/2)
 		for _, x := range fields {
@@ -877,6 +889,7 @@ func (s *Store) scriptArgs(pl *thread.Plan, p *plan, fs *facts, inline bool, now
 		for _, pf := range fs.purge[i] {
 			args = append(args, pf)
 		}
+		args = appendLabels(args, r.Labels, inline)
 	}
 	args = append(args, len(b.Moves))
 	for _, m := range b.Moves {
@@ -899,6 +912,9 @@ func (s *Store) scriptArgs(pl *thread.Plan, p *plan, fs *facts, inline bool, now
 		for _, x := range fields {
 			args = append(args, x)
 		}
+		// A cluster store keeps no label sets: they live in other slots.
+		args = append(args, flag(m.Labels != nil && inline))
+		args = appendLabels(args, m.Labels, inline)
 	}
 	args = append(args, len(b.DropCheckpoints))
 	for _, k := range b.DropCheckpoints {
@@ -922,6 +938,19 @@ func (s *Store) scriptArgs(pl *thread.Plan, p *plan, fs *facts, inline bool, now
 	}
 	args = append(args, s.changesChannel(), notice)
 	return args, nil
+}
+
+// appendLabels appends the count and pairs of labels for the script's
+// label sets; none without inline.
+func appendLabels(args []any, labels map[string]string, inline bool) []any {
+	if !inline {
+		return append(args, 0)
+	}
+	args = append(args, len(labels))
+	for k, v := range labels {
+		args = append(args, k, v)
+	}
+	return args
 }
 
 func flag(b bool) int {
@@ -962,7 +991,11 @@ func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int
 			r := cr.Record
 			k, f := s.threadIndexKey(r.ID), p.created[i]
 			todo = append(todo, pending{c: claim{key: k, fam: f}, thread: true, id: r.ID, cmd: claimScript.Eval(ctx, pipe, []string{k}, f)})
-			for _, key := range []string{s.allKey(), s.tenantKey(r.Tenant)} {
+			keys := []string{s.allKey(), s.tenantKey(r.Tenant)}
+			if ff := r.ForkedFrom.Thread; ff != "" {
+				keys = append(keys, s.forkKey(ff))
+			}
+			for _, key := range keys {
 				adds = append(adds, add{listed{key, r.ID}, pipe.ZAdd(ctx, key, goredis.Z{Member: r.ID})})
 			}
 			if expires != 0 {

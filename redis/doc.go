@@ -66,7 +66,14 @@
 // and sorted sets P:a (every thread) and P:l:=<tenant> list ids in lexical
 // order for ZRANGEBYLEX paging (a tenant that is not a valid id of at most
 // 64 bytes is listed under P:l:~<hex of its sha256>); P:x orders the TTL
-// deadlines. P:schema holds the schema version.
+// deadlines. P:f:<sha1 of a thread key> lists, in a sorted set, the
+// threads forked from that thread (Store.Forks, which thread.DB.Family
+// uses: a family costs reads of its members), and P:b:<sha1 of tenant NUL
+// key NUL value> the tenant's threads with that label: a listing filtered
+// by labels pages through the smallest of its labels' sets, so a page of a
+// rare label reads about a page of records. Each record's field s names
+// the sets it is in. Readers check every record they read from a set.
+// P:schema holds the schema version.
 //
 // # Tenants and migration
 //
@@ -92,7 +99,8 @@
 // (P:s:…) into threads in the format of internal/sessionrec (one thread
 // per tenant and project) before deleting those keys. The package keeps
 // threads and nothing else: package worklog keeps its session records in
-// threads of any store.
+// threads of any store. Schema 3 listed every thread in its fork set and
+// label sets (a page of 256 threads at a time).
 //
 // # Apply
 //
@@ -169,4 +177,9 @@
 // at the same moment can leave the new thread unlisted or unfindable by
 // id. A cluster store also refuses (ErrConflict) to create an id whose
 // expired thread lives in another family until the sweeper deletes it.
+// A cluster store lists a new thread in its fork set before the script
+// and takes a deleted one out after it, with the same races; it keeps no
+// label sets (a listing filtered by labels reads every record of the
+// tenant), so data written in cluster mode must not be opened by a store
+// that is not.
 package redis

@@ -161,6 +161,13 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 		key := s.allKey()
 		if !opts.AllTenants {
 			key = s.tenantKey(opts.Tenant)
+			if len(opts.Labels) > 0 && !s.cluster {
+				var err error
+				if key, err = s.labelSet(ctx, opts.Tenant, opts.Labels); err != nil {
+					yield(nil, fmt.Errorf("list threads: %w", err))
+					return
+				}
+			}
 		}
 		const page = 256
 		cursor, started, n := opts.After, opts.After != "", 0
@@ -211,6 +218,65 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 		}
 	}
 }
+
+// labelSet returns the label set of tenant that lists the fewest threads
+// among those of labels: a listing filtered by labels pages through it
+// and checks each record, so a page of a rare label reads that page.
+func (s *Store) labelSet(ctx context.Context, tenant string, labels map[string]string) (string, error) {
+	keys := make([]string, 0, len(labels))
+	for k, v := range labels {
+		keys = append(keys, s.labelKey(tenant, k, v))
+	}
+	if len(keys) == 1 {
+		return keys[0], nil
+	}
+	cards := make([]*goredis.IntCmd, len(keys))
+	if _, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+		for i, k := range keys {
+			cards[i] = pipe.ZCard(ctx, k)
+		}
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	best := 0
+	for i, c := range cards {
+		if c.Val() < cards[best].Val() {
+			best = i
+		}
+	}
+	return keys[best], nil
+}
+
+// Forks implements thread.ForkIndex: it reads the set of the threads
+// forked from parent, then their records (two round trips, one when their
+// families are cached), and yields those whose record names parent.
+func (s *Store) Forks(ctx context.Context, parent string) iter.Seq2[*thread.Record, error] {
+	return func(yield func(*thread.Record, error) bool) {
+		yield = mapYield(ctx, yield)
+		idList, err := s.rdb.ZRange(ctx, s.forkKey(parent), 0, -1).Result()
+		if err != nil {
+			yield(nil, fmt.Errorf("forks of %s: %w", clip(parent), err))
+			return
+		}
+		for len(idList) > 0 {
+			n := min(len(idList), 1024)
+			recs, err := s.records(ctx, idList[:n])
+			if err != nil {
+				yield(nil, fmt.Errorf("forks of %s: %w", clip(parent), err))
+				return
+			}
+			idList = idList[n:]
+			for _, r := range recs {
+				if r != nil && r.ForkedFrom.Thread == parent && !yield(r, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+var _ thread.ForkIndex = (*Store)(nil)
 
 // records reads the records of ids in two round trips (one when the
 // families are cached); missing and expired threads are nil.

@@ -31,7 +31,15 @@ end
 // dropped checkpoints, new checkpoints, deletions, and the commits left
 // without references. It returns {"OK", freed commits {id, family, ...},
 // deleted threads' tenants, {id, tenant, ...} of the expired records
-// creations replaced}.
+// creations replaced, {key, id, ...} of the index entries (fork and label
+// sets) of deleted and replaced threads that the client is to remove}.
+//
+// A record's field s lists the fork and label sets it is in: a creation
+// puts it in the set of the thread it was forked from (forkKey, "" for
+// none) and in a set per label, P:b:<sha1 of tenant NUL key NUL value>; a
+// move with relabel "1" leaves the label sets of its old labels for those
+// of the new ones; a deletion leaves them all. Only with inline set does
+// the script write the sets themselves; the field is written either way.
 //
 // With inline set (a single server, where a script may touch any key) the
 // script also writes the index keys, listing entries and expiry scores of
@@ -49,8 +57,8 @@ end
 //	     at a family that does not hold the object
 //	ncommits, per commit: family id parent parentFamily depth blob references
 //	nrefs, per stored commit: family id count
-//	ncreations, per creation: family id tenantKey nfields fields... nentries values... npurge families...
-//	nmoves, per move: family thread from entry nfields fields...
+//	ncreations, per creation: family id tenantKey tenant forkKey nfields fields... nentries values... npurge families... nlabels (k v)...
+//	nmoves, per move: family thread from entry nfields fields... relabel nlabels (k v)...
 //	ndrops, per drop: family thread name
 //	ncheckpoints, per checkpoint: family thread name value
 //	ndeletes, per delete: family thread
@@ -88,7 +96,25 @@ for _ = 1, tonumber(nx()) do
   if got ~= want then return {'STALE'} end
 end
 
-local freed, tenants, replaced = {}, {}, {}
+local freed, tenants, replaced, unlisted = {}, {}, {}, {}
+local LP = P .. ':b:'
+local function labelKeys(tenant, labels, out)
+  for j = 1, #labels, 2 do
+    out[#out + 1] = LP .. redis.sha1hex(tenant .. '\0' .. labels[j] .. '\0' .. labels[j + 1])
+  end
+  return out
+end
+-- unlist takes thread id out of the sets its record rk lists.
+local function unlist(rk, id)
+  for key in string.gmatch(redis.call('HGET', rk, 's') or '', '[^\t]+') do
+    if inline then
+      redis.call('ZREM', key, id)
+    else
+      unlisted[#unlisted + 1] = key
+      unlisted[#unlisted + 1] = id
+    end
+  end
+end
 -- unref drops a reference and deletes the commits nothing reaches any
 -- more, walking up the parents while that frees them.
 local function unref(f, id)
@@ -130,20 +156,31 @@ end
 -- references after the batch's new ones count.
 local released = {}
 for _ = 1, tonumber(nx()) do
-  local f, id, tk = nx(), nx(), nx()
-  local fields, hist = {}, {}
+  local f, id, tk, tenant, fk = nx(), nx(), nx(), nx(), nx()
+  local fields, hist, labels = {}, {}, {}
   for k = 1, tonumber(nx()) * 2 do fields[k] = nx() end
   for k = 1, tonumber(nx()) do hist[k] = nx() end
-  for _ = 1, tonumber(nx()) do
-    local pf = nx()
+  local purge = {}
+  for k = 1, tonumber(nx()) do purge[k] = nx() end
+  for k = 1, tonumber(nx()) * 2 do labels[k] = nx() end
+  for _, pf in ipairs(purge) do
     local rk, hk, kk = K(pf, 'r:' .. id), K(pf, 'h:' .. id), K(pf, 'k:' .. id)
+    unlist(rk, id)
     replaced[#replaced + 1] = id
     replaced[#replaced + 1] = redis.call('HGET', rk, 't') or ''
     released[#released + 1] = {f = pf, vals = redis.call('HVALS', hk)}
     released[#released + 1] = {f = pf, vals = redis.call('HVALS', kk)}
     redis.call('DEL', rk, hk, kk)
   end
+  local sets = {}
+  if fk ~= '' then sets[1] = fk end
+  labelKeys(tenant, labels, sets)
+  fields[#fields + 1] = 's'
+  fields[#fields + 1] = table.concat(sets, '\t')
   redis.call('HSET', K(f, 'r:' .. id), unpack(fields))
+  if inline then
+    for _, key in ipairs(sets) do redis.call('ZADD', key, 0, id) end
+  end
   local hk = K(f, 'h:' .. id)
   for v, e in ipairs(hist) do redis.call('HSET', hk, v, e) end
   if inline then
@@ -158,7 +195,28 @@ for _ = 1, tonumber(nx()) do
   local f, t, from, e = nx(), nx(), tonumber(nx()), nx()
   local fields = {}
   for k = 1, tonumber(nx()) * 2 do fields[k] = nx() end
-  redis.call('HSET', K(f, 'r:' .. t), unpack(fields))
+  local relabel, labels = nx() == '1', {}
+  for k = 1, tonumber(nx()) * 2 do labels[k] = nx() end
+  local rk = K(f, 'r:' .. t)
+  if relabel then
+    local r = redis.call('HMGET', rk, 's', 't')
+    local sets = {}
+    for key in string.gmatch(r[1] or '', '[^\t]+') do
+      if string.sub(key, 1, #LP) == LP then
+        if inline then redis.call('ZREM', key, t) end
+      else
+        sets[#sets + 1] = key
+      end
+    end
+    local n = #sets
+    labelKeys(r[2] or '', labels, sets)
+    if inline then
+      for j = n + 1, #sets do redis.call('ZADD', sets[j], 0, t) end
+    end
+    fields[#fields + 1] = 's'
+    fields[#fields + 1] = table.concat(sets, '\t')
+  end
+  redis.call('HSET', rk, unpack(fields))
   redis.call('HSET', K(f, 'h:' .. t), from + 1, e)
   if inline and expires > 0 then redis.call('ZADD', P .. ':x', expires, t) end
 end
@@ -182,6 +240,7 @@ for _ = 1, tonumber(nx()) do
   local f, t = nx(), nx()
   local rk, hk, kk = K(f, 'r:' .. t), K(f, 'h:' .. t), K(f, 'k:' .. t)
   tenants[#tenants + 1] = redis.call('HGET', rk, 't') or ''
+  unlist(rk, t)
   for _, v in ipairs(redis.call('HVALS', hk)) do unref(target(v, f)) end
   for _, v in ipairs(redis.call('HVALS', kk)) do unref(target(v, f)) end
   redis.call('DEL', rk, hk, kk)
@@ -203,7 +262,7 @@ local channel, notice = nx(), nx()
 -- PUBLISH that fails (an ACL user without the channel) loses the notice,
 -- not the batch, which is written: pcall, so the script still says OK.
 if notice ~= '' then redis.pcall('PUBLISH', channel, notice) end
-return {'OK', freed, tenants, replaced}
+return {'OK', freed, tenants, replaced, unlisted}
 `)
 
 // ancestorsScript walks from a commit towards the root while the depth is

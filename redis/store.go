@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -27,7 +28,7 @@ func init() {
 
 // SchemaVersion is the version of the key layout this package writes. Open
 // migrates older data up to it and refuses data written by a newer one.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Options configure a Store. A nil *Options, and every zero field, means
 // the defaults; query parameters of the URL fill the fields left zero.
@@ -293,6 +294,21 @@ func (s *Store) tenantKey(tenant string) string {
 	// share a sorted set, and listing filters by tenant anyway.
 	sum := sha256.Sum256([]byte(tenant))
 	return s.prefix + ":l:~" + hex.EncodeToString(sum[:16])
+}
+
+// forkKey is the sorted set of the threads forked from parent (a thread
+// key), and labelKey that of a tenant's threads labelled k=v: named by
+// the SHA-1 of the parent, or of tenant, k and v joined by NULs, which
+// the apply script makes the same way (redis.sha1hex). Ids in them are
+// candidates: readers check each record.
+func (s *Store) forkKey(parent string) string {
+	sum := sha1.Sum([]byte(parent))
+	return s.prefix + ":f:" + hex.EncodeToString(sum[:])
+}
+
+func (s *Store) labelKey(tenant, k, v string) string {
+	sum := sha1.Sum([]byte(tenant + "\x00" + k + "\x00" + v))
+	return s.prefix + ":b:" + hex.EncodeToString(sum[:])
 }
 
 // famKey is the key of a family-wide hash ("c", "m", "n") or, with a
