@@ -169,7 +169,12 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 				}
 			}
 		}
-		const page = 256
+		// A first page of the limit's size (most ids of a label set, and
+		// every id of a listing without filters, match), then larger ones.
+		page := 256
+		if opts.Limit > 0 {
+			page = min(page, opts.Limit)
+		}
 		cursor, started, n := opts.After, opts.After != "", 0
 		for {
 			var idsPage []string
@@ -179,13 +184,13 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 				if started {
 					max = "(" + cursor
 				}
-				idsPage, err = s.rdb.ZRevRangeByLex(ctx, key, &goredis.ZRangeBy{Min: "-", Max: max, Count: page}).Result()
+				idsPage, err = s.rdb.ZRevRangeByLex(ctx, key, &goredis.ZRangeBy{Min: "-", Max: max, Count: int64(page)}).Result()
 			} else {
 				min := "-"
 				if started {
 					min = "(" + cursor
 				}
-				idsPage, err = s.rdb.ZRangeByLex(ctx, key, &goredis.ZRangeBy{Min: min, Max: "+", Count: page}).Result()
+				idsPage, err = s.rdb.ZRangeByLex(ctx, key, &goredis.ZRangeBy{Min: min, Max: "+", Count: int64(page)}).Result()
 			}
 			if err != nil {
 				yield(nil, fmt.Errorf("list threads: %w", err))
@@ -215,6 +220,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			if len(idsPage) < page || (opts.Limit > 0 && n >= opts.Limit) {
 				return
 			}
+			page = 256
 		}
 	}
 }
@@ -277,6 +283,59 @@ func (s *Store) Forks(ctx context.Context, parent string) iter.Seq2[*thread.Reco
 }
 
 var _ thread.ForkIndex = (*Store)(nil)
+
+// Descendants yields, in no order, every thread forked from root or from
+// its forks, down to thread.MaxFamily of them: the fork sets of a level of
+// the tree in one pipelined round trip, then its records, so that a
+// family costs a few round trips a level rather than one per member.
+func (s *Store) Descendants(ctx context.Context, root string) iter.Seq2[*thread.Record, error] {
+	return func(yield func(*thread.Record, error) bool) {
+		yield = mapYield(ctx, yield)
+		seen := map[string]bool{root: true}
+		frontier := []string{root}
+		for len(frontier) > 0 && len(seen) <= thread.MaxFamily {
+			sets := make([]*goredis.StringSliceCmd, len(frontier))
+			if _, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+				for i, p := range frontier {
+					sets[i] = pipe.ZRange(ctx, s.forkKey(p), 0, -1)
+				}
+				return nil
+			}); err != nil {
+				yield(nil, fmt.Errorf("descendants of %s: %w", clip(root), err))
+				return
+			}
+			var idList []string
+			under := map[string][]string{} // the sets an id was found in
+			for i, cmd := range sets {
+				for _, id := range cmd.Val() {
+					if seen[id] {
+						continue
+					}
+					if under[id] == nil {
+						idList = append(idList, id)
+					}
+					under[id] = append(under[id], frontier[i])
+				}
+			}
+			recs, err := s.records(ctx, idList)
+			if err != nil {
+				yield(nil, fmt.Errorf("descendants of %s: %w", clip(root), err))
+				return
+			}
+			frontier = frontier[:0]
+			for _, r := range recs {
+				if r == nil || seen[r.ID] || !slices.Contains(under[r.ID], r.ForkedFrom.Thread) {
+					continue
+				}
+				seen[r.ID] = true
+				if !yield(r, nil) {
+					return
+				}
+				frontier = append(frontier, r.ID)
+			}
+		}
+	}
+}
 
 // records reads the records of ids in two round trips (one when the
 // families are cached); missing and expired threads are nil.

@@ -158,3 +158,61 @@ func TestMigrateSets(t *testing.T) {
 		t.Fatalf("n=3 after the relabel lists %d threads from %v", len(got), got[:min(len(got), 1)])
 	}
 }
+
+// TestDescendants walks a fork tree: every thread forked from the root or
+// from its forks, and none other, after a deletion in the middle too.
+func TestDescendants(t *testing.T) {
+	s := open(t, testserver.Redis(t), nil)
+	ctx := t.Context()
+	db := thread.New(s, nil)
+	made := map[string]*thread.Thread{}
+	mk := func(id, from string) {
+		var th *thread.Thread
+		var err error
+		if from == "" {
+			th, err = db.Create(ctx, thread.CreateOptions{ID: id, Messages: []message.Message{message.User(id)}})
+		} else {
+			th, err = made[from].Fork(ctx, thread.ForkOptions{ID: id})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		made[id] = th
+	}
+	mk("root", "")
+	mk("a", "root")
+	mk("b", "root")
+	mk("c", "a")
+	mk("d", "c")
+	mk("other", "")
+	mk("e", "other")
+	desc := func(root string) []string {
+		var out []string
+		for r, err := range s.Descendants(ctx, root) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := desc("root"); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+		t.Errorf("descendants of root %v", got)
+	}
+	if got := desc("a"); !slices.Equal(got, []string{"c", "d"}) {
+		t.Errorf("descendants of a %v", got)
+	}
+	if err := db.Delete(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if got := desc("root"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("descendants of root after deleting c %v", got)
+	}
+	if got := desc("c"); !slices.Equal(got, []string{"d"}) {
+		t.Errorf("descendants of the deleted c %v", got)
+	}
+	if got := desc("nosuch"); len(got) != 0 {
+		t.Errorf("descendants of nosuch %v", got)
+	}
+}
