@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -473,7 +474,7 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (
 		return nil, false // an empty batch
 	}
 	for attempt := 1; ; attempt++ {
-		done, err, cached := s.applyOnce(ctx, b, fresh, sweep)
+		done, err, cached := s.applyOnce(ctx, b, fresh, sweep, true)
 		if done {
 			return err, cached
 		}
@@ -487,10 +488,11 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (
 	}
 }
 
-// applyOnce resolves the families of b, reads the facts the planner
-// needs, plans and runs the script that writes the plan if the facts
-// still hold. done is false when they did not (nothing was written).
-func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep bool) (done bool, err error, cached bool) {
+// applyOnce resolves the families of b, finds the facts the planner
+// needs (with guess, first from what the Store remembers), plans and runs
+// the script that writes the plan if the facts still hold. done is false
+// when they did not (nothing was written).
+func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep, guess bool) (done bool, err error, cached bool) {
 	p, err := s.resolve(ctx, b, fresh)
 	if err != nil {
 		return true, err, false
@@ -516,12 +518,22 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep boo
 			return true, err, p.cached
 		}
 	}
-	fs, err := s.readFacts(ctx, b, p, fresh, sweep, inline, micros(now))
+	// First on what the Store remembers (no round trip); a plan that
+	// fails on that is made again on facts read now, whose verdict is
+	// the one returned.
+	fs, err := s.readFacts(ctx, b, p, fresh, sweep, inline, guess && !fresh && !sweep, micros(now))
 	var plan *thread.Plan
 	var args []any
 	if err == nil {
 		cl.tell(fs)
 		plan, err = thread.PlanBatch(ctx, &fs.MapFacts, b)
+		if err != nil && fs.guessed {
+			s.forget(fs.probes)
+			if fs, err = s.readFacts(ctx, b, p, fresh, sweep, inline, false, micros(now)); err == nil {
+				cl.tell(fs)
+				plan, err = thread.PlanBatch(ctx, &fs.MapFacts, b)
+			}
+		}
 	}
 	if err == nil {
 		args, err = s.scriptArgs(plan, p, fs, inline, micros(now), expires)
@@ -542,6 +554,11 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep boo
 	after := context.WithoutCancel(ctx)
 	if len(res) == 1 && res[0] == "STALE" {
 		s.unclaim(after, cl)
+		s.forget(fs.probes)
+		if fs.guessed {
+			// Only the Store's memory was stale: read, not fresh.
+			return s.applyOnce(ctx, b, fresh, sweep, false)
+		}
 		return false, nil, p.cached
 	}
 	if len(res) != 5 || res[0] != "OK" {
@@ -551,6 +568,7 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep boo
 	tenants, _ := res[2].([]any)
 	replaced, _ := res[3].([]any)
 	unlisted, _ := res[4].([]any)
+	s.remember(plan, p, expires, freed)
 	for _, c := range b.Commits {
 		s.fams.put("c:"+c.ID, p.commit(c.ID))
 	}
@@ -637,14 +655,33 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep boo
 	return true, nil, p.cached
 }
 
-// facts are what the planner is told, read in one round trip, with the
-// reads the script repeats before it writes (guard) and the expired
-// records each creation replaces (purge, by creation).
+// facts are what the planner is told, with the reads the script repeats
+// before it writes (guard) and the expired records each creation
+// replaces (purge, by creation).
 type facts struct {
 	thread.MapFacts
 	guard []string // kind, key, field, value: see applyScript
 	purge [][]string
+	// probes are the reads, for remembering what the script wrote.
+	probes []probe
+	// guessed says the values came from what this Store remembers (or
+	// assumes of a new id), not from a read.
+	guessed bool
 }
+
+// A probe is one read of the facts, as the apply script's guard repeats
+// it: kind r (a record's version, head and deadline), e (a commit's
+// existence) or k (a checkpoint), and the value read, as the guard
+// compares it.
+type probe struct {
+	kind, key, field string
+	val              string
+	id               string // the thread or commit
+	fam              string // of a record
+	cp               thread.CheckpointKey
+}
+
+func (pr *probe) cacheKey() string { return pr.kind + "\x00" + pr.key + "\x00" + pr.field }
 
 // raw is how the guard compares a value that may be missing.
 func raw(v any) string {
@@ -654,19 +691,37 @@ func raw(v any) string {
 	return ""
 }
 
-// readFacts reads, in one round trip (two when fresh on a single
-// server, which first reads the index keys of what the batch makes), what
-// thread.NeedsOf lists: each thread's record where its family says (a
-// record expired at now counts as missing; with sweep, only an expired
-// one counts), each commit's existence and each checkpoint. It returns them
-// with the guard: the same reads, which the script repeats and compares
-// before it writes, so the plan is written only on the facts it was made
-// on.
-func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, sweep, inline bool, now int64) (*facts, error) {
+// noRecord is the value of a record probe where there is none.
+const noRecord = "\t\t"
+
+// recordValue is the value of a record probe for a record at version v
+// with head h and deadline x (0: none).
+func recordValue(v int64, h string, x int64) string {
+	xs := ""
+	if x != 0 {
+		xs = "=" + strconv.FormatInt(x, 10)
+	}
+	return "=" + strconv.FormatInt(v, 10) + "\t=" + h + "\t" + xs
+}
+
+// readFacts finds what thread.NeedsOf lists: each thread's record where
+// its family says (a record expired at now counts as missing; with sweep,
+// only an expired one counts), each commit's existence and each
+// checkpoint. With guess, it takes them from what this Store remembers
+// of its own writes and reads, and assumes the ids the batch makes are
+// free, when it can for all of them: no round trip. Otherwise it reads
+// them in one round trip (two when fresh on a single server, which first
+// reads the index keys of what the batch makes). It returns them with the
+// guard: the same reads, which the script repeats and compares before it
+// writes, so the plan is written only on the facts it was made on.
+func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, sweep, inline, guess bool, now int64) (*facts, error) {
 	needs := thread.NeedsOf(b)
-	creating := make(map[string]string, len(b.Create))
-	for i, cr := range b.Create {
-		creating[cr.Record.ID] = p.created[i]
+	var creating map[string]string
+	if len(b.Create) > 0 {
+		creating = make(map[string]string, len(b.Create))
+		for i, cr := range b.Create {
+			creating[cr.Record.ID] = p.created[i]
+		}
 	}
 	isNew := make(map[string]bool, len(b.Commits))
 	for _, c := range b.Commits {
@@ -708,20 +763,16 @@ func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, 
 		}
 		return append(fams, f)
 	}
-	type threadRead struct {
-		id   string
-		fams []string
-		cmds []*goredis.SliceCmd
-	}
-	type commitRead struct {
-		id   string
-		fams []string
-		cmds []*goredis.BoolCmd
-	}
-	threads := make([]threadRead, len(needs.Threads))
-	for i, id := range needs.Threads {
+	fs := &facts{MapFacts: thread.MapFacts{
+		Threads:     make(map[string]thread.ThreadFact, len(needs.Threads)),
+		Commits:     make(map[string]bool, len(needs.Commits)),
+		Checkpoints: make(map[thread.CheckpointKey]string, len(needs.Checkpoints)),
+	}}
+	var index []string // the guard's index checks, after the probes
+	for _, id := range needs.Threads {
 		var fams []string
-		if cf, ok := creating[id]; ok {
+		cf, made := creating[id]
+		if made {
 			fams = add(fams, cf)
 			if inline {
 				// A cluster store's claim deals with a family elsewhere.
@@ -730,121 +781,219 @@ func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, 
 		} else {
 			fams = add(fams, p.found["t:"+id])
 		}
-		threads[i] = threadRead{id: id, fams: fams}
+		for _, f := range fams {
+			fs.probes = append(fs.probes, probe{kind: "r", key: s.recKey(f, id), id: id, fam: f})
+		}
+		if made && inline {
+			index = append(index, "i", s.threadIndexKey(id), "t:"+id, "\t"+strings.Join(fams, "\t")+"\t")
+		}
 	}
-	commits := make([]commitRead, len(needs.Commits))
-	for i, id := range needs.Commits {
+	for _, id := range needs.Commits {
 		fams := []string{p.commit(id)}
 		if isNew[id] {
 			fams = add(fams, indexed["c:"+id])
 		} else if f := p.found["c:"+id]; f != "" {
 			fams = []string{f}
 		}
-		commits[i] = commitRead{id: id, fams: fams}
+		for _, f := range fams {
+			fs.probes = append(fs.probes, probe{kind: "e", key: s.famKey(f, "m"), field: id, id: id})
+		}
+		if isNew[id] && inline {
+			index = append(index, "i", s.commitIndexKey(id), "c:"+id, "\t"+strings.Join(fams, "\t")+"\t")
+		}
 	}
-	cps := make([]*goredis.StringCmd, len(needs.Checkpoints))
+	for _, k := range needs.Checkpoints {
+		if _, made := creating[k.Thread]; made {
+			continue // the planner asks only of threads stored before
+		}
+		if f := p.found["t:"+k.Thread]; f != "" {
+			fs.probes = append(fs.probes, probe{kind: "k", key: s.cpKey(f, k.Thread), field: k.Name, cp: k})
+		}
+	}
+
+	fs.guessed = guess && s.guess(fs.probes, creating, isNew)
+	if !fs.guessed {
+		if err := s.read(ctx, fs.probes); err != nil {
+			return nil, err
+		}
+	}
+
+	purge := map[string][]string{}
+	for _, pr := range fs.probes {
+		fs.guard = append(fs.guard, pr.kind, pr.key, pr.field, pr.val)
+		switch pr.kind {
+		case "r":
+			parts := strings.SplitN(pr.val, "\t", 3)
+			if len(parts) != 3 || parts[0] == "" {
+				continue
+			}
+			x := strings.TrimPrefix(parts[2], "=")
+			exp, _ := strconv.ParseInt(x, 10, 64)
+			expired := x != "" && exp <= now
+			if expired && !sweep {
+				purge[pr.id] = append(purge[pr.id], pr.fam)
+			}
+			if _, live := fs.Threads[pr.id]; live || expired != sweep {
+				continue
+			}
+			n, err := strconv.ParseInt(parts[0][1:], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("redis: thread %s: version %q: %w", pr.id, parts[0], errCorrupt)
+			}
+			fs.Threads[pr.id] = thread.ThreadFact{Version: n, Head: strings.TrimPrefix(parts[1], "=")}
+		case "e":
+			if pr.val == "1" {
+				fs.Commits[pr.id] = true
+			}
+		case "k":
+			if pr.val == "" {
+				continue
+			}
+			_, _, commit, err := splitValue(pr.val[1:])
+			if err != nil {
+				return nil, fmt.Errorf("redis: checkpoint %q of %s: %w", pr.cp.Name, pr.cp.Thread, err)
+			}
+			fs.Checkpoints[pr.cp] = commit
+		}
+	}
+	fs.guard = append(fs.guard, index...)
+	fs.purge = make([][]string, len(b.Create))
+	for i, cr := range b.Create {
+		fs.purge[i] = purge[cr.Record.ID]
+	}
+	return fs, nil
+}
+
+// guess fills the probes' values from what the Store remembers, assuming
+// that the records of threads the batch creates and the commits it makes
+// do not exist; false if it knows too little.
+func (s *Store) guess(probes []probe, creating map[string]string, isNew map[string]bool) bool {
+	s.seen.mu.Lock()
+	defer s.seen.mu.Unlock()
+	for i := range probes {
+		pr := &probes[i]
+		v, ok := s.seen.m[pr.cacheKey()]
+		switch {
+		case ok:
+			pr.val = v
+		case pr.kind == "r" && creating[pr.id] != "":
+			pr.val = noRecord
+		case pr.kind == "e" && isNew[pr.id]:
+			pr.val = "0"
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// read fills the probes' values in one round trip, and remembers them.
+func (s *Store) read(ctx context.Context, probes []probe) error {
+	if len(probes) == 0 {
+		return nil
+	}
+	cmds := make([]goredis.Cmder, len(probes))
 	_, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
-		for i := range threads {
-			t := &threads[i]
-			for _, f := range t.fams {
-				t.cmds = append(t.cmds, pipe.HMGet(ctx, s.recKey(f, t.id), fVersion, fHead, fExpires))
-			}
-		}
-		for i := range commits {
-			c := &commits[i]
-			for _, f := range c.fams {
-				c.cmds = append(c.cmds, pipe.HExists(ctx, s.famKey(f, "m"), c.id))
-			}
-		}
-		for i, k := range needs.Checkpoints {
-			if _, made := creating[k.Thread]; !made {
-				if f := p.found["t:"+k.Thread]; f != "" {
-					cps[i] = pipe.HGet(ctx, s.cpKey(f, k.Thread), k.Name)
-				}
+		for i, pr := range probes {
+			switch pr.kind {
+			case "r":
+				cmds[i] = pipe.HMGet(ctx, pr.key, fVersion, fHead, fExpires)
+			case "e":
+				cmds[i] = pipe.HExists(ctx, pr.key, pr.field)
+			default:
+				cmds[i] = pipe.HGet(ctx, pr.key, pr.field)
 			}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, fmt.Errorf("redis: read the facts of a batch: %w", err)
+		return fmt.Errorf("redis: read the facts of a batch: %w", err)
 	}
-	fs := &facts{MapFacts: thread.MapFacts{
-		Threads:     make(map[string]thread.ThreadFact, len(threads)),
-		Commits:     make(map[string]bool, len(commits)),
-		Checkpoints: make(map[thread.CheckpointKey]string, len(cps)),
-	}, purge: make([][]string, len(b.Create))}
-	purge := map[string][]string{}
-	for _, t := range threads {
-		live := false
-		for j, cmd := range t.cmds {
-			v, err := cmd.Result()
-			if err != nil {
-				return nil, fmt.Errorf("redis: read thread %s: %w", t.id, err)
+	for i := range probes {
+		pr := &probes[i]
+		switch cmd := cmds[i].(type) {
+		case *goredis.SliceCmd:
+			v := cmd.Val()
+			if len(v) != 3 {
+				return fmt.Errorf("redis: read thread %s: %w", pr.id, cmd.Err())
 			}
-			fs.guard = append(fs.guard, "r", s.recKey(t.fams[j], t.id), "", raw(v[0])+"\t"+raw(v[1])+"\t"+raw(v[2]))
-			ver, ok := v[0].(string)
-			if !ok {
-				continue
+			pr.val = raw(v[0]) + "\t" + raw(v[1]) + "\t" + raw(v[2])
+		case *goredis.BoolCmd:
+			pr.val = strconv.Itoa(flag(cmd.Val()))
+		case *goredis.StringCmd:
+			if v, err := cmd.Result(); err == nil {
+				pr.val = "=" + v
+			} else if !errors.Is(err, goredis.Nil) {
+				return fmt.Errorf("redis: read checkpoint %q of %s: %w", pr.cp.Name, pr.cp.Thread, err)
 			}
-			x, _ := v[2].(string)
-			exp, _ := strconv.ParseInt(x, 10, 64)
-			expired := x != "" && exp <= now
-			if expired && !sweep {
-				purge[t.id] = append(purge[t.id], t.fams[j])
-			}
-			if live || expired != sweep {
-				continue
-			}
-			n, err := strconv.ParseInt(ver, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("redis: thread %s: version %q: %w", t.id, ver, errCorrupt)
-			}
-			head, _ := v[1].(string)
-			fs.Threads[t.id] = thread.ThreadFact{Version: n, Head: head}
-			live = true
 		}
-		if _, made := creating[t.id]; made && inline {
-			fs.guard = append(fs.guard, "i", s.threadIndexKey(t.id), "t:"+t.id, "\t"+strings.Join(t.fams, "\t")+"\t")
-		}
+	}
+	s.seen.mu.Lock()
+	defer s.seen.mu.Unlock()
+	for _, pr := range probes {
+		s.seen.put(pr.cacheKey(), pr.val)
+	}
+	return nil
+}
+
+// remember notes what a written plan leaves in the keys the next batch
+// probes: the records it made and moved (and took away), and its
+// commits.
+func (s *Store) remember(pl *thread.Plan, p *plan, expires int64, freed []any) {
+	b := pl.Batch
+	s.seen.mu.Lock()
+	defer s.seen.mu.Unlock()
+	rec := func(fam, id, v string) { s.seen.put("r\x00"+s.recKey(fam, id)+"\x00", v) }
+	for _, c := range b.Commits {
+		s.seen.put("e\x00"+s.famKey(p.commit(c.ID), "m")+"\x00"+c.ID, "1")
 	}
 	for i, cr := range b.Create {
-		fs.purge[i] = purge[cr.Record.ID]
+		rec(p.created[i], cr.Record.ID, recordValue(cr.Record.Version, cr.Record.Head, expires))
 	}
-	for _, c := range commits {
-		for j, cmd := range c.cmds {
-			ok, err := cmd.Result()
-			if err != nil {
-				return nil, fmt.Errorf("redis: read commit %s: %w", c.id, err)
-			}
-			fs.guard = append(fs.guard, "e", s.famKey(c.fams[j], "m"), c.id, strconv.Itoa(flag(ok)))
-			if ok {
-				fs.Commits[c.id] = true
-			}
-		}
-		if isNew[c.id] && inline {
-			fs.guard = append(fs.guard, "i", s.commitIndexKey(c.id), "c:"+c.id, "\t"+strings.Join(c.fams, "\t")+"\t")
-		}
+	for _, m := range b.Moves {
+		rec(p.thread(m.Thread), m.Thread, recordValue(m.From+1, m.Head, expires))
 	}
-	for i, k := range needs.Checkpoints {
-		if cps[i] == nil {
-			continue
-		}
-		v, err := cps[i].Result()
-		if errors.Is(err, goredis.Nil) {
-			fs.guard = append(fs.guard, "k", cps[i].Args()[1].(string), k.Name, "")
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("redis: read checkpoint %q of %s: %w", k.Name, k.Thread, err)
-		}
-		_, _, commit, err := splitValue(v)
-		if err != nil {
-			return nil, fmt.Errorf("redis: checkpoint %q of %s: %w", k.Name, k.Thread, err)
-		}
-		fs.guard = append(fs.guard, "k", cps[i].Args()[1].(string), k.Name, "="+v)
-		fs.Checkpoints[k] = commit
+	for _, d := range b.Delete {
+		rec(p.thread(d.Thread), d.Thread, noRecord)
 	}
-	return fs, nil
+	for i := 0; i+1 < len(freed); i += 2 {
+		id, _ := freed[i].(string)
+		fam, _ := freed[i+1].(string)
+		s.seen.put("e\x00"+s.famKey(fam, "m")+"\x00"+id, "0")
+	}
+	for _, k := range b.DropCheckpoints {
+		s.seen.put("k\x00"+s.cpKey(p.thread(k.Thread), k.Thread)+"\x00"+k.Name, "")
+	}
+	for _, cp := range b.Checkpoints {
+		f := p.thread(cp.Thread)
+		s.seen.put("k\x00"+s.cpKey(f, cp.Thread)+"\x00"+cp.Name, "="+checkpointValue(cp, rel(p.commit(cp.Commit), f)))
+	}
+}
+
+// probeCache remembers the values of probes (probe.cacheKey) that this
+// Store read or wrote last. An entry may be stale (another process wrote
+// since): the guard finds out.
+type probeCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// put remembers a value; mu is held.
+func (c *probeCache) put(key, v string) {
+	if c.m == nil || len(c.m) >= familyCacheSize {
+		c.m = make(map[string]string)
+	}
+	c.m[key] = v
+}
+
+// forget drops what the Store remembers of the probes, which turned out
+// stale.
+func (s *Store) forget(probes []probe) {
+	s.seen.mu.Lock()
+	defer s.seen.mu.Unlock()
+	for _, pr := range probes {
+		delete(s.seen.m, pr.cacheKey())
+	}
 }
 
 // scriptArgs encodes the guard and the plan for the apply script.

@@ -192,7 +192,8 @@ const (
 	fForked  = "f"
 	fExpires = "x" // µs; absent without a TTL
 	// fSets holds the keys of the fork and label indexes that list the
-	// thread, tab-separated, so that a move or a delete finds them.
+	// thread, tab-separated (absent when none), so that a move or a
+	// delete finds them.
 	fSets = "s"
 )
 

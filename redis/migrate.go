@@ -91,7 +91,9 @@ func migrateSets(ctx context.Context, s *Store, l *migrationLock) error {
 				for _, key := range sets {
 					pipe.ZAdd(ctx, key, goredis.Z{Member: id})
 				}
-				pipe.HSet(ctx, s.recKey(fams[i].Val(), id), fSets, strings.Join(sets, "\t"))
+				if len(sets) > 0 {
+					pipe.HSet(ctx, s.recKey(fams[i].Val(), id), fSets, strings.Join(sets, "\t"))
+				}
 			}
 			return nil
 		}); err != nil {

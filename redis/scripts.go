@@ -175,8 +175,10 @@ for _ = 1, tonumber(nx()) do
   local sets = {}
   if fk ~= '' then sets[1] = fk end
   labelKeys(tenant, labels, sets)
-  fields[#fields + 1] = 's'
-  fields[#fields + 1] = table.concat(sets, '\t')
+  if #sets > 0 then
+    fields[#fields + 1] = 's'
+    fields[#fields + 1] = table.concat(sets, '\t')
+  end
   redis.call('HSET', K(f, 'r:' .. id), unpack(fields))
   if inline then
     for _, key in ipairs(sets) do redis.call('ZADD', key, 0, id) end
@@ -213,8 +215,12 @@ for _ = 1, tonumber(nx()) do
     if inline then
       for j = n + 1, #sets do redis.call('ZADD', sets[j], 0, t) end
     end
-    fields[#fields + 1] = 's'
-    fields[#fields + 1] = table.concat(sets, '\t')
+    if #sets > 0 then
+      fields[#fields + 1] = 's'
+      fields[#fields + 1] = table.concat(sets, '\t')
+    else
+      redis.call('HDEL', rk, 's')
+    end
   end
   redis.call('HSET', rk, unpack(fields))
   redis.call('HSET', K(f, 'h:' .. t), from + 1, e)

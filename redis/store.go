@@ -86,6 +86,7 @@ type Store struct {
 	hook func(stage string)
 
 	fams familyCache
+	seen probeCache // what the apply script's guard last found or left
 
 	watchMu sync.Mutex
 	watches map[*goredis.PubSub]struct{} // nil once closed
