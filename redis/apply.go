@@ -454,12 +454,12 @@ type claims struct {
 // tell adds what the claim found to the facts.
 func (cl *claims) tell(fs *facts) {
 	for id, t := range cl.threads {
-		if _, ok := fs.Threads[id]; !ok {
-			fs.Threads[id] = t
+		if _, _, ok, _ := fs.Thread(context.Background(), id); !ok {
+			fs.threads = append(fs.threads, threadFact{id, t})
 		}
 	}
 	for _, id := range cl.commits {
-		fs.Commits[id] = true
+		fs.commits = append(fs.commits, id)
 	}
 }
 
@@ -526,12 +526,12 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep, gu
 	var args []any
 	if err == nil {
 		cl.tell(fs)
-		plan, err = thread.PlanBatch(ctx, &fs.MapFacts, b)
+		plan, err = thread.PlanBatch(ctx, fs, b)
 		if err != nil && fs.guessed {
 			s.forget(fs.probes)
 			if fs, err = s.readFacts(ctx, b, p, fresh, sweep, inline, false, micros(now)); err == nil {
 				cl.tell(fs)
-				plan, err = thread.PlanBatch(ctx, &fs.MapFacts, b)
+				plan, err = thread.PlanBatch(ctx, fs, b)
 			}
 		}
 	}
@@ -659,8 +659,12 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep, gu
 // before it writes (guard) and the expired records each creation
 // replaces (purge, by creation).
 type facts struct {
-	thread.MapFacts
-	guard []string // kind, key, field, value: see applyScript
+	threads []threadFact
+	commits []string // those that exist
+	cps     []cpFact
+	// index are the guard's checks of index keys (kind "i"), after the
+	// probes: kind, key, field, value.
+	index []string
 	purge [][]string
 	// probes are the reads, for remembering what the script wrote.
 	probes []probe
@@ -681,7 +685,47 @@ type probe struct {
 	cp               thread.CheckpointKey
 }
 
-func (pr *probe) cacheKey() string { return pr.kind + "\x00" + pr.key + "\x00" + pr.field }
+type threadFact struct {
+	id string
+	thread.ThreadFact
+}
+
+type cpFact struct {
+	key    thread.CheckpointKey
+	commit string
+}
+
+// Thread implements thread.Facts. A batch names a few threads, commits
+// and checkpoints (a document's load names thousands of commits, which
+// PlanBatch asks of once each): the facts are looked up in slices.
+func (f *facts) Thread(_ context.Context, id string) (int64, string, bool, error) {
+	for _, t := range f.threads {
+		if t.id == id {
+			return t.Version, t.Head, true, nil
+		}
+	}
+	return 0, "", false, nil
+}
+
+// Commit implements thread.Facts.
+func (f *facts) Commit(_ context.Context, id string) (bool, error) {
+	return slices.Contains(f.commits, id), nil
+}
+
+// Checkpoint implements thread.Facts.
+func (f *facts) Checkpoint(_ context.Context, th, name string) (string, bool, error) {
+	for _, c := range f.cps {
+		if c.key == (thread.CheckpointKey{Thread: th, Name: name}) {
+			return c.commit, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// probeKey names a probe in the probeCache.
+type probeKey struct{ kind, key, field string }
+
+func (pr *probe) cacheKey() probeKey { return probeKey{pr.kind, pr.key, pr.field} }
 
 // raw is how the guard compares a value that may be missing.
 func raw(v any) string {
@@ -730,8 +774,9 @@ func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, 
 	// The index keys of what the batch makes: on a single server the
 	// script checks that they point at nothing live elsewhere; a second
 	// attempt reads them first, to plan on what they point at.
-	indexed := map[string]string{}
+	var indexed map[string]string
 	if fresh && inline {
+		indexed = map[string]string{}
 		var keys []string
 		for id := range creating {
 			keys = append(keys, "t:"+id)
@@ -763,12 +808,8 @@ func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, 
 		}
 		return append(fams, f)
 	}
-	fs := &facts{MapFacts: thread.MapFacts{
-		Threads:     make(map[string]thread.ThreadFact, len(needs.Threads)),
-		Commits:     make(map[string]bool, len(needs.Commits)),
-		Checkpoints: make(map[thread.CheckpointKey]string, len(needs.Checkpoints)),
-	}}
-	var index []string // the guard's index checks, after the probes
+	fs := &facts{probes: make([]probe, 0, len(needs.Threads)+len(needs.Commits)+len(needs.Checkpoints)+2)}
+	index := fs.index
 	for _, id := range needs.Threads {
 		var fams []string
 		cf, made := creating[id]
@@ -818,9 +859,8 @@ func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, 
 		}
 	}
 
-	purge := map[string][]string{}
+	var purge map[string][]string
 	for _, pr := range fs.probes {
-		fs.guard = append(fs.guard, pr.kind, pr.key, pr.field, pr.val)
 		switch pr.kind {
 		case "r":
 			parts := strings.SplitN(pr.val, "\t", 3)
@@ -831,19 +871,22 @@ func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, 
 			exp, _ := strconv.ParseInt(x, 10, 64)
 			expired := x != "" && exp <= now
 			if expired && !sweep {
+				if purge == nil {
+					purge = map[string][]string{}
+				}
 				purge[pr.id] = append(purge[pr.id], pr.fam)
 			}
-			if _, live := fs.Threads[pr.id]; live || expired != sweep {
+			if _, _, live, _ := fs.Thread(ctx, pr.id); live || expired != sweep {
 				continue
 			}
 			n, err := strconv.ParseInt(parts[0][1:], 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("redis: thread %s: version %q: %w", pr.id, parts[0], errCorrupt)
 			}
-			fs.Threads[pr.id] = thread.ThreadFact{Version: n, Head: strings.TrimPrefix(parts[1], "=")}
+			fs.threads = append(fs.threads, threadFact{pr.id, thread.ThreadFact{Version: n, Head: strings.TrimPrefix(parts[1], "=")}})
 		case "e":
 			if pr.val == "1" {
-				fs.Commits[pr.id] = true
+				fs.commits = append(fs.commits, pr.id)
 			}
 		case "k":
 			if pr.val == "" {
@@ -853,10 +896,10 @@ func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, 
 			if err != nil {
 				return nil, fmt.Errorf("redis: checkpoint %q of %s: %w", pr.cp.Name, pr.cp.Thread, err)
 			}
-			fs.Checkpoints[pr.cp] = commit
+			fs.cps = append(fs.cps, cpFact{pr.cp, commit})
 		}
 	}
-	fs.guard = append(fs.guard, index...)
+	fs.index = index
 	fs.purge = make([][]string, len(b.Create))
 	for i, cr := range b.Create {
 		fs.purge[i] = purge[cr.Record.ID]
@@ -943,9 +986,9 @@ func (s *Store) remember(pl *thread.Plan, p *plan, expires int64, freed []any) {
 	b := pl.Batch
 	s.seen.mu.Lock()
 	defer s.seen.mu.Unlock()
-	rec := func(fam, id, v string) { s.seen.put("r\x00"+s.recKey(fam, id)+"\x00", v) }
+	rec := func(fam, id, v string) { s.seen.put(probeKey{"r", s.recKey(fam, id), ""}, v) }
 	for _, c := range b.Commits {
-		s.seen.put("e\x00"+s.famKey(p.commit(c.ID), "m")+"\x00"+c.ID, "1")
+		s.seen.put(probeKey{"e", s.famKey(p.commit(c.ID), "m"), c.ID}, "1")
 	}
 	for i, cr := range b.Create {
 		rec(p.created[i], cr.Record.ID, recordValue(cr.Record.Version, cr.Record.Head, expires))
@@ -959,14 +1002,14 @@ func (s *Store) remember(pl *thread.Plan, p *plan, expires int64, freed []any) {
 	for i := 0; i+1 < len(freed); i += 2 {
 		id, _ := freed[i].(string)
 		fam, _ := freed[i+1].(string)
-		s.seen.put("e\x00"+s.famKey(fam, "m")+"\x00"+id, "0")
+		s.seen.put(probeKey{"e", s.famKey(fam, "m"), id}, "0")
 	}
 	for _, k := range b.DropCheckpoints {
-		s.seen.put("k\x00"+s.cpKey(p.thread(k.Thread), k.Thread)+"\x00"+k.Name, "")
+		s.seen.put(probeKey{"k", s.cpKey(p.thread(k.Thread), k.Thread), k.Name}, "")
 	}
 	for _, cp := range b.Checkpoints {
 		f := p.thread(cp.Thread)
-		s.seen.put("k\x00"+s.cpKey(f, cp.Thread)+"\x00"+cp.Name, "="+checkpointValue(cp, rel(p.commit(cp.Commit), f)))
+		s.seen.put(probeKey{"k", s.cpKey(f, cp.Thread), cp.Name}, "="+checkpointValue(cp, rel(p.commit(cp.Commit), f)))
 	}
 }
 
@@ -975,13 +1018,13 @@ func (s *Store) remember(pl *thread.Plan, p *plan, expires int64, freed []any) {
 // since): the guard finds out.
 type probeCache struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[probeKey]string
 }
 
 // put remembers a value; mu is held.
-func (c *probeCache) put(key, v string) {
+func (c *probeCache) put(key probeKey, v string) {
 	if c.m == nil || len(c.m) >= familyCacheSize {
-		c.m = make(map[string]string)
+		c.m = make(map[probeKey]string)
 	}
 	c.m[key] = v
 }
@@ -999,10 +1042,14 @@ func (s *Store) forget(probes []probe) {
 // scriptArgs encodes the guard and the plan for the apply script.
 func (s *Store) scriptArgs(pl *thread.Plan, p *plan, fs *facts, inline bool, now, expires int64) ([]any, error) {
 	b := pl.Batch
-	args := make([]any, 0, 16+len(fs.guard)+7*len(b.Commits))
-	args = append(args, s.prefix, now, flag(inline), expires, len(fs.guard)/4)
-	for _, g := range fs.guard {
-		args = append(args, g)
+	args := make([]any, 0, 32+4*len(fs.probes)+len(fs.index)+7*len(b.Commits)+len(pl.Refs)*3+
+		24*len(b.Create)+20*len(b.Moves)+3*len(b.DropCheckpoints)+4*len(b.Checkpoints)+2*len(b.Delete))
+	args = append(args, s.prefix, now, flag(inline), expires, len(fs.probes)+len(fs.index)/4)
+	for _, pr := range fs.probes {
+		args = append(args, pr.kind, pr.key, pr.field, pr.val)
+	}
+	for _, x := range fs.index {
+		args = append(args, x)
 	}
 	args = append(args, len(b.Commits))
 	for i, c := range b.Commits {
