@@ -12,6 +12,7 @@ import (
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // slowFirst returns a client whose first response waits until release is
@@ -195,7 +196,7 @@ func TestManyConcurrentQueuedRunsKeepTheThreadValid(t *testing.T) {
 // driver does (pgx answers a cancelled query with context.Canceled, not
 // with the context's cause).
 type blockingStore struct {
-	thread.Store
+	store.Store
 	armed   chan struct{} // closed: the next Thread read blocks
 	entered chan struct{} // closed when a read has blocked
 	once    sync.Once

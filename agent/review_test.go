@@ -18,6 +18,7 @@ import (
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // payTool is a tool that needs approval and counts its runs.
@@ -480,7 +481,7 @@ type hookedStore struct {
 	hook func()
 }
 
-type wrappedStore struct{ thread.Store }
+type wrappedStore struct{ store.Store }
 
 // The run registry keys threads by their store when the store's type is
 // comparable; a comparable type can still hold an uncomparable value, and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loomthreads/loom/langgraph"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // light runs f on the memory and sqlite stores only.
@@ -395,7 +396,7 @@ func TestMessageIDNotLoomID(t *testing.T) {
 // hookStore runs hook once, before the first Checkpoints listing after
 // arm is set.
 type hookStore struct {
-	thread.Store
+	store.Store
 	arm  bool
 	hook func()
 }
@@ -447,7 +448,7 @@ func TestPruneRacesPut(t *testing.T) {
 
 // countStore runs hook before the n-th Checkpoints listing.
 type countStore struct {
-	thread.Store
+	store.Store
 	n    int
 	hook func()
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/loomthreads/loom/openaiapi"
 	"github.com/loomthreads/loom/sqlite"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/conversations"
 	"github.com/openai/openai-go/v3/option"
@@ -49,10 +50,10 @@ type respServer struct {
 // respStores are the stores every test runs on.
 var respStores = []struct {
 	name string
-	open func(t *testing.T) thread.Store
+	open func(t *testing.T) store.Store
 }{
-	{"memory", func(t *testing.T) thread.Store { return thread.NewMemoryStore() }},
-	{"sqlite", func(t *testing.T) thread.Store {
+	{"memory", func(t *testing.T) store.Store { return thread.NewMemoryStore() }},
+	{"sqlite", func(t *testing.T) store.Store {
 		st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "loom.db"), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -73,14 +74,14 @@ func eachStore(t *testing.T, fn func(t *testing.T, s *respServer)) {
 	}
 }
 
-func newRespServer(t *testing.T, store thread.Store, model agent.ChatClient) *respServer {
+func newRespServer(t *testing.T, store store.Store, model agent.ChatClient) *respServer {
 	t.Helper()
 	return serveResponses(t, store, model, true)
 }
 
 // serveResponses is newRespServer, with or without keys: without, any
 // key is taken, as loom serve takes them on loopback.
-func serveResponses(t *testing.T, store thread.Store, model agent.ChatClient, withKeys bool) *respServer {
+func serveResponses(t *testing.T, store store.Store, model agent.ChatClient, withKeys bool) *respServer {
 	t.Helper()
 	db := thread.New(store, nil)
 	var keys *auth.Keys

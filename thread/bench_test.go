@@ -5,11 +5,12 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
 func BenchmarkMemoryStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return thread.NewMemoryStore() }, nil)
+	storetest.Bench(b, func(b *testing.B) store.Store { return thread.NewMemoryStore() }, nil)
 }
 
 // BenchmarkTenant measures what a tenant's namespace costs: the same append

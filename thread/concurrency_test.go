@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // One handle shared by writers, readers, forkers and checkpointers: the race
@@ -118,7 +119,7 @@ type countingAppender struct {
 	n atomic.Int64
 }
 
-func (c *countingAppender) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
+func (c *countingAppender) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*store.Batch, error)) error {
 	c.n.Add(1)
 	return c.MemoryStore.AppendAt(ctx, id, build)
 }

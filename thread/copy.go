@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // CopyOptions choose what Copy copies and how it reports.
@@ -39,7 +40,7 @@ type CopyProgress struct {
 // in dst. What src holds is checked as if it were written anew (ids,
 // messages, ops, metadata, with the default Limits): a thread that fails is
 // an ErrInvalid and stops the copy, with the threads before it copied.
-func Copy(ctx context.Context, dst, src Store, opts CopyOptions) error {
+func Copy(ctx context.Context, dst, src store.Store, opts CopyOptions) error {
 	var ids []string
 	filter := opts.Filter
 	for r, err := range src.Threads(ctx, filter) {
@@ -74,7 +75,7 @@ func Copy(ctx context.Context, dst, src Store, opts CopyOptions) error {
 var errExists = errors.New("exists in the destination")
 
 // copyThread copies one thread and returns the number of commits written.
-func copyThread(ctx context.Context, dst, src Store, id string) (int, error) {
+func copyThread(ctx context.Context, dst, src store.Store, id string) (int, error) {
 	if _, err := dst.Thread(ctx, id); err == nil {
 		return 0, errExists
 	} else if !errors.Is(err, ErrNotFound) {
@@ -104,7 +105,7 @@ func copyThread(ctx context.Context, dst, src Store, id string) (int, error) {
 	}
 	// Every commit the history and checkpoints reach that dst lacks,
 	// parents first.
-	b := &Batch{}
+	b := &store.Batch{}
 	have := map[string]bool{}
 	// dst holds a commit's ancestors whenever it holds the commit, so along
 	// a chain (newest first) the commits dst lacks come first: probing at
@@ -178,7 +179,7 @@ func copyThread(ctx context.Context, dst, src Store, id string) (int, error) {
 		return 0, err
 	}
 	r.Head = history[len(history)-1].Commit
-	b.Create = []Creation{{Record: r, History: history}}
+	b.Create = []store.Creation{{Record: r, History: history}}
 	b.Checkpoints = cps
 	if err := dst.Apply(ctx, b); err != nil {
 		if errors.Is(err, ErrConflict) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -88,8 +89,8 @@ func (l Limits) withDefaults() Limits {
 // DB is the entry point to threads: a Store with limits, a clock and a
 // tenant. It is safe for concurrent use.
 type DB struct {
-	raw     Store // the store as opened
-	store   Store // raw, or raw as the tenant sees it (tenantStore)
+	raw     store.Store // the store as opened
+	store   store.Store // raw, or raw as the tenant sees it (tenantStore)
 	limits  Limits
 	tenant  string
 	retries int
@@ -101,7 +102,7 @@ type DB struct {
 }
 
 // New returns a DB on store; opts may be nil.
-func New(store Store, opts *Options) *DB {
+func New(store store.Store, opts *Options) *DB {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -125,7 +126,7 @@ func New(store Store, opts *Options) *DB {
 
 // Store returns the store under db, as opened: its thread ids are keys
 // (see Key), and it holds every tenant's threads.
-func (db *DB) Store() Store { return db.raw }
+func (db *DB) Store() store.Store { return db.raw }
 
 // Tenant returns the tenant db is scoped to.
 func (db *DB) Tenant() string { return db.tenant }
@@ -211,7 +212,7 @@ func (db *DB) Create(ctx context.Context, opts CreateOptions) (_ *Thread, err er
 			return nil, fmt.Errorf("create: parent: %w", err)
 		}
 	}
-	b := &Batch{}
+	b := &store.Batch{}
 	r, head, err := db.createInto(opts, b)
 	if err != nil {
 		return nil, err
@@ -224,7 +225,7 @@ func (db *DB) Create(ctx context.Context, opts CreateOptions) (_ *Thread, err er
 
 // createInto adds to b what creates the thread opts describe, and returns
 // its record and head.
-func (db *DB) createInto(opts CreateOptions, b *Batch) (*Record, *Commit, error) {
+func (db *DB) createInto(opts CreateOptions, b *store.Batch) (*Record, *Commit, error) {
 	now := db.clock()
 	if opts.ID == "" {
 		opts.ID = ids.NewAt("th_", now)
@@ -252,7 +253,7 @@ func (db *DB) createInto(opts CreateOptions, b *Batch) (*Record, *Commit, error)
 		head, r.Head = c, c.ID
 		b.Commits = append(b.Commits, c)
 	}
-	b.Create = append(b.Create, Creation{Record: r, Op: OpCreate})
+	b.Create = append(b.Create, store.Creation{Record: r, Op: OpCreate})
 	return r, head, nil
 }
 
@@ -289,7 +290,7 @@ func (db *DB) record(ctx context.Context, id string) (*Record, error) {
 // threads is full even where loom's own crowd them.
 func (db *DB) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Thread, error] {
 	opts.Tenant, opts.AllTenants = db.tenant, false
-	keep := opts.Internal.keeps()
+	keep := keeps(opts.Internal)
 	opts.Internal = InternalInclude
 	return func(yield func(*Thread, error) bool) {
 		limit, n := opts.Limit, 0
@@ -331,7 +332,7 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 	if _, err := db.record(ctx, id); err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
-	if err := db.apply(ctx, &Batch{Delete: []Deletion{{Thread: id}}}); err != nil {
+	if err := db.apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: id}}}); err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
 	return nil
@@ -339,7 +340,7 @@ func (db *DB) Delete(ctx context.Context, id string) error {
 
 func (db *DB) handle(r *Record, head *Commit) *Thread {
 	if head != nil && (len(head.Messages) > 0 || head.Metadata != nil) {
-		head = head.header()
+		head = header(head)
 	}
 	return &Thread{db: db, rec: r, head: head}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // diffText writes a diff in a line a table can hold: "shared=N" then each
@@ -388,7 +389,7 @@ func TestDiffErrors(t *testing.T) {
 
 // readCounter counts the commits a store yields or returns.
 type readCounter struct {
-	thread.Store
+	store.Store
 	reads int
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/internal/jsonguard"
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // DocumentFormat is the format version written in every portable document.
@@ -432,7 +433,7 @@ func (db *DB) load(ctx context.Context, doc *document, opts LoadOptions) (*Threa
 		}
 		names[cp.Name] = true
 	}
-	b := &Batch{}
+	b := &store.Batch{}
 	var p LoadProgress
 	if doc.History != nil {
 		for _, dc := range doc.History.Commits {
@@ -511,7 +512,7 @@ func (db *DB) loadCommit(parent *Commit, msgs []message.Message, snapshot map[st
 // loadLine builds the head's line of a document without history: one load
 // commit per checkpoint position, so that every checkpoint lands on a commit.
 // It calls built after each commit.
-func (db *DB) loadLine(doc *document, rec *Record, b *Batch, now time.Time, built func(*Commit)) (*Commit, error) {
+func (db *DB) loadLine(doc *document, rec *Record, b *store.Batch, now time.Time, built func(*Commit)) (*Commit, error) {
 	type cpAt struct {
 		i     int
 		depth int64
@@ -589,7 +590,7 @@ func (db *DB) loadLine(doc *document, rec *Record, b *Batch, now time.Time, buil
 		rec.Head = head.ID
 	}
 	rec.Version = 1
-	b.Create = []Creation{{Record: rec, Op: OpLoad}}
+	b.Create = []store.Creation{{Record: rec, Op: OpLoad}}
 	return head, nil
 }
 
@@ -613,7 +614,7 @@ func sameState(a, b map[string]json.RawMessage) bool {
 
 // loadHistory builds every commit of a document with history, calling built
 // after each.
-func (db *DB) loadHistory(doc *document, rec *Record, b *Batch, now time.Time, built func(*Commit)) (*Commit, error) {
+func (db *DB) loadHistory(doc *document, rec *Record, b *store.Batch, now time.Time, built func(*Commit)) (*Commit, error) {
 	h := doc.History
 	commits := make([]*Commit, len(h.Commits))
 	at := func(i int, what string) (*Commit, error) {
@@ -719,7 +720,7 @@ func (db *DB) loadHistory(doc *document, rec *Record, b *Batch, now time.Time, b
 		return nil, fmt.Errorf("commit %d: reached by no history entry or checkpoint: %w", i, ErrInvalid)
 	}
 	rec.Head, rec.Version = idOf(head), h.Version
-	b.Create = []Creation{{Record: rec, History: entries}}
+	b.Create = []store.Creation{{Record: rec, History: entries}}
 	return head, nil
 }
 

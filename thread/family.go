@@ -13,8 +13,9 @@ const MaxFamily = 10_000
 // its forks (and Parent links) lead back to, and every thread forked from
 // it or from any of its forks, each with its ForkedFrom. A link to a
 // thread deleted since ends the walk back: the oldest thread still there
-// is the family's root. A store with a ForkIndex finds each member's forks
-// in its index, so a family costs reads of its members; otherwise forks
+// is the family's root. A store with a DescendantIndex yields the family
+// in one call; one with a ForkIndex finds each member's forks in its
+// index, so a family costs reads of its members; otherwise forks
 // are found by listing the tenant's threads, a read of every record of the
 // tenant. A family past MaxFamily threads is cut there.
 func (db *DB) Family(ctx context.Context, id string) (root string, family []Record, err error) {
@@ -32,6 +33,24 @@ func (db *DB) Family(ctx context.Context, id string) (root string, family []Reco
 		r = up
 	}
 	root = r.ID
+	family = []Record{*r}
+	in := map[string]bool{root: true}
+	if di := descendantIndex(db.store); di != nil {
+		for rec, err := range di.Descendants(ctx, root) {
+			if err != nil {
+				return "", nil, fmt.Errorf("family of %s: %w", id, err)
+			}
+			if len(family) >= MaxFamily {
+				break
+			}
+			if rec.Tenant == db.tenant && !in[rec.ID] {
+				in[rec.ID] = true
+				family = append(family, *rec)
+			}
+		}
+		slices.SortStableFunc(family[1:], func(a, b Record) int { return a.CreatedAt.Compare(b.CreatedAt) })
+		return root, family, nil
+	}
 	fi := forkIndex(db.store)
 	forks := func(parent string) ([]*Record, error) {
 		var out []*Record
@@ -55,8 +74,6 @@ func (db *DB) Family(ctx context.Context, id string) (root string, family []Reco
 		}
 		forks = func(parent string) ([]*Record, error) { return children[parent], nil }
 	}
-	family = []Record{*r}
-	in := map[string]bool{root: true}
 	for i := 0; i < len(family) && len(family) < MaxFamily; i++ {
 		kids, err := forks(family[i].ID)
 		if err != nil {

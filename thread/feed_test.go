@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // TestWatchGap checks that a listener that falls behind is told so by a
@@ -84,12 +85,12 @@ func TestWatchGap(t *testing.T) {
 
 func TestBatchChanges(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := &Batch{
-		Create:          []Creation{{Record: &Record{ID: "n", Head: "h1", Version: 3, UpdatedAt: now}, History: []HistoryEntry{{Version: 3, Op: OpLoad}}}},
-		Moves:           []Move{{Thread: "m", From: 4, Head: "h2", Op: OpAppend, Time: now}},
-		DropCheckpoints: []CheckpointKey{{Thread: "m", Name: "old"}},
+	b := &store.Batch{
+		Create:          []store.Creation{{Record: &Record{ID: "n", Head: "h1", Version: 3, UpdatedAt: now}, History: []HistoryEntry{{Version: 3, Op: OpLoad}}}},
+		Moves:           []store.Move{{Thread: "m", From: 4, Head: "h2", Op: OpAppend, Time: now}},
+		DropCheckpoints: []store.CheckpointKey{{Thread: "m", Name: "old"}},
 		Checkpoints:     []Checkpoint{{Thread: "m", Name: "new", CreatedAt: now}},
-		Delete:          []Deletion{{Thread: "d"}},
+		Delete:          []store.Deletion{{Thread: "d"}},
 	}
 	got := b.Changes(now)
 	want := []Change{

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Group gathers changes to several threads of one DB — commits, restores,
@@ -27,7 +29,7 @@ import (
 // A Group is not safe for concurrent use, and is applied once.
 type Group struct {
 	db      *DB
-	b       Batch
+	b       store.Batch
 	touched map[string]*groupEntry
 	created map[string]bool
 	err     error
@@ -92,7 +94,7 @@ func (g *Group) move(ctx context.Context, t *Thread, op Op, head string, h *Comm
 	if e.move >= 0 || e.deleted {
 		return g.fail(fmt.Errorf("%s %s: the group moves it already: %w", what, t.ID(), ErrInvalid))
 	}
-	mv := Move{Thread: e.rec.ID, From: e.rec.Version, Head: head, Op: op, Time: g.db.clock()}
+	mv := store.Move{Thread: e.rec.ID, From: e.rec.Version, Head: head, Op: op, Time: g.db.clock()}
 	e.move = len(g.b.Moves)
 	g.b.Moves = append(g.b.Moves, mv)
 	e.rec = moved(e.rec, mv)
@@ -105,7 +107,7 @@ func (g *Group) move(ctx context.Context, t *Thread, op Op, head string, h *Comm
 func (g *Group) headIs(e *groupEntry, h *Commit) {
 	e.head = nil
 	if h != nil {
-		e.head = h.header()
+		e.head = header(h)
 	}
 	for _, i := range e.cps {
 		g.b.Checkpoints[i].Commit, g.b.Checkpoints[i].Version = e.rec.Head, e.rec.Version
@@ -147,7 +149,7 @@ func (g *Group) Commit(ctx context.Context, t *Thread, opts CommitOptions) (*Com
 			if err != nil {
 				return nil, g.fail(fmt.Errorf("commit to %s: %w", t.ID(), err))
 			}
-			e.head = c.header()
+			e.head = header(c)
 		} else {
 			r, h, err := t.headCommit(ctx)
 			if err != nil {
@@ -294,7 +296,7 @@ func (g *Group) DropCheckpoint(ctx context.Context, t *Thread, name string) erro
 	if e.deleted {
 		return g.fail(fmt.Errorf("drop checkpoint %s of %s: the group deletes it: %w", name, t.ID(), ErrInvalid))
 	}
-	g.b.DropCheckpoints = append(g.b.DropCheckpoints, CheckpointKey{Thread: e.rec.ID, Name: name})
+	g.b.DropCheckpoints = append(g.b.DropCheckpoints, store.CheckpointKey{Thread: e.rec.ID, Name: name})
 	return nil
 }
 
@@ -369,7 +371,7 @@ func (g *Group) Delete(ctx context.Context, t *Thread) error {
 		return g.fail(fmt.Errorf("delete %s: the group changes it: %w", t.ID(), ErrInvalid))
 	}
 	e.deleted = true
-	g.b.Delete = append(g.b.Delete, Deletion{Thread: e.rec.ID, Version: e.rec.Version})
+	g.b.Delete = append(g.b.Delete, store.Deletion{Thread: e.rec.ID, Version: e.rec.Version})
 	return nil
 }
 

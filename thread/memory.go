@@ -11,10 +11,11 @@ import (
 	"sync"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func init() {
-	Register("memory", func(ctx context.Context, u *url.URL) (Store, error) {
+	Register("memory", func(ctx context.Context, u *url.URL) (store.Store, error) {
 		return NewMemoryStore(), nil
 	})
 }
@@ -36,7 +37,7 @@ type MemoryStore struct {
 	unsorted bool
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ store.Store = (*MemoryStore)(nil)
 
 // memCommit is immutable after it is published, except refs (guarded by mu).
 type memCommit struct {
@@ -179,7 +180,7 @@ func (s *MemoryStore) Thread(ctx context.Context, id string) (*Record, error) {
 // yields outside it, so the caller may write to the store while iterating.
 func (s *MemoryStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*Record, error] {
 	if opts.Order == OrderUpdated {
-		return ListByUpdated(ctx, opts, s.Threads)
+		return store.ListByUpdated(ctx, opts, s.Threads)
 	}
 	return func(yield func(*Record, error) bool) {
 		const page = 256
@@ -251,7 +252,7 @@ func (s *MemoryStore) Forks(ctx context.Context, parent string) iter.Seq2[*Recor
 	}
 }
 
-var _ ForkIndex = (*MemoryStore)(nil)
+var _ store.ForkIndex = (*MemoryStore)(nil)
 
 // History implements Store.
 func (s *MemoryStore) History(ctx context.Context, thread string, opts HistoryOptions) iter.Seq2[HistoryEntry, error] {
@@ -311,7 +312,7 @@ func (s *MemoryStore) Checkpoints(ctx context.Context, thread string) iter.Seq2[
 
 // Apply implements Store: it checks every precondition against the current
 // state plus the batch's own earlier changes, and only then writes.
-func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
+func (s *MemoryStore) Apply(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -322,7 +323,7 @@ func (s *MemoryStore) Apply(ctx context.Context, b *Batch) error {
 
 // AppendAt implements Appender: build runs under the store's lock, on the
 // thread's current record and head.
-func (s *MemoryStore) AppendAt(ctx context.Context, id string, build func(r *Record, head *Commit) (*Batch, error)) error {
+func (s *MemoryStore) AppendAt(ctx context.Context, id string, build func(r *Record, head *Commit) (*store.Batch, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -343,12 +344,12 @@ func (s *MemoryStore) AppendAt(ctx context.Context, id string, build func(r *Rec
 	return s.apply(ctx, b)
 }
 
-var _ Appender = (*MemoryStore)(nil)
+var _ store.Appender = (*MemoryStore)(nil)
 
 // apply applies b; the lock is held. The rules are PlanBatch's; the
 // store only answers its questions and writes the plan.
-func (s *MemoryStore) apply(ctx context.Context, b *Batch) error {
-	p, err := PlanBatch(ctx, (*memFacts)(s), b)
+func (s *MemoryStore) apply(ctx context.Context, b *store.Batch) error {
+	p, err := store.PlanBatch(ctx, (*memFacts)(s), b)
 	if err != nil {
 		return err
 	}
@@ -481,64 +482,4 @@ func (s *MemoryStore) unref(id string) {
 		}
 		delete(s.commits, mc.c.ID)
 	}
-}
-
-// set is a set that allocates nothing until it holds more than a few items:
-// most batches are one commit and one move.
-type set[K comparable] struct {
-	few  [4]K
-	n    int
-	many map[K]bool
-}
-
-func (s *set[K]) add(k K) {
-	if s.many != nil {
-		s.many[k] = true
-		return
-	}
-	if s.n < len(s.few) {
-		s.few[s.n] = k
-		s.n++
-		return
-	}
-	s.many = make(map[K]bool, 16)
-	for _, x := range s.few {
-		s.many[x] = true
-	}
-	s.many[k] = true
-}
-
-func (s *set[K]) has(k K) bool {
-	if s.many != nil {
-		return s.many[k]
-	}
-	for _, x := range s.few[:s.n] {
-		if x == k {
-			return true
-		}
-	}
-	return false
-}
-
-// Validate checks that a creation's history is numbered 1..n
-// and ends at the record's head and version. Stores share it.
-func (cr Creation) Validate() error {
-	r := cr.Record
-	if len(cr.History) == 0 {
-		if r.Version != 1 {
-			return fmt.Errorf("thread %q: version %d without history: %w", r.ID, r.Version, ErrInvalid)
-		}
-		return nil
-	}
-	for i, e := range cr.History {
-		if e.Version != int64(i+1) {
-			return fmt.Errorf("thread %q: history entry %d has version %d: %w", r.ID, i, e.Version, ErrInvalid)
-		}
-	}
-	last := cr.History[len(cr.History)-1]
-	if last.Version != r.Version || last.Commit != r.Head {
-		return fmt.Errorf("thread %q: history ends at version %d, commit %q; record says %d, %q: %w",
-			r.ID, last.Version, last.Commit, r.Version, r.Head, ErrInvalid)
-	}
-	return nil
 }

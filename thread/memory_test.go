@@ -4,9 +4,10 @@ import (
 	"testing"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
 func TestMemoryStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) thread.Store { return thread.NewMemoryStore() }, nil)
+	storetest.Run(t, func(t *testing.T) store.Store { return thread.NewMemoryStore() }, nil)
 }

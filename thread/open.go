@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // OpenFunc opens a store from its URL. Backends register one per scheme.
-type OpenFunc func(ctx context.Context, u *url.URL) (Store, error)
+type OpenFunc func(ctx context.Context, u *url.URL) (store.Store, error)
 
 var (
 	registryMu sync.RWMutex
@@ -44,7 +46,7 @@ func Schemes() []string {
 // OpenStore opens the store that rawURL names, such as "memory://". The
 // backend's package must be imported (for its init) for its scheme to be
 // known.
-func OpenStore(ctx context.Context, rawURL string) (Store, error) {
+func OpenStore(ctx context.Context, rawURL string) (store.Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("store url: %v: %w", err, ErrInvalid)

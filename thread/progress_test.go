@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // TestLoadProgress: Load reports after each commit it builds, with the
@@ -99,7 +100,7 @@ func TestLoadProgressSplitsLongLines(t *testing.T) {
 
 func TestReportMigration(t *testing.T) {
 	// Without a callback: nothing happens.
-	thread.ReportMigration(t.Context(), thread.MigrationProgress{Store: "x", Done: 1, Total: 2})
+	store.ReportMigration(t.Context(), thread.MigrationProgress{Store: "x", Done: 1, Total: 2})
 
 	var got []thread.MigrationProgress
 	ctx := thread.WithMigrationProgress(t.Context(), func(p thread.MigrationProgress) { got = append(got, p) })
@@ -110,7 +111,7 @@ func TestReportMigration(t *testing.T) {
 		{Store: "redis", Step: "tenant keys", Done: 2, Total: 2},
 	}
 	for _, p := range want {
-		thread.ReportMigration(ctx, p)
+		store.ReportMigration(ctx, p)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("reports (-want +got):\n%s", diff)
@@ -127,7 +128,7 @@ func ExampleWithMigrationProgress() {
 	// db, err := thread.Open(ctx, "redis://…", nil) migrates, if the data
 	// is older, reporting after each thread:
 	for i := 1; i <= 2; i++ {
-		thread.ReportMigration(ctx, thread.MigrationProgress{Store: "redis", Step: "tenant keys", Done: i, Total: 2})
+		store.ReportMigration(ctx, thread.MigrationProgress{Store: "redis", Step: "tenant keys", Done: i, Total: 2})
 	}
 	// Output:
 	// redis, tenant keys: 1/2 threads

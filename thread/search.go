@@ -10,128 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
-
-// Searcher is an optional upgrade of a Store that keeps a full-text index
-// of message text, written in the same transaction as the commits it
-// indexes. DB.Search uses it; without it, DB.Search scans.
-//
-// A store indexes each message of each new commit of a batch under the
-// tenant (see SplitKey) and thread key that the batch commits it for
-// (CommitThreads), with SearchTokens(SearchText(m)) as its words, and
-// drops a commit's entries when it frees the commit. Search yields the
-// entries of opts.Tenant whose words include every word of opts.Words,
-// newest first (the order they were indexed in), at most opts.Limit of
-// them (0: no cap), starting after the entry opts.Before names.
-type Searcher interface {
-	Search(ctx context.Context, opts SearchOptions) iter.Seq2[SearchEntry, error]
-}
-
-// SearchOptions select what a Searcher yields.
-type SearchOptions struct {
-	// Tenant is the tenant whose threads are searched.
-	Tenant string
-	// Words are what a message must all hold, each a token of
-	// SearchTokens; never empty.
-	Words []string
-	// Before is the Cursor of the last entry of the previous page; ""
-	// starts at the newest.
-	Before string
-	// Limit caps the entries; 0 means no cap.
-	Limit int
-}
-
-// SearchEntry is one indexed message.
-type SearchEntry struct {
-	// Thread is the key of the thread that committed the message.
-	Thread string
-	// Commit and Index locate the message: Commit's Messages[Index].
-	Commit string
-	Index  int
-	// Cursor names the entry for SearchOptions.Before. Its form is the
-	// store's own.
-	Cursor string
-}
-
-// SearchText returns the text of m that search indexes: its text and
-// reasoning, the names and arguments of its tool calls and their results.
-func SearchText(m message.Message) string {
-	var b strings.Builder
-	for _, c := range m.Contents {
-		var s string
-		switch c := c.(type) {
-		case message.Text:
-			s = c.Text
-		case message.Reasoning:
-			s = c.Text
-		case message.FunctionCall:
-			s = c.Name + " " + c.Arguments
-		case message.FunctionResult:
-			s = c.Result
-		case message.Error:
-			s = c.Message
-		}
-		if s != "" {
-			if b.Len() > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(s)
-		}
-	}
-	return b.String()
-}
-
-// Search limits: a query holds at most MaxSearchWords words, and a word
-// is at most MaxSearchWordBytes long (longer runs of letters are cut).
-const (
-	MaxSearchWords     = 16
-	MaxSearchWordBytes = 64
-)
-
-// SearchTokens splits s into the words search matches on: maximal runs of
-// letters, digits and marks, lower-cased, cut to MaxSearchWordBytes, in
-// the order they appear (repeats kept). Every store tokenizes with it, so
-// that a word matches the same messages in each.
-func SearchTokens(s string) []string {
-	var out []string
-	start := -1
-	flush := func(end int) {
-		if start < 0 {
-			return
-		}
-		w := strings.ToLower(s[start:end])
-		if len(w) > MaxSearchWordBytes {
-			cut := MaxSearchWordBytes
-			for cut > 0 && !runeStart(w[cut]) {
-				cut--
-			}
-			w = w[:cut]
-		}
-		out = append(out, w)
-		start = -1
-	}
-	for i, r := range s {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) {
-			if start < 0 {
-				start = i
-			}
-			continue
-		}
-		flush(i)
-	}
-	flush(len(s))
-	return out
-}
-
-func runeStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // searchWords returns the distinct words of a query, or ErrInvalid.
 func searchWords(q string) ([]string, error) {
 	var words []string
-	for _, w := range SearchTokens(q) {
+	for _, w := range store.SearchTokens(q) {
 		if !slices.Contains(words, w) {
 			words = append(words, w)
 		}
@@ -143,47 +30,6 @@ func searchWords(q string) ([]string, error) {
 		return nil, fmt.Errorf("%w: a search takes at most %d words, not %d", ErrInvalid, MaxSearchWords, len(words))
 	}
 	return words, nil
-}
-
-// CommitThreads returns, for each commit of b, the key of the thread the
-// batch commits it for: the thread whose new head (by a Creation or a
-// Move) the commit leads to, following parents inside b. A commit no head
-// of b leads to (a checkpoint's alone) takes the thread of its
-// checkpoint, and otherwise is left out. Stores that index messages use it
-// to know each message's thread.
-func (b *Batch) CommitThreads() map[string]string {
-	if len(b.Commits) == 0 {
-		return nil
-	}
-	parent := make(map[string]string, len(b.Commits))
-	for _, c := range b.Commits {
-		parent[c.ID] = c.Parent
-	}
-	out := make(map[string]string, len(b.Commits))
-	claim := func(thread, head string) {
-		for id := head; id != ""; id = parent[id] {
-			if _, ok := parent[id]; !ok {
-				return
-			}
-			if _, done := out[id]; done {
-				return
-			}
-			out[id] = thread
-		}
-	}
-	for _, cr := range b.Create {
-		claim(cr.Record.ID, cr.Record.Head)
-		for _, h := range cr.History {
-			claim(cr.Record.ID, h.Commit)
-		}
-	}
-	for _, mv := range b.Moves {
-		claim(mv.Thread, mv.Head)
-	}
-	for _, cp := range b.Checkpoints {
-		claim(cp.Thread, cp.Commit)
-	}
-	return out
 }
 
 // SearchHit is a message that a search found.
@@ -254,9 +100,9 @@ func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 	case limit == 0:
 		limit = 20
 	}
-	opts := SearchOptions{Tenant: db.tenant, Words: words, Before: q.Before, Limit: limit}
-	var entries iter.Seq2[SearchEntry, error]
-	if s, ok := db.raw.(Searcher); ok {
+	opts := store.SearchOptions{Tenant: db.tenant, Words: words, Before: q.Before, Limit: limit}
+	var entries iter.Seq2[store.SearchEntry, error]
+	if s, ok := db.raw.(store.Searcher); ok {
 		entries = s.Search(ctx, opts)
 	} else {
 		entries = scanSearch(ctx, db.raw, opts)
@@ -282,7 +128,7 @@ func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 		m := c.Messages[e.Index]
 		hits = append(hits, SearchHit{
 			Thread: id, Commit: e.Commit, Index: e.Index, Message: m,
-			Snippet: snippet(SearchText(m), words), Time: c.Time, Cursor: e.Cursor,
+			Snippet: snippet(store.SearchText(m), words), Time: c.Time, Cursor: e.Cursor,
 		})
 	}
 	if q.Versions {
@@ -331,10 +177,10 @@ func snippet(text string, words []string) string {
 // commit that a thread of the tenant reaches through its history and
 // checkpoints, keeping the newest matches past the cursor, a page's worth
 // at a time. Its cursor is "time.commit.index" of the last hit.
-func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[SearchEntry, error] {
-	return func(yield func(SearchEntry, error) bool) {
+func scanSearch(ctx context.Context, s store.Store, opts store.SearchOptions) iter.Seq2[store.SearchEntry, error] {
+	return func(yield func(store.SearchEntry, error) bool) {
 		type found struct {
-			e    SearchEntry
+			e    store.SearchEntry
 			time time.Time
 		}
 		// Newest first; within a commit, its last message first.
@@ -366,7 +212,7 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 				}
 			}
 			if len(parts) != 3 || err != nil {
-				yield(SearchEntry{}, fmt.Errorf("%w: search cursor %q", ErrInvalid, opts.Before))
+				yield(store.SearchEntry{}, fmt.Errorf("%w: search cursor %q", ErrInvalid, opts.Before))
 				return
 			}
 			afterTime, afterCommit = time.UnixMicro(us).UTC(), parts[1]
@@ -396,8 +242,8 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 				}
 				seen[c.ID] = true
 				for i, m := range c.Messages {
-					if holdsAll(SearchTokens(SearchText(m)), opts.Words) {
-						keep(found{SearchEntry{Thread: thread, Commit: c.ID, Index: i}, c.Time})
+					if holdsAll(store.SearchTokens(store.SearchText(m)), opts.Words) {
+						keep(found{store.SearchEntry{Thread: thread, Commit: c.ID, Index: i}, c.Time})
 					}
 				}
 			}
@@ -405,7 +251,7 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 		}
 		for r, err := range s.Threads(ctx, ListOptions{Tenant: opts.Tenant}) {
 			if err != nil {
-				yield(SearchEntry{}, err)
+				yield(store.SearchEntry{}, err)
 				return
 			}
 			for h, err := range s.History(ctx, r.ID, HistoryOptions{}) {
@@ -413,7 +259,7 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 					err = walk(r.ID, h.Commit)
 				}
 				if err != nil && !errors.Is(err, ErrNotFound) {
-					yield(SearchEntry{}, err)
+					yield(store.SearchEntry{}, err)
 					return
 				}
 			}
@@ -422,7 +268,7 @@ func scanSearch(ctx context.Context, s Store, opts SearchOptions) iter.Seq2[Sear
 					err = walk(r.ID, cp.Commit)
 				}
 				if err != nil && !errors.Is(err, ErrNotFound) {
-					yield(SearchEntry{}, err)
+					yield(store.SearchEntry{}, err)
 					return
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func TestSearchTokens(t *testing.T) {
@@ -28,8 +29,8 @@ func TestSearchTokens(t *testing.T) {
 		{strings.Repeat("a", 70), []string{strings.Repeat("a", MaxSearchWordBytes)}},
 		{strings.Repeat("é", 40), []string{strings.Repeat("é", MaxSearchWordBytes/2)}},
 	} {
-		if got := SearchTokens(c.in); !slices.Equal(got, c.want) {
-			t.Errorf("SearchTokens(%q) = %q, want %q", c.in, got, c.want)
+		if got := store.SearchTokens(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("store.SearchTokens(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
@@ -43,7 +44,7 @@ func FuzzSearchTokens(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		toks := SearchTokens(s)
+		toks := store.SearchTokens(s)
 		for _, w := range toks {
 			if w == "" || len(w) > MaxSearchWordBytes || !utf8.ValidString(w) {
 				t.Fatalf("token %q of %q", w, s)
@@ -54,7 +55,7 @@ func FuzzSearchTokens(f *testing.F) {
 				}
 			}
 		}
-		if again := SearchTokens(strings.Join(toks, " ")); !slices.Equal(again, toks) {
+		if again := store.SearchTokens(strings.Join(toks, " ")); !slices.Equal(again, toks) {
 			t.Fatalf("tokens of %q: %q, then %q", s, toks, again)
 		}
 	})
@@ -66,8 +67,8 @@ func TestSearchText(t *testing.T) {
 		message.FunctionCall{CallID: "c", Name: "lookup", Arguments: `{"q":"x"}`},
 		message.FunctionResult{CallID: "c", Result: "found"}, message.Error{Message: "oops"},
 		message.Data{MediaType: "image/png", Data: []byte("binary words")})
-	if got, want := SearchText(m), "first\nthinking\nlookup {\"q\":\"x\"}\nfound\noops"; got != want {
-		t.Errorf("SearchText = %q, want %q", got, want)
+	if got, want := store.SearchText(m), "first\nthinking\nlookup {\"q\":\"x\"}\nfound\noops"; got != want {
+		t.Errorf("store.SearchText = %q, want %q", got, want)
 	}
 }
 
@@ -87,10 +88,10 @@ func TestSnippet(t *testing.T) {
 
 func TestCommitThreads(t *testing.T) {
 	c := func(id, parent string) *Commit { return &Commit{ID: id, Parent: parent} }
-	b := &Batch{
+	b := &store.Batch{
 		Commits: []*Commit{c("a1", "old"), c("a2", "a1"), c("b1", "a2"), c("cp", "old"), c("lost", "")},
-		Create:  []Creation{{Record: &Record{ID: "fork", Head: "b1"}}},
-		Moves:   []Move{{Thread: "main", Head: "a2"}},
+		Create:  []store.Creation{{Record: &Record{ID: "fork", Head: "b1"}}},
+		Moves:   []store.Move{{Thread: "main", Head: "a2"}},
 		Checkpoints: []Checkpoint{
 			{Thread: "other", Name: "x", Commit: "cp"},
 		},

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Key returns the key under which a store keeps the thread id of tenant:
@@ -30,11 +31,11 @@ func ValidKey(s string) bool { return ids.ValidKey(s) }
 // by every tenant (their ids are random and reach a caller only through
 // the tenant's own threads), so they pass through unchanged.
 type tenantStore struct {
-	Store
+	store.Store
 	prefix string // tenant + "/"
 }
 
-func newTenantStore(s Store, tenant string) *tenantStore {
+func newTenantStore(s store.Store, tenant string) *tenantStore {
 	return &tenantStore{Store: s, prefix: tenant + "/"}
 }
 
@@ -84,7 +85,7 @@ func (e *unkeyedError) Error() string {
 func (e *unkeyedError) Unwrap() error { return e.err }
 
 func (s *tenantStore) CachedCommit(id string) *Commit {
-	if cc, ok := s.Store.(CommitCache); ok {
+	if cc, ok := s.Store.(store.CommitCache); ok {
 		return cc.CachedCommit(id)
 	}
 	return nil
@@ -137,14 +138,14 @@ func (s *tenantStore) Checkpoints(ctx context.Context, thread string) iter.Seq2[
 }
 
 // Apply applies a copy of b whose thread ids are keys; b is not changed.
-func (s *tenantStore) Apply(ctx context.Context, b *Batch) error {
+func (s *tenantStore) Apply(ctx context.Context, b *store.Batch) error {
 	return s.unkey(s.Store.Apply(ctx, s.keyed(b)))
 }
 
 // AppendAt forwards to the store's AppendAt, with keys in and ids out; a
 // store without one is never asked (appender reports it).
-func (s *tenantStore) AppendAt(ctx context.Context, thread string, build func(r *Record, head *Commit) (*Batch, error)) error {
-	return s.unkey(s.Store.(Appender).AppendAt(ctx, s.key(thread), func(r *Record, head *Commit) (*Batch, error) {
+func (s *tenantStore) AppendAt(ctx context.Context, thread string, build func(r *Record, head *Commit) (*store.Batch, error)) error {
+	return s.unkey(s.Store.(store.Appender).AppendAt(ctx, s.key(thread), func(r *Record, head *Commit) (*store.Batch, error) {
 		c := *r
 		b, err := build(s.out(&c), head)
 		if err != nil {
@@ -155,10 +156,10 @@ func (s *tenantStore) AppendAt(ctx context.Context, thread string, build func(r 
 }
 
 // keyed returns a copy of b whose thread ids are keys.
-func (s *tenantStore) keyed(b *Batch) *Batch {
-	k := &Batch{Commits: b.Commits}
+func (s *tenantStore) keyed(b *store.Batch) *store.Batch {
+	k := &store.Batch{Commits: b.Commits}
 	if len(b.Create) > 0 {
-		k.Create = make([]Creation, len(b.Create))
+		k.Create = make([]store.Creation, len(b.Create))
 		for i, cr := range b.Create {
 			r := *cr.Record
 			r.ID = s.key(r.ID)
@@ -170,14 +171,14 @@ func (s *tenantStore) keyed(b *Batch) *Batch {
 		}
 	}
 	if len(b.Moves) > 0 {
-		k.Moves = make([]Move, len(b.Moves))
+		k.Moves = make([]store.Move, len(b.Moves))
 		for i, mv := range b.Moves {
 			mv.Thread = s.key(mv.Thread)
 			k.Moves[i] = mv
 		}
 	}
 	if len(b.DropCheckpoints) > 0 {
-		k.DropCheckpoints = make([]CheckpointKey, len(b.DropCheckpoints))
+		k.DropCheckpoints = make([]store.CheckpointKey, len(b.DropCheckpoints))
 		for i, ck := range b.DropCheckpoints {
 			ck.Thread = s.key(ck.Thread)
 			k.DropCheckpoints[i] = ck
@@ -191,7 +192,7 @@ func (s *tenantStore) keyed(b *Batch) *Batch {
 		}
 	}
 	if len(b.Delete) > 0 {
-		k.Delete = make([]Deletion, len(b.Delete))
+		k.Delete = make([]store.Deletion, len(b.Delete))
 		for i, d := range b.Delete {
 			d.Thread = s.key(d.Thread)
 			k.Delete[i] = d
@@ -202,10 +203,10 @@ func (s *tenantStore) keyed(b *Batch) *Batch {
 
 // appender returns the Appender of a DB's store, if the store under it has
 // one.
-func appender(st Store) (Appender, bool) {
+func appender(st store.Store) (store.Appender, bool) {
 	switch s := st.(type) {
 	case *tenantStore:
-		_, ok := s.Store.(Appender)
+		_, ok := s.Store.(store.Appender)
 		return s, ok
 	case Appender:
 		return s, true
@@ -234,39 +235,66 @@ func (b badTenant) History(context.Context, string, HistoryOptions) iter.Seq2[Hi
 func (b badTenant) Checkpoints(context.Context, string) iter.Seq2[Checkpoint, error] {
 	return func(yield func(Checkpoint, error) bool) { yield(Checkpoint{}, b.err()) }
 }
-func (b badTenant) Apply(context.Context, *Batch) error { return b.err() }
+func (b badTenant) Apply(context.Context, *store.Batch) error { return b.err() }
 
 // forkIndex returns s's ForkIndex, seen through a tenant's keys when s is
 // scoped to one, or nil.
-func forkIndex(s Store) ForkIndex {
+func forkIndex(s store.Store) store.ForkIndex {
 	if ts, ok := s.(*tenantStore); ok {
-		if fi, ok := ts.Store.(ForkIndex); ok {
+		if fi, ok := ts.Store.(store.ForkIndex); ok {
 			return tenantForks{ts, fi}
 		}
 		return nil
 	}
-	fi, _ := s.(ForkIndex)
+	fi, _ := s.(store.ForkIndex)
 	return fi
 }
 
-type tenantForks struct {
-	s  *tenantStore
-	fi ForkIndex
+// descendantIndex returns s's DescendantIndex, seen through a tenant's
+// keys when s is scoped to one, or nil.
+func descendantIndex(s store.Store) store.DescendantIndex {
+	if ts, ok := s.(*tenantStore); ok {
+		if di, ok := ts.Store.(store.DescendantIndex); ok {
+			return tenantDescendants{ts, di}
+		}
+		return nil
+	}
+	di, _ := s.(store.DescendantIndex)
+	return di
 }
 
-func (t tenantForks) Forks(ctx context.Context, parent string) iter.Seq2[*Record, error] {
+type tenantDescendants struct {
+	s  *tenantStore
+	di store.DescendantIndex
+}
+
+func (t tenantDescendants) Descendants(ctx context.Context, root string) iter.Seq2[*Record, error] {
+	return t.s.scoped(t.di.Descendants(ctx, t.s.key(root)))
+}
+
+// scoped yields the records of recs that are the tenant's, as it sees them.
+func (s *tenantStore) scoped(recs iter.Seq2[*Record, error]) iter.Seq2[*Record, error] {
 	return func(yield func(*Record, error) bool) {
-		for r, err := range t.fi.Forks(ctx, t.s.key(parent)) {
+		for r, err := range recs {
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			if !strings.HasPrefix(r.ID, t.s.prefix) {
-				continue // another tenant's fork: never this one's
+			if !strings.HasPrefix(r.ID, s.prefix) {
+				continue // another tenant's: never this one's
 			}
-			if !yield(t.s.out(r), nil) {
+			if !yield(s.out(r), nil) {
 				return
 			}
 		}
 	}
+}
+
+type tenantForks struct {
+	s  *tenantStore
+	fi store.ForkIndex
+}
+
+func (t tenantForks) Forks(ctx context.Context, parent string) iter.Seq2[*Record, error] {
+	return t.s.scoped(t.fi.Forks(ctx, t.s.key(parent)))
 }

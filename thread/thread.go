@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Thread is a handle on one thread as of a version, like a checkout: reads
@@ -89,7 +90,7 @@ func (t *Thread) headCommit(ctx context.Context) (*Record, *Commit, error) {
 	if h != nil || r.Head == "" {
 		return r, h, nil
 	}
-	if cc, ok := t.db.store.(CommitCache); ok {
+	if cc, ok := t.db.store.(store.CommitCache); ok {
 		h = cc.CachedCommit(r.Head)
 	}
 	if h == nil {
@@ -98,7 +99,7 @@ func (t *Thread) headCommit(ctx context.Context) (*Record, *Commit, error) {
 			return nil, nil, err
 		}
 	}
-	h = h.header()
+	h = header(h)
 	t.mu.Lock()
 	if t.rec == r {
 		t.head = h
@@ -217,7 +218,7 @@ var errLineUnknown = errors.New("the ids on the head's line are not at hand")
 // DB does not remember is read outside the store's lock, and the append
 // queues again, up to the DB's retries. A line the DB cannot remember is
 // errLineUnknown.
-func (t *Thread) appendQueued(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
+func (t *Thread) appendQueued(ctx context.Context, ap store.Appender, opts CommitOptions) (*Commit, error) {
 	// Each try that finds a head whose line is not at hand follows another
 	// writer's commit, whose line the DB takes up a moment after the
 	// store has it: on a hot thread that is progress, not a lost race, and
@@ -257,14 +258,14 @@ const queuedTries = 64
 // the thread's lock (Appender). Messages with ids of their own are checked
 // against the line of that head when the DB remembers it, and are
 // errLineUnknown when it does not.
-func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptions) (*Commit, error) {
+func (t *Thread) appendLocked(ctx context.Context, ap store.Appender, opts CommitOptions) (*Commit, error) {
 	var (
 		c   *Commit
 		rec *Record
-		mv  Move
+		mv  store.Move
 	)
 	check := idsToCheck(opts)
-	err := ap.AppendAt(ctx, t.ID(), func(r *Record, head *Commit) (*Batch, error) {
+	err := ap.AppendAt(ctx, t.ID(), func(r *Record, head *Commit) (*store.Batch, error) {
 		if err := checkMirror(r.Kind, len(opts.Messages), opts.Mirror); err != nil {
 			return nil, err
 		}
@@ -287,8 +288,8 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 		// thread. Should the batch not apply, the line goes with a commit
 		// that is no head, and the next append reads it again.
 		t.db.committed(head, cc)
-		c, rec, mv = cc, r, Move{Thread: r.ID, From: r.Version, Head: cc.ID, Op: opts.Op, Time: now}
-		return &Batch{Commits: []*Commit{cc}, Moves: []Move{mv}}, nil
+		c, rec, mv = cc, r, store.Move{Thread: r.ID, From: r.Version, Head: cc.ID, Op: opts.Op, Time: now}
+		return &store.Batch{Commits: []*Commit{cc}, Moves: []store.Move{mv}}, nil
 	})
 	if errors.Is(err, errLineUnknown) {
 		return nil, err
@@ -296,8 +297,8 @@ func (t *Thread) appendLocked(ctx context.Context, ap Appender, opts CommitOptio
 	if err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", t.ID(), err)
 	}
-	t.db.published(&Batch{Commits: []*Commit{c}, Moves: []Move{mv}})
-	t.advance(moved(rec, mv), c.header())
+	t.db.published(&store.Batch{Commits: []*Commit{c}, Moves: []store.Move{mv}})
+	t.advance(moved(rec, mv), header(c))
 	return c, nil
 }
 
@@ -330,7 +331,7 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 			return nil, fmt.Errorf("commit to %s: at version %d, not %d: %w", r.ID, from, opts.IfVersion, ErrConflict)
 		}
 	}
-	if opts.Kind != "" && opts.Kind != r.Kind && (r.Kind != KindUndetermined || !opts.Kind.valid() || opts.Kind == KindUndetermined) {
+	if opts.Kind != "" && opts.Kind != r.Kind && (r.Kind != KindUndetermined || !validKind(opts.Kind) || opts.Kind == KindUndetermined) {
 		return nil, fmt.Errorf("commit to %s: kind %s cannot become %q: %w", r.ID, r.Kind, clip(string(opts.Kind)), ErrInvalid)
 	}
 	kind := r.Kind
@@ -356,16 +357,16 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	if err := t.db.checkNewIDs(ctx, head, opts); err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
 	}
-	mv := Move{Thread: r.ID, From: from, Head: c.ID, Op: opts.Op, Time: now}
+	mv := store.Move{Thread: r.ID, From: from, Head: c.ID, Op: opts.Op, Time: now}
 	if opts.Kind != r.Kind {
 		mv.Kind = opts.Kind
 	}
 	// One allocation for the batch of the common case.
 	one := &struct {
-		b Batch
+		b store.Batch
 		c [1]*Commit
-		m [1]Move
-	}{c: [1]*Commit{c}, m: [1]Move{mv}}
+		m [1]store.Move
+	}{c: [1]*Commit{c}, m: [1]store.Move{mv}}
 	one.b.Commits, one.b.Moves = one.c[:], one.m[:]
 	if err := t.db.apply(ctx, &one.b); err != nil {
 		return nil, fmt.Errorf("commit to %s: %w", r.ID, err)
@@ -373,13 +374,13 @@ func (t *Thread) commitOnce(ctx context.Context, opts CommitOptions) (*Commit, e
 	t.db.committed(head, c)
 	// The store kept its own copy of c, and the handle keeps only the
 	// header: c is the caller's.
-	t.advance(moved(r, mv), c.header())
+	t.advance(moved(r, mv), header(c))
 	return c, nil
 }
 
 // moved returns r as a store leaves it after mv. Records a handle keeps are
 // never changed, so the copy shares the labels unless mv replaces them.
-func moved(r *Record, mv Move) *Record {
+func moved(r *Record, mv store.Move) *Record {
 	n := new(Record)
 	*n = *r
 	n.Version, n.Head, n.UpdatedAt = mv.From+1, mv.Head, mv.Time
@@ -592,8 +593,8 @@ func (t *Thread) History(ctx context.Context, opts HistoryOptions) iter.Seq2[His
 
 // move moves the head to commit head by compare-and-swap from the handle's
 // version. It never retries.
-func (t *Thread) move(ctx context.Context, r *Record, mv Move, head *Commit) error {
-	if err := t.db.apply(ctx, &Batch{Moves: []Move{mv}}); err != nil {
+func (t *Thread) move(ctx context.Context, r *Record, mv store.Move, head *Commit) error {
+	if err := t.db.apply(ctx, &store.Batch{Moves: []store.Move{mv}}); err != nil {
 		return fmt.Errorf("%s %s: %w", mv.Op, mv.Thread, err)
 	}
 	t.advance(moved(r, mv), head)
@@ -606,7 +607,7 @@ func (t *Thread) Reset(ctx context.Context) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	r := t.snapshot()
-	return t.move(ctx, r, Move{Thread: r.ID, From: r.Version, Op: OpReset, Time: t.db.clock()}, nil)
+	return t.move(ctx, r, store.Move{Thread: r.ID, From: r.Version, Op: OpReset, Time: t.db.clock()}, nil)
 }
 
 // Restore moves the head back (or forward) to where it was at version v.
@@ -622,7 +623,7 @@ func (t *Thread) Restore(ctx context.Context, v int64) error {
 	if err := t.refuseLinear(ctx, r, e.Commit); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	return t.move(ctx, r, Move{Thread: r.ID, From: r.Version, Head: e.Commit, Op: OpRestore, Time: t.db.clock()}, nil)
+	return t.move(ctx, r, store.Move{Thread: r.ID, From: r.Version, Head: e.Commit, Op: OpRestore, Time: t.db.clock()}, nil)
 }
 
 // Checkpoint names the handle's head commit so that Rollback can return to
@@ -637,7 +638,7 @@ func (t *Thread) Checkpoint(ctx context.Context, name string) (Checkpoint, error
 		return Checkpoint{}, fmt.Errorf("checkpoint %s of empty thread %s: %w", name, r.ID, ErrInvalid)
 	}
 	cp := Checkpoint{Thread: r.ID, Name: name, Commit: r.Head, Version: r.Version, CreatedAt: t.db.clock()}
-	if err := t.db.apply(ctx, &Batch{Checkpoints: []Checkpoint{cp}}); err != nil {
+	if err := t.db.apply(ctx, &store.Batch{Checkpoints: []Checkpoint{cp}}); err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint %s of %s: %w", name, r.ID, err)
 	}
 	return cp, nil
@@ -669,7 +670,7 @@ func (t *Thread) DeleteCheckpoint(ctx context.Context, name string) error {
 	if err := checkCheckpointName(name); err != nil {
 		return err
 	}
-	err := t.db.apply(ctx, &Batch{DropCheckpoints: []CheckpointKey{{t.ID(), name}}})
+	err := t.db.apply(ctx, &store.Batch{DropCheckpoints: []store.CheckpointKey{{Thread: t.ID(), Name: name}}})
 	if err != nil {
 		return fmt.Errorf("delete checkpoint %q of %s: %w", name, t.ID(), err)
 	}
@@ -725,7 +726,7 @@ func (t *Thread) Rollback(ctx context.Context, name string) error {
 	if err := t.refuseLinear(ctx, r, cp.Commit); err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
-	return t.move(ctx, r, Move{Thread: r.ID, From: r.Version, Head: cp.Commit, Op: OpRollback, Time: t.db.clock()}, nil)
+	return t.move(ctx, r, store.Move{Thread: r.ID, From: r.Version, Head: cp.Commit, Op: OpRollback, Time: t.db.clock()}, nil)
 }
 
 // UpdateOptions change a thread's descriptive fields. Nil fields stay.
@@ -750,7 +751,7 @@ func (t *Thread) Update(ctx context.Context, opts UpdateOptions) error {
 	t.mu.RLock()
 	r, head := t.rec, t.head
 	t.mu.RUnlock()
-	mv := Move{Thread: r.ID, From: r.Version, Head: r.Head, Op: OpUpdate, Time: t.db.clock(), Title: opts.Title, Labels: opts.Labels}
+	mv := store.Move{Thread: r.ID, From: r.Version, Head: r.Head, Op: OpUpdate, Time: t.db.clock(), Title: opts.Title, Labels: opts.Labels}
 	return t.move(ctx, r, mv, head)
 }
 
@@ -762,7 +763,7 @@ func (t *Thread) Delete(ctx context.Context) (err error) {
 	ctx, span := t.db.startSpan(ctx, "delete", t.ID())
 	defer endSpan(span, &err)
 	r := t.snapshot()
-	if err := t.db.apply(ctx, &Batch{Delete: []Deletion{{Thread: r.ID, Version: r.Version}}}); err != nil {
+	if err := t.db.apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: r.ID, Version: r.Version}}}); err != nil {
 		return fmt.Errorf("delete %s: %w", r.ID, err)
 	}
 	return nil
@@ -811,7 +812,7 @@ func (t *Thread) Copy(ctx context.Context, opts ForkOptions) (*Thread, error) {
 func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (_ *Thread, err error) {
 	ctx, span := t.db.startSpan(ctx, string(op), t.ID())
 	defer endSpan(span, &err)
-	b := &Batch{}
+	b := &store.Batch{}
 	r, head, err := t.forkInto(ctx, opts, op, b)
 	if err != nil {
 		return nil, err
@@ -832,7 +833,7 @@ func (t *Thread) fork(ctx context.Context, opts ForkOptions, op Op) (_ *Thread, 
 
 // forkInto adds to b what makes a fork (or copy) of t, and returns the new
 // thread's record and head.
-func (t *Thread) forkInto(ctx context.Context, opts ForkOptions, op Op, b *Batch) (*Record, *Commit, error) {
+func (t *Thread) forkInto(ctx context.Context, opts ForkOptions, op Op, b *store.Batch) (*Record, *Commit, error) {
 	src := t.snapshot()
 	now := t.db.clock()
 	if opts.ID == "" {
@@ -863,7 +864,7 @@ func (t *Thread) forkInto(ctx context.Context, opts ForkOptions, op Op, b *Batch
 		if op == OpFork {
 			r.ForkedFrom = ForkPoint{Thread: src.ID, Commit: id}
 		}
-		b.Create = append(b.Create, Creation{Record: r, Op: op})
+		b.Create = append(b.Create, store.Creation{Record: r, Op: op})
 		return r, nil, nil
 	}
 	head, err := t.commitAt(ctx, opts.Version)
@@ -904,14 +905,14 @@ func (t *Thread) forkInto(ctx context.Context, opts ForkOptions, op Op, b *Batch
 			r.ForkedFrom.Commit = point.ID
 		}
 	}
-	b.Create = append(b.Create, Creation{Record: r, Op: op})
+	b.Create = append(b.Create, store.Creation{Record: r, Op: op})
 	return r, head, nil
 }
 
 // splitAt finds the message id on the way back from head and returns the
 // commit that ends with it, adding a split commit to b when the message is
 // inside a commit. The walk costs the messages after the id.
-func (t *Thread) splitAt(ctx context.Context, head *Commit, id string, now time.Time, b *Batch) (*Commit, error) {
+func (t *Thread) splitAt(ctx context.Context, head *Commit, id string, now time.Time, b *store.Batch) (*Commit, error) {
 	if head == nil {
 		return nil, fmt.Errorf("message %q: %w", id, ErrNotFound)
 	}

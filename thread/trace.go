@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // The attributes of the spans of a DB (see Options.TracerProvider).
@@ -35,7 +37,7 @@ type tracer struct {
 
 // storeName names a store for its spans: the last element of its type's
 // package path, "memory" for this package's MemoryStore.
-func storeName(s Store) string {
+func storeName(s store.Store) string {
 	t := reflect.TypeOf(s)
 	if t == nil {
 		return ""

@@ -20,7 +20,7 @@ func (db *DB) checkRecord(id string, kind Kind, title string, labels map[string]
 	if !ids.Valid(id) {
 		return fmt.Errorf("thread id %q: letters, digits, '_', '-', '.' only, at most %d bytes: %w", clip(id), ids.MaxLen, ErrInvalid)
 	}
-	if !kind.valid() {
+	if !validKind(kind) {
 		return fmt.Errorf("kind %q: %w", clip(string(kind)), ErrInvalid)
 	}
 	if err := db.checkTitle(title); err != nil {

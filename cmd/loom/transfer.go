@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // ExportCommand writes a thread's portable document.
@@ -238,7 +239,7 @@ func (c *CopyCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer dst.Close()
 
-	var from thread.Store = src.Store()
+	var from store.Store = src.Store()
 	if len(c.Threads) > 0 {
 		keys := c.Threads
 		if !c.AllTenants {
@@ -380,7 +381,7 @@ func (b *base) migrationBar(ctx context.Context, rawURL string) (_ context.Conte
 // the store: tenant/id for a tenant other than ""), as the filter of the
 // listing allows: what Copy copies with --thread.
 type onlyThreads struct {
-	thread.Store
+	store.Store
 	ids   []string
 	where string // the store and tenant, for errors
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/worklog"
 )
 
@@ -63,13 +64,13 @@ func TestClassifyStoreOutages(t *testing.T) {
 		code   string
 		msg    string
 	}{
-		{"unreachable", fmt.Errorf("append x: %w", thread.Unavailable("cannot reach PostgreSQL", dial)), 503, "unavailable",
+		{"unreachable", fmt.Errorf("append x: %w", store.Unavailable("cannot reach PostgreSQL", dial)), 503, "unavailable",
 			"the store is unavailable: cannot reach PostgreSQL"},
 		{"bare sentinel", fmt.Errorf("read: %w: %w", thread.ErrUnavailable, dial), 503, "unavailable", "the store is unavailable"},
 		// The store's own deadline, not the client's: still 503.
-		{"no answer in time", thread.Unavailable("Redis did not answer in time", fmt.Errorf("%w: %w", context.DeadlineExceeded, dial)), 503, "unavailable",
+		{"no answer in time", store.Unavailable("Redis did not answer in time", fmt.Errorf("%w: %w", context.DeadlineExceeded, dial)), 503, "unavailable",
 			"the store is unavailable: Redis did not answer in time"},
-		{"disk full", fmt.Errorf("apply: %w", thread.StorageFull("the disk of the JSON-file store is full", errors.New("write /srv/x: no space left on device"))), 507,
+		{"disk full", fmt.Errorf("apply: %w", store.StorageFull("the disk of the JSON-file store is full", errors.New("write /srv/x: no space left on device"))), 507,
 			"insufficient_storage", "the store is out of space: the disk of the JSON-file store is full"},
 		{"bare full", thread.ErrStorageFull, 507, "insufficient_storage", "the store is out of space"},
 	} {

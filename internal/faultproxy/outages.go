@@ -8,6 +8,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Outages is a store's test under network faults: s reaches its server
@@ -17,7 +18,7 @@ import (
 // names the store (server, e.g. "PostgreSQL") and no address; once p
 // heals, the same Store serves again, and every append it acknowledged,
 // before, during or after the faults, reads back.
-func Outages(t *testing.T, s thread.Store, p *Proxy, server string, limit time.Duration) {
+func Outages(t *testing.T, s store.Store, p *Proxy, server string, limit time.Duration) {
 	t.Helper()
 	ctx := t.Context()
 	db := thread.New(s, nil)

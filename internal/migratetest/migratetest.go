@@ -13,6 +13,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/worklog"
 )
 
@@ -72,7 +73,7 @@ func list(tb testing.TB, db *thread.DB) []string {
 
 // Check checks that s holds what the release's generator wrote, each
 // tenant's threads in its own namespace, and that the namespaces work.
-func Check(tb testing.TB, s thread.Store, opts Options) {
+func Check(tb testing.TB, s store.Store, opts Options) {
 	tb.Helper()
 	ctx := tb.Context()
 	db := thread.New(s, nil)

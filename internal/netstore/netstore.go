@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // The deadlines of a store when neither its Options nor its URL set them:
@@ -88,10 +88,10 @@ func Outage(ctx context.Context, server string, err error, timedOut, cut bool) e
 	var ne net.Error
 	switch {
 	case timedOut, errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return thread.Unavailable(server+" did not answer in time", err)
+		return store.Unavailable(server+" did not answer in time", err)
 	case cut, errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
-		return thread.Unavailable("cannot reach "+server, err)
+		return store.Unavailable("cannot reach "+server, err)
 	}
 	return nil
 }

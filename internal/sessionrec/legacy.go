@@ -9,6 +9,7 @@ import (
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Legacy is a row of the session tables that the stores kept for package
@@ -34,7 +35,7 @@ const legacyMessageBytes = 256 << 10
 // fails with thread.ErrConflict was applied by another process migrating
 // the same store. A row that does not decode is an error: nothing is
 // carried, and the table stays for a person to look at.
-func LegacyBatch(rows []Legacy, now time.Time) (*thread.Batch, error) {
+func LegacyBatch(rows []Legacy, now time.Time) (*store.Batch, error) {
 	type group struct {
 		tenant, project string
 		recs            []Record
@@ -59,7 +60,7 @@ func LegacyBatch(rows []Legacy, now time.Time) (*thread.Batch, error) {
 		g.recs = append(g.recs, r)
 	}
 	now = now.UTC().Truncate(time.Microsecond)
-	b := &thread.Batch{}
+	b := &store.Batch{}
 	for _, g := range groups {
 		var msgs []message.Message
 		for _, r := range g.recs {
@@ -76,7 +77,7 @@ func LegacyBatch(rows []Legacy, now time.Time) (*thread.Batch, error) {
 		// A label's and a title's limits; the records keep the whole name.
 		project, title := cut(g.project, 256), cut("sessions: "+g.project, 1024)
 		b.Commits = append(b.Commits, c)
-		b.Create = append(b.Create, thread.Creation{Op: thread.OpCreate, Record: &thread.Record{
+		b.Create = append(b.Create, store.Creation{Op: thread.OpCreate, Record: &thread.Record{
 			ID: thread.Key(g.tenant, ThreadID(g.project)), Tenant: g.tenant, Kind: thread.KindLocal, Title: title,
 			Labels: map[string]string{LabelProject: project}, Head: c.ID, Version: 1, CreatedAt: now, UpdatedAt: now,
 		}})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // forks checks fork families: DB.Family finds every fork of every member,
@@ -57,7 +58,50 @@ func forks(t T, s thread.Store, _ *Options) {
 		}
 		_ = g1
 
-		fi, ok := s.(thread.ForkIndex)
+		// A cycle of forks: cb forked from ca, ca deleted and made again
+		// as a fork of cb. Families and indexes must end.
+		ca, err := db.Create(ctx, thread.CreateOptions{ID: "ca"})
+		check(t, err, "create ca")
+		fork(ca, "cb")
+		check(t, db.Delete(ctx, "ca"), "delete ca")
+		cb, err := db.Thread(ctx, "cb")
+		check(t, err, "open cb")
+		fork(cb, "ca")
+		for _, id := range []string{"ca", "cb"} {
+			if _, fam := family(id); !slices.Equal(fam, []string{"ca", "cb"}) {
+				t.Errorf("tenant %q: family of %s in a cycle = %v", tenant, id, fam)
+			}
+		}
+		if di, ok := s.(store.DescendantIndex); ok {
+			desc := func(root string) []string {
+				var out []string
+				for r, err := range di.Descendants(ctx, thread.Key(tenant, root)) {
+					check(t, err, "descendants of "+root)
+					if !slices.Contains(out, r.ID) {
+						out = append(out, r.ID)
+					}
+				}
+				slices.Sort(out)
+				return out
+			}
+			k := func(ids ...string) []string {
+				for i, id := range ids {
+					ids[i] = thread.Key(tenant, id)
+				}
+				return ids
+			}
+			if got := desc("root"); !slices.Equal(got, k("f1", "g1")) {
+				t.Errorf("Descendants(root) = %v, want %v", got, k("f1", "g1"))
+			}
+			if got := desc("lone"); len(got) != 0 {
+				t.Errorf("Descendants(lone) = %v", got)
+			}
+			if got := desc("ca"); !slices.Contains(got, thread.Key(tenant, "cb")) {
+				t.Errorf("Descendants(ca) in a cycle = %v", got)
+			}
+		}
+
+		fi, ok := s.(store.ForkIndex)
 		if !ok {
 			continue
 		}

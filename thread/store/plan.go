@@ -1,4 +1,4 @@
-package thread
+package store
 
 import (
 	"context"
@@ -457,6 +457,66 @@ func (pl *planner) run(b *Batch) error {
 		if d.Version != 0 && v != d.Version {
 			return fmt.Errorf("thread %q is at version %d, not %d: %w", d.Thread, v, d.Version, ErrConflict)
 		}
+	}
+	return nil
+}
+
+// set is a set that allocates nothing until it holds more than a few items:
+// most batches are one commit and one move.
+type set[K comparable] struct {
+	few  [4]K
+	n    int
+	many map[K]bool
+}
+
+func (s *set[K]) add(k K) {
+	if s.many != nil {
+		s.many[k] = true
+		return
+	}
+	if s.n < len(s.few) {
+		s.few[s.n] = k
+		s.n++
+		return
+	}
+	s.many = make(map[K]bool, 16)
+	for _, x := range s.few {
+		s.many[x] = true
+	}
+	s.many[k] = true
+}
+
+func (s *set[K]) has(k K) bool {
+	if s.many != nil {
+		return s.many[k]
+	}
+	for _, x := range s.few[:s.n] {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks that a creation's history is numbered 1..n
+// and ends at the record's head and version. Stores share it.
+func (cr Creation) Validate() error {
+	r := cr.Record
+	if len(cr.History) == 0 {
+		if r.Version != 1 {
+			return fmt.Errorf("thread %q: version %d without history: %w", r.ID, r.Version, ErrInvalid)
+		}
+		return nil
+	}
+	for i, e := range cr.History {
+		if e.Version != int64(i+1) {
+			return fmt.Errorf("thread %q: history entry %d has version %d: %w", r.ID, i, e.Version, ErrInvalid)
+		}
+	}
+	last := cr.History[len(cr.History)-1]
+	if last.Version != r.Version || last.Commit != r.Head {
+		return fmt.Errorf("thread %q: history ends at version %d, commit %q; record says %d, %q: %w",
+			r.ID, last.Version, last.Commit, r.Version, r.Head, ErrInvalid)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package thread
+package store
 
 import "context"
 
