@@ -15,14 +15,15 @@ import (
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-// Apply implements thread.Store. It resolves the family of every thread
+// Apply implements store.Store. It resolves the family of every thread
 // and commit the batch names, reads in one round trip the facts that
-// thread.NeedsOf lists, plans the batch with thread.PlanBatch (every rule
+// store.NeedsOf lists, plans the batch with store.PlanBatch (every rule
 // of a batch is the planner's), and runs one Lua script that writes the
 // plan if those facts still hold; see the package doc.
-func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
+func (s *Store) Apply(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -35,7 +36,7 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
 // applyRetry applies b, once more with families read afresh if a cached
 // one may have been stale. With sweep, b's deletions apply only to expired
 // threads.
-func (s *Store) applyRetry(ctx context.Context, b *thread.Batch, sweep bool) error {
+func (s *Store) applyRetry(ctx context.Context, b *store.Batch, sweep bool) error {
 	err, cached := s.apply(ctx, b, false, sweep)
 	if cached && errors.Is(err, thread.ErrNotFound) {
 		// A family from the cache may be stale (its thread was deleted and
@@ -50,8 +51,8 @@ func validOp(op thread.Op) bool { return len(op) <= 64 && !strings.ContainsAny(s
 // validate refuses what Redis cannot hold before anything reaches the
 // server: ids that cannot be stored (ErrInvalid) or so cannot exist
 // (ErrNotFound), and ops the encoding cannot frame. It checks no rule of
-// a batch: those are thread.PlanBatch's.
-func validate(b *thread.Batch) error {
+// a batch: those are store.PlanBatch's.
+func validate(b *store.Batch) error {
 	ref := func(what, id string) error {
 		if id != "" && !ids.Valid(id) {
 			return fmt.Errorf("%s %q: %w", what, clip(id), thread.ErrNotFound)
@@ -148,7 +149,7 @@ type plan struct {
 // its parent's family; a new thread joins the family of its head, its
 // history or the thread it was forked from, or starts its own (named after
 // its id); commits with neither join the batch's first family.
-func (s *Store) resolve(ctx context.Context, b *thread.Batch, fresh bool) (*plan, error) {
+func (s *Store) resolve(ctx context.Context, b *store.Batch, fresh bool) (*plan, error) {
 	p := &plan{threads: map[string]string{}, commits: map[string]string{}, created: make([]string, len(b.Create))}
 	isNew := make(map[string]bool, len(b.Commits))
 	for _, c := range b.Commits {
@@ -327,7 +328,7 @@ func (s *Store) resolve(ctx context.Context, b *thread.Batch, fresh bool) (*plan
 	return p, nil
 }
 
-func threadIDs(ms []thread.Move) []string {
+func threadIDs(ms []store.Move) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.Thread
@@ -335,7 +336,7 @@ func threadIDs(ms []thread.Move) []string {
 	return out
 }
 
-func dropIDs(ks []thread.CheckpointKey) []string {
+func dropIDs(ks []store.CheckpointKey) []string {
 	out := make([]string, len(ks))
 	for i, k := range ks {
 		out[i] = k.Thread
@@ -351,7 +352,7 @@ func cpIDs(cps []thread.Checkpoint) []string {
 	return out
 }
 
-func delIDs(ds []thread.Deletion) []string {
+func delIDs(ds []store.Deletion) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.Thread
@@ -388,7 +389,7 @@ func rel(commitFam, threadFam string) string {
 }
 
 // families returns the distinct families the batch touches.
-func (p *plan) families(b *thread.Batch) []string {
+func (p *plan) families(b *store.Batch) []string {
 	var out []string
 	add := func(f string) {
 		for _, x := range out {
@@ -447,7 +448,7 @@ type claims struct {
 	// threads and commits are what claim found alive in another family
 	// than the batch's, for the planner: the facts of that family's slot,
 	// which the batch's script cannot read.
-	threads map[string]thread.ThreadFact
+	threads map[string]store.ThreadFact
 	commits []string
 }
 
@@ -469,7 +470,7 @@ type listed struct{ key, id string }
 // facts it was planned on changed before its script ran.
 const maxAttempts = 8
 
-func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (err error, cached bool) {
+func (s *Store) apply(ctx context.Context, b *store.Batch, fresh, sweep bool) (err error, cached bool) {
 	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) == 0 {
 		return nil, false // an empty batch
 	}
@@ -492,7 +493,7 @@ func (s *Store) apply(ctx context.Context, b *thread.Batch, fresh, sweep bool) (
 // needs (with guess, first from what the Store remembers), plans and runs
 // the script that writes the plan if the facts still hold. done is false
 // when they did not (nothing was written).
-func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep, guess bool) (done bool, err error, cached bool) {
+func (s *Store) applyOnce(ctx context.Context, b *store.Batch, fresh, sweep, guess bool) (done bool, err error, cached bool) {
 	p, err := s.resolve(ctx, b, fresh)
 	if err != nil {
 		return true, err, false
@@ -522,16 +523,16 @@ func (s *Store) applyOnce(ctx context.Context, b *thread.Batch, fresh, sweep, gu
 	// fails on that is made again on facts read now, whose verdict is
 	// the one returned.
 	fs, err := s.readFacts(ctx, b, p, fresh, sweep, inline, guess && !fresh && !sweep, micros(now))
-	var plan *thread.Plan
+	var plan *store.Plan
 	var args []any
 	if err == nil {
 		cl.tell(fs)
-		plan, err = thread.PlanBatch(ctx, fs, b)
+		plan, err = store.PlanBatch(ctx, fs, b)
 		if err != nil && fs.guessed {
 			s.forget(fs.probes)
 			if fs, err = s.readFacts(ctx, b, p, fresh, sweep, inline, false, micros(now)); err == nil {
 				cl.tell(fs)
-				plan, err = thread.PlanBatch(ctx, fs, b)
+				plan, err = store.PlanBatch(ctx, fs, b)
 			}
 		}
 	}
@@ -682,20 +683,20 @@ type probe struct {
 	val              string
 	id               string // the thread or commit
 	fam              string // of a record
-	cp               thread.CheckpointKey
+	cp               store.CheckpointKey
 }
 
 type threadFact struct {
 	id string
-	thread.ThreadFact
+	store.ThreadFact
 }
 
 type cpFact struct {
-	key    thread.CheckpointKey
+	key    store.CheckpointKey
 	commit string
 }
 
-// Thread implements thread.Facts. A batch names a few threads, commits
+// Thread implements store.Facts. A batch names a few threads, commits
 // and checkpoints (a document's load names thousands of commits, which
 // PlanBatch asks of once each): the facts are looked up in slices.
 func (f *facts) Thread(_ context.Context, id string) (int64, string, bool, error) {
@@ -707,15 +708,15 @@ func (f *facts) Thread(_ context.Context, id string) (int64, string, bool, error
 	return 0, "", false, nil
 }
 
-// Commit implements thread.Facts.
+// Commit implements store.Facts.
 func (f *facts) Commit(_ context.Context, id string) (bool, error) {
 	return slices.Contains(f.commits, id), nil
 }
 
-// Checkpoint implements thread.Facts.
+// Checkpoint implements store.Facts.
 func (f *facts) Checkpoint(_ context.Context, th, name string) (string, bool, error) {
 	for _, c := range f.cps {
-		if c.key == (thread.CheckpointKey{Thread: th, Name: name}) {
+		if c.key == (store.CheckpointKey{Thread: th, Name: name}) {
 			return c.commit, true, nil
 		}
 	}
@@ -748,7 +749,7 @@ func recordValue(v int64, h string, x int64) string {
 	return "=" + strconv.FormatInt(v, 10) + "\t=" + h + "\t" + xs
 }
 
-// readFacts finds what thread.NeedsOf lists: each thread's record where
+// readFacts finds what store.NeedsOf lists: each thread's record where
 // its family says (a record expired at now counts as missing; with sweep,
 // only an expired one counts), each commit's existence and each
 // checkpoint. With guess, it takes them from what this Store remembers
@@ -758,8 +759,8 @@ func recordValue(v int64, h string, x int64) string {
 // reads the index keys of what the batch makes). It returns them with the
 // guard: the same reads, which the script repeats and compares before it
 // writes, so the plan is written only on the facts it was made on.
-func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, sweep, inline, guess bool, now int64) (*facts, error) {
-	needs := thread.NeedsOf(b)
+func (s *Store) readFacts(ctx context.Context, b *store.Batch, p *plan, fresh, sweep, inline, guess bool, now int64) (*facts, error) {
+	needs := store.NeedsOf(b)
 	var creating map[string]string
 	if len(b.Create) > 0 {
 		creating = make(map[string]string, len(b.Create))
@@ -883,7 +884,7 @@ func (s *Store) readFacts(ctx context.Context, b *thread.Batch, p *plan, fresh, 
 			if err != nil {
 				return nil, fmt.Errorf("redis: thread %s: version %q: %w", pr.id, parts[0], errCorrupt)
 			}
-			fs.threads = append(fs.threads, threadFact{pr.id, thread.ThreadFact{Version: n, Head: strings.TrimPrefix(parts[1], "=")}})
+			fs.threads = append(fs.threads, threadFact{pr.id, store.ThreadFact{Version: n, Head: strings.TrimPrefix(parts[1], "=")}})
 		case "e":
 			if pr.val == "1" {
 				fs.commits = append(fs.commits, pr.id)
@@ -982,7 +983,7 @@ func (s *Store) read(ctx context.Context, probes []probe) error {
 // remember notes what a written plan leaves in the keys the next batch
 // probes: the records it made and moved (and took away), and its
 // commits.
-func (s *Store) remember(pl *thread.Plan, p *plan, expires int64, freed []any) {
+func (s *Store) remember(pl *store.Plan, p *plan, expires int64, freed []any) {
 	b := pl.Batch
 	s.seen.mu.Lock()
 	defer s.seen.mu.Unlock()
@@ -1040,7 +1041,7 @@ func (s *Store) forget(probes []probe) {
 }
 
 // scriptArgs encodes the guard and the plan for the apply script.
-func (s *Store) scriptArgs(pl *thread.Plan, p *plan, fs *facts, inline bool, now, expires int64) ([]any, error) {
+func (s *Store) scriptArgs(pl *store.Plan, p *plan, fs *facts, inline bool, now, expires int64) ([]any, error) {
 	b := pl.Batch
 	args := make([]any, 0, 32+4*len(fs.probes)+len(fs.index)+7*len(b.Commits)+len(pl.Refs)*3+
 		24*len(b.Create)+20*len(b.Moves)+3*len(b.DropCheckpoints)+4*len(b.Checkpoints)+2*len(b.Delete))
@@ -1165,7 +1166,7 @@ func flag(b bool) int {
 // to make again; one that points at nothing is taken over if it still
 // points there, and one that changed meanwhile is errStale (see the
 // package doc for the race this leaves).
-func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int64) (claims, error) {
+func (s *Store) claim(ctx context.Context, b *store.Batch, p *plan, expires int64) (claims, error) {
 	type pending struct {
 		c      claim
 		thread bool
@@ -1243,9 +1244,9 @@ func (s *Store) claim(ctx context.Context, b *thread.Batch, p *plan, expires int
 				}
 				head, _ := v[1].(string)
 				if cl.threads == nil {
-					cl.threads = map[string]thread.ThreadFact{}
+					cl.threads = map[string]store.ThreadFact{}
 				}
-				cl.threads[o.id] = thread.ThreadFact{Version: n, Head: head}
+				cl.threads[o.id] = store.ThreadFact{Version: n, Head: head}
 			}
 		} else {
 			alive, err = s.rdb.HExists(ctx, s.famKey(other, "m"), o.id).Result()

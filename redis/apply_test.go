@@ -9,6 +9,7 @@ import (
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/redis"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // TestApplyPlansAgain has another process change a thread between the
@@ -41,12 +42,12 @@ func TestApplyPlansAgain(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	meddle()
-	err = a.Apply(ctx, &thread.Batch{Moves: []thread.Move{{Thread: "t", From: th.Version(), Head: th.Record().Head, Op: thread.OpRestore, Time: now}}})
+	err = a.Apply(ctx, &store.Batch{Moves: []store.Move{{Thread: "t", From: th.Version(), Head: th.Record().Head, Op: thread.OpRestore, Time: now}}})
 	if !errors.Is(err, thread.ErrConflict) {
 		t.Fatalf("a move from a version that moved on: %v, want ErrConflict", err)
 	}
 	meddle()
-	err = a.Apply(ctx, &thread.Batch{Checkpoints: []thread.Checkpoint{{Thread: "t", Name: "cp", Commit: th.Record().Head, Version: th.Version(), CreatedAt: now}}})
+	err = a.Apply(ctx, &store.Batch{Checkpoints: []thread.Checkpoint{{Thread: "t", Name: "cp", Commit: th.Record().Head, Version: th.Version(), CreatedAt: now}}})
 	if err != nil {
 		t.Fatalf("a checkpoint while the thread moved: %v", err)
 	}

@@ -17,11 +17,12 @@ import (
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/redis"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return open(b, testserver.Redis(b), nil) }, nil)
+	storetest.Bench(b, func(b *testing.B) store.Store { return open(b, testserver.Redis(b), nil) }, nil)
 }
 
 // BenchmarkConcurrentAppend is storetest's concurrent scenario (64 writers,
@@ -109,7 +110,7 @@ func watchLatency(b *testing.B, url string, cluster bool) {
 // the first page of the list, with n threads of one message each, every
 // 100th of them a fork labelled rare=yes of one of the roots of families
 // of 100. Each read runs side by side with its fallback (the scan a store
-// without the index does: Family without thread.ForkIndex, and a label
+// without the index does: Family without store.ForkIndex, and a label
 // page through a store in cluster mode, which keeps no label sets).
 // LOOM_REDIS_SCALE lists the sizes (default "10000,100000").
 func BenchmarkScale(b *testing.B) {
@@ -139,7 +140,7 @@ func BenchmarkScale(b *testing.B) {
 					}
 				}
 			}
-			page := func(b *testing.B, s thread.Store, opts thread.ListOptions) {
+			page := func(b *testing.B, s store.Store, opts thread.ListOptions) {
 				for b.Loop() {
 					got := 0
 					for _, err := range s.Threads(b.Context(), opts) {
@@ -169,7 +170,7 @@ func BenchmarkScale(b *testing.B) {
 					}
 				}
 			})
-			b.Run("Family=100/scan", func(b *testing.B) { family(b, thread.New(struct{ thread.Store }{s}, nil)) })
+			b.Run("Family=100/scan", func(b *testing.B) { family(b, thread.New(struct{ store.Store }{s}, nil)) })
 			b.Run("RareLabelPage", func(b *testing.B) { page(b, s, rare) })
 			b.Run("RareLabelPage/scan", func(b *testing.B) { page(b, scan, rare) })
 			b.Run("FirstPage", func(b *testing.B) { page(b, s, thread.ListOptions{Limit: 50}) })

@@ -1,5 +1,6 @@
-// Package redis is a thread.Store on Redis: low latency, optional expiry of
-// threads, and several processes (or loom servers) sharing one Redis.
+// Package redis is a loom thread store (a store.Store of package
+// thread/store) on Redis: low latency, optional expiry of threads, and
+// several processes (or loom servers) sharing one Redis.
 //
 // Pick it when threads are hot, short-lived or shared by many workers and
 // Redis is already at hand; pick sqlite for one process on one disk and
@@ -106,9 +107,9 @@
 //
 // Apply resolves the families the batch names (from a cache kept by each
 // Store, else the index keys), reads in one pipelined round trip what
-// thread.NeedsOf lists (each thread's version, head and deadline, each
+// store.NeedsOf lists (each thread's version, head and deadline, each
 // commit's existence, each checkpoint), and plans the batch with
-// thread.PlanBatch, which holds every rule of a batch. One Lua script then
+// store.PlanBatch, which holds every rule of a batch. One Lua script then
 // writes the plan: it first repeats those reads and compares them with
 // what the plan was made on (a compare-and-swap on the facts, which
 // restates no rule), and writes nothing if any changed; Apply then reads
@@ -149,8 +150,8 @@
 //
 // # Changes
 //
-// Store is a thread.Watcher: the apply script PUBLISHes the JSON of each
-// batch's thread.Batch.Changes on the channel P:changes as its last step,
+// Store is a store.Watcher: the apply script PUBLISHes the JSON of each
+// batch's store.Batch.Changes on the channel P:changes as its last step,
 // so every process that shares the Redis (thread.DB.Watch) hears what any
 // of them writes, sweeps included, and a crash cannot separate a write
 // from its notice. Redis keeps no backlog: a listener hears what is

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/sessionrec"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // migrations[v-1] brings data at schema version v up to v+1. Version 1 is
@@ -101,7 +102,7 @@ func migrateSets(ctx context.Context, s *Store, l *migrationLock) error {
 		}
 		p.Done = min(p.Done+len(idList), p.Total)
 		if p.Total > 0 {
-			thread.ReportMigration(ctx, p)
+			store.ReportMigration(ctx, p)
 		}
 		if len(idList) < page {
 			break
@@ -280,7 +281,7 @@ return 0
 // of tenants other than the default to their keys (moveToKey), then
 // carries the session records of the work log into threads
 // (carrySessions). It reports after each thread it looks at, the default
-// tenant's that keep their ids too (thread.ReportMigration).
+// tenant's that keep their ids too (store.ReportMigration).
 func migrateToKeys(ctx context.Context, s *Store, l *migrationLock) error {
 	const page = 256
 	total, err := s.rdb.ZCard(ctx, s.allKey()).Result()
@@ -307,7 +308,7 @@ func migrateToKeys(ctx context.Context, s *Store, l *migrationLock) error {
 				return fmt.Errorf("thread %s: %w", id, err)
 			}
 			p.Done = min(p.Done+1, p.Total)
-			thread.ReportMigration(ctx, p)
+			store.ReportMigration(ctx, p)
 		}
 		if len(ids) < page {
 			break
@@ -317,7 +318,7 @@ func migrateToKeys(ctx context.Context, s *Store, l *migrationLock) error {
 	if p.Done < p.Total {
 		// Keys that a run cut short moved already, skipped above.
 		p.Done = p.Total
-		thread.ReportMigration(ctx, p)
+		store.ReportMigration(ctx, p)
 	}
 	return s.carrySessions(ctx, l)
 }
@@ -483,7 +484,7 @@ func (s *Store) scan(ctx context.Context, pattern string) ([]string, error) {
 // is made by one batch (one family, so a cluster takes it); a crash before
 // the deletes leaves the keys, and the next run finds the threads it made
 // (ErrConflict: made whole by an earlier run, from the same keys) and
-// deletes them. It reports each thread made (thread.ReportMigration).
+// deletes them. It reports each thread made (store.ReportMigration).
 func (s *Store) carrySessions(ctx context.Context, l *migrationLock) error {
 	keys, err := s.scan(ctx, s.prefix+":s:{*")
 	if err != nil {
@@ -543,12 +544,12 @@ func (s *Store) carrySessions(ctx context.Context, l *migrationLock) error {
 		if err := l.hold(ctx); err != nil {
 			return err
 		}
-		one := &thread.Batch{Commits: b.Commits[i : i+1], Create: []thread.Creation{cr}}
+		one := &store.Batch{Commits: b.Commits[i : i+1], Create: []store.Creation{cr}}
 		if err := s.Apply(ctx, one); err != nil && !errors.Is(err, thread.ErrConflict) {
 			return fmt.Errorf("carry the session records into threads: %w", err)
 		}
 		p.Done++
-		thread.ReportMigration(ctx, p)
+		store.ReportMigration(ctx, p)
 	}
 	if err := l.hold(ctx); err != nil {
 		return err

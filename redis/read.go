@@ -13,9 +13,10 @@ import (
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-// Commit implements thread.Store.
+// Commit implements store.Store.
 func (s *Store) Commit(ctx context.Context, id string) (c *thread.Commit, err error) {
 	defer func() { err = mapError(ctx, err) }()
 	if !ids.Valid(id) {
@@ -43,7 +44,7 @@ func (s *Store) Commit(ctx context.Context, id string) (c *thread.Commit, err er
 	}
 }
 
-// Ancestors implements thread.Store: one script walks the parents on the
+// Ancestors implements store.Store: one script walks the parents on the
 // server and returns up to a page of commits per round trip.
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
 	return func(yield func(*thread.Commit, error) bool) {
@@ -135,7 +136,7 @@ func (s *Store) record(ctx context.Context, id string) (r *thread.Record, fam st
 
 func (s *Store) expired(exp int64) bool { return exp != 0 && exp <= micros(s.now()) }
 
-// Thread implements thread.Store. An expired thread is not found, even
+// Thread implements store.Store. An expired thread is not found, even
 // before the sweeper deletes it.
 func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	r, _, exp, err := s.record(ctx, id)
@@ -148,13 +149,13 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	return r, nil
 }
 
-// Threads implements thread.Store. It pages through a sorted set of thread
+// Threads implements store.Store. It pages through a sorted set of thread
 // ids (one per tenant, one for all) in lexical order and filters the
 // records by kind and labels on the client. OrderUpdated reads every
-// record of the tenant and sorts them (thread.ListByUpdated).
+// record of the tenant and sorts them (store.ListByUpdated).
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	if opts.Order == thread.OrderUpdated {
-		return thread.ListByUpdated(ctx, opts, s.Threads)
+		return store.ListByUpdated(ctx, opts, s.Threads)
 	}
 	return func(yield func(*thread.Record, error) bool) {
 		yield = mapYield(ctx, yield)
@@ -254,7 +255,7 @@ func (s *Store) labelSet(ctx context.Context, tenant string, labels map[string]s
 	return keys[best], nil
 }
 
-// Forks implements thread.ForkIndex: it reads the set of the threads
+// Forks implements store.ForkIndex: it reads the set of the threads
 // forked from parent, then their records (two round trips, one when their
 // families are cached), and yields those whose record names parent.
 func (s *Store) Forks(ctx context.Context, parent string) iter.Seq2[*thread.Record, error] {
@@ -282,11 +283,15 @@ func (s *Store) Forks(ctx context.Context, parent string) iter.Seq2[*thread.Reco
 	}
 }
 
-var _ thread.ForkIndex = (*Store)(nil)
+var (
+	_ store.ForkIndex       = (*Store)(nil)
+	_ store.DescendantIndex = (*Store)(nil)
+)
 
-// Descendants yields, in no order, every thread forked from root or from
-// its forks, down to thread.MaxFamily of them: the fork sets of a level of
-// the tree in one pipelined round trip, then its records, so that a
+// Descendants implements store.DescendantIndex: it yields, in no order,
+// every thread forked from root or from its forks (a deleted thread ends
+// its branch), down to thread.MaxFamily of them: the fork sets of a level
+// of the tree in one pipelined round trip, then its records, so that a
 // family costs a few round trips a level rather than one per member.
 func (s *Store) Descendants(ctx context.Context, root string) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
@@ -328,10 +333,10 @@ func (s *Store) Descendants(ctx context.Context, root string) iter.Seq2[*thread.
 					continue
 				}
 				seen[r.ID] = true
+				frontier = append(frontier, r.ID) // before yield, which may change r
 				if !yield(r, nil) {
 					return
 				}
-				frontier = append(frontier, r.ID)
 			}
 		}
 	}
@@ -432,7 +437,7 @@ func (s *Store) records(ctx context.Context, idList []string) ([]*thread.Record,
 	return out, nil
 }
 
-// History implements thread.Store. An expired thread is not found.
+// History implements store.Store. An expired thread is not found.
 func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
 	return func(yield func(thread.HistoryEntry, error) bool) {
 		yield = mapYield(ctx, yield)
@@ -495,7 +500,7 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 	}
 }
 
-// Checkpoints implements thread.Store. An expired thread is not found.
+// Checkpoints implements store.Store. An expired thread is not found.
 func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
 		yield = mapYield(ctx, yield)

@@ -20,7 +20,7 @@ local function meta(v)
 end
 `
 
-// applyScript writes a plan of thread.PlanBatch, if the facts it was
+// applyScript writes a plan of store.PlanBatch, if the facts it was
 // planned on still hold, and checks nothing else: the batch's rules are
 // the planner's. It first repeats the reads the facts came from (the
 // guard) and compares what it gets with what the client read; if any

@@ -18,10 +18,11 @@ import (
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/internal/netstore"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func init() {
-	open := func(ctx context.Context, u *url.URL) (thread.Store, error) { return Open(ctx, u.String(), nil) }
+	open := func(ctx context.Context, u *url.URL) (store.Store, error) { return Open(ctx, u.String(), nil) }
 	thread.Register("redis", open)
 	thread.Register("rediss", open)
 }
@@ -69,7 +70,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is a thread.Store on Redis. It is safe for concurrent use, and
+// Store is a store.Store on Redis. It is safe for concurrent use, and
 // several processes may share one Redis through their own Stores.
 type Store struct {
 	rdb      goredis.UniversalClient
@@ -96,7 +97,7 @@ type Store struct {
 	closing  sync.Once
 }
 
-var _ thread.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Open connects to the Redis that rawURL names,
 // redis://[user:pass@]host:port/db?prefix=loom&ttl=24h, checks the schema
