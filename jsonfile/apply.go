@@ -20,10 +20,10 @@ import (
 	"github.com/loomthreads/loom/thread/store"
 )
 
-// Apply implements thread.Store.
+// Apply implements store.Store.
 //
 // Under the store's lock (a mutex and a flock on DIR/.lock), it answers
-// thread.PlanBatch's questions from the files the batch touches (every
+// store.PlanBatch's questions from the files the batch touches (every
 // rule of a batch is the planner's), works out the new content of every
 // file the plan writes, then:
 //
@@ -149,11 +149,11 @@ func (tx *tx) ref(id string) (*txRef, error) {
 	return r, nil
 }
 
-// txFacts answers thread.PlanBatch from the files, as the batches already
+// txFacts answers store.PlanBatch from the files, as the batches already
 // in the tx leave them; the lock is held.
 type txFacts tx
 
-// Thread implements thread.Facts.
+// Thread implements store.Facts.
 func (f *txFacts) Thread(_ context.Context, id string) (int64, string, bool, error) {
 	t, err := (*tx)(f).thread(id)
 	if err != nil || t.f == nil {
@@ -162,7 +162,7 @@ func (f *txFacts) Thread(_ context.Context, id string) (int64, string, bool, err
 	return t.f.Version, t.f.Head, true, nil
 }
 
-// Commit implements thread.Facts.
+// Commit implements store.Facts.
 func (f *txFacts) Commit(_ context.Context, id string) (bool, error) {
 	r, err := (*tx)(f).ref(id)
 	if err != nil {
@@ -171,7 +171,7 @@ func (f *txFacts) Commit(_ context.Context, id string) (bool, error) {
 	return r.exists && !r.freed, nil
 }
 
-// Checkpoint implements thread.Facts.
+// Checkpoint implements store.Facts.
 func (f *txFacts) Checkpoint(_ context.Context, th, name string) (string, bool, error) {
 	t, err := (*tx)(f).thread(th)
 	if err != nil || t.f == nil {

@@ -1,4 +1,4 @@
-// Package jsonfile is a thread.Store that keeps loom's threads as plain,
+// Package jsonfile is a store.Store that keeps loom's threads as plain,
 // indented JSON files in one directory: readable with cat and jq, easy to
 // back up with cp or rsync, and friendly to git (one file per commit and per
 // thread, written whole, so diffs are small and meaningful).
@@ -69,9 +69,9 @@
 //
 // # Writes
 //
-// A batch (thread.Store.Apply) runs under an in-process lock and an
+// A batch (store.Store.Apply) runs under an in-process lock and an
 // exclusive flock on DIR/.lock, which the kernel releases if the process
-// dies. thread.PlanBatch checks every rule of the batch (versions,
+// dies. store.PlanBatch checks every rule of the batch (versions,
 // existence, checkpoints) against the files, read afresh under that lock,
 // so compare-and-swap holds across processes; the store only answers its
 // questions and writes the plan. A process that is
@@ -109,7 +109,7 @@
 // them all. A batch that fails its rules fails alone; the others are
 // answered once the group's intent is done, as durable as if alone. A batch
 // that would make again a thread or commit that the group deletes waits
-// for the next group. Store.AppendAt (thread.Appender) builds its batch in
+// for the next group. Store.AppendAt (store.Appender) builds its batch in
 // the group, on the thread as the batches before it leave it, so that
 // many writers appending to one thread take turns instead of retrying.
 //
@@ -152,7 +152,7 @@
 // # Indexes
 //
 // A Store keeps in memory which threads were forked from each thread
-// (thread.ForkIndex, which DB.Family uses) and which threads hold each
+// (store.ForkIndex, which DB.Family uses) and which threads hold each
 // label, so that a fork family costs reads of its members and a page of a
 // rare label reads of the page. The index is built on first use, by reading
 // every thread file (O(threads), once per process), and follows every

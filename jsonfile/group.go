@@ -255,7 +255,7 @@ func (tx *tx) head(id string) (*thread.Commit, error) {
 	return &thread.Commit{ID: id, Depth: f.Depth, StateFrom: f.StateFrom}, nil
 }
 
-// AppendAt implements thread.Appender: build runs in the writer, under the
+// AppendAt implements store.Appender: build runs in the writer, under the
 // store's lock, on the thread's record and head as the batches before it
 // in its group leave them, so that racing appends to one thread take
 // turns instead of losing their compare-and-swap, and share an intent.

@@ -16,7 +16,7 @@ import (
 )
 
 // The indexes. A Store keeps in memory which threads were forked from
-// each thread (thread.ForkIndex) and which threads have each label (for
+// each thread (store.ForkIndex) and which threads have each label (for
 // a listing filtered by labels), so that a fork family costs reads of its
 // members and a label's page reads of the page, not a read of every thread
 // file. The index is built on first use, by reading every thread file, and
@@ -293,7 +293,7 @@ func (s *Store) withIndex(ctx context.Context, f func(ix *index)) (bool, error) 
 	return true, nil
 }
 
-// Forks implements thread.ForkIndex: the index's forks of parent, each
+// Forks implements store.ForkIndex: the index's forks of parent, each
 // read from its file.
 func (s *Store) Forks(ctx context.Context, parent string) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {

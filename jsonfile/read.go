@@ -122,7 +122,7 @@ func (s *Store) readChunk(th string, n int64) ([]entryFile, error) {
 	return f.History, nil
 }
 
-// Commit implements thread.Store.
+// Commit implements store.Store.
 func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	return s.readCommit(id)
 }
 
-// Ancestors implements thread.Store: one file read per commit, following
+// Ancestors implements store.Store: one file read per commit, following
 // the parent ids. A parent chain that loops (a damaged or hand-edited
 // file) ends the walk with an error wrapping thread.ErrInvalid.
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
@@ -177,7 +177,7 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 	}
 }
 
-// Thread implements thread.Store.
+// Thread implements store.Store.
 func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -216,12 +216,12 @@ func (s *Store) threadIDs() ([]string, error) {
 	return out, nil
 }
 
-// Threads implements thread.Store. It lists the directory of thread files
+// Threads implements store.Store. It lists the directory of thread files
 // and reads them one by one as the caller iterates: O(threads) to list,
 // one file read per thread looked at. A listing filtered by labels reads
 // only the threads that the index (index.go) says have the rarest of them:
 // O(the page) for a rare label. OrderUpdated reads every matching
-// thread's file and sorts (thread.ListByUpdated).
+// thread's file and sorts (store.ListByUpdated).
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	if opts.Order == thread.OrderUpdated {
 		return store.ListByUpdated(ctx, opts, s.Threads)
@@ -291,7 +291,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 	}
 }
 
-// History implements thread.Store. The newest entries are in the thread's
+// History implements store.Store. The newest entries are in the thread's
 // file; older ones are read from its sealed chunks only when the caller
 // iterates that far.
 func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
@@ -346,7 +346,7 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 	}
 }
 
-// Checkpoints implements thread.Store.
+// Checkpoints implements store.Store.
 func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
 		if err := s.settle(ctx); err != nil {

@@ -62,7 +62,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is a thread.Store that keeps each commit and each thread in its own
+// Store is a store.Store that keeps each commit and each thread in its own
 // JSON file under one directory. It is safe for concurrent use by many
 // goroutines and many processes. See the package doc for the layout.
 type Store struct {
@@ -344,7 +344,7 @@ func (s *Store) unlock() {
 }
 
 // migrations[i] brings a directory from schema i to schema i+1; ctx is
-// Open's, for thread.ReportMigration.
+// Open's, for store.ReportMigration.
 var migrations = []func(ctx context.Context, s *Store) error{
 	0: func(_ context.Context, s *Store) error {
 		for _, d := range []string{"commits", "refs", "threads", "history"} {
