@@ -8,7 +8,9 @@ import (
 // Facts is what a store reads for the batch planner, inside the
 // transaction that then writes the plan. Each method answers about what
 // the store holds now, before any of the batch's writes; the planner
-// layers the batch's own changes on top. A store may answer from a lock
+// layers the batch's own changes on top. A store that applies several
+// batches in one transaction (group commit) answers each as the batches
+// before it in that transaction left the store. A store may answer from a lock
 // it holds, a read in the same transaction, or a prefetch of everything
 // Needs lists (see NewFacts).
 type Facts interface {
