@@ -77,9 +77,11 @@ func (s *Server) observe(next http.Handler, outerRoute bool) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", info.id)
 		ctx := context.WithValue(r.Context(), infoKey{}, info)
-		if !s.traces && !trace.SpanContextFromContext(ctx).IsValid() {
+		if _, sent := r.Header["Traceparent"]; sent && !s.traces && !trace.SpanContextFromContext(ctx).IsValid() {
 			// Untraced, the log lines still join the client's trace: they
-			// carry the ids of its traceparent (the caller's span).
+			// carry the ids of its traceparent (the caller's span). A
+			// request without one (Header.Get would look for this key)
+			// has none to extract.
 			ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
 		}
 		r = r.WithContext(ctx)

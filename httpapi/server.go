@@ -117,6 +117,9 @@ type Server struct {
 	tp trace.TracerProvider
 	// traces is whether the server makes spans (Options.TracerProvider).
 	traces bool
+	// tenants holds the DB of each tenant served so far (tenantDB): a
+	// tenant string to a *thread.DB, s.db.WithTenant of it.
+	tenants sync.Map
 	// closing is closed by Close: the change feeds end.
 	closing chan struct{}
 	// feeds counts each tenant's open change feeds.
