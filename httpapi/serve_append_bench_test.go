@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -139,7 +140,9 @@ func serveAppend(b *testing.B, db *thread.DB, opts Options, body []byte, serial 
 // With via=tcp the requests go over a loopback TCP connection with
 // net/http's client, as BenchmarkServeAppend sends them; with via=handler
 // the handler is called in process (ServeHTTP), which leaves out the
-// network and the client: the server's own cost.
+// network and the client: the server's own cost. The server logs nothing
+// (as in BenchmarkServeAppend) but with log=json, where it writes loom
+// serve's JSON line per request to io.Discard.
 func BenchmarkServeCost(b *testing.B) {
 	msg := message.User("The quick brown fox jumps over the lazy dog.")
 	body := []byte(`{"messages":[{"role":"user","contents":[{"type":"text","text":"The quick brown fox jumps over the lazy dog."}]}]}`)
@@ -157,98 +160,112 @@ func BenchmarkServeCost(b *testing.B) {
 		w.WriteHeader(http.StatusCreated)
 		w.Write(answer)
 	})
-	for _, store := range []string{"memory", "sqlite"} {
-		for _, via := range []string{"tcp", "handler"} {
-			b.Run(fmt.Sprintf("store=%s/via=%s", store, via), func(b *testing.B) {
-				var db *thread.DB
-				if store == "memory" {
-					db = thread.New(thread.NewMemoryStore(), nil)
-				} else {
-					var err error
-					if db, err = thread.Open(b.Context(), "sqlite://"+b.TempDir()+"/bench.db", nil); err != nil {
-						b.Fatal(err)
-					}
+	type benchCase struct {
+		store, via string
+		log        bool // a JSON log line per request, as loom serve writes, to io.Discard
+	}
+	for _, bc := range []benchCase{
+		{"memory", "tcp", false}, {"memory", "handler", false}, {"memory", "handler", true},
+		{"sqlite", "tcp", false}, {"sqlite", "handler", false},
+	} {
+		store, via := bc.store, bc.via
+		name := fmt.Sprintf("store=%s/via=%s", store, via)
+		if bc.log {
+			name += "/log=json"
+		}
+		b.Run(name, func(b *testing.B) {
+			var db *thread.DB
+			if store == "memory" {
+				db = thread.New(thread.NewMemoryStore(), nil)
+			} else {
+				var err error
+				if db, err = thread.Open(b.Context(), "sqlite://"+b.TempDir()+"/bench.db", nil); err != nil {
+					b.Fatal(err)
 				}
-				b.Cleanup(func() { db.Close() })
-				var held []*thread.Thread // the library's threads, for the SQLite floor
-				for i := range 100 {
-					if _, err := db.Create(b.Context(), thread.CreateOptions{ID: fmt.Sprintf("th%d", i)}); err != nil {
-						b.Fatal(err)
-					}
-					th, err := db.Create(b.Context(), thread.CreateOptions{ID: fmt.Sprintf("lib%d", i)})
-					if err != nil {
-						b.Fatal(err)
-					}
-					held = append(held, th)
+			}
+			b.Cleanup(func() { db.Close() })
+			var held []*thread.Thread // the library's threads, for the SQLite floor
+			for i := range 100 {
+				if _, err := db.Create(b.Context(), thread.CreateOptions{ID: fmt.Sprintf("th%d", i)}); err != nil {
+					b.Fatal(err)
 				}
-				loom := newServer(b, Options{DB: db})
-				send := func(h http.Handler) func(i int) time.Duration {
-					if via == "handler" {
-						w := &benchWriter{header: http.Header{}}
-						return func(i int) time.Duration {
-							r := httptest.NewRequest("POST", fmt.Sprintf("/v1/threads/th%d/messages", i%100), bytes.NewReader(body))
-							r.Header.Set("Content-Type", "application/json")
-							clear(w.header)
-							w.code = 0
-							start := time.Now()
-							h.ServeHTTP(w, r)
-							d := time.Since(start)
-							if w.code != http.StatusCreated {
-								b.Fatalf("status %d", w.code)
-							}
-							return d
-						}
-					}
-					ts := httptest.NewServer(h)
-					b.Cleanup(ts.Close)
-					client := &http.Client{Transport: &http.Transport{}}
-					b.Cleanup(client.CloseIdleConnections)
+				th, err := db.Create(b.Context(), thread.CreateOptions{ID: fmt.Sprintf("lib%d", i)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				held = append(held, th)
+			}
+			opts := Options{DB: db}
+			if bc.log {
+				opts.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+			}
+			loom := newServer(b, opts)
+			send := func(h http.Handler) func(i int) time.Duration {
+				if via == "handler" {
+					w := &benchWriter{header: http.Header{}}
 					return func(i int) time.Duration {
-						r, err := http.NewRequest("POST", fmt.Sprintf("%s/v1/threads/th%d/messages", ts.URL, i%100), bytes.NewReader(body))
-						if err != nil {
-							b.Fatal(err)
-						}
+						r := httptest.NewRequest("POST", fmt.Sprintf("/v1/threads/th%d/messages", i%100), bytes.NewReader(body))
 						r.Header.Set("Content-Type", "application/json")
+						clear(w.header)
+						w.code = 0
 						start := time.Now()
-						resp, err := client.Do(r)
-						if err != nil {
-							b.Fatal(err)
-						}
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
+						h.ServeHTTP(w, r)
 						d := time.Since(start)
-						if resp.StatusCode != http.StatusCreated {
-							b.Fatalf("status %d", resp.StatusCode)
+						if w.code != http.StatusCreated {
+							b.Fatalf("status %d", w.code)
 						}
 						return d
 					}
 				}
-				viaLoom := send(loom)
-				floor := send(floorHandler)
-				if store == "sqlite" {
-					floor = func(i int) time.Duration {
-						start := time.Now()
-						if _, err := held[i%100].Append(b.Context(), msg); err != nil {
-							b.Fatal(err)
-						}
-						return time.Since(start)
+				ts := httptest.NewServer(h)
+				b.Cleanup(ts.Close)
+				client := &http.Client{Transport: &http.Transport{}}
+				b.Cleanup(client.CloseIdleConnections)
+				return func(i int) time.Duration {
+					r, err := http.NewRequest("POST", fmt.Sprintf("%s/v1/threads/th%d/messages", ts.URL, i%100), bytes.NewReader(body))
+					if err != nil {
+						b.Fatal(err)
 					}
+					r.Header.Set("Content-Type", "application/json")
+					start := time.Now()
+					resp, err := client.Do(r)
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					d := time.Since(start)
+					if resp.StatusCode != http.StatusCreated {
+						b.Fatalf("status %d", resp.StatusCode)
+					}
+					return d
 				}
-				b.ReportAllocs()
-				var loomT, floorT time.Duration
-				n := 0
-				for b.Loop() {
-					floorT += floor(n)
-					loomT += viaLoom(n)
-					n++
+			}
+			viaLoom := send(loom)
+			floor := send(floorHandler)
+			if store == "sqlite" {
+				floor = func(i int) time.Duration {
+					start := time.Now()
+					if _, err := held[i%100].Append(b.Context(), msg); err != nil {
+						b.Fatal(err)
+					}
+					return time.Since(start)
 				}
-				us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) / 1e3 }
-				b.ReportMetric(us(loomT), "loom-µs")
-				b.ReportMetric(us(floorT), "floor-µs")
-				b.ReportMetric(us(loomT-floorT), "own-µs")
-				b.ReportMetric(float64(loomT)/float64(floorT), "ratio")
-			})
-		}
+			}
+			b.ReportAllocs()
+			var loomT, floorT time.Duration
+			n := 0
+			for b.Loop() {
+				floorT += floor(n)
+				loomT += viaLoom(n)
+				n++
+			}
+			us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) / 1e3 }
+			b.ReportMetric(us(loomT), "loom-µs")
+			b.ReportMetric(us(floorT), "floor-µs")
+			b.ReportMetric(us(loomT-floorT), "own-µs")
+			b.ReportMetric(float64(loomT)/float64(floorT), "ratio")
+		})
 	}
 }
 
