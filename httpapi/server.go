@@ -344,10 +344,23 @@ func checkQuery(raw string, names []string) error {
 // with the JSON error shape (404, or 405 with an Allow header) rather than
 // the mux's plain text.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
-	// The chain has matched r against the mux already (observe, or routed
-	// for a traced request): its route is the pattern, "" when none matched.
+	info := infoOf(r.Context())
+	if sw, ok := w.(*statusWriter); ok && info != nil && info.route == "" && sw.info == info {
+		// Not matched yet (observe leaves it to the mux): the mux matches
+		// r once, and serves it, unless no route matches and it answers
+		// itself, which sw catches. Then the answer is as below.
+		sw.catching = true
+		s.mux.ServeHTTP(w, r)
+		sw.catching = false
+		if sw.caught == nil {
+			return
+		}
+		info = nil
+	}
+	// A traced request was matched before the chain (routed): its route
+	// is the pattern, "" when none matched.
 	var pattern string
-	if info := infoOf(r.Context()); info != nil {
+	if info != nil {
 		pattern = info.route
 	} else {
 		_, pattern = s.mux.Handler(r)
