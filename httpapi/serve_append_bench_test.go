@@ -143,6 +143,11 @@ func serveAppend(b *testing.B, db *thread.DB, opts Options, body []byte, serial 
 // network and the client: the server's own cost. The server logs nothing
 // (as in BenchmarkServeAppend) but with log=json, where it writes loom
 // serve's JSON line per request to io.Discard.
+//
+// cpu-µs is the CPU time the whole process used per loop (both requests;
+// the client's side and the server's; making the requests; the garbage
+// collector): unlike the times, it leaves out the waits for a core, so it
+// moves less with the load of a shared machine.
 func BenchmarkServeCost(b *testing.B) {
 	msg := message.User("The quick brown fox jumps over the lazy dog.")
 	body := []byte(`{"messages":[{"role":"user","contents":[{"type":"text","text":"The quick brown fox jumps over the lazy dog."}]}]}`)
@@ -255,12 +260,17 @@ func BenchmarkServeCost(b *testing.B) {
 			b.ReportAllocs()
 			var loomT, floorT time.Duration
 			n := 0
+			cpu := processCPU()
 			for b.Loop() {
 				floorT += floor(n)
 				loomT += viaLoom(n)
 				n++
 			}
+			cpu = processCPU() - cpu
 			us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) / 1e3 }
+			if cpu > 0 {
+				b.ReportMetric(us(cpu), "cpu-µs")
+			}
 			b.ReportMetric(us(loomT), "loom-µs")
 			b.ReportMetric(us(floorT), "floor-µs")
 			b.ReportMetric(us(loomT-floorT), "own-µs")
