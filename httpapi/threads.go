@@ -444,12 +444,29 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Messages) == 0 {
 		return invalidf("messages: at least one message")
 	}
+	opts := thread.CommitOptions{Messages: []message.Message(req.Messages)}
+	if !cond {
+		// No If-Match: one trip to the store, which reads the thread's
+		// record and head under its lock as it writes (DB.Append).
+		id, err := threadID(r)
+		if err != nil {
+			return err
+		}
+		opStart := time.Now()
+		c, rec, err := s.tenantDB(r).Append(write(r), id, opts)
+		s.metrics.StoreOpSince("append", opStart)
+		if err != nil {
+			return err
+		}
+		setETag(w, rec, rec.Version)
+		writeJSON(w, http.StatusCreated, commitResponse{Version: rec.Version, Commit: c.ID, Messages: orEmpty(c.Messages)})
+		return nil
+	}
 	th, err := s.thread(r)
 	if err != nil {
 		return err
 	}
-	opts := thread.CommitOptions{Messages: []message.Message(req.Messages)}
-	if cond {
+	{
 		if want.version < 1 {
 			return fmt.Errorf("thread %s has no version %d: %w", th.ID(), want.version, thread.ErrConflict)
 		}
