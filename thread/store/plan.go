@@ -179,12 +179,19 @@ func (f *MapFacts) Checkpoint(_ context.Context, thread, name string) (string, b
 // plan in that same transaction, restating none of the rules. Errors are
 // ErrInvalid, ErrConflict or ErrNotFound (wrapped), or f's own.
 func PlanBatch(ctx context.Context, f Facts, b *Batch) (*Plan, error) {
-	p := &Plan{Batch: b}
-	pl := planner{ctx: ctx, f: f, p: p}
+	// The plan and the planner's scratch in one allocation: most batches
+	// are one commit and one move, and fit the arrays.
+	a := &struct {
+		p       Plan
+		version [2]threadVersion
+		facts   [2]threadFact
+	}{}
+	a.p.Batch = b
+	pl := planner{ctx: ctx, f: f, p: &a.p, version: a.version[:0], facts: a.facts[:0]}
 	if err := pl.run(b); err != nil {
 		return nil, err
 	}
-	return p, nil
+	return &a.p, nil
 }
 
 type planner struct {
