@@ -83,3 +83,72 @@ func BenchmarkStop(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStopBesideTurn is a committed stop on SQLite measured side by
+// side with its floor, in one run: each iteration commits a stop of a turn
+// (a 200-byte question and a 600-byte answer, with the mode and status)
+// and then appends the same two messages as one chat turn to a thread of
+// the same database. It reports µs/stop, µs/turn and their ratio, and the
+// CPU time the process spent in each (cpu-µs/stop, cpu-µs/turn). Both
+// threads are replaced every 1,000 turns, off the clock, so that neither
+// grows with b.N.
+func BenchmarkStopBesideTurn(b *testing.B) {
+	ctx := context.Background()
+	db, err := thread.Open(ctx, "sqlite://"+filepath.Join(b.TempDir(), "c.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	user, assistant := message.User(strings.Repeat("u", 200)), message.Assistant(strings.Repeat("a", 600))
+	var c *Conversation
+	var floor *thread.Thread
+	fresh := func() {
+		if c != nil {
+			c.Close()
+		}
+		if c, err = New(ctx, db, Options{Client: scripted.New()}); err != nil {
+			b.Fatal(err)
+		}
+		if floor, err = db.Create(ctx, thread.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fresh()
+	defer func() { c.Close() }()
+	var stopTime, turnTime, stopCPU, turnCPU time.Duration
+	n := 0
+	for b.Loop() {
+		if n > 0 && n%1000 == 0 {
+			b.StopTimer()
+			fresh()
+			b.StartTimer()
+		}
+		n++
+		c.do(func() error {
+			c.agent.mu.Lock()
+			c.agent.msgs = append(c.agent.msgs, user, assistant)
+			c.agent.mu.Unlock()
+			start, cpu := time.Now(), cpuTime()
+			err := c.commitStop(ctxBG)
+			stopTime += time.Since(start)
+			stopCPU += cpuTime() - cpu
+			if err != nil {
+				b.Error(err)
+			}
+			return nil
+		})
+		start, cpu := time.Now(), cpuTime()
+		if _, err := floor.Append(ctx, user, assistant); err != nil {
+			b.Fatal(err)
+		}
+		turnTime += time.Since(start)
+		turnCPU += cpuTime() - cpu
+	}
+	stop := float64(stopTime.Nanoseconds()) / 1e3 / float64(n)
+	turn := float64(turnTime.Nanoseconds()) / 1e3 / float64(n)
+	b.ReportMetric(stop, "µs/stop")
+	b.ReportMetric(turn, "µs/turn")
+	b.ReportMetric(stop/turn, "stop/turn")
+	b.ReportMetric(float64(stopCPU.Nanoseconds())/1e3/float64(n), "cpu-µs/stop")
+	b.ReportMetric(float64(turnCPU.Nanoseconds())/1e3/float64(n), "cpu-µs/turn")
+}

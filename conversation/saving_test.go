@@ -11,18 +11,19 @@ import (
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // breakable is a store whose writes fail while broken is set, with a text
 // that names internals (which a client must never be told).
 type breakable struct {
-	thread.Store
+	store.Store
 	broken atomic.Bool
 }
 
 var errDiskOnFire = errors.New("write /var/lib/loom/secret.db: disk on fire")
 
-func (b *breakable) Apply(ctx context.Context, batch *thread.Batch) error {
+func (b *breakable) Apply(ctx context.Context, batch *store.Batch) error {
 	if b.broken.Load() {
 		return errDiskOnFire
 	}

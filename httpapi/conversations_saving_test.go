@@ -17,16 +17,17 @@ import (
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/conversation"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // breakableStore is a store whose writes fail while broken is set, with a
 // text that names internals a client must never be told.
 type breakableStore struct {
-	thread.Store
+	store.Store
 	broken atomic.Bool
 }
 
-func (b *breakableStore) Apply(ctx context.Context, batch *thread.Batch) error {
+func (b *breakableStore) Apply(ctx context.Context, batch *store.Batch) error {
 	if b.broken.Load() {
 		return errors.New("write /var/lib/loom/secret.db: disk on fire")
 	}

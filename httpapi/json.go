@@ -15,6 +15,7 @@ import (
 	"github.com/loomthreads/loom/internal/apierr"
 	"github.com/loomthreads/loom/internal/jsonerr"
 	"github.com/loomthreads/loom/internal/jsonguard"
+	"github.com/loomthreads/loom/internal/jsonstr"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -206,33 +207,59 @@ func orEmpty[T any](s []T) []T {
 // message's JSON once more, which costs more than writing it (a message
 // writes itself in its canonical, compact form).
 type withMessages interface {
-	// jsonParts returns the body's other members, as a value that
-	// marshals to a JSON object, and the messages.
-	jsonParts() (fields any, msgs []message.Message)
+	// appendFields appends the body's other members to b, each followed
+	// by a comma.
+	appendFields(b []byte) ([]byte, error)
+	// messages returns the messages.
+	messages() []message.Message
 }
 
-func (r messagesResponse) jsonParts() (any, []message.Message) {
-	return struct {
+func (r messagesResponse) appendFields(b []byte) ([]byte, error) {
+	return appendMembers(b, struct {
 		Version    int64  `json:"version"`
 		NextBefore string `json:"next_before,omitzero"`
-	}{r.Version, r.NextBefore}, r.Messages
+	}{r.Version, r.NextBefore})
 }
 
-func (r commitResponse) jsonParts() (any, []message.Message) {
-	return struct {
-		Version int64  `json:"version"`
-		Commit  string `json:"commit"`
-	}{r.Version, r.Commit}, r.Messages
+func (r messagesResponse) messages() []message.Message { return r.Messages }
+
+// appendFields writes the version and the commit id by hand: an append's
+// answer is the server's commonest, and encoding/json's reflection cost
+// more than the rest of writing it.
+func (r commitResponse) appendFields(b []byte) ([]byte, error) {
+	b = append(b, `"version":`...)
+	b = strconv.AppendInt(b, r.Version, 10)
+	b = append(b, `,"commit":`...)
+	b = jsonstr.Append(b, r.Commit)
+	return append(b, ','), nil
 }
 
-func (r viewResponse) jsonParts() (any, []message.Message) {
-	return struct {
+func (r commitResponse) messages() []message.Message { return r.Messages }
+
+func (r viewResponse) appendFields(b []byte) ([]byte, error) {
+	return appendMembers(b, struct {
 		Version   int64    `json:"version"`
 		Tokens    int      `json:"tokens"`
 		Dropped   []string `json:"dropped"`
 		Elided    []string `json:"elided"`
 		Compacted string   `json:"compacted,omitzero"`
-	}{r.Version, r.Tokens, r.Dropped, r.Elided, r.Compacted}, r.Messages
+	}{r.Version, r.Tokens, r.Dropped, r.Elided, r.Compacted})
+}
+
+func (r viewResponse) messages() []message.Message { return r.Messages }
+
+// appendMembers appends the members of fields, a value that marshals to a
+// JSON object, each followed by a comma.
+func appendMembers(b []byte, fields any) ([]byte, error) {
+	m, err := json.Marshal(fields)
+	if err != nil || len(m) < 2 || m[0] != '{' || m[len(m)-1] != '}' {
+		return nil, fmt.Errorf("marshal %T: not an object (%v)", fields, err)
+	}
+	if len(m) == 2 {
+		return b, nil
+	}
+	b = append(b, m[1:len(m)-1]...)
+	return append(b, ','), nil
 }
 
 // marshal writes v as JSON, the messages of a withMessages last.
@@ -241,17 +268,12 @@ func marshal(v any) ([]byte, error) {
 	if !ok {
 		return json.Marshal(v)
 	}
-	fields, msgs := wm.jsonParts()
-	b, err := json.Marshal(fields)
-	if err != nil || len(b) < 2 || b[len(b)-1] != '}' {
-		return nil, fmt.Errorf("marshal %T: not an object (%v)", fields, err)
-	}
-	b = b[:len(b)-1]
-	if len(b) > 1 {
-		b = append(b, ',')
+	b, err := wm.appendFields(append(make([]byte, 0, 512), '{'))
+	if err != nil {
+		return nil, err
 	}
 	b = append(b, `"messages":[`...)
-	for i, m := range msgs {
+	for i, m := range wm.messages() {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -293,7 +315,7 @@ const maxBodyDepth = 128 + 16
 // and anything after the value. An empty body is an error unless optional,
 // when it leaves v as it is.
 func decode(r *http.Request, v any, optional bool) error {
-	data, err := io.ReadAll(r.Body)
+	data, err := readBody(r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -304,6 +326,32 @@ func decode(r *http.Request, v any, optional bool) error {
 		return errBadJSON("the request body could not be read")
 	}
 	return decodeBytes(data, v, optional)
+}
+
+// readBody reads r's body whole, as io.ReadAll does, into a buffer the
+// size the request announces (io.ReadAll grows one from 512 bytes).
+func readBody(r *http.Request) ([]byte, error) {
+	n := r.ContentLength
+	if n <= 0 {
+		return io.ReadAll(r.Body)
+	}
+	// One byte more, for the read that finds the end; a length over the
+	// body limit was refused before, but a handler may be mounted without
+	// the limit: the buffer grows past 1 MiB only as the bytes come.
+	b := make([]byte, 0, min(n, 1<<20)+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+	}
 }
 
 // decodeBytes is decode of data. Text that is not UTF-8 (raw bytes, or a
@@ -328,6 +376,9 @@ func decodeValue(data []byte, v any, optional bool, what string) error {
 	}
 	if err := jsonguard.Check(data, maxBodyDepth); err != nil {
 		return errBadJSON(what + ": " + err.Error())
+	}
+	if fd, ok := v.(fastDecoder); ok && fd.decodeFast(data) {
+		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -384,6 +435,19 @@ func decodeMessages(b []byte, name string) ([]message.Message, error) {
 	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
 		return nil, nil
 	}
+	if msgs, end, ok := scanMessages(b, 0); ok && end == len(b) {
+		return msgs, nil
+	}
+	return decodeMessagesStd(b, name)
+}
+
+// decodeMessagesStd is decodeMessages with encoding/json: the reference
+// that scanMessages follows, and what answers whatever it leaves.
+func decodeMessagesStd(b []byte, name string) ([]message.Message, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
+		return nil, nil
+	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(b, &raws); err != nil {
 		var te *json.UnmarshalTypeError
@@ -419,6 +483,124 @@ func decodeMessages(b []byte, name string) ([]message.Message, error) {
 		}
 	}
 	return msgs, nil
+}
+
+// fastDecoder is a request body that reads its common shape itself, as
+// encoding/json would read it but without reflection or a second pass.
+type fastDecoder interface {
+	// decodeFast reads data, which jsonguard.Check has passed, and
+	// reports whether it did. It reports false, leaving its receiver as
+	// it was, for anything it does not read exactly as encoding/json
+	// would, errors included: decodeValue then decodes data with
+	// encoding/json, which gives the answer and every error.
+	decodeFast(data []byte) bool
+}
+
+// decodeFast reads {"messages":[…]}, the messages objects that read as
+// messages with contents, with any whitespace between the tokens. Any
+// other member, a key spelt otherwise (encoding/json ignores case) or
+// given twice, is left to encoding/json.
+func (a *appendRequest) decodeFast(data []byte) bool {
+	i := skipSpace(data, 0)
+	if !hasPrefixAt(data, i, "{") {
+		return false
+	}
+	if i = skipSpace(data, i+1); !hasPrefixAt(data, i, `"messages"`) {
+		return false
+	}
+	if i = skipSpace(data, i+len(`"messages"`)); !hasPrefixAt(data, i, ":") {
+		return false
+	}
+	msgs, i, ok := scanMessages(data, skipSpace(data, i+1))
+	if !ok {
+		return false
+	}
+	if i = skipSpace(data, i); !hasPrefixAt(data, i, "}") || skipSpace(data, i+1) != len(data) {
+		return false
+	}
+	a.Messages = msgs
+	return true
+}
+
+// scanMessages reads the array of messages that starts at data[i], and
+// returns them and the offset after the array. It reads only what it can
+// read as decodeMessages would without an error: each element an object
+// that message.Message.UnmarshalJSON takes and that has contents; for
+// anything else (null, another value, a syntax error, a message without
+// contents) it reports false, for decodeMessages to answer.
+func scanMessages(data []byte, i int) ([]message.Message, int, bool) {
+	if !hasPrefixAt(data, i, "[") {
+		return nil, 0, false
+	}
+	i = skipSpace(data, i+1)
+	if hasPrefixAt(data, i, "]") {
+		return []message.Message{}, i + 1, true // as decodeMessages makes it
+	}
+	var msgs []message.Message
+	for {
+		end, ok := objectEnd(data, i)
+		if !ok {
+			return nil, 0, false
+		}
+		var m message.Message
+		// UnmarshalJSON refuses whatever is not one well-formed message,
+		// so that objectEnd need only find where the object ends.
+		if m.UnmarshalJSON(data[i:end]) != nil || len(m.Contents) == 0 {
+			return nil, 0, false
+		}
+		msgs = append(msgs, m)
+		i = skipSpace(data, end)
+		switch {
+		case hasPrefixAt(data, i, ","):
+			i = skipSpace(data, i+1)
+		case hasPrefixAt(data, i, "]"):
+			return msgs, i + 1, true
+		default:
+			return nil, 0, false
+		}
+	}
+}
+
+// objectEnd returns the offset after the object that starts at data[i]:
+// after the bracket that closes the one at data[i], counting brackets
+// outside strings. It does not check the syntax between them.
+func objectEnd(data []byte, i int) (int, bool) {
+	if !hasPrefixAt(data, i, "{") {
+		return 0, false
+	}
+	depth := 0
+	for ; i < len(data); i++ {
+		switch data[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1, true
+			}
+		case '"':
+			// The string ends at the next quote that no backslash escapes.
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// skipSpace returns the offset of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// hasPrefixAt reports whether data[i:] starts with p.
+func hasPrefixAt(data []byte, i int, p string) bool {
+	return len(data)-i >= len(p) && string(data[i:i+len(p)]) == p
 }
 
 // typeErrorGot names the JSON value a type error found.
@@ -472,7 +654,19 @@ func parseETag(h string) (etagValue, error) {
 
 // etag is the ETag of a thread at a version.
 func etag(rec thread.Record, version int64) string {
-	return `"` + strconv.FormatInt(version, 10) + "." + strconv.FormatInt(rec.CreatedAt.UnixMicro(), 36) + `"`
+	b := make([]byte, 0, 40)
+	b = append(b, '"')
+	b = strconv.AppendInt(b, version, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, rec.CreatedAt.UnixMicro(), 36)
+	return string(append(b, '"'))
+}
+
+// setETag sets the ETag header of w to the tag of rec at version.
+func setETag(w http.ResponseWriter, rec thread.Record, version int64) {
+	// "Etag" is how http.Header.Set spells the key; set so, it need not
+	// be made canonical on every answer.
+	w.Header()["Etag"] = []string{etag(rec, version)}
 }
 
 // matches reports whether tag names rec at version.

@@ -147,3 +147,40 @@ func TestInternalErrorLogTraceIDs(t *testing.T) {
 		t.Errorf("no internal error line:\n%s", out.String())
 	}
 }
+
+// TestRouteOfEveryAnswer checks the answer and the logged route of each
+// way a request is answered: by its route's handler, by the middleware
+// before it (401, 413), and by the mux when no route matches (404, 405,
+// and the redirect of an unclean path, to the route it cleans to).
+func TestRouteOfEveryAnswer(t *testing.T) {
+	s, lines := loggedServer(t, slog.LevelInfo, Options{Keys: twoTenants(t), MaxBodyBytes: 256})
+	createThread(t, s, keyA, "t1", "hi")
+	lines.requests(t, "")
+	for _, tc := range []struct {
+		rq          req
+		status      int
+		route       string
+		contentType string
+		header      map[string]string
+	}{
+		{req{method: "GET", path: "/v1/threads/t1", key: keyA}, http.StatusOK, "GET /v1/threads/{id}", "application/json", nil},
+		{req{method: "GET", path: "/v1/threads/t1"}, http.StatusUnauthorized, "GET /v1/threads/{id}", "application/json", nil},
+		{req{method: "POST", path: "/v1/threads/t1/messages", key: keyA, body: strings.Repeat(" ", 257)}, http.StatusRequestEntityTooLarge, "POST /v1/threads/{id}/messages", "application/json", nil},
+		{req{method: "GET", path: "/v1/nothing", key: keyA}, http.StatusNotFound, "unmatched", "application/json", nil},
+		{req{method: "PUT", path: "/v1/threads/t1", key: keyA}, http.StatusMethodNotAllowed, "unmatched", "application/json", map[string]string{"Allow": "DELETE, GET, HEAD, PATCH"}},
+		{req{method: "GET", path: "/v1/threads/x/../t1", key: keyA}, http.StatusTemporaryRedirect, "GET /v1/threads/{id}", "text/html; charset=utf-8", map[string]string{"Location": "/v1/threads/t1"}},
+	} {
+		w := do(t, s, tc.rq)
+		if w.Code != tc.status || w.Header().Get("Content-Type") != tc.contentType {
+			t.Errorf("%s %s: %d %q, want %d %q: %s", tc.rq.method, tc.rq.path, w.Code, w.Header().Get("Content-Type"), tc.status, tc.contentType, w.Body)
+		}
+		for k, v := range tc.header {
+			if got := w.Header().Get(k); got != v {
+				t.Errorf("%s %s: %s %q, want %q", tc.rq.method, tc.rq.path, k, got, v)
+			}
+		}
+		if got := lines.requests(t, tc.route); len(got) != 1 || got[0]["status"] != float64(tc.status) {
+			t.Errorf("%s %s: logged %v under route %q", tc.rq.method, tc.rq.path, got, tc.route)
+		}
+	}
+}

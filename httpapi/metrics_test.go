@@ -123,9 +123,10 @@ func TestMetricsParse(t *testing.T) {
 		{"loom_http_requests_total", map[string]string{"route": "GET /metrics", "method": "GET", "code": "200"}, -1, 1},
 		{"loom_http_request_duration_seconds", map[string]string{"route": "POST /v1/threads/{id}/messages"}, 1, 2},
 		{"loom_store_operations_total", map[string]string{"op": "append"}, 1, 3},
-		{"loom_store_operations_total", map[string]string{"op": "get"}, 1, 3},
+		// An append is one store operation: no read of the thread first.
+		{"loom_store_operations_total", map[string]string{"op": "get"}, -1, 1},
 		{"loom_store_operation_duration_seconds", map[string]string{"op": "append"}, 1, 3},
-		{"loom_store_operation_duration_seconds", map[string]string{"op": "get"}, 1, 3},
+		{"loom_store_operation_duration_seconds", map[string]string{"op": "get"}, -1, 1},
 		{"loom_conflicts_total", nil, 0, 0},
 		{"loom_run_duration_seconds", map[string]string{"outcome": "completed"}, -1, 1},
 		{"loom_tool_call_duration_seconds", map[string]string{"tool": "search"}, -1, 1},

@@ -67,23 +67,29 @@ func (s *Server) chain(h http.Handler, authenticate, outerRoute bool) http.Handl
 func (s *Server) observe(next http.Handler, outerRoute bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		info := &reqInfo{id: requestID(r.Header.Get("X-Request-Id"))}
+		// One allocation for both.
+		o := &struct {
+			info reqInfo
+			sw   statusWriter
+		}{info: reqInfo{id: requestID(r.Header.Get("X-Request-Id"))}}
+		info, sw := &o.info, &o.sw
+		*sw = statusWriter{ResponseWriter: w, info: info}
 		if outerRoute {
 			info.route = r.Pattern
-		} else {
-			// Known before the route's handler runs, for the requests that
-			// the middleware answers (401, 403, 413).
-			_, info.route = s.mux.Handler(r)
 		}
+		// Otherwise the route's handler names it as it starts (endpoint),
+		// and a request answered before (401, 403, 413, 404) is matched
+		// against the mux once it is answered.
 		w.Header().Set("X-Request-Id", info.id)
 		ctx := context.WithValue(r.Context(), infoKey{}, info)
-		if !s.traces && !trace.SpanContextFromContext(ctx).IsValid() {
+		if _, sent := r.Header["Traceparent"]; sent && !s.traces && !trace.SpanContextFromContext(ctx).IsValid() {
 			// Untraced, the log lines still join the client's trace: they
-			// carry the ids of its traceparent (the caller's span).
+			// carry the ids of its traceparent (the caller's span). A
+			// request without one (Header.Get would look for this key)
+			// has none to extract.
 			ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
 		}
 		r = r.WithContext(ctx)
-		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			v := recover()
 			if v != nil && v != http.ErrAbortHandler {
@@ -92,7 +98,11 @@ func (s *Server) observe(next http.Handler, outerRoute bool) http.Handler {
 					s.writeError(sw, r, errors.New("panic"))
 				}
 			}
-			s.done(r, info, sw, time.Since(start))
+			d := time.Since(start)
+			if !outerRoute && info.route == "" {
+				_, info.route = s.mux.Handler(r)
+			}
+			s.done(r, info, sw, d)
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
@@ -172,9 +182,39 @@ type statusWriter struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	// info is the request's; with catching, what is written while its
+	// route is "" (by the mux's own 404, 405 and redirect handlers, since
+	// a route's handler names its route first) goes to caught instead,
+	// for dispatch to answer in JSON.
+	info     *reqInfo
+	catching bool
+	caught   *captureWriter
+}
+
+// catches reports whether w catches what is written now, making caught
+// on first use.
+func (w *statusWriter) catches() bool {
+	if !w.catching || w.info.route != "" {
+		return false
+	}
+	if w.caught == nil {
+		w.caught = &captureWriter{header: http.Header{}}
+	}
+	return true
+}
+
+func (w *statusWriter) Header() http.Header {
+	if w.catches() {
+		return w.caught.Header()
+	}
+	return w.ResponseWriter.Header()
 }
 
 func (w *statusWriter) WriteHeader(code int) {
+	if w.catches() {
+		w.caught.WriteHeader(code)
+		return
+	}
 	if !w.wrote && code >= 200 {
 		w.code, w.wrote = code, true
 	}
@@ -182,6 +222,9 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.catches() {
+		return w.caught.Write(p)
+	}
 	if !w.wrote {
 		w.code, w.wrote = http.StatusOK, true
 	}

@@ -134,7 +134,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		w.Header().Set("ETag", etag(th.Record(), res.Version))
+		setETag(w, th.Record(), res.Version)
 		writeJSON(w, http.StatusOK, resultJSON(res))
 		return nil
 	}

@@ -117,6 +117,9 @@ type Server struct {
 	tp trace.TracerProvider
 	// traces is whether the server makes spans (Options.TracerProvider).
 	traces bool
+	// tenants holds the DB of each tenant served so far (tenantDB): a
+	// tenant string to a *thread.DB, s.db.WithTenant of it.
+	tenants sync.Map
 	// closing is closed by Close: the change feeds end.
 	closing chan struct{}
 	// feeds counts each tenant's open change feeds.
@@ -341,10 +344,23 @@ func checkQuery(raw string, names []string) error {
 // with the JSON error shape (404, or 405 with an Allow header) rather than
 // the mux's plain text.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
-	// The chain has matched r against the mux already (observe, or routed
-	// for a traced request): its route is the pattern, "" when none matched.
+	info := infoOf(r.Context())
+	if sw, ok := w.(*statusWriter); ok && info != nil && info.route == "" && sw.info == info {
+		// Not matched yet (observe leaves it to the mux): the mux matches
+		// r once, and serves it, unless no route matches and it answers
+		// itself, which sw catches. Then the answer is as below.
+		sw.catching = true
+		s.mux.ServeHTTP(w, r)
+		sw.catching = false
+		if sw.caught == nil {
+			return
+		}
+		info = nil
+	}
+	// A traced request was matched before the chain (routed): its route
+	// is the pattern, "" when none matched.
 	var pattern string
-	if info := infoOf(r.Context()); info != nil {
+	if info != nil {
 		pattern = info.route
 	} else {
 		_, pattern = s.mux.Handler(r)

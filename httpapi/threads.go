@@ -43,7 +43,16 @@ func printable(s string, limit int) bool {
 
 // tenantDB returns the DB scoped to the request's tenant: every thread the
 // request touches goes through it, so other tenants' threads are not found.
-func (s *Server) tenantDB(r *http.Request) *thread.DB { return s.db.WithTenant(tenant(r)) }
+func (s *Server) tenantDB(r *http.Request) *thread.DB {
+	t := tenant(r)
+	if db, ok := s.tenants.Load(t); ok {
+		return db.(*thread.DB)
+	}
+	// A DB is a handle on the store, holding no data: one per tenant (the
+	// tenants of the API keys) serves every request of that tenant.
+	db, _ := s.tenants.LoadOrStore(t, s.db.WithTenant(t))
+	return db.(*thread.DB)
+}
 
 // threadID returns the path's {id}, checked.
 func threadID(r *http.Request) (string, error) {
@@ -86,7 +95,7 @@ func threadLocation(id string) string { return "/v1/threads/" + url.PathEscape(i
 // answerThread answers with a thread's record and its version as ETag.
 func answerThread(w http.ResponseWriter, status int, th *thread.Thread) {
 	rec := th.Record()
-	w.Header().Set("ETag", etag(rec, rec.Version))
+	setETag(w, rec, rec.Version)
 	if status == http.StatusCreated {
 		w.Header().Set("Location", threadLocation(rec.ID))
 	}
@@ -275,7 +284,7 @@ func (s *Server) getThread(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if rec := th.Record(); notModified(r, rec, rec.Version) {
-		w.Header().Set("ETag", etag(rec, rec.Version))
+		setETag(w, rec, rec.Version)
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
@@ -394,7 +403,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("thread %s has no version %d: %w", th.ID(), version, thread.ErrNotFound)
 	}
 	rec := th.Record()
-	w.Header().Set("ETag", etag(rec, version))
+	setETag(w, rec, version)
 	if notModified(r, rec, version) {
 		// A version's messages never change.
 		w.WriteHeader(http.StatusNotModified)
@@ -435,12 +444,29 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Messages) == 0 {
 		return invalidf("messages: at least one message")
 	}
+	opts := thread.CommitOptions{Messages: []message.Message(req.Messages)}
+	if !cond {
+		// No If-Match: one trip to the store, which reads the thread's
+		// record and head under its lock as it writes (DB.Append).
+		id, err := threadID(r)
+		if err != nil {
+			return err
+		}
+		opStart := time.Now()
+		c, rec, err := s.tenantDB(r).Append(write(r), id, opts)
+		s.metrics.StoreOpSince("append", opStart)
+		if err != nil {
+			return err
+		}
+		setETag(w, rec, rec.Version)
+		writeJSON(w, http.StatusCreated, commitResponse{Version: rec.Version, Commit: c.ID, Messages: orEmpty(c.Messages)})
+		return nil
+	}
 	th, err := s.thread(r)
 	if err != nil {
 		return err
 	}
-	opts := thread.CommitOptions{Messages: []message.Message(req.Messages)}
-	if cond {
+	{
 		if want.version < 1 {
 			return fmt.Errorf("thread %s has no version %d: %w", th.ID(), want.version, thread.ErrConflict)
 		}
@@ -456,7 +482,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rec := th.Record()
-	w.Header().Set("ETag", etag(rec, rec.Version))
+	setETag(w, rec, rec.Version)
 	writeJSON(w, http.StatusCreated, commitResponse{Version: rec.Version, Commit: c.ID, Messages: orEmpty(c.Messages)})
 	return nil
 }

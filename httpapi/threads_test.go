@@ -418,6 +418,7 @@ func TestMarshalFastPath(t *testing.T) {
 		messagesResponse{Version: 3, NextBefore: "m0", Messages: msgs},
 		messagesResponse{Messages: []message.Message{}},
 		commitResponse{Version: 1, Commit: "c_1", Messages: msgs},
+		commitResponse{Version: -1 << 63, Commit: "<c&\u2028\"\\\x01>", Messages: []message.Message{}},
 		viewResponse{Version: 2, Messages: msgs, Tokens: 9, Dropped: []string{"x"}, Elided: []string{}, Compacted: "c_2"},
 	} {
 		fast, err := marshal(v)

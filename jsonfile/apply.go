@@ -12,17 +12,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-// Apply implements thread.Store.
+// Apply implements store.Store.
 //
-// Under the store's lock (a mutex and a flock on DIR/.lock), it reads the
-// files the batch touches, checks every precondition and works out the new
-// content of every file, then:
+// Under the store's lock (a mutex and a flock on DIR/.lock), it answers
+// store.PlanBatch's questions from the files the batch touches (every
+// rule of a batch is the planner's), works out the new content of every
+// file the plan writes, then:
 //
 //  1. writes the new commit files under temporary names, each durably,
 //     and syncs commits/: until step 2 they are garbage that no reader
@@ -42,33 +45,21 @@ import (
 // succeeds (the batch is committed: failing would have it applied twice):
 // readers read through its intent, the store is read-only while the disk
 // is full, and the batch is finished by the next writer, Open or read.
-func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
+//
+// Batches that wait for the lock at once share these steps: see group.go.
+func (s *Store) Apply(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if b == nil {
 		return nil
 	}
-	if err := s.lock(ctx); err != nil {
-		return err
-	}
-	defer s.unlock()
-	return s.noteFull(s.apply(b))
+	return s.submit(ctx, &request{b: b})
 }
 
-// apply applies b; the lock is held.
-func (s *Store) apply(b *thread.Batch) error {
-	if err := s.recover(); err != nil {
-		return fmt.Errorf("jsonfile: finish an earlier batch: %w", err)
-	}
-	tx := &tx{s: s, threads: map[string]*txThread{}, refs: map[string]*txRef{}}
-	if err := tx.build(b); err != nil {
-		return err
-	}
-	return tx.commit()
-}
-
-// tx is a batch being applied: the files it read, as it changes them.
+// tx is what one intent writes: the files its batches read, as they change
+// them. Each batch is planned against the store as the batches before it
+// in the tx leave it.
 type tx struct {
 	s          *Store
 	threads    map[string]*txThread
@@ -77,14 +68,19 @@ type tx struct {
 	refIDs     []string
 	newCommits []newCommit
 	chunks     []chunkWrite
+	// written is set once a batch's plan is written into the tx.
+	written bool
+}
+
+func newTx(s *Store) *tx {
+	return &tx{s: s, threads: map[string]*txThread{}, refs: map[string]*txRef{}}
 }
 
 type txThread struct {
 	f            *threadFile // nil: no such thread
-	onDisk       *threadFile // as it was before the batch
-	created      bool
 	changed      bool
 	deleted      bool
+	reindex      bool // created, deleted or relabelled: for the change log
 	sealedOnDisk int64
 }
 
@@ -92,10 +88,10 @@ type txRef struct {
 	n       int64
 	exists  bool // the commit is stored: its refs file exists, or it is new
 	isNew   bool
-	onDisk  bool
 	changed bool
 	freed   bool
-	parent  *string // known parent
+	parent  *string        // known parent
+	head    *thread.Commit // a new commit's ID, Depth and StateFrom, for AppendAt
 }
 
 type newCommit struct {
@@ -121,7 +117,7 @@ func (tx *tx) thread(id string) (*txThread, error) {
 		case err != nil:
 			return nil, err
 		default:
-			t.f, t.onDisk, t.sealedOnDisk = f, f, f.Sealed
+			t.f, t.sealedOnDisk = f, f.Sealed
 		}
 	}
 	tx.threads[id] = t
@@ -145,7 +141,7 @@ func (tx *tx) ref(id string) (*txRef, error) {
 			if err != nil {
 				return nil, fmt.Errorf("refs of commit %q: corrupt file: %v", id, err)
 			}
-			r.n, r.exists, r.onDisk = n, true, true
+			r.n, r.exists = n, true
 		}
 	}
 	tx.refs[id] = r
@@ -153,34 +149,229 @@ func (tx *tx) ref(id string) (*txRef, error) {
 	return r, nil
 }
 
-// exists reports whether commit id is stored or made earlier in the batch,
-// and not freed by it. "" is the empty root, which always exists.
-func (tx *tx) exists(id string) (bool, error) {
-	if id == "" {
-		return true, nil
+// txFacts answers store.PlanBatch from the files, as the batches already
+// in the tx leave them; the lock is held.
+type txFacts tx
+
+// Thread implements store.Facts.
+func (f *txFacts) Thread(_ context.Context, id string) (int64, string, bool, error) {
+	t, err := (*tx)(f).thread(id)
+	if err != nil || t.f == nil {
+		return 0, "", false, err
 	}
-	r, err := tx.ref(id)
+	return t.f.Version, t.f.Head, true, nil
+}
+
+// Commit implements store.Facts.
+func (f *txFacts) Commit(_ context.Context, id string) (bool, error) {
+	r, err := (*tx)(f).ref(id)
 	if err != nil {
 		return false, err
 	}
 	return r.exists && !r.freed, nil
 }
 
-func (tx *tx) incRef(id string) error {
-	if id == "" {
-		return nil
+// Checkpoint implements store.Facts.
+func (f *txFacts) Checkpoint(_ context.Context, th, name string) (string, bool, error) {
+	t, err := (*tx)(f).thread(th)
+	if err != nil || t.f == nil {
+		return "", false, err
 	}
-	r, err := tx.ref(id)
+	if i, ok := t.f.checkpoint(name); ok {
+		return t.f.Checkpoints[i].Commit, true, nil
+	}
+	return "", false, nil
+}
+
+// checkpoint finds a checkpoint by name: its index, or where it would go.
+func (f *threadFile) checkpoint(name string) (int, bool) {
+	return slices.BinarySearchFunc(f.Checkpoints, name, func(c checkpointFile, name string) int { return strings.Compare(c.Name, name) })
+}
+
+// errRegroup is add's answer for a batch that the batches already in its
+// tx keep from joining it (it makes again a thread or a commit that they
+// delete): it waits for a tx of its own.
+var errRegroup = errors.New("jsonfile: batch needs a group of its own")
+
+// writeError is a failure while writing a plan into a tx: the tx holds part
+// of the batch and cannot be committed as it is.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// add plans b against the store as the tx leaves it and writes the plan
+// into the tx. A refused batch leaves the tx as it was, unless the error is
+// a *writeError.
+func (tx *tx) add(b *store.Batch) error {
+	if err := tx.s.storableBatch(b); err != nil {
+		return err
+	}
+	if tx.written && tx.clashes(b) {
+		return errRegroup
+	}
+	p, err := store.PlanBatch(context.Background(), (*txFacts)(tx), b)
 	if err != nil {
 		return err
 	}
-	r.n++
-	r.changed = true
+	data := make([][]byte, len(b.Commits))
+	for i, c := range b.Commits {
+		f, err := toCommitFile(c)
+		if err == nil {
+			data[i], err = encode(f)
+		}
+		if err != nil {
+			return fmt.Errorf("commit %q: %v: %w", clip(c.ID), err, thread.ErrInvalid)
+		}
+	}
+	tx.written = true
+	if err := tx.write(p, data); err != nil {
+		return &writeError{err}
+	}
 	return nil
 }
 
-// unref drops one reference and frees the commits that no longer have any,
-// walking up the parents while that frees them: O(commits freed).
+// storableBatch refuses the ids of b that cannot name files here (see
+// storable): not a rule of batches, but what this file system can hold.
+func (s *Store) storableBatch(b *store.Batch) error {
+	for _, c := range b.Commits {
+		switch {
+		case c == nil || c.ID == "":
+			// The planner's to refuse.
+		case !ids.Valid(c.ID):
+			return fmt.Errorf("commit id %q: %w", clip(c.ID), thread.ErrInvalid)
+		case s.foldCase && hasUpper(c.ID):
+			return fmt.Errorf("commit id %q: %w", clip(c.ID), errUpper)
+		}
+	}
+	for _, cr := range b.Create {
+		switch r := cr.Record; {
+		case r == nil || r.ID == "":
+		case s.foldCase && hasUpper(r.ID):
+			return fmt.Errorf("create: thread id %q: %w", clip(r.ID), errUpper)
+		case !s.storableKey(r.ID):
+			return fmt.Errorf("create: thread id %q: %w", clip(r.ID), thread.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// clashes reports whether b makes a commit or a thread that the tx
+// deletes: its files would be written and removed by one intent.
+func (tx *tx) clashes(b *store.Batch) bool {
+	for _, c := range b.Commits {
+		if c != nil {
+			if r, ok := tx.refs[c.ID]; ok && r.freed {
+				return true
+			}
+		}
+	}
+	for _, cr := range b.Create {
+		if cr.Record != nil {
+			if t, ok := tx.threads[cr.Record.ID]; ok && t.deleted {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// write writes plan p into the tx, in the order the plan's doc gives;
+// data are the encoded Batch.Commits. The plan was made against the tx,
+// so every thread and commit it names is there.
+func (tx *tx) write(p *store.Plan, data [][]byte) error {
+	b := p.Batch
+	for i, c := range b.Commits {
+		r, err := tx.ref(c.ID)
+		if err != nil {
+			return err
+		}
+		parent := c.Parent
+		r.n, r.exists, r.isNew, r.changed, r.parent = p.NewRefs[i], true, true, true, &parent
+		r.head = &thread.Commit{ID: c.ID, Depth: c.Depth, StateFrom: c.StateFrom}
+		tx.newCommits = append(tx.newCommits, newCommit{id: c.ID, data: data[i]})
+	}
+	for _, d := range p.Refs {
+		r, err := tx.ref(d.Commit)
+		if err != nil {
+			return err
+		}
+		r.n += d.N
+		r.changed = true
+	}
+	for _, cr := range b.Create {
+		rec := cr.Record
+		t, err := tx.thread(rec.ID)
+		if err != nil {
+			return err
+		}
+		t.f = &threadFile{ID: rec.ID, Tenant: rec.Tenant, Kind: rec.Kind, Title: rec.Title, Labels: cloneMap(rec.Labels),
+			Head: rec.Head, Version: rec.Version, CreatedAt: utc(rec.CreatedAt), UpdatedAt: utc(rec.UpdatedAt), ForkedFrom: rec.ForkedFrom,
+			History: []entryFile{}}
+		t.changed, t.reindex = true, true
+		for _, e := range cr.Entries() {
+			tx.addEntry(rec.ID, t, e)
+		}
+	}
+	for _, m := range b.Moves {
+		t, err := tx.thread(m.Thread)
+		if err != nil {
+			return err
+		}
+		f := t.change()
+		e := m.Entry()
+		f.Version, f.Head, f.UpdatedAt = e.Version, m.Head, utc(m.Time)
+		if m.Kind != "" {
+			f.Kind = m.Kind
+		}
+		if m.Title != nil {
+			f.Title = *m.Title
+		}
+		if m.Labels != nil {
+			f.Labels = cloneMap(m.Labels)
+			t.reindex = true
+		}
+		tx.addEntry(m.Thread, t, e)
+	}
+	for i, k := range b.DropCheckpoints {
+		t, err := tx.thread(k.Thread)
+		if err != nil {
+			return err
+		}
+		f := t.change()
+		j, ok := f.checkpoint(k.Name)
+		if !ok {
+			return fmt.Errorf("jsonfile: checkpoint %q of thread %q is planned but not stored", clip(k.Name), k.Thread)
+		}
+		f.Checkpoints = slices.Delete(f.Checkpoints, j, j+1)
+		if err := tx.unref(p.DropCommits[i]); err != nil {
+			return err
+		}
+	}
+	for _, cp := range b.Checkpoints {
+		t, err := tx.thread(cp.Thread)
+		if err != nil {
+			return err
+		}
+		f := t.change()
+		j, _ := f.checkpoint(cp.Name)
+		f.Checkpoints = slices.Insert(f.Checkpoints, j, checkpointFile{Name: cp.Name, Commit: cp.Commit, Version: cp.Version, CreatedAt: utc(cp.CreatedAt)})
+	}
+	for _, d := range b.Delete {
+		t, err := tx.thread(d.Thread)
+		if err != nil {
+			return err
+		}
+		if err := tx.deleteThread(d.Thread, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unref lets one reference go and collects the commits left without any
+// (the plan's last step), walking up the parents while that frees them:
+// O(commits freed).
 func (tx *tx) unref(id string) error {
 	for id != "" {
 		r, err := tx.ref(id)
@@ -210,17 +401,6 @@ func (tx *tx) unref(id string) error {
 			r.parent = &p.Parent
 		}
 		id = *r.parent
-	}
-	return nil
-}
-
-func mustExist(tx *tx, id, what string) error {
-	ok, err := tx.exists(id)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("%s %q: %w", what, clip(id), thread.ErrNotFound)
 	}
 	return nil
 }
@@ -266,191 +446,6 @@ func cloneMap(m map[string]string) map[string]string {
 	return out
 }
 
-// build checks b step by step against the store as the earlier steps of b
-// leave it, and works out every file the batch writes. It writes nothing.
-func (tx *tx) build(b *thread.Batch) error {
-	for _, c := range b.Commits {
-		switch {
-		case c == nil:
-			return fmt.Errorf("a nil commit: %w", thread.ErrInvalid)
-		case c.ID == "":
-			// As in thread.MemoryStore: "" is the empty root, which
-			// always exists.
-			return fmt.Errorf("commit without an id: %w", thread.ErrConflict)
-		case !ids.Valid(c.ID):
-			return fmt.Errorf("commit id %q: %w", clip(c.ID), thread.ErrInvalid)
-		case tx.s.foldCase && hasUpper(c.ID):
-			return fmt.Errorf("commit id %q: %w", clip(c.ID), errUpper)
-		}
-		r, err := tx.ref(c.ID)
-		if err != nil {
-			return err
-		}
-		if r.exists {
-			return fmt.Errorf("commit %q exists: %w", c.ID, thread.ErrConflict)
-		}
-		if err := mustExist(tx, c.Parent, "commit "+c.ID+": parent"); err != nil {
-			return err
-		}
-		f, err := toCommitFile(c)
-		if err != nil {
-			return err
-		}
-		data, err := encode(f)
-		if err != nil {
-			return fmt.Errorf("commit %q: %v: %w", c.ID, err, thread.ErrInvalid)
-		}
-		parent := c.Parent
-		r.exists, r.isNew, r.changed, r.parent = true, true, true, &parent
-		tx.newCommits = append(tx.newCommits, newCommit{id: c.ID, data: data})
-		if err := tx.incRef(c.Parent); err != nil {
-			return err
-		}
-	}
-	for _, cr := range b.Create {
-		rec := cr.Record
-		if rec == nil || !tx.s.storableKey(rec.ID) {
-			var id string
-			if rec != nil {
-				id = rec.ID
-			}
-			return fmt.Errorf("create: thread id %q: %w", clip(id), thread.ErrInvalid)
-		}
-		if tx.s.foldCase && hasUpper(rec.ID) {
-			return fmt.Errorf("create: thread id %q: %w", clip(rec.ID), errUpper)
-		}
-		t, err := tx.thread(rec.ID)
-		if err != nil {
-			return err
-		}
-		if t.f != nil || t.deleted {
-			return fmt.Errorf("thread %q exists: %w", rec.ID, thread.ErrConflict)
-		}
-		if err := cr.Validate(); err != nil {
-			return err
-		}
-		if err := mustExist(tx, rec.Head, "thread "+rec.ID+": head"); err != nil {
-			return err
-		}
-		for _, e := range cr.History {
-			if err := mustExist(tx, e.Commit, "thread "+rec.ID+": history commit"); err != nil {
-				return err
-			}
-		}
-		t.f = &threadFile{ID: rec.ID, Tenant: rec.Tenant, Kind: rec.Kind, Title: rec.Title, Labels: cloneMap(rec.Labels),
-			Head: rec.Head, Version: rec.Version, CreatedAt: utc(rec.CreatedAt), UpdatedAt: utc(rec.UpdatedAt), ForkedFrom: rec.ForkedFrom,
-			History: []entryFile{}}
-		t.created, t.changed = true, true
-		hist := cr.History
-		if len(hist) == 0 {
-			hist = []thread.HistoryEntry{{Version: 1, Commit: rec.Head, Op: cr.Op, Time: rec.CreatedAt}}
-		}
-		for _, e := range hist {
-			tx.addEntry(rec.ID, t, e)
-			if err := tx.incRef(e.Commit); err != nil {
-				return err
-			}
-		}
-	}
-	for _, m := range b.Moves {
-		t, err := tx.thread(m.Thread)
-		if err != nil {
-			return err
-		}
-		if t.f == nil {
-			return fmt.Errorf("thread %q: %w", clip(m.Thread), thread.ErrNotFound)
-		}
-		if t.f.Version != m.From {
-			return fmt.Errorf("thread %q is at version %d, not %d: %w", m.Thread, t.f.Version, m.From, thread.ErrConflict)
-		}
-		if err := mustExist(tx, m.Head, "thread "+m.Thread+": head"); err != nil {
-			return err
-		}
-		f := t.change()
-		f.Version++
-		f.Head = m.Head
-		f.UpdatedAt = utc(m.Time)
-		if m.Kind != "" {
-			f.Kind = m.Kind
-		}
-		if m.Title != nil {
-			f.Title = *m.Title
-		}
-		if m.Labels != nil {
-			f.Labels = cloneMap(m.Labels)
-		}
-		tx.addEntry(m.Thread, t, thread.HistoryEntry{Version: f.Version, Commit: m.Head, Op: m.Op, Time: m.Time})
-		if err := tx.incRef(m.Head); err != nil {
-			return err
-		}
-	}
-	// Dropped checkpoints let their commits go only after the new ones
-	// count theirs: a batch that replaces a checkpoint never frees what the
-	// new one keeps.
-	var dropped []string
-	for _, k := range b.DropCheckpoints {
-		t, err := tx.thread(k.Thread)
-		if err != nil {
-			return err
-		}
-		if t.f == nil || t.created {
-			return fmt.Errorf("thread %q: %w", clip(k.Thread), thread.ErrNotFound)
-		}
-		i, ok := slices.BinarySearchFunc(t.f.Checkpoints, k.Name, func(c checkpointFile, name string) int { return strings.Compare(c.Name, name) })
-		if !ok {
-			return fmt.Errorf("checkpoint %q of thread %q: %w", clip(k.Name), k.Thread, thread.ErrNotFound)
-		}
-		f := t.change()
-		dropped = append(dropped, f.Checkpoints[i].Commit)
-		f.Checkpoints = slices.Delete(f.Checkpoints, i, i+1)
-	}
-	for _, cp := range b.Checkpoints {
-		t, err := tx.thread(cp.Thread)
-		if err != nil {
-			return err
-		}
-		if t.f == nil {
-			return fmt.Errorf("thread %q: %w", clip(cp.Thread), thread.ErrNotFound)
-		}
-		if cp.Commit == "" {
-			return fmt.Errorf("checkpoint %q: no commit: %w", clip(cp.Name), thread.ErrNotFound)
-		}
-		if err := mustExist(tx, cp.Commit, "checkpoint "+clip(cp.Name)+": commit"); err != nil {
-			return err
-		}
-		i, taken := slices.BinarySearchFunc(t.f.Checkpoints, cp.Name, func(c checkpointFile, name string) int { return strings.Compare(c.Name, name) })
-		if taken {
-			return fmt.Errorf("checkpoint %q of thread %q exists: %w", clip(cp.Name), cp.Thread, thread.ErrConflict)
-		}
-		f := t.change()
-		f.Checkpoints = slices.Insert(f.Checkpoints, i, checkpointFile{Name: cp.Name, Commit: cp.Commit, Version: cp.Version, CreatedAt: utc(cp.CreatedAt)})
-		if err := tx.incRef(cp.Commit); err != nil {
-			return err
-		}
-	}
-	for _, id := range dropped {
-		if err := tx.unref(id); err != nil {
-			return err
-		}
-	}
-	for _, d := range b.Delete {
-		t, err := tx.thread(d.Thread)
-		if err != nil {
-			return err
-		}
-		if t.f == nil || t.created {
-			return fmt.Errorf("thread %q: %w", clip(d.Thread), thread.ErrNotFound)
-		}
-		if d.Version != 0 && d.Version != t.f.Version {
-			return fmt.Errorf("thread %q is at version %d, not %d: %w", d.Thread, t.f.Version, d.Version, thread.ErrConflict)
-		}
-		if err := tx.deleteThread(d.Thread, t); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // deleteThread drops every reference t holds: each history entry (the
 // sealed chunks are read for it: O(versions)) and each checkpoint.
 func (tx *tx) deleteThread(id string, t *txThread) error {
@@ -484,7 +479,7 @@ func (tx *tx) deleteThread(id string, t *txThread) error {
 			return err
 		}
 	}
-	t.f, t.deleted, t.changed = nil, true, true
+	t.f, t.deleted, t.changed, t.reindex = nil, true, true, true
 	return nil
 }
 
@@ -507,15 +502,28 @@ func (tx *tx) commit() (err error) {
 			}
 		}
 	}()
+	var commits []newCommit
 	for _, c := range tx.newCommits {
-		if tx.refs[c.id].freed {
-			continue // made and freed by the same batch
+		if !tx.refs[c.id].freed { // else made and freed by the same tx
+			commits = append(commits, c)
 		}
-		tmp, err := s.writeTemp(commitPath(c.id), c.data)
+	}
+	tmps := make([]string, len(commits))
+	err = s.each(len(commits), func(i int) error {
+		tmp, err := s.writeTemp(commitPath(commits[i].id), commits[i].data)
 		if err != nil {
-			return fmt.Errorf("write %s: %w", commitPath(c.id), err)
+			return fmt.Errorf("write %s: %w", commitPath(commits[i].id), err)
 		}
-		ops = append(ops, intentOp{Path: commitPath(c.id), From: tmp})
+		tmps[i] = tmp
+		return nil
+	})
+	for i, c := range commits {
+		if tmps[i] != "" {
+			ops = append(ops, intentOp{Path: commitPath(c.id), From: tmps[i]})
+		}
+	}
+	if err != nil {
+		return err
 	}
 	if len(ops) > 0 {
 		if err := s.syncDir("commits"); err != nil {
@@ -576,7 +584,13 @@ func (tx *tx) commit() (err error) {
 			return err
 		}
 	}
-	if err := s.finish(ops); err != nil {
+	var keys []string
+	for _, id := range tx.threadIDs {
+		if tx.threads[id].reindex {
+			keys = append(keys, id)
+		}
+	}
+	if err := s.finish(ops, keys); err != nil {
 		s.unfinished(ops, err)
 	}
 	return nil
@@ -628,16 +642,23 @@ func (s *Store) storableKey(key string) bool {
 var finishRetries = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond}
 
 // finish does a committed intent, trying again after a failure (a full disk
-// may have room a moment later), then empties the intent; the lock is held.
-// Doing an intent again is safe at any point.
-func (s *Store) finish(ops []intentOp) error {
-	err := s.do(ops)
+// may have room a moment later), logs the keys of the threads whose
+// indexed fields it changes (index.go), then empties the intent; the lock
+// is held. Doing an intent again is safe at any point.
+func (s *Store) finish(ops []intentOp, keys []string) error {
+	do := func() error {
+		if err := s.do(ops); err != nil {
+			return err
+		}
+		return s.logChanges(keys)
+	}
+	err := do()
 	for _, pause := range finishRetries {
 		if err == nil {
 			break
 		}
 		time.Sleep(pause)
-		err = s.do(ops)
+		err = do()
 	}
 	if err != nil {
 		return err
@@ -647,9 +668,15 @@ func (s *Store) finish(ops []intentOp) error {
 }
 
 // do does the writes and removals of an intent, then syncs the directories
-// they touched.
+// they touched. It does the commit renames first, so that no file it
+// writes names a commit not there yet, then the history chunks, so that no
+// thread file counts a chunk not there yet, then the other files, then the
+// removals. The writes of a step, and the syncs of the directories, are
+// made at once (see each): a file system with a journal makes fsyncs that
+// wait together one commit of its journal.
 func (s *Store) do(ops []intentOp) error {
 	var dirs []string
+	var chunks, files []intentOp
 	for _, op := range ops {
 		if !strings.HasPrefix(op.Path, "commits/") && !strings.HasPrefix(op.Path, "refs/") &&
 			!strings.HasPrefix(op.Path, "threads/") && !strings.HasPrefix(op.Path, "history/") {
@@ -665,25 +692,10 @@ func (s *Store) do(ops []intentOp) error {
 					return fmt.Errorf("rename %s: %w", op.From, err)
 				}
 			}
-		} else if op.Remove {
-			if err := s.root.RemoveAll(op.Path); err != nil {
-				return fmt.Errorf("remove %s: %w", op.Path, err)
-			}
-		} else if strings.HasPrefix(op.Path, "refs/") {
-			// Only writers read refs files, under the lock and after
-			// finishing any intent: they are written in place.
-			if err := s.writeInPlace(op.Path, []byte(op.Data)); err != nil {
-				return err
-			}
-		} else {
-			if dir, _ := splitPath(op.Path); strings.HasPrefix(op.Path, "history/") {
-				if err := s.root.MkdirAll(strings.TrimSuffix(dir, "/"), 0o700); err != nil {
-					return err
-				}
-			}
-			if err := s.writeFile(op.Path, []byte(op.Data)); err != nil {
-				return err
-			}
+		} else if !op.Remove && strings.HasPrefix(op.Path, "history/") {
+			chunks = append(chunks, op)
+		} else if !op.Remove {
+			files = append(files, op)
 		}
 		dir, _ := splitPath(op.Path)
 		dir = strings.TrimSuffix(dir, "/")
@@ -694,8 +706,63 @@ func (s *Store) do(ops []intentOp) error {
 			dirs = append(dirs, "history")
 		}
 	}
-	for _, d := range dirs {
-		if err := s.syncDir(d); err != nil {
+	for _, op := range chunks {
+		dir, _ := splitPath(op.Path)
+		if err := s.root.MkdirAll(strings.TrimSuffix(dir, "/"), 0o700); err != nil {
+			return err
+		}
+	}
+	write := func(op intentOp) error {
+		if strings.HasPrefix(op.Path, "refs/") {
+			// Only writers read refs files, under the lock and after
+			// finishing any intent: they are written in place.
+			return s.writeInPlace(op.Path, []byte(op.Data))
+		}
+		return s.writeFile(op.Path, []byte(op.Data))
+	}
+	if err := s.each(len(chunks), func(i int) error { return write(chunks[i]) }); err != nil {
+		return err
+	}
+	if err := s.each(len(files), func(i int) error { return write(files[i]) }); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if op.Remove {
+			if err := s.root.RemoveAll(op.Path); err != nil {
+				return fmt.Errorf("remove %s: %w", op.Path, err)
+			}
+		}
+	}
+	return s.each(len(dirs), func(i int) error { return s.syncDir(dirs[i]) })
+}
+
+// maxSyncs caps the files each writes at once.
+const maxSyncs = 32
+
+// each runs f(0) to f(n-1), at once when the store syncs (at most maxSyncs
+// at a time), and returns the first error of the lowest i.
+func (s *Store) each(n int, f func(i int) error) error {
+	if n <= 1 || s.opts.NoSync {
+		for i := range n {
+			if err := f(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, n)
+	sem := make(chan struct{}, maxSyncs)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}
@@ -715,13 +782,27 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
-	if err := s.finish(ops); err != nil {
+	if err := s.finish(ops, threadKeys(ops)); err != nil {
 		s.pending.Store(newPending(ops, fi, err))
 		return err
 	}
 	s.pending.Store(nil)
 	s.noteFull(nil) // the disk took it: there is room again
 	return nil
+}
+
+// threadKeys returns the keys of the threads an intent writes or removes:
+// a batch finished by another than its writer logs them all.
+func threadKeys(ops []intentOp) []string {
+	var keys []string
+	for _, op := range ops {
+		if name, ok := strings.CutPrefix(op.Path, "threads/"); ok {
+			if name, ok := strings.CutSuffix(name, ".json"); ok {
+				keys = append(keys, keyOfName(name))
+			}
+		}
+	}
+	return keys
 }
 
 // The intent file is written in place, always through the same open file:

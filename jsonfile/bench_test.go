@@ -1,6 +1,7 @@
 package jsonfile
 
 import (
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -10,19 +11,20 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
 // BenchmarkStore runs the standard scenarios with every fsync, as the store
 // runs by default.
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return openTest(b, b.TempDir(), nil) }, &storetest.BenchOptions{MaxDepth: 10_000})
+	storetest.Bench(b, func(b *testing.B) store.Store { return openTest(b, b.TempDir(), nil) }, &storetest.BenchOptions{MaxDepth: 10_000})
 }
 
 // BenchmarkStoreNoSync runs them with Options.NoSync: what the files and
 // the JSON cost without the disk's flushes.
 func BenchmarkStoreNoSync(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return openTest(b, b.TempDir(), &Options{NoSync: true}) }, &storetest.BenchOptions{MaxDepth: 10_000})
+	storetest.Bench(b, func(b *testing.B) store.Store { return openTest(b, b.TempDir(), &Options{NoSync: true}) }, &storetest.BenchOptions{MaxDepth: 10_000})
 }
 
 // BenchmarkChatTurnDisk appends chat turns (a 200-byte user message and a
@@ -77,4 +79,37 @@ func usage(b *testing.B, dir string) (size, blocks, files int64) {
 		b.Fatal(err)
 	}
 	return size, blocks, files
+}
+
+// BenchmarkConcurrentDisk runs storetest.BenchConcurrent (64 writers, on
+// 64 threads and on one) and reports what the disk is asked per append:
+// fsyncs, and appends per intent (the size of a group commit).
+func BenchmarkConcurrentDisk(b *testing.B) {
+	for _, threads := range []int{64, 1} {
+		b.Run(fmt.Sprintf("writers=64/threads=%d", threads), func(b *testing.B) {
+			s := openTest(b, b.TempDir(), nil)
+			var syncs, intents atomic.Int64
+			s.testHooks.sync = func(name string) error {
+				syncs.Add(1)
+				if filepath.Base(name) == "intent.json" {
+					intents.Add(1)
+				}
+				return nil
+			}
+			// BenchConcurrent makes its threads first, one after another:
+			// what that costs is measured on another store, and left out.
+			probe := openTest(b, b.TempDir(), nil)
+			var creates atomic.Int64
+			probe.testHooks.sync = func(string) error { creates.Add(1); return nil }
+			for range threads {
+				if _, err := thread.New(probe, nil).Create(b.Context(), thread.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			storetest.BenchConcurrent(b, s, 64, threads)
+			n := float64(b.N)
+			b.ReportMetric(float64(syncs.Load()-creates.Load())/n, "fsyncs/append")
+			b.ReportMetric(n/float64(intents.Load()-int64(threads)), "appends/intent")
+		})
+	}
 }

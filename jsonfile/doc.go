@@ -1,4 +1,4 @@
-// Package jsonfile is a thread.Store that keeps loom's threads as plain,
+// Package jsonfile is a store.Store that keeps loom's threads as plain,
 // indented JSON files in one directory: readable with cat and jq, easy to
 // back up with cp or rsync, and friendly to git (one file per commit and per
 // thread, written whole, so diffs are small and meaningful).
@@ -8,7 +8,9 @@
 // where a database is too much. It is slower than the sqlite store (every
 // write is several files and fsyncs; see docs/benchmarks.md) and every
 // listing reads the thread files, so prefer sqlite or postgres for
-// thousands of threads or heavy write traffic. Several processes may share
+// thousands of threads or heavy write traffic (a fork family and a page
+// of a label are read through an index in memory; other listings read
+// the thread files). Several processes may share
 // one directory on a local file system (not over NFS, whose flock is not
 // to be trusted).
 //
@@ -33,6 +35,9 @@
 //	DIR/loom.json                 {"format": "loom.jsonfile", "schema": 3}
 //	DIR/.lock                     flock(2)ed by every writer
 //	DIR/intent.json               the last batch's write-ahead intent (empty when done)
+//	DIR/changes                   the change log that keeps indexes current: an
+//	                              epoch, then the keys of threads created, deleted
+//	                              or relabelled
 //	DIR/commits/<id>.json         one immutable commit: parent, depth, op, time,
 //	                              state, metadata, messages in the wire format
 //	DIR/refs/<id>                 the commit's reference count, in decimal
@@ -64,10 +69,12 @@
 //
 // # Writes
 //
-// A batch (thread.Store.Apply) runs under an in-process lock and an
+// A batch (store.Store.Apply) runs under an in-process lock and an
 // exclusive flock on DIR/.lock, which the kernel releases if the process
-// dies; every version and existence check reads the files afresh under
-// that lock, so compare-and-swap holds across processes. A process that is
+// dies. store.PlanBatch checks every rule of the batch (versions,
+// existence, checkpoints) against the files, read afresh under that lock,
+// so compare-and-swap holds across processes; the store only answers its
+// questions and writes the plan. A process that is
 // stopped without dying (SIGSTOP, a debugger, a hung disk) keeps the lock:
 // Apply, Open, and a read that must finish a batch wait for it at most
 // Options.LockTimeout (10 s by default) or until their context ends, then
@@ -94,6 +101,17 @@
 // them twice is doing them once. A batch over several threads is therefore
 // atomic after a crash, and a commit whose batch failed or never reached
 // step 2 is never readable.
+//
+// Batches that wait for the lock together are one group (group commit): a
+// writer goroutine takes the lock, plans each batch against the files as
+// the batches before it in the group leave them, and writes the group with
+// one intent, so one intent fsync, and each file and directory once, serve
+// them all. A batch that fails its rules fails alone; the others are
+// answered once the group's intent is done, as durable as if alone. A batch
+// that would make again a thread or commit that the group deletes waits
+// for the next group. Store.AppendAt (store.Appender) builds its batch in
+// the group, on the thread as the batches before it leave it, so that
+// many writers appending to one thread take turns instead of retrying.
 //
 // A batch whose intent is durable is committed. If step 3 fails (a full
 // disk), the writer tries it again twice; if it still fails, Apply succeeds
@@ -130,6 +148,25 @@
 // its history (O(versions)), drops each reference, and removes every commit
 // whose count reaches zero, walking up the parents while that frees them:
 // O(commits freed), never a scan of the store.
+//
+// # Indexes
+//
+// A Store keeps in memory which threads were forked from each thread
+// (store.ForkIndex, which DB.Family uses) and which threads hold each
+// label, so that a fork family costs reads of its members and a page of a
+// rare label reads of the page. The index is built on first use, by reading
+// every thread file (O(threads), once per process), and follows every
+// process's writes through DIR/changes: each batch that creates, deletes
+// or relabels threads appends their keys once its files are written, and
+// the index reads the log's new lines (usually none: one fstat) before it
+// answers. The log begins anew past 4 MiB: the writer's own index follows
+// the new log, the other processes' indexes read every thread file again. A listing filtered by labels reads the threads of the
+// rarest of its labels, in id order, and checks each against the filters;
+// other listings read the thread files in id order. While a committed
+// batch waits for room on the disk, the indexes are not used (reads scan,
+// through the batch). Versions of this package older than the change log
+// do not write it: a process of such a version writing to a directory
+// shared with this one leaves this one's indexes behind until it reopens.
 //
 // # Versions
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // copyDir copies the store in src to dst as a process killed at this
@@ -65,7 +66,7 @@ func TestUncommittedCommitsInvisible(t *testing.T) {
 				return nil
 			}
 			c := &thread.Commit{ID: "c_new", Parent: th.Record().Head, Depth: 2, Op: thread.OpAppend, Messages: []message.Message{message.User("y")}}
-			err = s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}, Moves: []thread.Move{{Thread: "a", From: 1, Head: "c_new", Op: thread.OpAppend}}})
+			err = s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c}, Moves: []store.Move{{Thread: "a", From: 1, Head: "c_new", Op: thread.OpAppend}}})
 			s.testHooks.sync = nil
 			if when == "killed" {
 				if err != nil || !copied {
@@ -94,7 +95,7 @@ func TestUncommittedCommitsInvisible(t *testing.T) {
 				t.Fatalf("%d files in commits/, want 1", n)
 			}
 			// The id is free.
-			if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}}); err != nil {
+			if err := s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c}}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -130,7 +131,7 @@ func TestOrphansMigrated(t *testing.T) {
 
 // twoThreads makes threads a (one message) and b (empty) and returns the
 // batch that resets a and restores b to a's head: two thread files.
-func twoThreads(t *testing.T, s *Store) *thread.Batch {
+func twoThreads(t *testing.T, s *Store) *store.Batch {
 	t.Helper()
 	ctx := t.Context()
 	db := thread.New(s, nil)
@@ -141,7 +142,7 @@ func twoThreads(t *testing.T, s *Store) *thread.Batch {
 	if _, err := db.Create(ctx, thread.CreateOptions{ID: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	return &thread.Batch{Moves: []thread.Move{
+	return &store.Batch{Moves: []store.Move{
 		{Thread: "a", From: 1, Head: "", Op: thread.OpReset},
 		{Thread: "b", From: 1, Head: a.Record().Head, Op: thread.OpRestore},
 	}}
@@ -306,7 +307,7 @@ func TestLockTimeout(t *testing.T) {
 		t.Fatalf("open with a context that ends: %v", err)
 	}
 	// The same store: its own lock is held by "another goroutine".
-	if err := holder.Apply(short, &thread.Batch{Commits: []*thread.Commit{{ID: "c1"}}}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := holder.Apply(short, &store.Batch{Commits: []*thread.Commit{{ID: "c1"}}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("apply while a goroutine holds the lock: %v", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -326,7 +327,7 @@ func TestLockTimeout(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		holder.unlock()
 	}()
-	if err := other.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{{ID: "c1"}}}); err != nil {
+	if err := other.Apply(ctx, &store.Batch{Commits: []*thread.Commit{{ID: "c1"}}}); err != nil {
 		t.Fatalf("apply once the lock is released: %v", err)
 	}
 }
@@ -381,11 +382,11 @@ func TestEmptyCommitID(t *testing.T) {
 		{nil, thread.ErrInvalid},
 		{&thread.Commit{ID: "../x"}, thread.ErrInvalid},
 	} {
-		if err := s.Apply(t.Context(), &thread.Batch{Commits: []*thread.Commit{tc.c}}); !errors.Is(err, tc.want) {
+		if err := s.Apply(t.Context(), &store.Batch{Commits: []*thread.Commit{tc.c}}); !errors.Is(err, tc.want) {
 			t.Errorf("commit %+v: %v, want %v", tc.c, err, tc.want)
 		}
 	}
-	if err := (thread.NewMemoryStore()).Apply(t.Context(), &thread.Batch{Commits: []*thread.Commit{{ID: ""}}}); !errors.Is(err, thread.ErrConflict) {
+	if err := (thread.NewMemoryStore()).Apply(t.Context(), &store.Batch{Commits: []*thread.Commit{{ID: ""}}}); !errors.Is(err, thread.ErrConflict) {
 		t.Fatalf("memory store: %v", err)
 	}
 }
@@ -425,8 +426,8 @@ func TestIgnoredCase(t *testing.T) {
 	}
 
 	s.foldCase = true // as Open finds it on such a file system
-	for _, b := range []*thread.Batch{
-		{Create: []thread.Creation{{Record: &thread.Record{ID: "Bar", Kind: thread.KindLocal, Version: 1}, Op: thread.OpCreate}}},
+	for _, b := range []*store.Batch{
+		{Create: []store.Creation{{Record: &thread.Record{ID: "Bar", Kind: thread.KindLocal, Version: 1}, Op: thread.OpCreate}}},
 		{Commits: []*thread.Commit{{ID: "C_Upper", Depth: 1}}},
 	} {
 		if err := s.Apply(ctx, b); !errors.Is(err, thread.ErrInvalid) {

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // A full disk. A write that finds no room fails before its commit point
@@ -131,7 +131,7 @@ func (s *Store) noteFull(err error) error {
 		return err
 	}
 	s.markFull(err)
-	return thread.StorageFull(fullReason, err)
+	return store.StorageFull(fullReason, err)
 }
 
 // markFull makes the store read-only for want of room, logging it once.
@@ -154,10 +154,10 @@ func (s *Store) logger() *slog.Logger {
 // `loom serve` logs it at start.
 func (s *Store) ReadOnly() error {
 	if p := s.pending.Load(); p != nil && diskFull(p.err) {
-		return thread.StorageFull(fullReason, p.err)
+		return store.StorageFull(fullReason, p.err)
 	}
 	if s.full.Load() {
-		return thread.StorageFull(fullReason, syscall.ENOSPC)
+		return store.StorageFull(fullReason, syscall.ENOSPC)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func TestNewerSchemaRefused(t *testing.T) {
@@ -205,7 +206,7 @@ func TestLeftovers(t *testing.T) {
 	}
 	// The orphan is not a stored commit: a batch may write that id.
 	c := &thread.Commit{ID: "c_orphan", Depth: 1, Op: thread.OpAppend, Messages: []message.Message{message.User("real")}}
-	if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}}); err != nil {
+	if err := s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c}}); err != nil {
 		t.Fatalf("write over an uncommitted commit file: %v", err)
 	}
 	got, err := s.Commit(ctx, "c_orphan")
@@ -288,9 +289,9 @@ func TestIntentIsFinished(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &thread.Commit{ID: "c_new", Parent: head.ID, Depth: 2, Op: thread.OpAppend, Messages: []message.Message{message.User("a1")}}
-			err = s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}, Moves: []thread.Move{
+			err = s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c}, Moves: []store.Move{
 				{Thread: "a", From: 1, Head: c.ID, Op: thread.OpAppend},
-			}, Delete: []thread.Deletion{{Thread: "b"}}})
+			}, Delete: []store.Deletion{{Thread: "b"}}})
 			if !errors.Is(err, crash) {
 				t.Fatalf("apply: %v", err)
 			}
@@ -350,7 +351,7 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 		}
 		id := "c_lost_" + failOn
 		c := &thread.Commit{ID: id, Parent: th.Record().Head, Depth: 2, Op: thread.OpAppend, Messages: []message.Message{message.User("lost")}}
-		if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}, Moves: []thread.Move{{Thread: "a", From: 1, Head: id, Op: thread.OpAppend}}}); err == nil {
+		if err := s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c}, Moves: []store.Move{{Thread: "a", From: 1, Head: id, Op: thread.OpAppend}}}); err == nil {
 			t.Fatalf("apply with a failing %s sync succeeded", failOn)
 		}
 		if _, err := s.Commit(ctx, id); !errors.Is(err, thread.ErrNotFound) {
@@ -456,7 +457,7 @@ func count(t *testing.T, dir, sub string) int {
 func TestClosed(t *testing.T) {
 	s := openTest(t, t.TempDir(), nil)
 	s.Close()
-	if err := s.Apply(context.Background(), &thread.Batch{}); err == nil {
+	if err := s.Apply(context.Background(), &store.Batch{}); err == nil {
 		t.Fatal("apply on a closed store")
 	}
 }
@@ -474,7 +475,7 @@ func TestBytesRoundTrip(t *testing.T) {
 	empty := &thread.Commit{ID: "c2", Parent: "c1", Op: thread.OpState, Time: at, State: map[string]json.RawMessage{}, StateFrom: "c2"}
 	created := time.Date(2025, 1, 2, 3, 4, 5, 123456000, time.FixedZone("y", 3600))
 	rec := &thread.Record{ID: "t", Kind: thread.KindLocal, Head: "c2", Version: 1, CreatedAt: created, UpdatedAt: created}
-	if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c, empty}, Create: []thread.Creation{{Record: rec, Op: thread.OpCreate}}}); err != nil {
+	if err := s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c, empty}, Create: []store.Creation{{Record: rec, Op: thread.OpCreate}}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

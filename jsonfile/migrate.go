@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // rekeyChunks makes the sealed history chunks of a thread (already in its
@@ -51,7 +52,7 @@ func rekeyChunks(s *Store, key string, sealed int64) error {
 // the schema not yet bumped) finishes: a thread whose old file is still
 // there is written again, the same; a history directory already moved is
 // left. It reports each thread file it has looked at, the default
-// tenant's that stay too (thread.ReportMigration). The lock is held.
+// tenant's that stay too (store.ReportMigration). The lock is held.
 func migrateTenantKeys(ctx context.Context, s *Store) error {
 	d, err := s.root.Open("threads")
 	if err != nil {
@@ -75,7 +76,7 @@ func migrateTenantKeys(ctx context.Context, s *Store) error {
 		}
 		moved = moved || m
 		p.Done++
-		thread.ReportMigration(ctx, p)
+		store.ReportMigration(ctx, p)
 	}
 	if !moved {
 		return nil

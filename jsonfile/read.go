@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Reads take no lock: every file is replaced whole by a rename, so a reader
@@ -121,7 +122,7 @@ func (s *Store) readChunk(th string, n int64) ([]entryFile, error) {
 	return f.History, nil
 }
 
-// Commit implements thread.Store.
+// Commit implements store.Store.
 func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -132,7 +133,7 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	return s.readCommit(id)
 }
 
-// Ancestors implements thread.Store: one file read per commit, following
+// Ancestors implements store.Store: one file read per commit, following
 // the parent ids. A parent chain that loops (a damaged or hand-edited
 // file) ends the walk with an error wrapping thread.ErrInvalid.
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
@@ -176,7 +177,7 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 	}
 }
 
-// Thread implements thread.Store.
+// Thread implements store.Store.
 func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -215,15 +216,28 @@ func (s *Store) threadIDs() ([]string, error) {
 	return out, nil
 }
 
-// Threads implements thread.Store. It lists the directory of thread files
+// Threads implements store.Store. It lists the directory of thread files
 // and reads them one by one as the caller iterates: O(threads) to list,
-// one file read per thread looked at. OrderUpdated reads every thread's
-// file and sorts (thread.ListByUpdated).
+// one file read per thread looked at. A listing filtered by labels reads
+// only the threads that the index (index.go) says have the rarest of them:
+// O(the page) for a rare label. OrderUpdated reads every matching
+// thread's file and sorts (store.ListByUpdated).
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	if opts.Order == thread.OrderUpdated {
-		return thread.ListByUpdated(ctx, opts, s.Threads)
+		return store.ListByUpdated(ctx, opts, s.Threads)
 	}
 	return func(yield func(*thread.Record, error) bool) {
+		opts := opts // the label path moves its cursor
+		if len(opts.Labels) > 0 {
+			done, after, n := s.labelPages(ctx, opts, yield)
+			if done {
+				return
+			}
+			opts.After = after // the scan goes on from there
+			if opts.Limit > 0 {
+				opts.Limit -= n
+			}
+		}
 		if err := s.settle(ctx); err != nil {
 			yield(nil, err)
 			return
@@ -277,7 +291,7 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 	}
 }
 
-// History implements thread.Store. The newest entries are in the thread's
+// History implements store.Store. The newest entries are in the thread's
 // file; older ones are read from its sealed chunks only when the caller
 // iterates that far.
 func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
@@ -332,7 +346,7 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 	}
 }
 
-// Checkpoints implements thread.Store.
+// Checkpoints implements store.Store.
 func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
 		if err := s.settle(ctx); err != nil {

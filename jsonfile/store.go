@@ -12,15 +12,17 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/loomthreads/loom/internal/flock"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func init() {
-	thread.Register("file", func(ctx context.Context, u *url.URL) (thread.Store, error) {
+	thread.Register("file", func(ctx context.Context, u *url.URL) (store.Store, error) {
 		dir, opts, err := ParseURL(u)
 		if err != nil {
 			return nil, err
@@ -60,7 +62,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is a thread.Store that keeps each commit and each thread in its own
+// Store is a store.Store that keeps each commit and each thread in its own
 // JSON file under one directory. It is safe for concurrent use by many
 // goroutines and many processes. See the package doc for the layout.
 type Store struct {
@@ -69,7 +71,10 @@ type Store struct {
 	opts     Options
 	lockFile *os.File
 	intent   *os.File      // intent.json, written in place under the lock
+	changes  *os.File      // the change log that keeps indexes current (index.go)
 	sem      chan struct{} // capacity 1: serializes writers in this process; the flock serializes processes
+	wmu      sync.Mutex
+	w        writer // the group writer (group.go), under wmu
 	closed   atomic.Bool
 	// pending is a committed batch that the disk kept from being finished
 	// (see fulldisk.go); full is set while writes fail for want of room.
@@ -79,6 +84,8 @@ type Store struct {
 	// with upper-case letters are then refused, as "Th" and "th" would be
 	// one file.
 	foldCase bool
+	// ix indexes threads by fork parent and by label, built on first use.
+	ix index
 
 	testHooks hooks
 }
@@ -91,7 +98,7 @@ type hooks struct {
 	afterIntent func() error
 }
 
-var _ thread.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // ParseURL returns the directory and options that a file:// URL names:
 // file:///abs/dir for an absolute path, file://rel/dir for one relative to
@@ -165,6 +172,10 @@ func (s *Store) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jsonfile: intent file: %w", err)
 	}
+	s.changes, err = root.OpenFile("changes", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("jsonfile: change log: %w", err)
+	}
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
@@ -190,6 +201,9 @@ func (s *Store) open(ctx context.Context) error {
 	}
 	s.removeTemps()
 	s.foldCase = s.ignoresCase()
+	// A log without an epoch (the disk refused it) is begun by the first
+	// batch that logs; meanwhile indexes are built anew at each use.
+	_ = s.initChanges()
 	return nil
 }
 
@@ -259,6 +273,9 @@ func (s *Store) Close() error {
 	if s.intent != nil {
 		errs = append(errs, s.intent.Close())
 	}
+	if s.changes != nil {
+		errs = append(errs, s.changes.Close())
+	}
 	if s.root != nil {
 		errs = append(errs, s.root.Close())
 	}
@@ -327,7 +344,7 @@ func (s *Store) unlock() {
 }
 
 // migrations[i] brings a directory from schema i to schema i+1; ctx is
-// Open's, for thread.ReportMigration.
+// Open's, for store.ReportMigration.
 var migrations = []func(ctx context.Context, s *Store) error{
 	0: func(_ context.Context, s *Store) error {
 		for _, d := range []string{"commits", "refs", "threads", "history"} {

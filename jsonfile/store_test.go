@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/loomthreads/loom/internal/proctest"
-	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
@@ -22,8 +22,8 @@ func openTest(t testing.TB, dir string, opts *Options) *Store {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) thread.Store { return openTest(t, t.TempDir(), nil) }, &storetest.Options{
-		Reopen: func(s thread.Store) (thread.Store, error) {
+	storetest.Run(t, func(t *testing.T) store.Store { return openTest(t, t.TempDir(), nil) }, &storetest.Options{
+		Reopen: func(s store.Store) (store.Store, error) {
 			fs := s.(*Store)
 			if err := fs.Close(); err != nil {
 				return nil, err

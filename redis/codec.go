@@ -191,6 +191,10 @@ const (
 	fUpdated = "u"
 	fForked  = "f"
 	fExpires = "x" // µs; absent without a TTL
+	// fSets holds the keys of the fork and label indexes that list the
+	// thread, tab-separated (absent when none), so that a move or a
+	// delete finds them.
+	fSets = "s"
 )
 
 func encodeLabels(l map[string]string) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/netstore"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // The store's deadlines when neither Options nor the URL set them: a
@@ -64,12 +65,12 @@ func mapError(ctx context.Context, err error) error {
 	var re goredis.Error
 	switch {
 	case goredis.IsOOMError(err):
-		return thread.StorageFull("Redis is out of memory", err)
+		return store.StorageFull("Redis is out of memory", err)
 	case errors.As(err, &re) && strings.HasPrefix(re.Error(), "MISCONF "):
-		return thread.StorageFull("Redis cannot write to its disk", err)
+		return store.StorageFull("Redis cannot write to its disk", err)
 	case goredis.IsLoadingError(err), goredis.IsReadOnlyError(err), goredis.IsClusterDownError(err),
 		goredis.IsMasterDownError(err), goredis.IsMaxClientsError(err), goredis.IsTryAgainError(err):
-		return thread.Unavailable("Redis is not accepting commands", err)
+		return store.Unavailable("Redis is not accepting commands", err)
 	}
 	if m := netstore.Outage(ctx, "Redis", err, errors.Is(err, goredis.ErrPoolTimeout), false); m != nil {
 		return m

@@ -1,5 +1,6 @@
-// Package redis is a thread.Store on Redis: low latency, optional expiry of
-// threads, and several processes (or loom servers) sharing one Redis.
+// Package redis is a loom thread store (a store.Store of package
+// thread/store) on Redis: low latency, optional expiry of threads, and
+// several processes (or loom servers) sharing one Redis.
 //
 // Pick it when threads are hot, short-lived or shared by many workers and
 // Redis is already at hand; pick sqlite for one process on one disk and
@@ -66,7 +67,14 @@
 // and sorted sets P:a (every thread) and P:l:=<tenant> list ids in lexical
 // order for ZRANGEBYLEX paging (a tenant that is not a valid id of at most
 // 64 bytes is listed under P:l:~<hex of its sha256>); P:x orders the TTL
-// deadlines. P:schema holds the schema version.
+// deadlines. P:f:<sha1 of a thread key> lists, in a sorted set, the
+// threads forked from that thread (Store.Forks, which thread.DB.Family
+// uses: a family costs reads of its members), and P:b:<sha1 of tenant NUL
+// key NUL value> the tenant's threads with that label: a listing filtered
+// by labels pages through the smallest of its labels' sets, so a page of a
+// rare label reads about a page of records. Each record's field s names
+// the sets it is in. Readers check every record they read from a set.
+// P:schema holds the schema version.
 //
 // # Tenants and migration
 //
@@ -92,24 +100,33 @@
 // (P:s:…) into threads in the format of internal/sessionrec (one thread
 // per tenant and project) before deleting those keys. The package keeps
 // threads and nothing else: package worklog keeps its session records in
-// threads of any store.
+// threads of any store. Schema 3 listed every thread in its fork set and
+// label sets (a page of 256 threads at a time).
 //
 // # Apply
 //
 // Apply resolves the families the batch names (from a cache kept by each
-// Store, else the index keys) and runs one Lua script that checks every
-// precondition of the batch, in the batch's order, and only then writes:
-// the script is atomic, so a batch is applied whole or not at all and
-// compare-and-swap on versions needs no retry loop. A batch that names a
-// thread that has no family is refused with thread.ErrNotFound. On a single
-// server the script also writes the index keys, listings and deadlines of
-// what it makes, moves and deletes, checking first that an index key which
+// Store, else the index keys), reads in one pipelined round trip what
+// store.NeedsOf lists (each thread's version, head and deadline, each
+// commit's existence, each checkpoint), and plans the batch with
+// store.PlanBatch, which holds every rule of a batch. One Lua script then
+// writes the plan: it first repeats those reads and compares them with
+// what the plan was made on (a compare-and-swap on the facts, which
+// restates no rule), and writes nothing if any changed; Apply then reads
+// and plans again, up to 8 times, and the planner's verdict on the fresh
+// facts decides (a move from a version that moved on is a conflict there).
+// The script is atomic, so a batch is applied whole or not at all. A
+// batch that names a thread that has no family is refused with
+// thread.ErrNotFound. On a single server the script also writes the
+// index keys, listings and deadlines of what it makes, moves and deletes,
+// and its guard checks that an index key of a new thread or commit which
 // points at another family points at nothing live there; so an id is
 // created once however many processes race for it, and a refused batch
 // leaves nothing behind. In cluster mode the index keys and listings of
-// new threads and commits are written before the script (see Known limits). Deleting a thread decrements the references of its
-// history and checkpoints and deletes every commit whose count reaches
-// zero, walking up the parents, inside the same script.
+// new threads and commits are written before the script (see Known
+// limits). The plan's reference counts are written with its commits;
+// letting go of the last reference to a commit (a deletion, a dropped
+// checkpoint) deletes it, walking up the parents, inside the same script.
 //
 // With Options.Cluster (set for a *redis.ClusterClient or ?cluster=true) a
 // batch whose threads and commits span several families is refused with
@@ -133,8 +150,8 @@
 //
 // # Changes
 //
-// Store is a thread.Watcher: the apply script PUBLISHes the JSON of each
-// batch's thread.Batch.Changes on the channel P:changes as its last step,
+// Store is a store.Watcher: the apply script PUBLISHes the JSON of each
+// batch's store.Batch.Changes on the channel P:changes as its last step,
 // so every process that shares the Redis (thread.DB.Watch) hears what any
 // of them writes, sweeps included, and a crash cannot separate a write
 // from its notice. Redis keeps no backlog: a listener hears what is
@@ -161,4 +178,9 @@
 // at the same moment can leave the new thread unlisted or unfindable by
 // id. A cluster store also refuses (ErrConflict) to create an id whose
 // expired thread lives in another family until the sweeper deletes it.
+// A cluster store lists a new thread in its fork set before the script
+// and takes a deleted one out after it, with the same races; it keeps no
+// label sets (a listing filtered by labels reads every record of the
+// tenant), so data written in cluster mode must not be opened by a store
+// that is not.
 package redis

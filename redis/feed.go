@@ -10,9 +10,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-var _ thread.Watcher = (*Store)(nil)
+var _ store.Watcher = (*Store)(nil)
 
 // changesChannel is the pub/sub channel on which the apply script
 // publishes the changes of every batch it applies.
@@ -24,8 +25,8 @@ func (s *Store) changesChannel() string { return s.prefix + ":changes" }
 // which the listener hears as a ChangeGap once it is back.
 const watchBuffer = 1024
 
-// Watch implements thread.Watcher with Redis pub/sub: the apply script
-// PUBLISHes the JSON of each batch's changes (thread.Batch.Changes) on
+// Watch implements store.Watcher with Redis pub/sub: the apply script
+// PUBLISHes the JSON of each batch's changes (store.Batch.Changes) on
 // the channel P:changes in the same atomic step as its writes, so a
 // change that is in Redis was announced (unless an ACL forbids the store's
 // user the channel), and one that is not, was not.

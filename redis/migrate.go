@@ -16,13 +16,100 @@ import (
 
 	"github.com/loomthreads/loom/internal/sessionrec"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // migrations[v-1] brings data at schema version v up to v+1. Version 1 is
 // the first layout; version 2 keeps the threads of a tenant other than the
-// default under their keys, and the work log's session records in threads.
+// default under their keys, and the work log's session records in threads;
+// version 3 keeps the fork and label sets (Store.Forks, label listings).
 var migrations = []func(ctx context.Context, s *Store, l *migrationLock) error{
 	migrateToKeys,
+	migrateSets,
+}
+
+// migrateSets brings data of schema 2 to schema 3: it lists every thread
+// in the set of the thread it was forked from and (but in cluster mode,
+// which keeps none) in a set per label, and writes the record's field s,
+// a page of 256 threads at a time, reporting each page. Listing is
+// idempotent: a run cut short is finished by the next.
+func migrateSets(ctx context.Context, s *Store, l *migrationLock) error {
+	const page = 256
+	total, err := s.rdb.ZCard(ctx, s.allKey()).Result()
+	if err != nil {
+		return fmt.Errorf("count threads: %w", err)
+	}
+	p := thread.MigrationProgress{Store: "redis", Step: "fork and label sets", Total: int(total)}
+	for after := "-"; ; {
+		idList, err := s.rdb.ZRangeByLex(ctx, s.allKey(), &goredis.ZRangeBy{Min: after, Max: "+", Count: page}).Result()
+		if err != nil {
+			return fmt.Errorf("list threads: %w", err)
+		}
+		if len(idList) == 0 {
+			break
+		}
+		if err := l.hold(ctx); err != nil {
+			return err
+		}
+		fams := make([]*goredis.StringCmd, len(idList))
+		if _, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+			for i, id := range idList {
+				fams[i] = pipe.Get(ctx, s.threadIndexKey(id))
+			}
+			return nil
+		}); err != nil && !errors.Is(err, goredis.Nil) {
+			return fmt.Errorf("read index keys: %w", err)
+		}
+		recs := make([]*goredis.MapStringStringCmd, len(idList))
+		if _, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+			for i, id := range idList {
+				if f := fams[i].Val(); f != "" {
+					recs[i] = pipe.HGetAll(ctx, s.recKey(f, id))
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("read records: %w", err)
+		}
+		if _, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+			for i, id := range idList {
+				if recs[i] == nil || len(recs[i].Val()) == 0 {
+					continue
+				}
+				r, _, err := decodeRecord(recs[i].Val())
+				if err != nil {
+					return fmt.Errorf("thread %s: %w", id, err)
+				}
+				var sets []string
+				if ff := r.ForkedFrom.Thread; ff != "" {
+					sets = append(sets, s.forkKey(ff))
+				}
+				if !s.cluster {
+					for k, v := range r.Labels {
+						sets = append(sets, s.labelKey(r.Tenant, k, v))
+					}
+				}
+				for _, key := range sets {
+					pipe.ZAdd(ctx, key, goredis.Z{Member: id})
+				}
+				if len(sets) > 0 {
+					pipe.HSet(ctx, s.recKey(fams[i].Val(), id), fSets, strings.Join(sets, "\t"))
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("list threads in their sets: %w", err)
+		}
+		p.Done = min(p.Done+len(idList), p.Total)
+		if p.Total > 0 {
+			store.ReportMigration(ctx, p)
+		}
+		if len(idList) < page {
+			break
+		}
+		after = "(" + idList[len(idList)-1]
+	}
+	return nil
 }
 
 // migrate reads the schema version, brings older data up to SchemaVersion
@@ -194,7 +281,7 @@ return 0
 // of tenants other than the default to their keys (moveToKey), then
 // carries the session records of the work log into threads
 // (carrySessions). It reports after each thread it looks at, the default
-// tenant's that keep their ids too (thread.ReportMigration).
+// tenant's that keep their ids too (store.ReportMigration).
 func migrateToKeys(ctx context.Context, s *Store, l *migrationLock) error {
 	const page = 256
 	total, err := s.rdb.ZCard(ctx, s.allKey()).Result()
@@ -221,7 +308,7 @@ func migrateToKeys(ctx context.Context, s *Store, l *migrationLock) error {
 				return fmt.Errorf("thread %s: %w", id, err)
 			}
 			p.Done = min(p.Done+1, p.Total)
-			thread.ReportMigration(ctx, p)
+			store.ReportMigration(ctx, p)
 		}
 		if len(ids) < page {
 			break
@@ -231,7 +318,7 @@ func migrateToKeys(ctx context.Context, s *Store, l *migrationLock) error {
 	if p.Done < p.Total {
 		// Keys that a run cut short moved already, skipped above.
 		p.Done = p.Total
-		thread.ReportMigration(ctx, p)
+		store.ReportMigration(ctx, p)
 	}
 	return s.carrySessions(ctx, l)
 }
@@ -397,7 +484,7 @@ func (s *Store) scan(ctx context.Context, pattern string) ([]string, error) {
 // is made by one batch (one family, so a cluster takes it); a crash before
 // the deletes leaves the keys, and the next run finds the threads it made
 // (ErrConflict: made whole by an earlier run, from the same keys) and
-// deletes them. It reports each thread made (thread.ReportMigration).
+// deletes them. It reports each thread made (store.ReportMigration).
 func (s *Store) carrySessions(ctx context.Context, l *migrationLock) error {
 	keys, err := s.scan(ctx, s.prefix+":s:{*")
 	if err != nil {
@@ -457,12 +544,12 @@ func (s *Store) carrySessions(ctx context.Context, l *migrationLock) error {
 		if err := l.hold(ctx); err != nil {
 			return err
 		}
-		one := &thread.Batch{Commits: b.Commits[i : i+1], Create: []thread.Creation{cr}}
+		one := &store.Batch{Commits: b.Commits[i : i+1], Create: []store.Creation{cr}}
 		if err := s.Apply(ctx, one); err != nil && !errors.Is(err, thread.ErrConflict) {
 			return fmt.Errorf("carry the session records into threads: %w", err)
 		}
 		p.Done++
-		thread.ReportMigration(ctx, p)
+		store.ReportMigration(ctx, p)
 	}
 	if err := l.hold(ctx); err != nil {
 		return err

@@ -23,9 +23,9 @@ func migrationReports(t *testing.T, url string) (*redis.Store, []thread.Migratio
 }
 
 // TestMigrateReportsProgress: migrating the release's data reports each
-// thread moved, then each session record carried into a thread, every
-// step ending with Done == Total; opening the migrated data reports
-// nothing.
+// thread moved, then each session record carried into a thread, then each
+// page of threads listed in the fork and label sets, every step ending
+// with Done == Total; opening the migrated data reports nothing.
 func TestMigrateReportsProgress(t *testing.T) {
 	url, rdb := restoreFixture(t)
 	threads, err := rdb.ZCard(t.Context(), "loom:a").Result()
@@ -49,8 +49,12 @@ func TestMigrateReportsProgress(t *testing.T) {
 		}
 		steps[p.Step] = p
 	}
-	if len(order) != 2 || order[0] != "tenant keys" || order[1] != "session records" {
-		t.Fatalf("steps %q, want tenant keys then session records", order)
+	if len(order) != 3 || order[0] != "tenant keys" || order[1] != "session records" || order[2] != "fork and label sets" {
+		t.Fatalf("steps %q, want tenant keys, session records, then fork and label sets", order)
+	}
+	// The sets list every thread, the session records' among them.
+	if p := steps["fork and label sets"]; p.Done != p.Total || p.Total != int(threads)+2 {
+		t.Errorf("fork and label sets ended at %+v, want %d of %d", p, int(threads)+2, int(threads)+2)
 	}
 	// One report per thread: none of the release's was moved before.
 	if p := steps["tenant keys"]; p.Done != p.Total || p.Total != int(threads) || reports["tenant keys"] != int(threads) {

@@ -13,9 +13,10 @@ import (
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-// Commit implements thread.Store.
+// Commit implements store.Store.
 func (s *Store) Commit(ctx context.Context, id string) (c *thread.Commit, err error) {
 	defer func() { err = mapError(ctx, err) }()
 	if !ids.Valid(id) {
@@ -43,7 +44,7 @@ func (s *Store) Commit(ctx context.Context, id string) (c *thread.Commit, err er
 	}
 }
 
-// Ancestors implements thread.Store: one script walks the parents on the
+// Ancestors implements store.Store: one script walks the parents on the
 // server and returns up to a page of commits per round trip.
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
 	return func(yield func(*thread.Commit, error) bool) {
@@ -135,7 +136,7 @@ func (s *Store) record(ctx context.Context, id string) (r *thread.Record, fam st
 
 func (s *Store) expired(exp int64) bool { return exp != 0 && exp <= micros(s.now()) }
 
-// Thread implements thread.Store. An expired thread is not found, even
+// Thread implements store.Store. An expired thread is not found, even
 // before the sweeper deletes it.
 func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	r, _, exp, err := s.record(ctx, id)
@@ -148,21 +149,33 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	return r, nil
 }
 
-// Threads implements thread.Store. It pages through a sorted set of thread
+// Threads implements store.Store. It pages through a sorted set of thread
 // ids (one per tenant, one for all) in lexical order and filters the
 // records by kind and labels on the client. OrderUpdated reads every
-// record of the tenant and sorts them (thread.ListByUpdated).
+// record of the tenant and sorts them (store.ListByUpdated).
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	if opts.Order == thread.OrderUpdated {
-		return thread.ListByUpdated(ctx, opts, s.Threads)
+		return store.ListByUpdated(ctx, opts, s.Threads)
 	}
 	return func(yield func(*thread.Record, error) bool) {
 		yield = mapYield(ctx, yield)
 		key := s.allKey()
 		if !opts.AllTenants {
 			key = s.tenantKey(opts.Tenant)
+			if len(opts.Labels) > 0 && !s.cluster {
+				var err error
+				if key, err = s.labelSet(ctx, opts.Tenant, opts.Labels); err != nil {
+					yield(nil, fmt.Errorf("list threads: %w", err))
+					return
+				}
+			}
 		}
-		const page = 256
+		// A first page of the limit's size (most ids of a label set, and
+		// every id of a listing without filters, match), then larger ones.
+		page := 256
+		if opts.Limit > 0 {
+			page = min(page, opts.Limit)
+		}
 		cursor, started, n := opts.After, opts.After != "", 0
 		for {
 			var idsPage []string
@@ -172,13 +185,13 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 				if started {
 					max = "(" + cursor
 				}
-				idsPage, err = s.rdb.ZRevRangeByLex(ctx, key, &goredis.ZRangeBy{Min: "-", Max: max, Count: page}).Result()
+				idsPage, err = s.rdb.ZRevRangeByLex(ctx, key, &goredis.ZRangeBy{Min: "-", Max: max, Count: int64(page)}).Result()
 			} else {
 				min := "-"
 				if started {
 					min = "(" + cursor
 				}
-				idsPage, err = s.rdb.ZRangeByLex(ctx, key, &goredis.ZRangeBy{Min: min, Max: "+", Count: page}).Result()
+				idsPage, err = s.rdb.ZRangeByLex(ctx, key, &goredis.ZRangeBy{Min: min, Max: "+", Count: int64(page)}).Result()
 			}
 			if err != nil {
 				yield(nil, fmt.Errorf("list threads: %w", err))
@@ -207,6 +220,123 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 			}
 			if len(idsPage) < page || (opts.Limit > 0 && n >= opts.Limit) {
 				return
+			}
+			page = 256
+		}
+	}
+}
+
+// labelSet returns the label set of tenant that lists the fewest threads
+// among those of labels: a listing filtered by labels pages through it
+// and checks each record, so a page of a rare label reads that page.
+func (s *Store) labelSet(ctx context.Context, tenant string, labels map[string]string) (string, error) {
+	keys := make([]string, 0, len(labels))
+	for k, v := range labels {
+		keys = append(keys, s.labelKey(tenant, k, v))
+	}
+	if len(keys) == 1 {
+		return keys[0], nil
+	}
+	cards := make([]*goredis.IntCmd, len(keys))
+	if _, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+		for i, k := range keys {
+			cards[i] = pipe.ZCard(ctx, k)
+		}
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	best := 0
+	for i, c := range cards {
+		if c.Val() < cards[best].Val() {
+			best = i
+		}
+	}
+	return keys[best], nil
+}
+
+// Forks implements store.ForkIndex: it reads the set of the threads
+// forked from parent, then their records (two round trips, one when their
+// families are cached), and yields those whose record names parent.
+func (s *Store) Forks(ctx context.Context, parent string) iter.Seq2[*thread.Record, error] {
+	return func(yield func(*thread.Record, error) bool) {
+		yield = mapYield(ctx, yield)
+		idList, err := s.rdb.ZRange(ctx, s.forkKey(parent), 0, -1).Result()
+		if err != nil {
+			yield(nil, fmt.Errorf("forks of %s: %w", clip(parent), err))
+			return
+		}
+		for len(idList) > 0 {
+			n := min(len(idList), 1024)
+			recs, err := s.records(ctx, idList[:n])
+			if err != nil {
+				yield(nil, fmt.Errorf("forks of %s: %w", clip(parent), err))
+				return
+			}
+			idList = idList[n:]
+			for _, r := range recs {
+				if r != nil && r.ForkedFrom.Thread == parent && !yield(r, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+var (
+	_ store.ForkIndex       = (*Store)(nil)
+	_ store.DescendantIndex = (*Store)(nil)
+)
+
+// Descendants implements store.DescendantIndex: it yields, in no order,
+// every thread forked from root or from its forks (a deleted thread ends
+// its branch), down to thread.MaxFamily of them: the fork sets of a level
+// of the tree in one pipelined round trip, then its records, so that a
+// family costs a few round trips a level rather than one per member.
+func (s *Store) Descendants(ctx context.Context, root string) iter.Seq2[*thread.Record, error] {
+	return func(yield func(*thread.Record, error) bool) {
+		yield = mapYield(ctx, yield)
+		seen := map[string]bool{root: true}
+		frontier := []string{root}
+		for len(frontier) > 0 && len(seen) <= thread.MaxFamily {
+			sets := make([]*goredis.StringSliceCmd, len(frontier))
+			if _, err := s.rdb.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+				for i, p := range frontier {
+					sets[i] = pipe.ZRange(ctx, s.forkKey(p), 0, -1)
+				}
+				return nil
+			}); err != nil {
+				yield(nil, fmt.Errorf("descendants of %s: %w", clip(root), err))
+				return
+			}
+			var idList []string
+			under := map[string][]string{} // the sets an id was found in
+			for i, cmd := range sets {
+				for _, id := range cmd.Val() {
+					if seen[id] {
+						continue
+					}
+					if under[id] == nil {
+						idList = append(idList, id)
+					}
+					under[id] = append(under[id], frontier[i])
+				}
+			}
+			recs, err := s.records(ctx, idList)
+			if err != nil {
+				yield(nil, fmt.Errorf("descendants of %s: %w", clip(root), err))
+				return
+			}
+			frontier = frontier[:0]
+			for _, r := range recs {
+				if r == nil || seen[r.ID] || !slices.Contains(under[r.ID], r.ForkedFrom.Thread) {
+					continue
+				}
+				seen[r.ID] = true
+				frontier = append(frontier, r.ID) // before yield, which may change r
+				if !yield(r, nil) {
+					return
+				}
 			}
 		}
 	}
@@ -307,7 +437,7 @@ func (s *Store) records(ctx context.Context, idList []string) ([]*thread.Record,
 	return out, nil
 }
 
-// History implements thread.Store. An expired thread is not found.
+// History implements store.Store. An expired thread is not found.
 func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
 	return func(yield func(thread.HistoryEntry, error) bool) {
 		yield = mapYield(ctx, yield)
@@ -370,7 +500,7 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 	}
 }
 
-// Checkpoints implements thread.Store. An expired thread is not found.
+// Checkpoints implements store.Store. An expired thread is not found.
 func (s *Store) Checkpoints(ctx context.Context, th string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
 		yield = mapYield(ctx, yield)

@@ -10,6 +10,7 @@ import (
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/redis"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // recordKeys returns the record keys of thread id in every family.
@@ -126,7 +127,7 @@ func TestExpiredWrites(t *testing.T) {
 	if e := errs(s.Checkpoints(ctx, "a")); len(e) != 1 || !errors.Is(e[0], thread.ErrNotFound) {
 		t.Errorf("checkpoints of an expired thread: %v", e)
 	}
-	for name, b := range map[string]*thread.Batch{
+	for name, b := range map[string]*store.Batch{
 		"move":            {Moves: []thread.Move{{Thread: "a", From: a.Version(), Head: head, Op: thread.OpRestore, Time: now}}},
 		"delete":          {Delete: []thread.Deletion{{Thread: "a"}}},
 		"drop checkpoint": {DropCheckpoints: []thread.CheckpointKey{{Thread: "a", Name: "cp"}}},
@@ -173,7 +174,7 @@ func TestNoLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	err = s.Apply(ctx, &thread.Batch{Create: []thread.Creation{{
+	err = s.Apply(ctx, &store.Batch{Create: []store.Creation{{
 		Record: &thread.Record{ID: "x", Tenant: "acme", Version: 1, CreatedAt: now, UpdatedAt: now}, Op: thread.OpCreate}}})
 	if !errors.Is(err, thread.ErrConflict) {
 		t.Fatalf("create of an existing id: %v", err)
@@ -186,7 +187,7 @@ func TestNoLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock = clock.Add(30 * time.Minute)
-	err = s.Apply(ctx, &thread.Batch{Moves: []thread.Move{{Thread: "x", From: x.Version() + 5, Op: thread.OpReset, Time: now}}})
+	err = s.Apply(ctx, &store.Batch{Moves: []store.Move{{Thread: "x", From: x.Version() + 5, Op: thread.OpReset, Time: now}}})
 	if !errors.Is(err, thread.ErrConflict) {
 		t.Fatalf("a move from the wrong version: %v", err)
 	}

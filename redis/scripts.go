@@ -20,167 +20,100 @@ local function meta(v)
 end
 `
 
-// applyScript checks every precondition of a batch, in the batch's order and
-// against the state the batch's own earlier changes leave, and only then
-// writes. A record whose expiry is at or before now counts as missing: it
-// cannot be moved, checkpointed or deleted (except by the sweeper, whose
-// deletions demand an expired record), and a creation of its id first
-// lets it go as a deletion would. It returns {"OK", freed commits {id,
-// family, ...}, deleted threads' tenants, {id, tenant, ...} of the expired
-// records creations replaced} or {"ERR", kind, message}.
+// applyScript writes a plan of store.PlanBatch, if the facts it was
+// planned on still hold, and checks nothing else: the batch's rules are
+// the planner's. It first repeats the reads the facts came from (the
+// guard) and compares what it gets with what the client read; if any
+// differs it writes nothing and returns {"STALE"}, and the client reads
+// and plans again. Then it writes, in the plan's order: commits with their
+// new references, references to stored commits, creations (first letting
+// go of the expired records they replace, as a deletion would), moves,
+// dropped checkpoints, new checkpoints, deletions, and the commits left
+// without references. It returns {"OK", freed commits {id, family, ...},
+// deleted threads' tenants, {id, tenant, ...} of the expired records
+// creations replaced, {key, id, ...} of the index entries (fork and label
+// sets) of deleted and replaced threads that the client is to remove}.
+//
+// A record's field s lists the fork and label sets it is in: a creation
+// puts it in the set of the thread it was forked from (forkKey, "" for
+// none) and in a set per label, P:b:<sha1 of tenant NUL key NUL value>; a
+// move with relabel "1" leaves the label sets of its old labels for those
+// of the new ones; a deletion leaves them all. Only with inline set does
+// the script write the sets themselves; the field is written either way.
 //
 // With inline set (a single server, where a script may touch any key) the
 // script also writes the index keys, listing entries and expiry scores of
-// what it makes, moves and deletes, after checking that an index key that
-// points at another family points at nothing live there: claiming and
-// checking happen in one atomic step.
+// what it makes, moves and deletes, so that claiming an id and checking
+// that it is free happen in one atomic step.
 //
 // ARGV: prefix, now (µs), inline (1 or 0), expires (µs, 0: no TTL), then
 //
-//	ncommits, per commit: family id parent parentFamily depth blob
-//	ncreations, per creation: family id head headFamily tenantKey nfields fields... nentries (commit family value)...
-//	nmoves, per move: family thread from head headFamily entry nfields fields...
+//	nguard, per read: kind key field value, where kind is
+//	  r: a record, value = its fields v, h and x, each "=value" or "" (missing), joined by tabs
+//	  e: HEXISTS key field, value "1" or "0"
+//	  k: HGET key field, value "=value" or ""
+//	  i: the index key of the object field ("t:id" or "c:id") points at
+//	     nothing, or at one of the families in value ("\tF1\tF2\t"), or
+//	     at a family that does not hold the object
+//	ncommits, per commit: family id parent parentFamily depth blob references
+//	nrefs, per stored commit: family id count
+//	ncreations, per creation: family id tenantKey tenant forkKey nfields fields... nentries values... npurge families... nlabels (k v)...
+//	nmoves, per move: family thread from entry nfields fields... relabel nlabels (k v)...
 //	ndrops, per drop: family thread name
-//	ncheckpoints, per checkpoint: family thread name commit commitFamily value
-//	ndeletes, per delete: family thread version sweep (1: the record must have expired)
+//	ncheckpoints, per checkpoint: family thread name value
+//	ndeletes, per delete: family thread
 //	channel notice: once the batch is written, the script PUBLISHes notice
 //	(the JSON of the batch's changes; "" for none) on channel
 var applyScript = goredis.NewScript(luaCommon + `
 local i = 2
 local function nx() local v = ARGV[i]; i = i + 1; return v end
-local function fail(kind, msg) return {'ERR', kind, msg} end
 local now, inline, expires = tonumber(nx()), nx() == '1', tonumber(nx())
 
-local commits, creates, moves, drops, cps, dels = {}, {}, {}, {}, {}, {}
-for j = 1, tonumber(nx()) do
-  commits[j] = {f = nx(), id = nx(), p = nx(), pf = nx(), d = nx(), b = nx()}
-end
-for j = 1, tonumber(nx()) do
-  local c = {f = nx(), id = nx(), h = nx(), hf = nx(), tk = nx(), fields = {}, hist = {}, purge = {}}
-  for k = 1, tonumber(nx()) * 2 do c.fields[k] = nx() end
-  for k = 1, tonumber(nx()) do c.hist[k] = {c = nx(), f = nx(), v = nx()} end
-  creates[j] = c
-end
-for j = 1, tonumber(nx()) do
-  local m = {f = nx(), t = nx(), from = tonumber(nx()), h = nx(), hf = nx(), e = nx(), fields = {}}
-  for k = 1, tonumber(nx()) * 2 do m.fields[k] = nx() end
-  moves[j] = m
-end
-for j = 1, tonumber(nx()) do drops[j] = {f = nx(), t = nx(), n = nx()} end
-for j = 1, tonumber(nx()) do cps[j] = {f = nx(), t = nx(), n = nx(), c = nx(), cf = nx(), v = nx()} end
-for j = 1, tonumber(nx()) do dels[j] = {f = nx(), t = nx(), v = tonumber(nx()), sweep = nx() == '1'} end
-local channel, notice = nx(), nx()
-
--- Checks.
-local new = {}
-local function exists(f, id)
-  return id == '' or new[id] or redis.call('HEXISTS', K(f, 'm'), id) == 1
-end
-for _, c in ipairs(commits) do
-  if new[c.id] or redis.call('HEXISTS', K(c.f, 'm'), c.id) == 1 then
-    return fail('conflict', 'commit ' .. c.id .. ' exists')
-  end
-  if inline then
-    local g = redis.call('GET', P .. ':c:' .. c.id)
-    if g and g ~= c.f and redis.call('HEXISTS', K(g, 'm'), c.id) == 1 then
-      return fail('conflict', 'commit ' .. c.id .. ' exists')
-    end
-  end
-  if not exists(c.pf, c.p) then
-    return fail('notfound', 'commit ' .. c.id .. ': parent ' .. c.p)
-  end
-  new[c.id] = true
-end
--- stored returns the version of a stored record, nil when there is none
--- or it has expired, and whether it exists at all.
-local function stored(rk)
-  local r = redis.call('HMGET', rk, 'v', 'x')
-  if not r[1] then return nil, false end
-  if r[2] and r[2] ~= '' and tonumber(r[2]) <= now then return nil, true end
-  return tonumber(r[1]), true
-end
--- Threads as the batch leaves them: record key -> version.
-local version = {}
-local function lookup(f, t)
-  local rk = K(f, 'r:' .. t)
-  if version[rk] then return version[rk] end
-  return (stored(rk))
-end
-local making = {}
-for _, c in ipairs(creates) do
-  local rk = K(c.f, 'r:' .. c.id)
-  if making[c.id] or version[rk] then return fail('conflict', 'thread ' .. c.id .. ' exists') end
-  local v, any = stored(rk)
-  if v then return fail('conflict', 'thread ' .. c.id .. ' exists') end
-  if any then c.purge[#c.purge + 1] = c.f end
-  if inline then
-    local g = redis.call('GET', P .. ':t:' .. c.id)
-    if g and g ~= c.f then
-      local gv, gany = stored(K(g, 'r:' .. c.id))
-      if gv then return fail('conflict', 'thread ' .. c.id .. ' exists') end
-      if gany then c.purge[#c.purge + 1] = g end
-    end
-  end
-  if not exists(c.hf, c.h) then return fail('notfound', 'thread ' .. c.id .. ': head ' .. c.h) end
-  for _, e in ipairs(c.hist) do
-    if not exists(e.f, e.c) then return fail('notfound', 'thread ' .. c.id .. ': history commit ' .. e.c) end
-  end
-  making[c.id] = true
-  version[rk] = #c.hist
-end
-for _, m in ipairs(moves) do
-  local v = lookup(m.f, m.t)
-  if not v then return fail('notfound', 'thread ' .. m.t) end
-  if v ~= m.from then
-    return fail('conflict', 'thread ' .. m.t .. ' is at version ' .. v .. ', not ' .. m.from)
-  end
-  if not exists(m.hf, m.h) then return fail('notfound', 'thread ' .. m.t .. ': head ' .. m.h) end
-  version[K(m.f, 'r:' .. m.t)] = m.from + 1
-end
-local dropped = {}
-for _, d in ipairs(drops) do
-  if making[d.t] or not stored(K(d.f, 'r:' .. d.t)) then return fail('notfound', 'thread ' .. d.t) end
-  local kk = K(d.f, 'k:' .. d.t)
-  if dropped[kk .. '\0' .. d.n] or redis.call('HEXISTS', kk, d.n) == 0 then
-    return fail('notfound', 'checkpoint of thread ' .. d.t)
-  end
-  dropped[kk .. '\0' .. d.n] = true
-end
-local added = {}
-for _, c in ipairs(cps) do
-  if not lookup(c.f, c.t) then return fail('notfound', 'thread ' .. c.t) end
-  if c.c == '' or not exists(c.cf, c.c) then return fail('notfound', 'checkpoint commit ' .. c.c) end
-  local kk = K(c.f, 'k:' .. c.t)
-  local key = kk .. '\0' .. c.n
-  if added[key] or (not dropped[key] and redis.call('HEXISTS', kk, c.n) == 1) then
-    return fail('conflict', 'checkpoint of thread ' .. c.t .. ' exists')
-  end
-  added[key] = true
-end
-local deleted = {}
-for _, d in ipairs(dels) do
-  local rk = K(d.f, 'r:' .. d.t)
-  local v
-  if d.sweep then
-    -- The sweeper deletes what has expired, and nothing else.
-    local live, any = stored(rk)
-    if live or not any or making[d.t] then return fail('notfound', 'expired thread ' .. d.t) end
-    v = tonumber(redis.call('HGET', rk, 'v'))
+-- The guard: the facts the plan was made on.
+local function raw(v) if v then return '=' .. v end return '' end
+for _ = 1, tonumber(nx()) do
+  local kind, key, field, want = nx(), nx(), nx(), nx()
+  local got
+  if kind == 'r' then
+    local r = redis.call('HMGET', key, 'v', 'h', 'x')
+    got = raw(r[1]) .. '\t' .. raw(r[2]) .. '\t' .. raw(r[3])
+  elseif kind == 'e' then
+    got = tostring(redis.call('HEXISTS', key, field))
+  elseif kind == 'k' then
+    got = raw(redis.call('HGET', key, field))
   else
-    v = lookup(d.f, d.t)
-    if making[d.t] or not stored(rk) then v = nil end
+    got = want
+    local g = redis.call('GET', key)
+    if g and not string.find(want, '\t' .. g .. '\t', 1, true) then
+      local id = string.sub(field, 3)
+      if string.sub(field, 1, 1) == 't' then
+        if redis.call('EXISTS', K(g, 'r:' .. id)) == 1 then got = '' end
+      elseif redis.call('HEXISTS', K(g, 'm'), id) == 1 then
+        got = ''
+      end
+    end
   end
-  if not v or deleted[rk] then return fail('notfound', 'thread ' .. d.t) end
-  deleted[rk] = true
-  if d.v ~= 0 and v ~= d.v then
-    return fail('conflict', 'thread ' .. d.t .. ' is at version ' .. v .. ', not ' .. d.v)
-  end
+  if got ~= want then return {'STALE'} end
 end
 
--- Writes.
-local freed, tenants, replaced = {}, {}, {}
-local function ref(f, id)
-  if id ~= '' then redis.call('HINCRBY', K(f, 'n'), id, 1) end
+local freed, tenants, replaced, unlisted = {}, {}, {}, {}
+local LP = P .. ':b:'
+local function labelKeys(tenant, labels, out)
+  for j = 1, #labels, 2 do
+    out[#out + 1] = LP .. redis.sha1hex(tenant .. '\0' .. labels[j] .. '\0' .. labels[j + 1])
+  end
+  return out
+end
+-- unlist takes thread id out of the sets its record rk lists.
+local function unlist(rk, id)
+  for key in string.gmatch(redis.call('HGET', rk, 's') or '', '[^\t]+') do
+    if inline then
+      redis.call('ZREM', key, id)
+    else
+      unlisted[#unlisted + 1] = key
+      unlisted[#unlisted + 1] = id
+    end
+  end
 end
 -- unref drops a reference and deletes the commits nothing reaches any
 -- more, walking up the parents while that frees them.
@@ -199,76 +132,129 @@ local function unref(f, id)
     if pf ~= '' then f = pf end
   end
 end
--- the commit and family of a history entry or checkpoint value
+-- the family and commit of a history entry or checkpoint value
 local function target(v, f)
   local c, cf = string.match(v, '^[^\t]*\t[^\t]*\t([^\t]*)\t(.*)$')
   if cf == '' then cf = f end
   return cf, c
 end
-for _, c in ipairs(commits) do
-  local pf = c.pf
-  if pf == c.f then pf = '' end
-  redis.call('HSET', K(c.f, 'm'), c.id, c.d .. '\t' .. c.p .. '\t' .. pf)
-  redis.call('HSET', K(c.f, 'c'), c.id, c.b)
-  redis.call('HSET', K(c.f, 'n'), c.id, 0)
-  ref(c.pf, c.p)
-  if inline then redis.call('SET', P .. ':c:' .. c.id, c.f) end
+
+-- 1, 2: commits and references.
+for _ = 1, tonumber(nx()) do
+  local f, id, p, pf, d, b, n = nx(), nx(), nx(), nx(), nx(), nx(), nx()
+  if pf == f then pf = '' end
+  redis.call('HSET', K(f, 'm'), id, d .. '\t' .. p .. '\t' .. pf)
+  redis.call('HSET', K(f, 'c'), id, b)
+  redis.call('HSET', K(f, 'n'), id, n)
+  if inline then redis.call('SET', P .. ':c:' .. id, f) end
 end
--- Expired records that creations replace: their keys go now, their
+for _ = 1, tonumber(nx()) do
+  local f, id, n = nx(), nx(), nx()
+  redis.call('HINCRBY', K(f, 'n'), id, n)
+end
+-- 3: creations. The expired records they replace go now, their
 -- references after the batch's new ones count.
 local released = {}
-for _, c in ipairs(creates) do
-  for _, f in ipairs(c.purge) do
-    local rk, hk, kk = K(f, 'r:' .. c.id), K(f, 'h:' .. c.id), K(f, 'k:' .. c.id)
-    replaced[#replaced + 1] = c.id
+for _ = 1, tonumber(nx()) do
+  local f, id, tk, tenant, fk = nx(), nx(), nx(), nx(), nx()
+  local fields, hist, labels = {}, {}, {}
+  for k = 1, tonumber(nx()) * 2 do fields[k] = nx() end
+  for k = 1, tonumber(nx()) do hist[k] = nx() end
+  local purge = {}
+  for k = 1, tonumber(nx()) do purge[k] = nx() end
+  for k = 1, tonumber(nx()) * 2 do labels[k] = nx() end
+  for _, pf in ipairs(purge) do
+    local rk, hk, kk = K(pf, 'r:' .. id), K(pf, 'h:' .. id), K(pf, 'k:' .. id)
+    unlist(rk, id)
+    replaced[#replaced + 1] = id
     replaced[#replaced + 1] = redis.call('HGET', rk, 't') or ''
-    released[#released + 1] = {f = f, vals = redis.call('HVALS', hk)}
-    released[#released + 1] = {f = f, vals = redis.call('HVALS', kk)}
+    released[#released + 1] = {f = pf, vals = redis.call('HVALS', hk)}
+    released[#released + 1] = {f = pf, vals = redis.call('HVALS', kk)}
     redis.call('DEL', rk, hk, kk)
   end
-  redis.call('HSET', K(c.f, 'r:' .. c.id), unpack(c.fields))
-  local hk = K(c.f, 'h:' .. c.id)
-  for v, e in ipairs(c.hist) do
-    redis.call('HSET', hk, v, e.v)
-    ref(e.f, e.c)
+  local sets = {}
+  if fk ~= '' then sets[1] = fk end
+  labelKeys(tenant, labels, sets)
+  if #sets > 0 then
+    fields[#fields + 1] = 's'
+    fields[#fields + 1] = table.concat(sets, '\t')
   end
+  redis.call('HSET', K(f, 'r:' .. id), unpack(fields))
   if inline then
-    redis.call('SET', P .. ':t:' .. c.id, c.f)
-    redis.call('ZADD', P .. ':a', 0, c.id)
-    redis.call('ZADD', c.tk, 0, c.id)
-    if expires > 0 then redis.call('ZADD', P .. ':x', expires, c.id) else redis.call('ZREM', P .. ':x', c.id) end
+    for _, key in ipairs(sets) do redis.call('ZADD', key, 0, id) end
+  end
+  local hk = K(f, 'h:' .. id)
+  for v, e in ipairs(hist) do redis.call('HSET', hk, v, e) end
+  if inline then
+    redis.call('SET', P .. ':t:' .. id, f)
+    redis.call('ZADD', P .. ':a', 0, id)
+    redis.call('ZADD', tk, 0, id)
+    if expires > 0 then redis.call('ZADD', P .. ':x', expires, id) else redis.call('ZREM', P .. ':x', id) end
   end
 end
-for _, m in ipairs(moves) do
-  redis.call('HSET', K(m.f, 'r:' .. m.t), unpack(m.fields))
-  redis.call('HSET', K(m.f, 'h:' .. m.t), m.from + 1, m.e)
-  ref(m.hf, m.h)
-  if inline and expires > 0 then redis.call('ZADD', P .. ':x', expires, m.t) end
+-- 4: moves.
+for _ = 1, tonumber(nx()) do
+  local f, t, from, e = nx(), nx(), tonumber(nx()), nx()
+  local fields = {}
+  for k = 1, tonumber(nx()) * 2 do fields[k] = nx() end
+  local relabel, labels = nx() == '1', {}
+  for k = 1, tonumber(nx()) * 2 do labels[k] = nx() end
+  local rk = K(f, 'r:' .. t)
+  if relabel then
+    local r = redis.call('HMGET', rk, 's', 't')
+    local sets = {}
+    for key in string.gmatch(r[1] or '', '[^\t]+') do
+      if string.sub(key, 1, #LP) == LP then
+        if inline then redis.call('ZREM', key, t) end
+      else
+        sets[#sets + 1] = key
+      end
+    end
+    local n = #sets
+    labelKeys(r[2] or '', labels, sets)
+    if inline then
+      for j = n + 1, #sets do redis.call('ZADD', sets[j], 0, t) end
+    end
+    if #sets > 0 then
+      fields[#fields + 1] = 's'
+      fields[#fields + 1] = table.concat(sets, '\t')
+    else
+      redis.call('HDEL', rk, 's')
+    end
+  end
+  redis.call('HSET', rk, unpack(fields))
+  redis.call('HSET', K(f, 'h:' .. t), from + 1, e)
+  if inline and expires > 0 then redis.call('ZADD', P .. ':x', expires, t) end
 end
--- New references count before old ones are let go: a batch that replaces
--- a checkpoint never frees what the new one keeps.
-for _, c in ipairs(cps) do ref(c.cf, c.c) end
-for _, d in ipairs(drops) do
-  local kk = K(d.f, 'k:' .. d.t)
-  local v = redis.call('HGET', kk, d.n)
-  redis.call('HDEL', kk, d.n)
-  unref(target(v, d.f))
+-- 5, 6: dropped and new checkpoints.
+for _ = 1, tonumber(nx()) do
+  local f, t, n = nx(), nx(), nx()
+  local kk = K(f, 'k:' .. t)
+  local v = redis.call('HGET', kk, n)
+  redis.call('HDEL', kk, n)
+  unref(target(v, f))
 end
-for _, c in ipairs(cps) do redis.call('HSET', K(c.f, 'k:' .. c.t), c.n, c.v) end
+for _ = 1, tonumber(nx()) do
+  local f, t, n, v = nx(), nx(), nx(), nx()
+  redis.call('HSET', K(f, 'k:' .. t), n, v)
+end
 for _, r in ipairs(released) do
   for _, v in ipairs(r.vals) do unref(target(v, r.f)) end
 end
-for _, d in ipairs(dels) do
-  local rk, hk, kk = K(d.f, 'r:' .. d.t), K(d.f, 'h:' .. d.t), K(d.f, 'k:' .. d.t)
+-- 7, 8: deletions, and the commits nothing reaches any more.
+for _ = 1, tonumber(nx()) do
+  local f, t = nx(), nx()
+  local rk, hk, kk = K(f, 'r:' .. t), K(f, 'h:' .. t), K(f, 'k:' .. t)
   tenants[#tenants + 1] = redis.call('HGET', rk, 't') or ''
-  for _, v in ipairs(redis.call('HVALS', hk)) do unref(target(v, d.f)) end
-  for _, v in ipairs(redis.call('HVALS', kk)) do unref(target(v, d.f)) end
+  unlist(rk, t)
+  for _, v in ipairs(redis.call('HVALS', hk)) do unref(target(v, f)) end
+  for _, v in ipairs(redis.call('HVALS', kk)) do unref(target(v, f)) end
   redis.call('DEL', rk, hk, kk)
   if inline then
-    local ik = P .. ':t:' .. d.t
-    if redis.call('GET', ik) == d.f then redis.call('DEL', ik) end
-    redis.call('ZREM', P .. ':a', d.t)
-    redis.call('ZREM', P .. ':x', d.t)
+    local ik = P .. ':t:' .. t
+    if redis.call('GET', ik) == f then redis.call('DEL', ik) end
+    redis.call('ZREM', P .. ':a', t)
+    redis.call('ZREM', P .. ':x', t)
   end
 end
 if inline then
@@ -277,11 +263,12 @@ if inline then
     if redis.call('GET', ik) == freed[j + 1] then redis.call('DEL', ik) end
   end
 end
+local channel, notice = nx(), nx()
 -- The notice goes out with the writes, so a crash cannot part them. A
 -- PUBLISH that fails (an ACL user without the channel) loses the notice,
 -- not the batch, which is written: pcall, so the script still says OK.
 if notice ~= '' then redis.pcall('PUBLISH', channel, notice) end
-return {'OK', freed, tenants, replaced}
+return {'OK', freed, tenants, replaced, unlisted}
 `)
 
 // ancestorsScript walks from a commit towards the root while the depth is

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -17,17 +18,18 @@ import (
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/internal/netstore"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func init() {
-	open := func(ctx context.Context, u *url.URL) (thread.Store, error) { return Open(ctx, u.String(), nil) }
+	open := func(ctx context.Context, u *url.URL) (store.Store, error) { return Open(ctx, u.String(), nil) }
 	thread.Register("redis", open)
 	thread.Register("rediss", open)
 }
 
 // SchemaVersion is the version of the key layout this package writes. Open
 // migrates older data up to it and refuses data written by a newer one.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Options configure a Store. A nil *Options, and every zero field, means
 // the defaults; query parameters of the URL fill the fields left zero.
@@ -68,7 +70,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is a thread.Store on Redis. It is safe for concurrent use, and
+// Store is a store.Store on Redis. It is safe for concurrent use, and
 // several processes may share one Redis through their own Stores.
 type Store struct {
 	rdb      goredis.UniversalClient
@@ -85,6 +87,7 @@ type Store struct {
 	hook func(stage string)
 
 	fams familyCache
+	seen probeCache // what the apply script's guard last found or left
 
 	watchMu sync.Mutex
 	watches map[*goredis.PubSub]struct{} // nil once closed
@@ -94,7 +97,7 @@ type Store struct {
 	closing  sync.Once
 }
 
-var _ thread.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Open connects to the Redis that rawURL names,
 // redis://[user:pass@]host:port/db?prefix=loom&ttl=24h, checks the schema
@@ -293,6 +296,21 @@ func (s *Store) tenantKey(tenant string) string {
 	// share a sorted set, and listing filters by tenant anyway.
 	sum := sha256.Sum256([]byte(tenant))
 	return s.prefix + ":l:~" + hex.EncodeToString(sum[:16])
+}
+
+// forkKey is the sorted set of the threads forked from parent (a thread
+// key), and labelKey that of a tenant's threads labelled k=v: named by
+// the SHA-1 of the parent, or of tenant, k and v joined by NULs, which
+// the apply script makes the same way (redis.sha1hex). Ids in them are
+// candidates: readers check each record.
+func (s *Store) forkKey(parent string) string {
+	sum := sha1.Sum([]byte(parent))
+	return s.prefix + ":f:" + hex.EncodeToString(sum[:])
+}
+
+func (s *Store) labelKey(tenant, k, v string) string {
+	sum := sha1.Sum([]byte(tenant + "\x00" + k + "\x00" + v))
+	return s.prefix + ":b:" + hex.EncodeToString(sum[:])
 }
 
 // famKey is the key of a family-wide hash ("c", "m", "n") or, with a

@@ -15,6 +15,7 @@ import (
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/redis"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
@@ -33,14 +34,14 @@ func open(t testing.TB, url string, opts *redis.Options) *redis.Store {
 }
 
 func TestStore(t *testing.T) {
-	urls := map[thread.Store]string{}
-	storetest.Run(t, func(t *testing.T) thread.Store {
+	urls := map[store.Store]string{}
+	storetest.Run(t, func(t *testing.T) store.Store {
 		url := testserver.Redis(t)
 		s := open(t, url, nil)
 		urls[s] = url
 		return s
 	}, &storetest.Options{
-		Reopen: func(s thread.Store) (thread.Store, error) {
+		Reopen: func(s store.Store) (store.Store, error) {
 			if err := s.(*redis.Store).Close(); err != nil {
 				return nil, err
 			}
@@ -178,14 +179,14 @@ func TestKeysStayInside(t *testing.T) {
 		if e := errs(s.Ancestors(ctx, id, -1)); len(e) != 1 || !errors.Is(e[0], thread.ErrNotFound) {
 			t.Errorf("Ancestors(%q): %v", id, e)
 		}
-		batches := []*thread.Batch{
-			{Create: []thread.Creation{{Record: &thread.Record{ID: id, Version: 1, CreatedAt: now, UpdatedAt: now}, Op: thread.OpCreate}}},
+		batches := []*store.Batch{
+			{Create: []store.Creation{{Record: &thread.Record{ID: id, Version: 1, CreatedAt: now, UpdatedAt: now}, Op: thread.OpCreate}}},
 			{Commits: []*thread.Commit{{ID: id, Depth: 1, Op: thread.OpAppend, Time: now}}},
-			{Moves: []thread.Move{{Thread: id, From: 1, Op: thread.OpReset, Time: now}}},
-			{Moves: []thread.Move{{Thread: "fam", From: 2, Head: id, Op: thread.OpReset, Time: now}}},
+			{Moves: []store.Move{{Thread: id, From: 1, Op: thread.OpReset, Time: now}}},
+			{Moves: []store.Move{{Thread: "fam", From: 2, Head: id, Op: thread.OpReset, Time: now}}},
 			{Checkpoints: []thread.Checkpoint{{Thread: "fam", Name: id, Commit: id, CreatedAt: now}}},
-			{DropCheckpoints: []thread.CheckpointKey{{Thread: id, Name: id}}},
-			{Delete: []thread.Deletion{{Thread: id}}},
+			{DropCheckpoints: []store.CheckpointKey{{Thread: id, Name: id}}},
+			{Delete: []store.Deletion{{Thread: id}}},
 		}
 		for i, b := range batches {
 			if id == "" && i == 3 {
@@ -283,13 +284,13 @@ func TestClusterFamilies(t *testing.T) {
 		t.Errorf("thread b is in family %q", fam)
 	}
 	now := time.Now().UTC()
-	err = s.Apply(ctx, &thread.Batch{Moves: []thread.Move{
+	err = s.Apply(ctx, &store.Batch{Moves: []store.Move{
 		{Thread: "a", From: a.Version(), Head: a.Record().Head, Op: thread.OpRestore, Time: now},
 		{Thread: "b", From: 1, Head: "", Op: thread.OpReset, Time: now}}})
 	if !errors.Is(err, thread.ErrUnsupported) {
 		t.Fatalf("a batch over two families: %v", err)
 	}
-	err = s.Apply(ctx, &thread.Batch{Moves: []thread.Move{{Thread: "b", From: 1, Head: a.Record().Head, Op: thread.OpRestore, Time: now}}})
+	err = s.Apply(ctx, &store.Batch{Moves: []store.Move{{Thread: "b", From: 1, Head: a.Record().Head, Op: thread.OpRestore, Time: now}}})
 	if !errors.Is(err, thread.ErrUnsupported) {
 		t.Fatalf("a move onto another family's commit: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // dueScript removes a thread from the expiry set if its deadline is still
@@ -49,7 +50,7 @@ func (s *Store) Sweep(ctx context.Context) (n int, err error) {
 					err = s.rdb.ZAdd(ctx, s.expiryKey(), goredis.Z{Score: float64(exp), Member: id}).Err()
 				}
 			default:
-				err = s.applyRetry(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: id, Version: r.Version}}}, true)
+				err = s.applyRetry(ctx, &store.Batch{Delete: []store.Deletion{{Thread: id, Version: r.Version}}}, true)
 				if err == nil {
 					deleted++
 				} else if errors.Is(err, thread.ErrConflict) || errors.Is(err, thread.ErrNotFound) {

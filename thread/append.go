@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/loomthreads/loom/internal/ids"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Append appends to thread id without opening a handle first, and returns
@@ -41,7 +42,7 @@ func (db *DB) Append(ctx context.Context, id string, opts CommitOptions) (*Commi
 	return c, t.Record(), nil
 }
 
-func (db *DB) appendByID(ctx context.Context, ap Appender, id string, opts CommitOptions) (_ *Commit, _ Record, err error) {
+func (db *DB) appendByID(ctx context.Context, ap store.Appender, id string, opts CommitOptions) (_ *Commit, _ Record, err error) {
 	ctx, span := db.startSpan(ctx, "commit", id, AttrOp.String(string(opts.Op)))
 	defer endSpan(span, &err)
 	// A handle that knows only its id: appendLocked reads the rest under

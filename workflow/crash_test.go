@@ -227,8 +227,13 @@ func crash(t *testing.T, url string, kills int) {
 	}
 	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "crashed"}))
 	spec := childSpec{URL: url, Workflow: "crashed", Graph: "trip"}
-	killed, finished := 0, false
+	// traced counts the kills that landed mid-run, after the child had
+	// committed and before it had ended the run: a kill before its first
+	// commit, or after its last, leaves nothing to see.
+	killed, traced, finished := 0, 0, false
+	execution := func() *workflow.Execution { return must[*workflow.Execution](t)(w.Execution(ctx, 0)) }
 	for killed < kills && !finished {
+		before := execution().Version
 		cmd, done, out := child(t, spec)
 		time.Sleep(time.Duration(rand.IntN(25_000)) * time.Microsecond)
 		select {
@@ -241,6 +246,9 @@ func crash(t *testing.T, url string, kills int) {
 			cmd.Process.Kill()
 			<-done
 			killed++
+			if after := execution(); after.Version > before && after.Status != workflow.StatusDone {
+				traced++
+			}
 		}
 	}
 	if !finished {
@@ -260,9 +268,9 @@ func crash(t *testing.T, url string, kills int) {
 			interrupted++
 		}
 	}
-	t.Logf("%d kills, %d step attempts interrupted, %d versions", killed, interrupted, ex.Version)
-	if killed > 0 && ex.Version <= must[*workflow.Execution](t)(ref.Execution(ctx, 0)).Version {
-		t.Errorf("%d kills left no trace in the history", killed)
+	t.Logf("%d kills (%d after a commit), %d step attempts interrupted, %d versions", killed, traced, interrupted, ex.Version)
+	if traced > 0 && ex.Version <= must[*workflow.Execution](t)(ref.Execution(ctx, 0)).Version {
+		t.Errorf("%d kills after a commit left no trace in the history", traced)
 	}
 }
 

@@ -20,8 +20,10 @@
 //		Add("write", write)
 //	ex, err := w.Run(ctx, g, nil)
 //
-// Every step is recorded as it starts and as it ends, each record one
-// commit of the workflow thread with what the step changed. A workflow
+// Every step is recorded as it starts and as it ends, each record a message
+// of the workflow thread committed with what the step changed; the commit
+// that ends a round also starts the next round's steps, so that a step
+// costs one commit (and one more where it first uses a sub-thread). A workflow
 // killed at any moment resumes at the next Run from its last committed
 // step: steps that ended are not run again, and a step that had started
 // but not ended runs again — as in LangGraph, a step is the unit of
@@ -47,7 +49,8 @@
 //
 // What each operation costs (n sub-threads):
 //
-//	a step of Run           two commits of the workflow thread (start, end)
+//	a step of Run           one commit of the workflow thread (its end, with the next round's starts),
+//	                        + one where it first uses a sub-thread; a Run: one read of the records at its claim
 //	Checkpoint              n record reads + one batch: a commit, n+1 checkpoints
 //	Restore, Fork           n record and history reads + one batch of n+1 moves (creations)
 //	Execution, At           the workflow thread's messages (one per step record) + the sub-threads read

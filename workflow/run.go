@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread"
@@ -47,9 +48,12 @@ func (e *StepError) Unwrap() error { return e.Err }
 // until it is done, waits for input, or a step fails, and returns its
 // execution state then.
 //
-// Each step is recorded as it starts and as it ends, each record one commit
-// of the workflow thread with what the step changed in the execution state
-// (its output, the successors it chose, the sub-threads it used). A
+// Each step is recorded as it starts and as it ends, each record a message
+// of the workflow thread, committed with what the step changed in the
+// execution state (its output, the successors it chose, the sub-threads it
+// used). A step's start is committed before its func is called: the claim
+// starts the first round's steps, and the commit that ends a round starts
+// the next round's, so a step that does nothing costs one commit. A
 // workflow whose runner was killed at any moment therefore resumes, at the
 // next Run, from its last committed step: steps that ended are not run
 // again; a step that had started and not ended runs again, after the
@@ -103,7 +107,13 @@ func (w *Workflow) Run(ctx context.Context, g *Graph, opts *RunOptions) (*Execut
 		}
 	}
 	err := r.run(ctx)
-	ex, xerr := w.Execution(context.WithoutCancel(ctx), 0)
+	w.mu.Lock()
+	ex := w.keptExecution()
+	w.mu.Unlock()
+	var xerr error
+	if ex == nil {
+		ex, xerr = w.Execution(context.WithoutCancel(ctx), 0)
+	}
 	if err != nil {
 		return ex, err
 	}
@@ -123,7 +133,13 @@ type runner struct {
 	// ended are the ended attempts of the previous and current rounds, by
 	// round and name: a step's input is made of the previous round's, which
 	// a step of the current round ending meanwhile must not hide.
-	ended      map[int]map[string]StepRun
+	ended map[int]map[string]StepRun
+	// started are the start records, by step, that a commit made ahead of
+	// their step's call: the claim, and the commit that ended the round
+	// before, start the steps of the round (so that a step that does
+	// nothing costs one commit, its end). A step takes its record when it
+	// is called; release gives back the attempts of those never called.
+	started    map[string]StepRun
 	lastCommit time.Time
 	fatal      error // the workflow moved under the runner
 }
@@ -161,13 +177,18 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("run workflow %s: %w", w.ID(), err)
 	}
+	recs := stepRecords(msgs)
 	r.outputs, r.ended = map[string]StepRun{}, map[int]map[string]StepRun{}
-	for _, s := range stepRuns(msgs) {
+	for _, s := range foldRuns(recs) {
 		if s.Status == StatusDone {
 			r.keep(s, ex.Round)
 		}
 	}
-	err = w.commit(ctx, "claim", nil, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
+	// The handle keeps the records through the run's commits, for the
+	// execution state Run returns.
+	w.recs, w.recsAt = recs, w.th.Version()
+	var starts []StepRun
+	err = w.commitRecs(ctx, "claim", func(g *thread.Group, ex *execState, subs map[string]subHead) ([]StepRun, []StepRun, error) {
 		ex.Runner = r.lease()
 		switch ex.Status {
 		case StatusPending:
@@ -186,14 +207,20 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 		}
 		for _, key := range slices.Sorted(maps.Keys(back)) {
 			if err := r.moveBack(ctx, g, subs, key, back[key]); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
-		return r.advance(ex)
-	})
+		if err := r.advance(ex); err != nil {
+			return nil, nil, err
+		}
+		starts = r.startRound(ex)
+		return nil, starts, nil
+	}, nil)
 	if err != nil {
 		return false, err
 	}
+	r.started = map[string]StepRun{}
+	r.took(starts)
 	r.lastCommit = r.now()
 	w.running = r.id
 	return true, nil
@@ -291,6 +318,34 @@ func (r *runner) runnable(ex *execState) []string {
 	return out
 }
 
+// startRound makes the start records of the round's steps that are to run,
+// counting their attempts in ex, for the commit that leaves ex. Callers
+// hold w.mu.
+func (r *runner) startRound(ex *execState) []StepRun {
+	if ex.Status != StatusRunning {
+		return nil
+	}
+	var recs []StepRun
+	for _, name := range r.runnable(ex) {
+		if ex.Attempts == nil {
+			ex.Attempts = map[string]int{}
+		}
+		ex.Attempts[name]++
+		a := ex.Attempts[name]
+		recs = append(recs, StepRun{ID: stepID(ex.Round, name, a), Name: name, Round: ex.Round, Attempt: a,
+			Status: StatusRunning, Start: r.now().UTC(), Input: r.inputOf(ex, name)})
+	}
+	return recs
+}
+
+// took keeps the start records of a commit that was applied, for the
+// steps' calls. Callers hold w.mu.
+func (r *runner) took(starts []StepRun) {
+	for _, s := range starts {
+		r.started[s.Name] = s
+	}
+}
+
 // advance ends the round when all its steps ended: the successors they
 // chose make the next round, and a round with none ends the workflow,
 // which lets its lease go.
@@ -327,15 +382,22 @@ func (r *runner) run(ctx context.Context) error {
 		if status != StatusRunning || len(todo) == 0 {
 			return r.release(ctx)
 		}
-		var steps sync.WaitGroup
-		for _, name := range todo {
-			steps.Go(func() {
-				if err := r.step(ctx, name); err != nil {
-					cancel(err)
-				}
-			})
+		if len(todo) == 1 {
+			// A round of one step runs on the run's own goroutine.
+			if err := r.step(ctx, todo[0]); err != nil {
+				cancel(err)
+			}
+		} else {
+			var steps sync.WaitGroup
+			for _, name := range todo {
+				steps.Go(func() {
+					if err := r.step(ctx, name); err != nil {
+						cancel(err)
+					}
+				})
+			}
+			steps.Wait()
 		}
-		steps.Wait()
 		if err := context.Cause(ctx); err != nil {
 			w.mu.Lock()
 			fatal := r.fatal
@@ -365,10 +427,24 @@ func (r *runner) release(ctx context.Context) error {
 	if w.ex.Runner != nil && w.ex.Runner.ID == r.id {
 		if err := w.commit(context.WithoutCancel(ctx), "release", nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
 			ex.Runner = nil
+			// A step started ahead and never called (the run was cut
+			// short) takes the same attempt next time.
+			for name, s := range r.started {
+				if s.Round == ex.Round && ex.Attempts[name] == s.Attempt {
+					ex.Attempts[name]--
+					if ex.Attempts[name] == 0 {
+						delete(ex.Attempts, name)
+					}
+				}
+			}
+			if len(ex.Attempts) == 0 {
+				ex.Attempts = nil
+			}
 			return nil
 		}); err != nil {
 			return err
 		}
+		clear(r.started)
 	}
 	if w.ex.Status == StatusFailed {
 		name := ""
@@ -410,24 +486,41 @@ func (r *runner) renew(ctx context.Context, cancel context.CancelCauseFunc, stop
 // commit is w.commit for the runner: it renews the lease, and holds the
 // error that ends the run when the workflow moved. Callers hold w.mu.
 func (r *runner) commit(ctx context.Context, what string, recs []StepRun, change func(g *thread.Group, ex *execState, subs map[string]subHead) error) error {
+	return r.commitStarting(ctx, what, recs, change, false)
+}
+
+// commitStarting is commit that, with next, also starts the steps of the
+// next round when change ends the round (unless the run is being cut
+// short): their start records go in the same commit, and their calls take
+// them (started).
+func (r *runner) commitStarting(ctx context.Context, what string, recs []StepRun, change func(g *thread.Group, ex *execState, subs map[string]subHead) error, next bool) error {
 	if r.fatal != nil {
 		return r.fatal
 	}
-	err := r.w.commit(context.WithoutCancel(ctx), what, recs, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
+	var starts []StepRun
+	err := r.w.commitRecs(context.WithoutCancel(ctx), what, func(g *thread.Group, ex *execState, subs map[string]subHead) ([]StepRun, []StepRun, error) {
 		if ex.Runner == nil || ex.Runner.ID != r.id {
-			return fmt.Errorf("the runner lost its lease: %w", thread.ErrConflict)
+			return nil, nil, fmt.Errorf("the runner lost its lease: %w", thread.ErrConflict)
 		}
 		ex.Runner = r.lease()
+		round := ex.Round
 		if change != nil {
-			return change(g, ex, subs)
+			if err := change(g, ex, subs); err != nil {
+				return nil, nil, err
+			}
 		}
-		return nil
-	})
+		starts = nil
+		if next && ex.Round != round && ctx.Err() == nil {
+			starts = r.startRound(ex)
+		}
+		return recs, starts, nil
+	}, nil)
 	if errors.Is(err, thread.ErrConflict) {
 		r.fatal = fmt.Errorf("workflow %s moved under its runner (restored, or taken over): %w", r.w.ID(), err)
 		return r.fatal
 	}
 	if err == nil {
+		r.took(starts)
 		r.lastCommit = r.now()
 	}
 	return err
@@ -441,19 +534,27 @@ func (r *runner) step(ctx context.Context, name string) error {
 	s := &Step{r: r, name: name, next: r.g.steps[name].next}
 	w.mu.Lock()
 	ex := w.ex
-	s.round = ex.Round
-	s.attempt = ex.Attempts[name] + 1
-	s.input = r.inputOf(ex, name)
 	s.answer = ex.Inputs[name]
-	rec := StepRun{ID: stepID(s.round, name, s.attempt), Name: name, Round: s.round, Attempt: s.attempt,
-		Status: StatusRunning, Start: r.now().UTC(), Input: s.input}
-	err := r.commit(ctx, "start "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
-		if ex.Attempts == nil {
-			ex.Attempts = map[string]int{}
-		}
-		ex.Attempts[name] = s.attempt
-		return nil
-	})
+	rec, ok := r.started[name]
+	delete(r.started, name)
+	var err error
+	if ok && rec.Round == ex.Round && rec.Attempt == ex.Attempts[name] {
+		// Started ahead, by the commit that ended the round before.
+		s.round, s.attempt, s.input = rec.Round, rec.Attempt, rec.Input
+	} else {
+		s.round = ex.Round
+		s.attempt = ex.Attempts[name] + 1
+		s.input = r.inputOf(ex, name)
+		rec = StepRun{ID: stepID(s.round, name, s.attempt), Name: name, Round: s.round, Attempt: s.attempt,
+			Status: StatusRunning, Start: r.now().UTC(), Input: s.input}
+		err = r.commit(ctx, "start "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
+			if ex.Attempts == nil {
+				ex.Attempts = map[string]int{}
+			}
+			ex.Attempts[name] = s.attempt
+			return nil
+		})
+	}
 	w.mu.Unlock()
 	if err != nil {
 		return err
@@ -485,13 +586,13 @@ func (r *runner) step(ctx context.Context, name string) error {
 	case ferr == nil:
 		rec.Status = StatusDone
 		if rec.Output, ferr = marshalOutput(out); ferr != nil {
-			rec.Status, rec.Error = StatusFailed, ferr.Error()
+			rec.Status, rec.Error = StatusFailed, asStored(ferr.Error())
 		}
 		rec.Next = s.chosen()
 	case errors.Is(ferr, ErrWaiting) && s.waiting:
 		rec.Status = StatusWaiting
 	default:
-		rec.Status, rec.Error = StatusFailed, ferr.Error()
+		rec.Status, rec.Error = StatusFailed, asStored(ferr.Error())
 	}
 	if ctx.Err() != nil && rec.Status != StatusDone {
 		// The run ends (the workflow moved, or the caller cancelled): the
@@ -500,7 +601,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return r.commit(ctx, "end "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, subs map[string]subHead) error {
+	return r.commitStarting(ctx, "end "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, subs map[string]subHead) error {
 		switch rec.Status {
 		case StatusDone:
 			ex.Done = append(ex.Done, name)
@@ -544,7 +645,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 			}
 		}
 		return r.advance(ex)
-	})
+	}, true)
 }
 
 // call runs the step's func, turning a panic into the step's failure.
@@ -565,13 +666,26 @@ func marshalOutput(out any) (json.RawMessage, error) {
 		if !json.Valid(v) {
 			return nil, fmt.Errorf("output is not valid JSON: %w", thread.ErrInvalid)
 		}
-		return v, nil
+		// As the record stores it (compact, HTML escaped): the record the
+		// runner keeps is the one read back.
+		return json.Marshal(v)
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("output: %v: %w", err, thread.ErrInvalid)
 	}
 	return b, nil
+}
+
+// asStored returns s as a step record reads back: JSON turns each byte
+// that is not UTF-8 into U+FFFD.
+func asStored(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b, _ := json.Marshal(s)
+	_ = json.Unmarshal(b, &s)
+	return s
 }
 
 // inputOf returns the input of a step of the current round: the

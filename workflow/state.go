@@ -140,12 +140,9 @@ func stepMessage(r StepRun) (message.Message, error) {
 	return m, nil
 }
 
-// stepRuns folds the step records of msgs into one entry per attempt, in
-// the order the attempts started; an attempt that never ended but was
-// followed by another of the same step is marked interrupted.
-func stepRuns(msgs []message.Message) []StepRun {
+// stepRecords returns the step records of msgs, one a message, in order.
+func stepRecords(msgs []message.Message) []StepRun {
 	var out []StepRun
-	at := map[string]int{}
 	for _, m := range msgs {
 		raw, ok := m.Metadata[metaStep].(string)
 		if !ok || m.Role != stepRole {
@@ -155,6 +152,22 @@ func stepRuns(msgs []message.Message) []StepRun {
 		if json.Unmarshal([]byte(raw), &r) != nil || r.ID == "" {
 			continue
 		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// stepRuns folds the step records of msgs into one entry per attempt (see
+// foldRuns).
+func stepRuns(msgs []message.Message) []StepRun { return foldRuns(stepRecords(msgs)) }
+
+// foldRuns folds step records into one entry per attempt, in the order the
+// attempts started; an attempt that never ended but was followed by
+// another of the same step is marked interrupted.
+func foldRuns(recs []StepRun) []StepRun {
+	var out []StepRun
+	at := map[string]int{}
+	for _, r := range recs {
 		if i, ok := at[r.ID]; ok {
 			out[i] = r
 			continue
@@ -269,11 +282,12 @@ func encodeExec(ex *execState, subs json.RawMessage) (map[string]json.RawMessage
 	return map[string]json.RawMessage{keyExec: e, keySubs: subs}, nil
 }
 
-// execution builds the Execution of workflow id at a version.
-func execution(id string, version int64, ex *execState, subs map[string]subHead, msgs []message.Message) *Execution {
+// execution builds the Execution of workflow id at a version, of the step
+// records recs (one a message of the thread, in order).
+func execution(id string, version int64, ex *execState, subs map[string]subHead, recs []StepRun) *Execution {
 	e := &Execution{Workflow: id, Version: version, Status: ex.Status, Input: ex.Input, Round: ex.Round,
 		Current: nonNil(ex.Current), Completed: nonNil(ex.Done), Next: nonNil(ex.Next), Waiting: ex.Waiting,
-		Error: ex.Error, Runner: ex.Runner, Steps: stepRuns(msgs), SubThreads: subList(id, subs)}
+		Error: ex.Error, Runner: ex.Runner, Steps: foldRuns(recs), SubThreads: subList(id, subs)}
 	if e.Steps == nil {
 		e.Steps = []StepRun{}
 	}

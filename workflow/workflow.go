@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
@@ -70,6 +71,12 @@ type Workflow struct {
 	running string
 	// subsJSON is subs as the last commit wrote it, nil when unknown.
 	subsJSON json.RawMessage
+	// recs are the step records of the thread at version recsAt, one a
+	// message, in order, while a runner keeps them (from its claim, through
+	// each commit of the handle), so that a run ends without reading them
+	// back; recsAt is 0 when they are not kept.
+	recs   []StepRun
+	recsAt int64
 }
 
 // CreateOptions describe a new workflow.
@@ -181,6 +188,7 @@ func (w *Workflow) load(ctx context.Context) error {
 		return err
 	}
 	w.ex, w.subs, w.subsJSON = ex, subs, nil
+	w.recs, w.recsAt = nil, 0
 	return nil
 }
 
@@ -425,15 +433,42 @@ func (w *Workflow) commit(ctx context.Context, what string, recs []StepRun, chan
 // commitThen is commit, with then adding to the group after the commit (a
 // checkpoint of the workflow thread names the commit).
 func (w *Workflow) commitThen(ctx context.Context, what string, recs []StepRun, change func(g *thread.Group, ex *execState, subs map[string]subHead) error, then func(g *thread.Group) error) error {
-	ex, subs := cloneExec(w.ex), maps.Clone(w.subs)
-	g := w.db.Group()
-	if change != nil {
-		if err := change(g, ex, subs); err != nil {
-			return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
+	return w.commitRecs(ctx, what, func(g *thread.Group, ex *execState, subs map[string]subHead) ([]StepRun, []StepRun, error) {
+		if change != nil {
+			if err := change(g, ex, subs); err != nil {
+				return nil, nil, err
+			}
 		}
+		return recs, nil, nil
+	}, then)
+}
+
+// commitRecs is commitThen whose change returns the step records the
+// commit holds, which it may make from the execution state it leaves: recs,
+// and starts, the starts of steps that the commit's metadata names besides
+// what (the runner starts the steps of a round in the commit that ends the
+// round before).
+func (w *Workflow) commitRecs(ctx context.Context, what string, change func(g *thread.Group, ex *execState, subs map[string]subHead) (recs, starts []StepRun, err error), then func(g *thread.Group) error) error {
+	ex, subs := cloneExec(w.ex), maps.Clone(w.subs)
+	from := w.th.Version()
+	g := w.db.Group()
+	recs, starts, err := change(g, ex, subs)
+	if err != nil {
+		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
+	}
+	meta := what
+	for i, s := range starts {
+		if i == 0 {
+			meta += ", start "
+		} else {
+			meta += ", "
+		}
+		meta += s.ID
+	}
+	if len(starts) > 0 {
+		recs = slices.Concat(recs, starts)
 	}
 	var st map[string]json.RawMessage
-	var err error
 	if w.subsJSON != nil && maps.Equal(subs, w.subs) {
 		// Most commits (a step's start, most ends) leave the sub-threads
 		// as they were: their JSON is kept from the last.
@@ -448,7 +483,7 @@ func (w *Workflow) commitThen(ctx context.Context, what string, recs []StepRun, 
 	if err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
 	}
-	if _, err := g.Commit(ctx, w.th, thread.CommitOptions{Messages: ms, State: st, Metadata: map[string]string{"workflow": what}}); err != nil {
+	if _, err := g.Commit(ctx, w.th, thread.CommitOptions{Messages: ms, State: st, Metadata: map[string]string{"workflow": meta}}); err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
 	}
 	if then != nil {
@@ -458,6 +493,11 @@ func (w *Workflow) commitThen(ctx context.Context, what string, recs []StepRun, 
 	}
 	if err := g.Apply(ctx); err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)
+	}
+	if w.recsAt != 0 && w.recsAt == from && w.th.Version() == from+1 {
+		w.recs, w.recsAt = append(w.recs, recs...), w.th.Version()
+	} else {
+		w.recs, w.recsAt = nil, 0
 	}
 	w.ex, w.subs, w.subsJSON = ex, subs, st[keySubs]
 	return nil
@@ -513,5 +553,20 @@ func (w *Workflow) Execution(ctx context.Context, version int64) (*Execution, er
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", w.ID(), err)
 	}
-	return execution(w.ID(), version, ex, subs, msgs), nil
+	return execution(w.ID(), version, ex, subs, stepRecords(msgs)), nil
+}
+
+// keptExecution returns the execution state at the handle's version from
+// what the handle keeps (the step records a runner kept), and lets the
+// records go; nil when it does not keep them. Callers hold mu.
+func (w *Workflow) keptExecution() *Execution {
+	v := w.th.Version()
+	if w.recsAt == 0 || w.recsAt != v || w.ex.Runner != nil && !utf8.ValidString(w.ex.Runner.Host) {
+		return nil
+	}
+	ex := cloneExec(w.ex)
+	ex.Input = slices.Clone(ex.Input)
+	e := execution(w.ID(), v, ex, w.subs, w.recs)
+	w.recs, w.recsAt = nil, 0
+	return e
 }

@@ -386,7 +386,7 @@ type onlyThreads struct {
 	where string // the store and tenant, for errors
 }
 
-// Threads implements thread.Store.
+// Threads implements store.Store.
 func (s onlyThreads) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
 		for _, id := range s.ids {

@@ -8,7 +8,9 @@ import (
 // Facts is what a store reads for the batch planner, inside the
 // transaction that then writes the plan. Each method answers about what
 // the store holds now, before any of the batch's writes; the planner
-// layers the batch's own changes on top. A store may answer from a lock
+// layers the batch's own changes on top. A store that applies several
+// batches in one transaction (group commit) answers each as the batches
+// before it in that transaction left the store. A store may answer from a lock
 // it holds, a read in the same transaction, or a prefetch of everything
 // Needs lists (see NewFacts).
 type Facts interface {
@@ -177,12 +179,19 @@ func (f *MapFacts) Checkpoint(_ context.Context, thread, name string) (string, b
 // plan in that same transaction, restating none of the rules. Errors are
 // ErrInvalid, ErrConflict or ErrNotFound (wrapped), or f's own.
 func PlanBatch(ctx context.Context, f Facts, b *Batch) (*Plan, error) {
-	p := &Plan{Batch: b}
-	pl := planner{ctx: ctx, f: f, p: p}
+	// The plan and the planner's scratch in one allocation: most batches
+	// are one commit and one move, and fit the arrays.
+	a := &struct {
+		p       Plan
+		version [2]threadVersion
+		facts   [2]threadFact
+	}{}
+	a.p.Batch = b
+	pl := planner{ctx: ctx, f: f, p: &a.p, version: a.version[:0], facts: a.facts[:0]}
 	if err := pl.run(b); err != nil {
 		return nil, err
 	}
-	return p, nil
+	return &a.p, nil
 }
 
 type planner struct {

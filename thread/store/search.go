@@ -52,7 +52,14 @@ type SearchEntry struct {
 
 // SearchText returns the text of m that search indexes: its text and
 // reasoning, the names and arguments of its tool calls and their results.
+// A message of role "workflow" has none: it is a workflow's record of which
+// step ran (package workflow), which nobody wrote or reads as prose, and
+// indexing it would make every workflow a hit for "done" or "running" and
+// cost every step an index write.
 func SearchText(m message.Message) string {
+	if m.Role == "workflow" {
+		return ""
+	}
 	var b strings.Builder
 	for _, c := range m.Contents {
 		var s string

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Bench runs the standard benchmark scenarios against stores made by
@@ -23,7 +24,7 @@ import (
 // 1,000 and 100,000, 64 writers appending at once (to
 // 64 threads and to one; see BenchConcurrent), and time travel in a thread
 // of 10,000 versions. Flat costs must stay flat across depths. opts may be nil.
-func Bench(b *testing.B, newStore func(b *testing.B) thread.Store, opts *BenchOptions) {
+func Bench(b *testing.B, newStore func(b *testing.B) store.Store, opts *BenchOptions) {
 	var o BenchOptions
 	if opts != nil {
 		o = *opts
@@ -144,7 +145,7 @@ func Bench(b *testing.B, newStore func(b *testing.B) thread.Store, opts *BenchOp
 // at once, spread over threads threads (1: all on one thread, where every
 // append is a compare-and-swap race), and reports the latency of an append
 // (p50-µs, p99-µs) and the throughput (appends/s).
-func BenchConcurrent(b *testing.B, s thread.Store, writers, threads int) {
+func BenchConcurrent(b *testing.B, s store.Store, writers, threads int) {
 	ctx := context.Background()
 	db := thread.New(s, &thread.Options{AppendRetries: 1_000_000})
 	handles := make([]*thread.Thread, writers)
@@ -206,7 +207,7 @@ type BenchOptions struct {
 }
 
 // newThread makes a thread of depth single-message commits (and versions).
-func newThread(b *testing.B, s thread.Store, depth int) *thread.Thread {
+func newThread(b *testing.B, s store.Store, depth int) *thread.Thread {
 	b.Helper()
 	ctx := context.Background()
 	th, err := thread.New(s, nil).Create(ctx, thread.CreateOptions{})

@@ -14,6 +14,7 @@ import (
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func check(t T, err error, what string) {
@@ -84,7 +85,7 @@ func rawCommit(parent *thread.Commit, text string) *thread.Commit {
 	return c
 }
 
-func commitsAreImmutable(t T, s thread.Store, _ *Options) {
+func commitsAreImmutable(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{Messages: []message.Message{message.User("original")}})
@@ -104,7 +105,7 @@ func commitsAreImmutable(t T, s thread.Store, _ *Options) {
 	// Writing the same id again is a conflict and changes nothing.
 	dup := rawCommit(nil, "impostor")
 	dup.ID = id
-	wantErr(t, s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{dup}}), thread.ErrConflict, "rewrite commit")
+	wantErr(t, s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{dup}}), thread.ErrConflict, "rewrite commit")
 	again, err = s.Commit(ctx, id)
 	check(t, err, "commit after rewrite")
 	if after := encode(t, again); after != before {
@@ -112,7 +113,7 @@ func commitsAreImmutable(t T, s thread.Store, _ *Options) {
 	}
 	// Changing what was written after Apply changes nothing either.
 	in := rawCommit(again, "input")
-	check(t, s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{in}, Moves: []thread.Move{{Thread: th.ID(), From: 1, Head: in.ID, Op: thread.OpAppend, Time: in.Time}}}), "apply")
+	check(t, s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{in}, Moves: []store.Move{{Thread: th.ID(), From: 1, Head: in.ID, Op: thread.OpAppend, Time: in.Time}}}), "apply")
 	in.Messages[0].Contents[0] = message.Text{Text: "mutated"}
 	got, err := s.Commit(ctx, in.ID)
 	check(t, err, "read input commit")
@@ -126,7 +127,7 @@ func commitsAreImmutable(t T, s thread.Store, _ *Options) {
 	}
 }
 
-func batchIsAtomic(t T, s thread.Store, _ *Options) {
+func batchIsAtomic(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	a, err := db.Create(ctx, thread.CreateOptions{ID: "a", Messages: numbered("a", 1)})
@@ -137,17 +138,17 @@ func batchIsAtomic(t T, s thread.Store, _ *Options) {
 	check(t, err, "head")
 	c1 := rawCommit(head, "c1")
 	now := time.Now().UTC()
-	bad := []*thread.Batch{
+	bad := []*store.Batch{
 		// A good move on a, then a move of b from a wrong version.
-		{Commits: []*thread.Commit{c1}, Moves: []thread.Move{{Thread: "a", From: 1, Head: c1.ID, Op: thread.OpAppend, Time: now}, {Thread: "b", From: 7, Head: "", Op: thread.OpReset, Time: now}}},
+		{Commits: []*thread.Commit{c1}, Moves: []store.Move{{Thread: "a", From: 1, Head: c1.ID, Op: thread.OpAppend, Time: now}, {Thread: "b", From: 7, Head: "", Op: thread.OpReset, Time: now}}},
 		// A good move, then a checkpoint on a missing commit.
-		{Commits: []*thread.Commit{c1}, Moves: []thread.Move{{Thread: "a", From: 1, Head: c1.ID, Op: thread.OpAppend, Time: now}}, Checkpoints: []thread.Checkpoint{{Thread: "a", Name: "x", Commit: "c_missing", CreatedAt: now}}},
+		{Commits: []*thread.Commit{c1}, Moves: []store.Move{{Thread: "a", From: 1, Head: c1.ID, Op: thread.OpAppend, Time: now}}, Checkpoints: []thread.Checkpoint{{Thread: "a", Name: "x", Commit: "c_missing", CreatedAt: now}}},
 		// A good move, then a creation of an existing thread.
-		{Commits: []*thread.Commit{c1}, Moves: []thread.Move{{Thread: "a", From: 1, Head: c1.ID, Op: thread.OpAppend, Time: now}}, Create: []thread.Creation{{Record: &thread.Record{ID: "b", Kind: thread.KindLocal, Version: 1, CreatedAt: now, UpdatedAt: now}, Op: thread.OpCreate}}},
+		{Commits: []*thread.Commit{c1}, Moves: []store.Move{{Thread: "a", From: 1, Head: c1.ID, Op: thread.OpAppend, Time: now}}, Create: []store.Creation{{Record: &thread.Record{ID: "b", Kind: thread.KindLocal, Version: 1, CreatedAt: now, UpdatedAt: now}, Op: thread.OpCreate}}},
 		// A commit whose parent does not exist.
 		{Commits: []*thread.Commit{c1, {ID: ids.New("c_"), Parent: "c_missing", Depth: 2, Op: thread.OpAppend, Time: now}}},
 		// A delete at the wrong version.
-		{Commits: []*thread.Commit{c1}, Moves: []thread.Move{{Thread: "a", From: 1, Head: c1.ID, Op: thread.OpAppend, Time: now}}, Delete: []thread.Deletion{{Thread: "b", Version: 5}}},
+		{Commits: []*thread.Commit{c1}, Moves: []store.Move{{Thread: "a", From: 1, Head: c1.ID, Op: thread.OpAppend, Time: now}}, Delete: []store.Deletion{{Thread: "b", Version: 5}}},
 	}
 	for i, batch := range bad {
 		if err := s.Apply(ctx, batch); err == nil {
@@ -166,7 +167,7 @@ func batchIsAtomic(t T, s thread.Store, _ *Options) {
 		}
 	}
 	// The same batch made good applies whole: two moves, two threads.
-	check(t, s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c1}, Moves: []thread.Move{
+	check(t, s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c1}, Moves: []store.Move{
 		{Thread: "a", From: 1, Head: c1.ID, Op: thread.OpAppend, Time: now},
 		{Thread: "b", From: 1, Head: c1.ID, Op: thread.OpRestore, Time: now}}}), "good batch")
 	check(t, a.Refresh(ctx), "refresh a")
@@ -177,7 +178,7 @@ func batchIsAtomic(t T, s thread.Store, _ *Options) {
 	wantTexts(t, read(t, b, thread.ReadOptions{}), []string{"a0", "c1"}, "b after the batch")
 }
 
-func createAndRead(t T, s thread.Store, _ *Options) {
+func createAndRead(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{ID: "t1", Kind: thread.KindLocal, Title: "Trip to Paris ✈",
@@ -212,7 +213,7 @@ func createAndRead(t T, s thread.Store, _ *Options) {
 	}
 }
 
-func appendAndRead(t T, s thread.Store, _ *Options) {
+func appendAndRead(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{})
@@ -264,7 +265,7 @@ func appendAndRead(t T, s thread.Store, _ *Options) {
 	}
 }
 
-func everyContentSurvives(t T, s thread.Store, _ *Options) {
+func everyContentSurvives(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	at := time.Date(2025, 3, 4, 5, 6, 7, 123456789, time.FixedZone("x", 3600))
@@ -303,7 +304,7 @@ func everyContentSurvives(t T, s thread.Store, _ *Options) {
 	}
 }
 
-func casOneWinnerPerVersion(t T, s thread.Store, o *Options) {
+func casOneWinnerPerVersion(t T, s store.Store, o *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{Messages: numbered("start", 1)})
@@ -321,8 +322,8 @@ func casOneWinnerPerVersion(t T, s thread.Store, o *Options) {
 			commits[w] = rawCommit(head, fmt.Sprintf("r%d-w%d", round, w))
 			wg.Go(func() {
 				<-start
-				errs[w] = s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{commits[w]},
-					Moves: []thread.Move{{Thread: th.ID(), From: from, Head: commits[w].ID, Op: thread.OpAppend, Time: commits[w].Time}}})
+				errs[w] = s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{commits[w]},
+					Moves: []store.Move{{Thread: th.ID(), From: from, Head: commits[w].ID, Op: thread.OpAppend, Time: commits[w].Time}}})
 			})
 		}
 		close(start)
@@ -363,7 +364,7 @@ func casOneWinnerPerVersion(t T, s thread.Store, o *Options) {
 	}
 }
 
-func concurrentAppendsLoseNothing(t T, s thread.Store, o *Options) {
+func concurrentAppendsLoseNothing(t T, s store.Store, o *Options) {
 	ctx := t.Context()
 	db := thread.New(s, &thread.Options{AppendRetries: 10_000})
 	th, err := db.Create(ctx, thread.CreateOptions{})
@@ -410,7 +411,7 @@ func concurrentAppendsLoseNothing(t T, s thread.Store, o *Options) {
 	}
 }
 
-func forkAtMessage(t T, s thread.Store, _ *Options) {
+func forkAtMessage(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	src, err := db.Create(ctx, thread.CreateOptions{Title: "src", Labels: map[string]string{"k": "v"}})
@@ -476,7 +477,7 @@ func forkAtMessage(t T, s thread.Store, _ *Options) {
 	wantTexts(t, read(t, cp, thread.ReadOptions{}), texts(read(t, src, thread.ReadOptions{})), "copy")
 }
 
-func deepForkChain(t T, s thread.Store, o *Options) {
+func deepForkChain(t T, s store.Store, o *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{Messages: numbered("root", 1)})
@@ -500,7 +501,7 @@ func deepForkChain(t T, s thread.Store, o *Options) {
 	wantTexts(t, read(t, back, thread.ReadOptions{}), want[:1], "fork back")
 }
 
-func deleteKeepsSharedPrefixes(t T, s thread.Store, _ *Options) {
+func deleteKeepsSharedPrefixes(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	a, err := db.Create(ctx, thread.CreateOptions{ID: "a", Messages: numbered("shared", 2)})
@@ -556,7 +557,7 @@ func deleteKeepsSharedPrefixes(t T, s thread.Store, _ *Options) {
 	wantErr(t, d.Delete(ctx), thread.ErrConflict, "delete from a stale handle")
 }
 
-func hostileIDs(t T, s thread.Store, _ *Options) {
+func hostileIDs(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	hostile := []string{"", "../../etc/passwd", "..", ".", "a/b", `a\b`, "a\x00b", "{slot}", "a b", "é", strings.Repeat("x", 129), "-rf", "a:b", "%2e%2e"}
@@ -607,7 +608,7 @@ func hostileIDs(t T, s thread.Store, _ *Options) {
 	}
 }
 
-func largeMessages(t T, s thread.Store, _ *Options) {
+func largeMessages(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, &thread.Options{Limits: thread.Limits{MessageBytes: 1 << 20}})
 	th, err := db.Create(ctx, thread.CreateOptions{})
@@ -640,7 +641,7 @@ type step struct {
 	want []string // messages after the step
 }
 
-func historyAcrossRollbacks(t T, s thread.Store, _ *Options) {
+func historyAcrossRollbacks(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{})
@@ -730,7 +731,7 @@ func historyAcrossRollbacks(t T, s thread.Store, _ *Options) {
 	wantTexts(t, read(t, th, thread.ReadOptions{}), []string{"a", "b", "z"}, "after the refused operations")
 }
 
-func checkpoints(t T, s thread.Store, _ *Options) {
+func checkpoints(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{})
@@ -775,7 +776,7 @@ func checkpoints(t T, s thread.Store, _ *Options) {
 	wantTexts(t, read(t, f, thread.ReadOptions{}), []string{"a", "b"}, "fork at its checkpoint")
 }
 
-func stateIsVersioned(t T, s thread.Store, _ *Options) {
+func stateIsVersioned(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{State: map[string]json.RawMessage{"ctx/memory": json.RawMessage(`{"facts": [1, 2]}`)}})
@@ -829,7 +830,7 @@ func stateIsVersioned(t T, s thread.Store, _ *Options) {
 	wantErr(t, err, thread.ErrInvalid, "empty state key")
 }
 
-func listFiltersAndPaging(t T, s thread.Store, _ *Options) {
+func listFiltersAndPaging(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	var all, teamA []string
@@ -905,7 +906,7 @@ func listFiltersAndPaging(t T, s thread.Store, _ *Options) {
 	}
 }
 
-func saveLoadRoundTrip(t T, s thread.Store, _ *Options) {
+func saveLoadRoundTrip(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th := richThread(t, db, "rich")
@@ -1005,7 +1006,7 @@ func richThread(t T, db *thread.DB, id string) *thread.Thread {
 
 // reopen fills a store, reopens it and checks that everything reads back the
 // same: records, messages at every version, state, history, checkpoints.
-func reopen(t T, s thread.Store, o *Options) {
+func reopen(t T, s store.Store, o *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th := richThread(t, db, "rich")
@@ -1055,7 +1056,7 @@ func reopen(t T, s thread.Store, o *Options) {
 
 // copyInAndOut copies threads with history, forks and checkpoints from a
 // memory store into the store and back out, keeping every id and byte.
-func copyInAndOut(t T, s thread.Store, _ *Options) {
+func copyInAndOut(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	mem := thread.NewMemoryStore()
 	mdb := thread.New(mem, nil)
@@ -1069,7 +1070,7 @@ func copyInAndOut(t T, s thread.Store, _ *Options) {
 	check(t, thread.Copy(ctx, back, s, thread.CopyOptions{}), "copy out")
 	for _, id := range []string{"rich", "fork"} {
 		docs := make([]string, 3)
-		for i, st := range []thread.Store{mem, s, back} {
+		for i, st := range []store.Store{mem, s, back} {
 			th, err := thread.New(st, nil).Thread(ctx, id)
 			check(t, err, "get "+id)
 			var b bytes.Buffer
@@ -1094,13 +1095,13 @@ func copyInAndOut(t T, s thread.Store, _ *Options) {
 // entries, a thread deleted twice, hostile ids. The store refuses them with a
 // typed error, or (for ids) takes them and reads them back exactly; it never
 // panics and never applies part of a batch.
-func badBatches(t T, s thread.Store, _ *Options) {
+func badBatches(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	_, err := db.Create(ctx, thread.CreateOptions{ID: "x", Messages: numbered("x", 1)})
 	check(t, err, "create")
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	if err := s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: "x"}, {Thread: "x"}}}); !errors.Is(err, thread.ErrNotFound) && !errors.Is(err, thread.ErrInvalid) {
+	if err := s.Apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: "x"}, {Thread: "x"}}}); !errors.Is(err, thread.ErrNotFound) && !errors.Is(err, thread.ErrInvalid) {
 		t.Fatalf("deleting a thread twice in one batch: %v", err)
 	}
 	if _, err := s.Thread(ctx, "x"); err != nil {
@@ -1108,7 +1109,7 @@ func badBatches(t T, s thread.Store, _ *Options) {
 	}
 	// Every kind of change to a thread that does not exist is ErrNotFound,
 	// never a silent success.
-	for name, b := range map[string]*thread.Batch{
+	for name, b := range map[string]*store.Batch{
 		"move":            {Moves: []thread.Move{{Thread: "nosuch", From: 1, Op: thread.OpReset, Time: now}}},
 		"delete":          {Delete: []thread.Deletion{{Thread: "nosuch"}}},
 		"drop checkpoint": {DropCheckpoints: []thread.CheckpointKey{{Thread: "nosuch", Name: "cp"}}},
@@ -1121,16 +1122,16 @@ func badBatches(t T, s thread.Store, _ *Options) {
 	if _, err := s.Thread(ctx, "nosuch"); !errors.Is(err, thread.ErrNotFound) {
 		t.Fatalf("a refused batch made thread nosuch: %v", err)
 	}
-	if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{nil}}); !errors.Is(err, thread.ErrInvalid) {
+	if err := s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{nil}}); !errors.Is(err, thread.ErrInvalid) {
 		t.Fatalf("a nil commit: %v, want ErrInvalid", err)
 	}
-	if err := s.Apply(ctx, &thread.Batch{Create: []thread.Creation{{}}}); !errors.Is(err, thread.ErrInvalid) {
+	if err := s.Apply(ctx, &store.Batch{Create: []store.Creation{{}}}); !errors.Is(err, thread.ErrInvalid) {
 		t.Fatalf("a creation without a record: %v, want ErrInvalid", err)
 	}
 	for _, id := range []string{"../x", "a/b", "{slot}", "a\x00b", "..", strings.Repeat("z", 300)} {
 		c := rawCommit(nil, "hostile")
 		r := &thread.Record{ID: id, Kind: thread.KindLocal, Head: c.ID, Version: 1, CreatedAt: now, UpdatedAt: now}
-		err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}, Create: []thread.Creation{{Record: r, Op: thread.OpCreate}},
+		err := s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c}, Create: []store.Creation{{Record: r, Op: thread.OpCreate}},
 			Checkpoints: []thread.Checkpoint{{Thread: id, Name: "../cp", Commit: c.ID, Version: 1, CreatedAt: now}}})
 		if err != nil {
 			if !errors.Is(err, thread.ErrInvalid) {
@@ -1150,7 +1151,7 @@ func badBatches(t T, s thread.Store, _ *Options) {
 				t.Fatalf("checkpoint of %q read back as %+v, %v", id, cp, err)
 			}
 		}
-		check(t, s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: id}}}), "delete "+id)
+		check(t, s.Apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: id}}}), "delete "+id)
 		if _, err := s.Commit(ctx, c.ID); !errors.Is(err, thread.ErrNotFound) {
 			t.Fatalf("deleting %q left its commit: %v", id, err)
 		}
@@ -1160,7 +1161,7 @@ func badBatches(t T, s thread.Store, _ *Options) {
 // checkpointAloneKeepsCommits checks that a checkpoint is a reference of its
 // own: a commit that only a checkpoint reaches survives until the checkpoint
 // or its thread goes.
-func checkpointAloneKeepsCommits(t T, s thread.Store, _ *Options) {
+func checkpointAloneKeepsCommits(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	base := rawCommit(nil, "base")
@@ -1170,13 +1171,13 @@ func checkpointAloneKeepsCommits(t T, s thread.Store, _ *Options) {
 	}
 	// T's head is the empty root; its checkpoint is the only reference to
 	// x, and x the only reference to base.
-	check(t, s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{base, x}, Create: []thread.Creation{{Record: rec("t"), Op: thread.OpCreate}},
+	check(t, s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{base, x}, Create: []store.Creation{{Record: rec("t"), Op: thread.OpCreate}},
 		Checkpoints: []thread.Checkpoint{{Thread: "t", Name: "cp", Commit: x.ID, Version: 1, CreatedAt: now}}}), "create t")
 	// Another thread on base comes and goes.
 	other := rec("other")
 	other.Head = base.ID
-	check(t, s.Apply(ctx, &thread.Batch{Create: []thread.Creation{{Record: other, Op: thread.OpCreate}}}), "create other")
-	check(t, s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: "other"}}}), "delete other")
+	check(t, s.Apply(ctx, &store.Batch{Create: []store.Creation{{Record: other, Op: thread.OpCreate}}}), "create other")
+	check(t, s.Apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: "other"}}}), "delete other")
 	for _, c := range []*thread.Commit{x, base} {
 		if _, err := s.Commit(ctx, c.ID); err != nil {
 			t.Fatalf("commit %s, reached only through a checkpoint, is gone: %v", c.ID, err)
@@ -1184,13 +1185,13 @@ func checkpointAloneKeepsCommits(t T, s thread.Store, _ *Options) {
 	}
 	// Replacing the checkpoint in one batch keeps x: the new one counts
 	// before the old one is let go.
-	check(t, s.Apply(ctx, &thread.Batch{DropCheckpoints: []thread.CheckpointKey{{Thread: "t", Name: "cp"}},
+	check(t, s.Apply(ctx, &store.Batch{DropCheckpoints: []store.CheckpointKey{{Thread: "t", Name: "cp"}},
 		Checkpoints: []thread.Checkpoint{{Thread: "t", Name: "cp2", Commit: x.ID, Version: 1, CreatedAt: now}}}), "replace checkpoint")
 	if _, err := s.Commit(ctx, x.ID); err != nil {
 		t.Fatalf("commit x is gone after its checkpoint was replaced: %v", err)
 	}
 	// Dropping the last checkpoint frees x and base.
-	check(t, s.Apply(ctx, &thread.Batch{DropCheckpoints: []thread.CheckpointKey{{Thread: "t", Name: "cp2"}}}), "drop checkpoint")
+	check(t, s.Apply(ctx, &store.Batch{DropCheckpoints: []store.CheckpointKey{{Thread: "t", Name: "cp2"}}}), "drop checkpoint")
 	for _, c := range []*thread.Commit{x, base} {
 		if _, err := s.Commit(ctx, c.ID); !errors.Is(err, thread.ErrNotFound) {
 			t.Fatalf("commit %s outlived its last reference: %v", c.ID, err)
@@ -1200,7 +1201,7 @@ func checkpointAloneKeepsCommits(t T, s thread.Store, _ *Options) {
 
 // commitIDs lists the ids of every commit the thread's head and checkpoints
 // reach, for comparing stores that must keep commit ids.
-func commitIDs(t T, s thread.Store, id string) string {
+func commitIDs(t T, s store.Store, id string) string {
 	ctx := t.Context()
 	r, err := s.Thread(ctx, id)
 	check(t, err, "record "+id)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // CountingStore is a memory store that counts what the layers above it
@@ -36,7 +37,7 @@ func (s *CountingStore) Ancestors(ctx context.Context, id string, floor int64) i
 }
 
 // AppendAt counts an append through the store's queue.
-func (s *CountingStore) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
+func (s *CountingStore) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*store.Batch, error)) error {
 	s.Queued.Add(1)
 	return s.MemoryStore.AppendAt(ctx, id, build)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Groups is the case of a group of threads changed at once (thread.Group),
@@ -15,11 +16,11 @@ import (
 // store that keeps a fork family in one place (Redis Cluster) must take
 // each of these batches, which stay within the parent's family. It is part
 // of Run, and exported for stores that run it in another configuration.
-func Groups(t T, s thread.Store) {
+func Groups(t T, s store.Store) {
 	groups(t, s, nil)
 }
 
-func groups(t T, s thread.Store, _ *Options) {
+func groups(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	for _, tenant := range []string{"", "acme"} {
 		db := thread.New(s, nil).WithTenant(tenant)

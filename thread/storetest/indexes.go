@@ -11,9 +11,9 @@ import (
 
 // forks checks fork families: DB.Family finds every fork of every member,
 // and leaves out deleted forks and other tenants' threads. A store with a
-// thread.ForkIndex answers Forks with exactly the threads forked from a
+// store.ForkIndex answers Forks with exactly the threads forked from a
 // parent, as its records say, before and after a deletion.
-func forks(t T, s thread.Store, _ *Options) {
+func forks(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	for _, tenant := range []string{"", "t1"} {
 		db := thread.New(s, nil).WithTenant(tenant)
@@ -144,7 +144,7 @@ func forks(t T, s thread.Store, _ *Options) {
 // labelIndex checks that a listing by label follows labels as they
 // change: a thread relabelled leaves the old label's listing and joins the
 // new one's, a deleted thread leaves both, and pages of a label join up.
-func labelIndex(t T, s thread.Store, _ *Options) {
+func labelIndex(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	const n = 12

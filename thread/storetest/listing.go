@@ -8,12 +8,13 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // listByUpdated checks thread.OrderUpdated: most recently updated first,
 // ties by id descending, pages that join up with cursors, filters and
 // tenants kept, and a thread that moves going to the front.
-func listByUpdated(t T, s thread.Store, _ *Options) {
+func listByUpdated(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	var mu sync.Mutex
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -136,7 +137,7 @@ func listByUpdated(t T, s thread.Store, _ *Options) {
 // above the store: loom's own threads (LabelOwner, or an older loom's
 // labels) left out or kept alone, pages full and joined by cursors in
 // either order, however the own threads crowd the people's.
-func listInternal(t T, s thread.Store, _ *Options) {
+func listInternal(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	own := []map[string]string{

@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // withID returns m with the id id.
@@ -19,7 +20,7 @@ func withID(m message.Message, id string) message.Message {
 // commit, on a fork that shares it, in a group, or by many writers at once
 // — is ErrConflict and changes nothing, while another thread, or the same
 // thread after a reset or a rollback to before the message, takes it.
-func messageIDsOncePerThread(t T, s thread.Store, o *Options) {
+func messageIDsOncePerThread(t T, s store.Store, o *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil)
 	th, err := db.Create(ctx, thread.CreateOptions{ID: "ids", Kind: thread.KindLocal})

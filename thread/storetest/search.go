@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // ticking returns a clock that moves a millisecond on each reading, so
@@ -37,10 +38,10 @@ func searchAll(t T, db *thread.DB, q string, limit int) []hitKey {
 	check(t, err, "search "+q)
 	var out []hitKey
 	for _, h := range hits {
-		if h.Message.Text() == "" && thread.SearchText(h.Message) == "" {
+		if h.Message.Text() == "" && store.SearchText(h.Message) == "" {
 			t.Errorf("search %q: hit %s/%d has no text", q, h.Commit, h.Index)
 		}
-		out = append(out, hitKey{h.Thread, thread.SearchText(h.Message)})
+		out = append(out, hitKey{h.Thread, store.SearchText(h.Message)})
 	}
 	return out
 }
@@ -57,7 +58,7 @@ func wantHits(t T, got []hitKey, want []hitKey, what string) {
 // newest first, in each tenant's own threads only, whole words in any
 // case, rolled back messages too (with the version that held them, when
 // asked), none of a deleted thread's, and pages that follow each other.
-func search(t T, s thread.Store, _ *Options) {
+func search(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	clock := ticking()
 	for _, tenant := range []string{"", "acme"} {
@@ -174,7 +175,7 @@ func clip(s string) string {
 // watch checks the change feed through DB.Watch: a listener hears its own
 // tenant's changes, in order and with their versions, made through any DB
 // on the store; nothing of another tenant's; nothing after it stops.
-func watch(t T, s thread.Store, _ *Options) {
+func watch(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	type heard struct {
 		mu  sync.Mutex

@@ -1,16 +1,16 @@
-// Package storetest is the conformance suite that every thread.Store runs.
+// Package storetest is the conformance suite that every store.Store runs.
 //
 // A store's test is a few lines:
 //
 //	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) thread.Store {
+//		storetest.Run(t, func(t *testing.T) store.Store {
 //			s, err := mystore.Open(t.TempDir())
 //			if err != nil {
 //				t.Fatal(err)
 //			}
 //			return s
 //		}, &storetest.Options{
-//			Reopen: func(s thread.Store) (thread.Store, error) {
+//			Reopen: func(s store.Store) (store.Store, error) {
 //				ms := s.(*mystore.Store)
 //				if err := ms.Close(); err != nil {
 //					return nil, err
@@ -35,14 +35,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // Options tune the suite. A nil *Options runs it with the defaults.
 type Options struct {
 	// Reopen closes s and opens the same durable data again. Stores that
 	// keep nothing after close leave it nil, and the reopen case is skipped.
-	Reopen func(s thread.Store) (thread.Store, error)
+	Reopen func(s store.Store) (store.Store, error)
 	// Writers is the number of goroutines racing on one thread; default 32.
 	Writers int
 	// ForkDepth is the length of the fork chain; default 1,000.
@@ -61,11 +61,11 @@ type T interface {
 
 type suiteCase struct {
 	name string
-	run  func(t T, s thread.Store, o *Options)
+	run  func(t T, s store.Store, o *Options)
 }
 
 // Run runs every case of the suite, each on a fresh store from newStore.
-func Run(t *testing.T, newStore func(t *testing.T) thread.Store, opts *Options) {
+func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts *Options) {
 	o := withDefaults(opts)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -149,7 +149,7 @@ func (r *recorder) record(f string, a ...any) {
 type fatal struct{}
 
 // runRecorded runs one case against s and returns the failures it reported.
-func runRecorded(ctx context.Context, name string, s thread.Store, opts *Options) []string {
+func runRecorded(ctx context.Context, name string, s store.Store, opts *Options) []string {
 	r := &recorder{ctx: ctx}
 	all := append(cases, suiteCase{"Reopen", reopen})
 	for _, c := range all {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // The suite must catch broken stores, or it proves nothing. Each store below
@@ -21,7 +22,7 @@ import (
 // racing writers overlap.
 type lostUpdate struct{ *thread.MemoryStore }
 
-func (s lostUpdate) Apply(ctx context.Context, b *thread.Batch) error {
+func (s lostUpdate) Apply(ctx context.Context, b *store.Batch) error {
 	time.Sleep(20 * time.Microsecond)
 	for i, m := range b.Moves {
 		if r, err := s.MemoryStore.Thread(ctx, m.Thread); err == nil {
@@ -59,7 +60,7 @@ type greedyDelete struct {
 	gone map[string]bool
 }
 
-func (s *greedyDelete) Apply(ctx context.Context, b *thread.Batch) error {
+func (s *greedyDelete) Apply(ctx context.Context, b *store.Batch) error {
 	var doomed []string
 	for _, d := range b.Delete {
 		for e, err := range s.MemoryStore.History(ctx, d.Thread, thread.HistoryOptions{}) {
@@ -114,18 +115,18 @@ func (s *greedyDelete) Ancestors(ctx context.Context, id string, floor int64) it
 // the first half written.
 type piecemeal struct{ *thread.MemoryStore }
 
-func (s piecemeal) Apply(ctx context.Context, b *thread.Batch) error {
+func (s piecemeal) Apply(ctx context.Context, b *store.Batch) error {
 	var errs []error
-	apply := func(p *thread.Batch) { errs = append(errs, s.MemoryStore.Apply(ctx, p)) }
-	apply(&thread.Batch{Commits: b.Commits, Create: b.Create})
+	apply := func(p *store.Batch) { errs = append(errs, s.MemoryStore.Apply(ctx, p)) }
+	apply(&store.Batch{Commits: b.Commits, Create: b.Create})
 	for _, m := range b.Moves {
-		apply(&thread.Batch{Moves: []thread.Move{m}})
+		apply(&store.Batch{Moves: []store.Move{m}})
 	}
 	for _, cp := range b.Checkpoints {
-		apply(&thread.Batch{Checkpoints: []thread.Checkpoint{cp}})
+		apply(&store.Batch{Checkpoints: []thread.Checkpoint{cp}})
 	}
 	for _, d := range b.Delete {
-		apply(&thread.Batch{Delete: []thread.Deletion{d}})
+		apply(&store.Batch{Delete: []store.Deletion{d}})
 	}
 	return errors.Join(errs...)
 }
@@ -153,20 +154,20 @@ func (s idOrder) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2
 
 func TestSuiteCatchesBrokenStores(t *testing.T) {
 	mem := func() *thread.MemoryStore { return thread.NewMemoryStore() }
-	forgetful := &Options{Reopen: func(thread.Store) (thread.Store, error) { return thread.NewMemoryStore(), nil }}
+	forgetful := &Options{Reopen: func(store.Store) (store.Store, error) { return thread.NewMemoryStore(), nil }}
 	tests := []struct {
 		store    string
-		newStore func() thread.Store
+		newStore func() store.Store
 		opts     *Options
 		mustFail []string
 	}{
-		{"lost update", func() thread.Store { return lostUpdate{mem()} }, nil, []string{"CASOneWinnerPerVersion", "ConcurrentAppendsLoseNothing", "HistoryAcrossRollbacks"}},
-		{"aliasing", func() thread.Store { return &aliasing{MemoryStore: mem(), seen: map[string]*thread.Commit{}} }, nil, []string{"CommitsAreImmutable"}},
-		{"greedy delete", func() thread.Store { return &greedyDelete{MemoryStore: mem(), gone: map[string]bool{}} }, nil, []string{"DeleteKeepsSharedPrefixes"}},
-		{"piecemeal", func() thread.Store { return piecemeal{mem()} }, nil, []string{"BatchIsAtomic"}},
-		{"shallow walk", func() thread.Store { return shallowWalk{mem()} }, nil, []string{"MessageIDsOncePerThread"}},
-		{"id order", func() thread.Store { return idOrder{mem()} }, nil, []string{"ListByUpdated"}},
-		{"forgetful", func() thread.Store { return mem() }, forgetful, []string{"Reopen"}},
+		{"lost update", func() store.Store { return lostUpdate{mem()} }, nil, []string{"CASOneWinnerPerVersion", "ConcurrentAppendsLoseNothing", "HistoryAcrossRollbacks"}},
+		{"aliasing", func() store.Store { return &aliasing{MemoryStore: mem(), seen: map[string]*thread.Commit{}} }, nil, []string{"CommitsAreImmutable"}},
+		{"greedy delete", func() store.Store { return &greedyDelete{MemoryStore: mem(), gone: map[string]bool{}} }, nil, []string{"DeleteKeepsSharedPrefixes"}},
+		{"piecemeal", func() store.Store { return piecemeal{mem()} }, nil, []string{"BatchIsAtomic"}},
+		{"shallow walk", func() store.Store { return shallowWalk{mem()} }, nil, []string{"MessageIDsOncePerThread"}},
+		{"id order", func() store.Store { return idOrder{mem()} }, nil, []string{"ListByUpdated"}},
+		{"forgetful", func() store.Store { return mem() }, forgetful, []string{"Reopen"}},
 	}
 	for _, tt := range tests {
 		for _, name := range tt.mustFail {
@@ -184,8 +185,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 func TestSuitePassesMemoryStoreWithReopen(t *testing.T) {
 	// The memory store "reopened" as itself keeps everything: the reopen
 	// case must pass, and so must the rest with a smaller fork chain.
-	Run(t, func(t *testing.T) thread.Store { return thread.NewMemoryStore() }, &Options{
-		Reopen:    func(s thread.Store) (thread.Store, error) { return s, nil },
+	Run(t, func(t *testing.T) store.Store { return thread.NewMemoryStore() }, &Options{
+		Reopen:    func(s store.Store) (store.Store, error) { return s, nil },
 		ForkDepth: 50,
 	})
 }

@@ -9,13 +9,14 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // tenantNamespaces checks that each tenant has its own namespace of thread
 // ids: two tenants (and the default one) use the same ids for creates,
 // forks, copies, loads, checkpoints and deletes, and nothing one does is
 // seen by, blocks or changes another.
-func tenantNamespaces(t T, s thread.Store, _ *Options) {
+func tenantNamespaces(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	base := thread.New(s, nil)
 	dbs := map[string]*thread.DB{"": base, "alice": base.WithTenant("alice"), "bob": base.WithTenant("bob")}
@@ -154,7 +155,7 @@ func tenantNamespaces(t T, s thread.Store, _ *Options) {
 
 // tenantErrorsNameIDs checks that a tenant's errors name its threads by
 // their ids, never by the keys the store keeps them under.
-func tenantErrorsNameIDs(t T, s thread.Store, _ *Options) {
+func tenantErrorsNameIDs(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	db := thread.New(s, nil).WithTenant("acme")
 	_, err := db.Thread(ctx, "nope")
