@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // schemaV6 takes the search index off the commit's path, as the SQLite
@@ -327,6 +328,14 @@ func (s *Store) folding(ctx context.Context) {
 	}
 }
 
-// hasWords reports whether a commit of msgs may have words to index: any
-// message at all (the fold tokenizes).
-func hasWords(msgs []message.Message) bool { return len(msgs) > 0 }
+// hasWords reports whether a commit of msgs may have words to index: a
+// message with search text (store.SearchText; the fold tokenizes it). A
+// workflow's step records have none: their commits are not queued.
+func hasWords(msgs []message.Message) bool {
+	for _, m := range msgs {
+		if store.SearchText(m) != "" {
+			return true
+		}
+	}
+	return false
+}
