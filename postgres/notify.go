@@ -189,7 +189,8 @@ func (n *notifier) run() {
 }
 
 // send sends notes on conn, or on a new connection if there is none or
-// the send fails, and returns the connection to use next.
+// the send fails, and returns the connection to use next: one statement
+// in a transaction of its own, with synchronous_commit off.
 func (n *notifier) send(conn *pgx.Conn, notes []string) (*pgx.Conn, bool) {
 	for range 2 {
 		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
@@ -198,12 +199,9 @@ func (n *notifier) send(conn *pgx.Conn, notes []string) (*pgx.Conn, bool) {
 			conn, err = n.connect(ctx)
 		}
 		if err == nil {
-			var q pgx.Batch
-			q.Queue("BEGIN")
-			q.Queue("SET LOCAL synchronous_commit = off")
-			q.Queue("SELECT loom_notify($1::text[])", notes)
-			q.Queue("COMMIT")
-			err = conn.SendBatch(ctx, &q).Close()
+			// One statement, its own transaction, which commits without
+			// waiting for the disk.
+			_, err = conn.Exec(ctx, `SELECT set_config('synchronous_commit', 'off', true), loom_notify($1::text[])`, notes)
 			if err != nil {
 				closeConn(conn)
 				conn = nil
