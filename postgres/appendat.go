@@ -11,9 +11,9 @@ import (
 	"github.com/loomthreads/loom/thread/store"
 )
 
-var _ thread.Appender = (*Store)(nil)
+var _ store.Appender = (*Store)(nil)
 
-// AppendAt implements thread.Appender, which package thread uses for an
+// AppendAt implements store.Appender, which package thread uses for an
 // append that lost a race on a hot thread. Its transaction first takes the
 // thread's row lock (FOR UPDATE), waiting in PostgreSQL's queue for the
 // row (for a while: past the store's Timeout it runs again, see
@@ -23,7 +23,7 @@ var _ thread.Appender = (*Store)(nil)
 // the record and head, has build make the batch on them, and applies it as
 // Apply does, in the same transaction. The caller waits its turn; nobody
 // starves.
-func (s *Store) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) error {
+func (s *Store) AppendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*store.Batch, error)) error {
 	if !validKey(id) {
 		return fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
 	}
@@ -41,7 +41,7 @@ func (s *Store) AppendAt(ctx context.Context, id string, build func(r *thread.Re
 // the row. It returns the batch built when loom_append found other facts
 // than its plan assumed and the planner did not fail it: the batch then
 // takes Apply's general path, in a transaction of its own.
-func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*thread.Batch, error)) (*thread.Batch, error) {
+func (s *Store) appendAt(ctx context.Context, id string, build func(r *thread.Record, head *thread.Commit) (*store.Batch, error)) (*store.Batch, error) {
 	pc, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"github.com/loomthreads/loom/thread/store"
 )
 
-// Apply implements thread.Store. The batch's rules are package store's
+// Apply implements store.Store. The batch's rules are package store's
 // planner's (store.PlanBatch); the store reads the facts it needs and
 // writes the plan it returns, in one transaction of two round trips:
 //
@@ -43,7 +43,7 @@ import (
 // after that Apply returns thread.ErrConflict. A concurrent writer that
 // makes the same commit, thread or checkpoint makes this one fail with
 // thread.ErrConflict.
-func (s *Store) Apply(ctx context.Context, b *thread.Batch) error {
+func (s *Store) Apply(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (s *Store) retry(ctx context.Context, what string, tx func(ctx context.Cont
 
 // validate checks what the server can hold: text without NUL, keys short
 // enough for an index. The batch's rules are the planner's.
-func validate(b *thread.Batch) error {
+func validate(b *store.Batch) error {
 	text := func(what, s string) error {
 		if !validText(s) {
 			return fmt.Errorf("%s %q: NUL or not UTF-8: %w", what, clip(s), thread.ErrInvalid)
@@ -176,7 +176,7 @@ type facts struct {
 }
 
 // apply runs the batch's transaction once.
-func (s *Store) apply(ctx context.Context, b *thread.Batch) (err error) {
+func (s *Store) apply(ctx context.Context, b *store.Batch) (err error) {
 	pc, err := s.acquire(ctx)
 	if err != nil {
 		return err
@@ -233,7 +233,7 @@ func rollback(ctx context.Context, conn *pgx.Conn) {
 // order loom_unref frees in, so that none is freed while the batch refers
 // to it); the checkpoints (their threads are locked); and the seqs of the
 // new commits and threads. What is not read does not exist.
-func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *thread.Batch, begin bool) (*facts, error) {
+func (s *Store) lock(ctx context.Context, conn *pgx.Conn, b *store.Batch, begin bool) (*facts, error) {
 	needs := store.NeedsOf(b)
 	// An id no column can hold is not stored: it is left out of the reads.
 	var threadIDs, commitIDs, cpThreads, cpNames []string

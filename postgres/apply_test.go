@@ -8,6 +8,7 @@ import (
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // TestAppendShapeErrors: a batch of loom_append's shape (one commit, the
@@ -19,8 +20,8 @@ func TestAppendShapeErrors(t *testing.T) {
 	mem := thread.NewMemoryStore()
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	heads, firsts := map[thread.Store]string{}, map[thread.Store]string{}
-	for _, s := range []thread.Store{pg, mem} {
+	heads, firsts := map[store.Store]string{}, map[store.Store]string{}
+	for _, s := range []store.Store{pg, mem} {
 		th, err := thread.New(s, nil).Create(ctx, thread.CreateOptions{ID: "t", Messages: []message.Message{message.User("one")}})
 		if err != nil {
 			t.Fatal(err)
@@ -41,15 +42,15 @@ func TestAppendShapeErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	const head, first = "HEAD", "FIRST"
-	batch := func(id, thr, parent string, from int64) *thread.Batch {
+	batch := func(id, thr, parent string, from int64) *store.Batch {
 		c := &thread.Commit{ID: id, Parent: parent, Depth: 3, Op: thread.OpAppend, Time: now,
 			Messages: []message.Message{message.User("three")}}
-		return &thread.Batch{Commits: []*thread.Commit{c},
-			Moves: []thread.Move{{Thread: thr, From: from, Head: id, Op: thread.OpAppend, Time: now}}}
+		return &store.Batch{Commits: []*thread.Commit{c},
+			Moves: []store.Move{{Thread: thr, From: from, Head: id, Op: thread.OpAppend, Time: now}}}
 	}
 	for _, tc := range []struct {
 		name string
-		b    *thread.Batch
+		b    *store.Batch
 		want error
 	}{
 		{"stale", batch("n1", "t", head, r.Version-1), thread.ErrConflict},
@@ -62,7 +63,7 @@ func TestAppendShapeErrors(t *testing.T) {
 		{"its own parent", batch(head, "t", head, r.Version), thread.ErrConflict},
 		{"stale, commit exists", batch(first, "t", head, r.Version-1), thread.ErrConflict},
 	} {
-		for name, s := range map[string]thread.Store{"postgres": pg, "memory": mem} {
+		for name, s := range map[string]store.Store{"postgres": pg, "memory": mem} {
 			b := *tc.b
 			c := *b.Commits[0]
 			if c.Parent == head {
@@ -70,7 +71,7 @@ func TestAppendShapeErrors(t *testing.T) {
 			}
 			if c.ID == head || c.ID == first {
 				c.ID = map[string]string{head: heads[s], first: firsts[s]}[c.ID]
-				b.Moves = []thread.Move{b.Moves[0]}
+				b.Moves = []store.Move{b.Moves[0]}
 				b.Moves[0].Head = c.ID
 			}
 			b.Commits = []*thread.Commit{&c}

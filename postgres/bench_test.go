@@ -9,11 +9,12 @@ import (
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return open(b, testserver.Postgres(b), nil) }, nil)
+	storetest.Bench(b, func(b *testing.B) store.Store { return open(b, testserver.Postgres(b), nil) }, nil)
 }
 
 // BenchmarkConcurrentAppend is storetest's concurrent scenario (64

@@ -18,6 +18,7 @@ import (
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // tee is a store that applies every batch to the memory store (the
@@ -28,7 +29,7 @@ type tee struct {
 	t  *testing.T
 }
 
-func (s *tee) Apply(ctx context.Context, b *thread.Batch) error {
+func (s *tee) Apply(ctx context.Context, b *store.Batch) error {
 	want := s.MemoryStore.Apply(ctx, b)
 	got := s.pg.Apply(ctx, b)
 	for _, e := range []error{thread.ErrNotFound, thread.ErrConflict, thread.ErrInvalid} {
@@ -56,7 +57,7 @@ func TestSameAsMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b thread.Batch
+	var b store.Batch
 	parent := (*thread.Commit)(nil)
 	now := time.Unix(1700000000, 0).UTC()
 	var hist []thread.HistoryEntry
@@ -81,7 +82,7 @@ func TestSameAsMemory(t *testing.T) {
 	}
 	rec := long.Record()
 	rec.ID, rec.Head, rec.Version = "long2", parent.ID, int64(len(hist))
-	b.Create = []thread.Creation{{Record: &rec, Op: thread.OpLoad, History: hist}}
+	b.Create = []store.Creation{{Record: &rec, Op: thread.OpLoad, History: hist}}
 	if err := s.Apply(ctx, &b); err != nil {
 		t.Fatal(err)
 	}

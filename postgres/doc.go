@@ -1,4 +1,4 @@
-// Package postgres is a thread.Store on PostgreSQL: the store for many
+// Package postgres is a store.Store on PostgreSQL: the store for many
 // `loom serve` processes, on one machine or many, sharing one database.
 //
 // Pick it when threads must outlive a machine, or when more than one process
@@ -69,8 +69,8 @@
 // Store.Apply); commits are reference-counted in the same transaction, and
 // deleting a thread frees the commits that nothing else reaches.
 //
-// The store is a thread.Searcher: schema 4 adds loom_search, a tsvector of
-// each message's words (thread.SearchTokens) under a GIN index, dropped
+// The store is a store.Searcher: schema 4 adds loom_search, a tsvector of
+// each message's words (store.SearchTokens) under a GIN index, dropped
 // with its commit, and indexes what an older database kept when Open
 // migrates it. Since schema 6 a commit's transaction only queues it
 // (loom_search_pending); a background fold of the Store indexes what is
@@ -79,7 +79,7 @@
 // it. Batches are planned by package store (store.PlanBatch): the store
 // reads the facts a batch needs under its locks and writes the plan.
 // Schema 7 indexes forks (Forks, Descendants) and labels (loom_labels), so
-// that a family and a page of a label cost their own rows. It is a thread.Watcher too:
+// that a family and a page of a label cost their own rows. It is a store.Watcher too:
 // every batch, once it committed, notifies its changes on the channel
 // loom_changes, and Store.Watch listens, so that a DB's watchers hear what
 // every process writes, each thread's changes in the order of its

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/thread/store"
 )
 
@@ -57,7 +56,7 @@ $$;
 
 // fastAppend reports whether b is one new commit and the move of a thread
 // to it, with nothing else: the shape loom_append writes.
-func fastAppend(b *thread.Batch) bool {
+func fastAppend(b *store.Batch) bool {
 	if len(b.Commits) != 1 || len(b.Moves) != 1 || len(b.Create)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) != 0 {
 		return false
 	}
@@ -72,7 +71,7 @@ func fastAppend(b *thread.Batch) bool {
 // parent stored, the commit not); loom_append writes the plan only if the
 // first two hold (the commit's unique key fails it if the third does not),
 // and otherwise answers what it found, for the planner to judge.
-func appendFacts(b *thread.Batch, version int64, parent, commit bool) *store.MapFacts {
+func appendFacts(b *store.Batch, version int64, parent, commit bool) *store.MapFacts {
 	c, m := b.Commits[0], b.Moves[0]
 	f := &store.MapFacts{Threads: map[string]store.ThreadFact{}, Commits: map[string]bool{}}
 	if version > 0 {
@@ -89,7 +88,7 @@ func appendFacts(b *thread.Batch, version int64, parent, commit bool) *store.Map
 // (appendFacts, the thread at the version its move comes from), and
 // reports whether loom_append writes that plan: the references it adds
 // are to the parent only. Otherwise the batch takes Apply's general path.
-func planAppend(ctx context.Context, b *thread.Batch) (*store.Plan, bool, error) {
+func planAppend(ctx context.Context, b *store.Batch) (*store.Plan, bool, error) {
 	if b.Moves[0].From < 1 || b.Commits[0].ID == b.Commits[0].Parent {
 		// No thread is at that version, or the parent assumed stored is
 		// the commit assumed not: appendFacts cannot assume either.
@@ -158,7 +157,7 @@ func (f *found) scan(row pgx.Row) error { return row.Scan(&f.version, &f.parent,
 // found when they were not those its plan assumed). done is false when
 // the batch must take Apply's general path: the parent was missing as the
 // thread moved, or the planner, told the facts found, did not fail it.
-func appendResult(ctx context.Context, b *thread.Batch, f found, err error) (done bool, _ error) {
+func appendResult(ctx context.Context, b *store.Batch, f found, err error) (done bool, _ error) {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == codeNoParent {
 		return false, nil
@@ -181,7 +180,7 @@ func appendResult(ctx context.Context, b *thread.Batch, f found, err error) (don
 // (which sets its lock_timeout, see queueLockTimeout). Then it queues the
 // notification of its change (Store.notify) and kicks the fold. done is
 // false when the batch must take the general path (Store.apply).
-func (s *Store) applyAppend(ctx context.Context, b *thread.Batch) (done bool, err error) {
+func (s *Store) applyAppend(ctx context.Context, b *store.Batch) (done bool, err error) {
 	p, ok, err := planAppend(ctx, b)
 	if err != nil || !ok {
 		return err != nil, err

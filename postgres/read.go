@@ -97,7 +97,7 @@ func scanCommit(row pgx.Row, extra ...any) (commitRow, error) {
 	return commitRow{&c, parent}, nil
 }
 
-// Commit implements thread.Store.
+// Commit implements store.Store.
 func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	if !validKey(id) {
 		return nil, fmt.Errorf("commit %q: %w", clip(id), thread.ErrNotFound)
@@ -148,7 +148,7 @@ const (
 	nextAncestorPage  = 16384
 )
 
-// Ancestors implements thread.Store.
+// Ancestors implements store.Store.
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
 	return func(yield func(*thread.Commit, error) bool) {
 		if !validKey(id) {
@@ -246,7 +246,7 @@ func scanRecord(row pgx.Row, extra ...any) (*thread.Record, error) {
 	return &r, nil
 }
 
-// Thread implements thread.Store.
+// Thread implements store.Store.
 func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	if !validKey(id) {
 		return nil, fmt.Errorf("thread %q: %w", clip(id), thread.ErrNotFound)
@@ -269,7 +269,7 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 
 const threadPage = 256
 
-// Threads implements thread.Store: pages of records in id order (or by
+// Threads implements store.Store: pages of records in id order (or by
 // update time, from loom_threads_updated), filtered by the server: a
 // tenant's listing by label in id order walks that label's entries in
 // loom_labels (schemaV7); the others filter the labels of the records they
@@ -430,7 +430,7 @@ var (
 	historyBySeq = historySQL("seq")
 )
 
-// History implements thread.Store. The pages after the first read the
+// History implements store.Store. The pages after the first read the
 // thread by its seq, which no other thread ever gets: a thread deleted
 // during the walk, even if one of the same id was created since, ends it
 // with ErrNotFound rather than with the entries read so far, or another
@@ -506,7 +506,7 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 	}
 }
 
-// Checkpoints implements thread.Store.
+// Checkpoints implements store.Store.
 func (s *Store) Checkpoints(ctx context.Context, id string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
 		if !validKey(id) {

@@ -12,17 +12,18 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-var _ thread.Searcher = (*Store)(nil)
+var _ store.Searcher = (*Store)(nil)
 
 // schemaV4 adds the full-text index of messages (loom_search) and the
 // change feed's notifications (loom_notify), and a loom_append that writes
 // both in the transaction of the append.
 //
 // loom_search holds a row per message that has words, under the thread a
-// batch committed it for (thread.Batch.CommitThreads). Loom tokenizes
-// (thread.SearchTokens), so that every store matches alike; words is the
+// batch committed it for (store.Batch.CommitThreads). Loom tokenizes
+// (store.SearchTokens), so that every store matches alike; words is the
 // tsvector of those tokens (array_to_tsvector, never to_tsvector, whose
 // parser splits otherwise) and of one more lexeme, '@' and the tenant,
 // which no token can be (tokens are letters, digits and marks): a search
@@ -152,7 +153,7 @@ const maxIndexedBytes = 64 << 10
 // searchWords returns the distinct words of m, joined by spaces (which no
 // word holds), in the order they first appear: "" for a message without.
 func searchWords(m message.Message) string {
-	tokens := thread.SearchTokens(thread.SearchText(m))
+	tokens := store.SearchTokens(store.SearchText(m))
 	if len(tokens) == 0 {
 		return ""
 	}
@@ -256,7 +257,7 @@ func (s *Store) foldPending(ctx context.Context) error {
 	return s.retry(ctx, "fold", s.foldAll)
 }
 
-// Search implements thread.Searcher from loom_search. Its cursor is the
+// Search implements store.Searcher from loom_search. Its cursor is the
 // entry's id, in decimal. It first folds the commits pending for the
 // index (foldPending), so that it finds every message committed before
 // it started. It reads a page of entries at a time and gives
@@ -265,23 +266,23 @@ func (s *Store) foldPending(ctx context.Context) error {
 // Each page is planned for its words (an unnamed statement, never a cached
 // generic plan): PostgreSQL then walks the GIN index for rare words and
 // the newest entries for common ones.
-func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2[thread.SearchEntry, error] {
-	return func(yield func(thread.SearchEntry, error) bool) {
+func (s *Store) Search(ctx context.Context, opts store.SearchOptions) iter.Seq2[store.SearchEntry, error] {
+	return func(yield func(store.SearchEntry, error) bool) {
 		before := int64(math.MaxInt64)
 		if opts.Before != "" {
 			n, err := strconv.ParseInt(opts.Before, 10, 64)
 			if err != nil || n <= 0 {
-				yield(thread.SearchEntry{}, fmt.Errorf("search cursor %q: %w", clip(opts.Before), thread.ErrInvalid))
+				yield(store.SearchEntry{}, fmt.Errorf("search cursor %q: %w", clip(opts.Before), thread.ErrInvalid))
 				return
 			}
 			before = n
 		}
 		if len(opts.Words) == 0 {
-			yield(thread.SearchEntry{}, fmt.Errorf("a search needs at least one word: %w", thread.ErrInvalid))
+			yield(store.SearchEntry{}, fmt.Errorf("a search needs at least one word: %w", thread.ErrInvalid))
 			return
 		}
 		if opts.Limit < 0 {
-			yield(thread.SearchEntry{}, fmt.Errorf("search limit %d: %w", opts.Limit, thread.ErrInvalid))
+			yield(store.SearchEntry{}, fmt.Errorf("search limit %d: %w", opts.Limit, thread.ErrInvalid))
 			return
 		}
 		if !validKey(opts.Tenant) {
@@ -289,12 +290,12 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 		}
 		for _, w := range opts.Words {
 			if !validText(w) || w == "" {
-				yield(thread.SearchEntry{}, fmt.Errorf("search word %q: %w", clip(w), thread.ErrInvalid))
+				yield(store.SearchEntry{}, fmt.Errorf("search word %q: %w", clip(w), thread.ErrInvalid))
 				return
 			}
 		}
 		if err := s.foldPending(ctx); err != nil {
-			yield(thread.SearchEntry{}, mapError(ctx, "search", err))
+			yield(store.SearchEntry{}, mapError(ctx, "search", err))
 			return
 		}
 		query := tsquery(opts.Tenant, opts.Words)
@@ -310,13 +311,13 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 				ORDER BY s.id DESC LIMIT $4`,
 				pgx.QueryExecModeExec, opts.Tenant, query, before, page)
 			if err != nil {
-				yield(thread.SearchEntry{}, mapError(ctx, "search", err))
+				yield(store.SearchEntry{}, mapError(ctx, "search", err))
 				return
 			}
-			var buf []thread.SearchEntry
+			var buf []store.SearchEntry
 			var id int64
 			for rows.Next() {
-				var e thread.SearchEntry
+				var e store.SearchEntry
 				var idx int32
 				if err := rows.Scan(&id, &e.Thread, &e.Commit, &idx); err != nil {
 					break
@@ -327,7 +328,7 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
-				yield(thread.SearchEntry{}, mapError(ctx, "search", err))
+				yield(store.SearchEntry{}, mapError(ctx, "search", err))
 				return
 			}
 			for _, e := range buf {

@@ -14,10 +14,11 @@ import (
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // scanning hides the store's Searcher, so that DB.Search scans it.
-type scanning struct{ thread.Store }
+type scanning struct{ store.Store }
 
 type located struct {
 	commit string
@@ -87,7 +88,7 @@ func TestSearchBackfill(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, m := range msgs {
-					for _, w := range thread.SearchTokens(thread.SearchText(m)) {
+					for _, w := range store.SearchTokens(store.SearchText(m)) {
 						vocabulary[w] = true
 					}
 				}
@@ -142,7 +143,7 @@ func TestSearchQuoting(t *testing.T) {
 		// Exactly one yield, the error: a cursor taken would yield
 		// nothing on an empty store.
 		var errs []error
-		for _, err := range s.Search(ctx, thread.SearchOptions{Words: []string{"a"}, Before: cursor}) {
+		for _, err := range s.Search(ctx, store.SearchOptions{Words: []string{"a"}, Before: cursor}) {
 			errs = append(errs, err)
 		}
 		if len(errs) != 1 || !errors.Is(errs[0], thread.ErrInvalid) {
@@ -174,10 +175,10 @@ func TestSearchIndexes(t *testing.T) {
 		t.Fatalf("append a message of 900 KB of words: %v", err)
 	}
 	// Through AppendAt, which the memory store does not have.
-	err = s.AppendAt(ctx, "acme/t", func(r *thread.Record, head *thread.Commit) (*thread.Batch, error) {
+	err = s.AppendAt(ctx, "acme/t", func(r *thread.Record, head *thread.Commit) (*store.Batch, error) {
 		c := &thread.Commit{ID: "at-1", Parent: head.ID, Depth: head.Depth + 1, Op: thread.OpAppend, Time: r.UpdatedAt,
 			StateFrom: head.StateFrom, Messages: []message.Message{message.User("appendat apple")}}
-		return &thread.Batch{Commits: []*thread.Commit{c}, Moves: []thread.Move{{Thread: r.ID, From: r.Version, Head: c.ID, Op: thread.OpAppend, Time: r.UpdatedAt}}}, nil
+		return &store.Batch{Commits: []*thread.Commit{c}, Moves: []store.Move{{Thread: r.ID, From: r.Version, Head: c.ID, Op: thread.OpAppend, Time: r.UpdatedAt}}}, nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -16,17 +16,18 @@ import (
 
 	"github.com/loomthreads/loom/internal/netstore"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func init() {
-	open := func(ctx context.Context, u *url.URL) (thread.Store, error) {
+	open := func(ctx context.Context, u *url.URL) (store.Store, error) {
 		return Open(ctx, u.String(), nil)
 	}
 	thread.Register("postgres", open)
 	thread.Register("postgresql", open)
 }
 
-// Store is a thread.Store on a PostgreSQL database. It is safe for
+// Store is a store.Store on a PostgreSQL database. It is safe for
 // concurrent use, and any number of Stores, in one process or many, may
 // share one database: every Apply is one transaction that locks the threads
 // it changes.
@@ -49,7 +50,7 @@ type Store struct {
 	watches sync.WaitGroup
 }
 
-var _ thread.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Options configure a Store. A nil *Options means the defaults.
 type Options struct {
@@ -357,10 +358,10 @@ func mapError(ctx context.Context, what string, err error) error {
 		case strings.HasPrefix(pe.Code, "22"), pe.Code == "54000": // data exception, program limit exceeded
 			return fmt.Errorf("%s: %s: %w", what, pe.Message, thread.ErrInvalid)
 		case pe.Code == codeDiskFull:
-			return fmt.Errorf("%s: %w", what, thread.StorageFull("PostgreSQL's disk is full", err))
+			return fmt.Errorf("%s: %w", what, store.StorageFull("PostgreSQL's disk is full", err))
 		case strings.HasPrefix(pe.Code, "08"), pe.Code == codeTooManyConnections,
 			pe.Code == codeAdminShutdown, pe.Code == codeCrashShutdown, pe.Code == codeCannotConnectNow:
-			return fmt.Errorf("%s: %w", what, thread.Unavailable("PostgreSQL is not accepting connections", err))
+			return fmt.Errorf("%s: %w", what, store.Unavailable("PostgreSQL is not accepting connections", err))
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}

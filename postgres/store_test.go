@@ -15,6 +15,7 @@ import (
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
@@ -34,9 +35,9 @@ func open(t testing.TB, dsn string, opts *Options) *Store {
 }
 
 func TestStore(t *testing.T) {
-	dsns := map[thread.Store]string{}
+	dsns := map[store.Store]string{}
 	var mu sync.Mutex
-	storetest.Run(t, func(t *testing.T) thread.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		dsn := testserver.Postgres(t)
 		s := open(t, dsn, nil)
 		mu.Lock()
@@ -44,7 +45,7 @@ func TestStore(t *testing.T) {
 		mu.Unlock()
 		return s
 	}, &storetest.Options{
-		Reopen: func(s thread.Store) (thread.Store, error) {
+		Reopen: func(s store.Store) (store.Store, error) {
 			mu.Lock()
 			dsn := dsns[s]
 			mu.Unlock()
@@ -220,8 +221,8 @@ func TestTwoStoresOneDatabase(t *testing.T) {
 			}
 			wg.Go(func() {
 				<-start
-				errs[w] = stores[w%2].Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c},
-					Moves: []thread.Move{{Thread: "shared", From: from, Head: c.ID, Op: thread.OpAppend, Time: c.Time}}})
+				errs[w] = stores[w%2].Apply(ctx, &store.Batch{Commits: []*thread.Commit{c},
+					Moves: []store.Move{{Thread: "shared", From: from, Head: c.ID, Op: thread.OpAppend, Time: c.Time}}})
 			})
 		}
 		close(start)
@@ -423,29 +424,29 @@ func TestHostileInput(t *testing.T) {
 			oneError(t, fmt.Sprintf("Threads(tenant %q)", clip(id)), s.Threads(ctx, thread.ListOptions{Tenant: id}), thread.ErrInvalid)
 		}
 		rec := &thread.Record{ID: id, Kind: thread.KindLocal, Version: 1, CreatedAt: now, UpdatedAt: now}
-		if err := s.Apply(ctx, &thread.Batch{Create: []thread.Creation{{Record: rec, Op: thread.OpCreate}}}); !errors.Is(err, thread.ErrInvalid) {
+		if err := s.Apply(ctx, &store.Batch{Create: []store.Creation{{Record: rec, Op: thread.OpCreate}}}); !errors.Is(err, thread.ErrInvalid) {
 			t.Fatalf("create %q: %v", clip(id), err)
 		}
 		c := &thread.Commit{ID: id, Depth: 1, Op: thread.OpAppend, Time: now}
-		if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}}); !errors.Is(err, thread.ErrInvalid) {
+		if err := s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c}}); !errors.Is(err, thread.ErrInvalid) {
 			t.Fatalf("commit %q: %v", clip(id), err)
 		}
 		rec = &thread.Record{ID: "ok", Title: id, Kind: thread.KindLocal, Version: 1, CreatedAt: now, UpdatedAt: now}
 		if len(id) < 100 {
-			if err := s.Apply(ctx, &thread.Batch{Create: []thread.Creation{{Record: rec, Op: thread.OpCreate}}}); !errors.Is(err, thread.ErrInvalid) {
+			if err := s.Apply(ctx, &store.Batch{Create: []store.Creation{{Record: rec, Op: thread.OpCreate}}}); !errors.Is(err, thread.ErrInvalid) {
 				t.Fatalf("title %q: %v", clip(id), err)
 			}
 		}
-		if err := s.Apply(ctx, &thread.Batch{Moves: []thread.Move{{Thread: id, From: 1, Op: thread.OpReset, Time: now}}}); !errors.Is(err, thread.ErrNotFound) {
+		if err := s.Apply(ctx, &store.Batch{Moves: []store.Move{{Thread: id, From: 1, Op: thread.OpReset, Time: now}}}); !errors.Is(err, thread.ErrNotFound) {
 			t.Fatalf("move %q: %v", clip(id), err)
 		}
-		if err := s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: id}}}); !errors.Is(err, thread.ErrNotFound) {
+		if err := s.Apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: id}}}); !errors.Is(err, thread.ErrNotFound) {
 			t.Fatalf("delete %q: %v", clip(id), err)
 		}
 	}
 	// State that is not JSON cannot be stored as the object it is kept in.
 	c := &thread.Commit{ID: "c1", Depth: 0, Op: thread.OpState, Time: now, StateFrom: "c1", State: map[string]json.RawMessage{"k": json.RawMessage("{nope")}}
-	if err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}}); !errors.Is(err, thread.ErrInvalid) {
+	if err := s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c}}); !errors.Is(err, thread.ErrInvalid) {
 		t.Fatalf("state that is not JSON: %v", err)
 	}
 	// Nothing was written.
@@ -491,7 +492,7 @@ func TestNilAndEmptyMaps(t *testing.T) {
 			State:    map[string]json.RawMessage{"b": json.RawMessage(`{"z":1,"a":[1e400, 0.10]}`), "a": json.RawMessage(`"<&>"`)},
 			Metadata: map[string]string{"run": "r<1>"}},
 	}
-	if err := s.Apply(ctx, &thread.Batch{Commits: commits}); err != nil {
+	if err := s.Apply(ctx, &store.Batch{Commits: commits}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range commits {
@@ -527,7 +528,7 @@ func TestConcurrentProcesses(t *testing.T) {
 func line(t *testing.T, s *Store, id string, n int) {
 	t.Helper()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	var b thread.Batch
+	var b store.Batch
 	hist := []thread.HistoryEntry{{Version: 1, Op: thread.OpCreate, Time: now}}
 	parent := ""
 	for i := range n {
@@ -538,7 +539,7 @@ func line(t *testing.T, s *Store, id string, n int) {
 		parent = c.ID
 	}
 	rec := &thread.Record{ID: id, Kind: thread.KindLocal, Head: parent, Version: int64(len(hist)), CreatedAt: now, UpdatedAt: now}
-	b.Create = []thread.Creation{{Record: rec, Op: thread.OpLoad, History: hist}}
+	b.Create = []store.Creation{{Record: rec, Op: thread.OpLoad, History: hist}}
 	if err := s.Apply(t.Context(), &b); err != nil {
 		t.Fatal(err)
 	}
@@ -567,7 +568,7 @@ func TestDeleteDuringWalk(t *testing.T) {
 	ctx := t.Context()
 	const n = 1500 // over firstAncestorPage and historyPage
 	del := func(id string) {
-		if err := s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: id}}}); err != nil {
+		if err := s.Apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: id}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -626,8 +627,8 @@ func TestStaleBatchLocksNoCommit(t *testing.T) {
 		Messages: []message.Message{message.User("late")}}
 	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	err = s.Apply(actx, &thread.Batch{Commits: []*thread.Commit{c},
-		Moves: []thread.Move{{Thread: "t", From: head.Version - 1, Head: c.ID, Op: thread.OpAppend, Time: now}}})
+	err = s.Apply(actx, &store.Batch{Commits: []*thread.Commit{c},
+		Moves: []store.Move{{Thread: "t", From: head.Version - 1, Head: c.ID, Op: thread.OpAppend, Time: now}}})
 	if !errors.Is(err, thread.ErrConflict) {
 		t.Fatalf("a move from a stale version while the parent is locked: %v, want ErrConflict at once", err)
 	}

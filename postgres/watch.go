@@ -12,9 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-var _ thread.Watcher = (*Store)(nil)
+var _ store.Watcher = (*Store)(nil)
 
 // channel is the channel of PostgreSQL's LISTEN/NOTIFY that every batch's
 // changes are sent on.
@@ -78,14 +79,14 @@ func notes(changes []thread.Change) []string {
 
 // notes returns the payloads of the notifications of b's changes, or none
 // if the store does not notify (Options.NoNotify).
-func (s *Store) notes(b *thread.Batch) []string {
+func (s *Store) notes(b *store.Batch) []string {
 	if s.noNotify {
 		return nil
 	}
 	return notes(b.Changes(time.Now().UTC()))
 }
 
-// Watch implements thread.Watcher with PostgreSQL's LISTEN/NOTIFY. Every
+// Watch implements store.Watcher with PostgreSQL's LISTEN/NOTIFY. Every
 // batch that any Store applies to the database notifies its changes on
 // the channel loom_changes once it committed: Apply queues them and
 // returns, and a goroutine of the Store sends what is queued, on a

@@ -16,6 +16,7 @@ import (
 	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // heard collects what a listener hears.
@@ -239,10 +240,10 @@ func TestWatchBigBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	create := func(ids ...string) *thread.Batch {
-		var batch thread.Batch
+	create := func(ids ...string) *store.Batch {
+		var batch store.Batch
 		for _, id := range ids {
-			batch.Create = append(batch.Create, thread.Creation{Op: thread.OpCreate,
+			batch.Create = append(batch.Create, store.Creation{Op: thread.OpCreate,
 				Record: &thread.Record{ID: id, Version: 1, CreatedAt: now, UpdatedAt: now}})
 		}
 		return &batch
@@ -254,7 +255,7 @@ func TestWatchBigBatch(t *testing.T) {
 	if n := notes(create(many...).Changes(now)); len(n) < 3 {
 		t.Fatalf("the big batch makes %d notifications", len(n))
 	}
-	for _, batch := range []*thread.Batch{create("first"), create(many...), create("last")} {
+	for _, batch := range []*store.Batch{create("first"), create(many...), create("last")} {
 		if err := b.Apply(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
