@@ -14,15 +14,16 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-// Apply implements thread.Store. The whole batch is one BEGIN IMMEDIATE
-// transaction: it takes SQLite's write lock first, so every check below
-// sees the state that its writes change, in this process or any other. The
-// changes are made in the batch's order and each precondition is checked
-// just before its change, against the state the earlier changes left; the
-// first failure rolls everything back.
-func (s *Store) Apply(ctx context.Context, b *thread.Batch) (err error) {
+// Apply implements store.Store. The batch's rules are store.PlanBatch's:
+// the store answers the planner's questions (store.Facts) with reads in
+// its write transaction, which holds SQLite's write lock from its BEGIN
+// IMMEDIATE, so that what the planner sees is what the writes change, in
+// this process or any other; then it writes the plan in that same
+// transaction. Concurrent Applies share transactions (see group.go).
+func (s *Store) Apply(ctx context.Context, b *store.Batch) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -31,20 +32,452 @@ func (s *Store) Apply(ctx context.Context, b *thread.Batch) (err error) {
 	enc := make([]encodedCommit, len(b.Commits))
 	for i, c := range b.Commits {
 		if c == nil {
-			return fmt.Errorf("commit %d of the batch is nil: %w", i, thread.ErrInvalid)
+			return fmt.Errorf("commit %d of the batch is nil: %w", i, store.ErrInvalid)
 		}
 		if enc[i], err = encodeCommit(c); err != nil {
 			return err
 		}
 	}
-	a := &applier{ctx: ctx, cache: s.cache, inBatch: batchRefs(b), search: searchThreads(b)}
-	if err := s.wc.do(ctx, s.w, func(st *wstmts) error {
-		a.st = st
-		return a.apply(b, enc)
-	}); err != nil {
-		return mapFull(err)
+	w := &write{ctx: ctx, b: b, enc: enc}
+	s.group.run(w, s.writeGroup)
+	if w.err != nil {
+		return mapFull(w.err)
 	}
-	s.cacheWritten(b, enc, a.added)
+	s.cacheWritten(b, enc, w.a.added)
+	return nil
+}
+
+// applyOne plans and writes one batch in the open transaction.
+func (s *Store) applyOne(st *wstmts, w *write) error {
+	a := &applier{ctx: w.ctx, st: st, cache: s.cache, search: searchThreads(w.b)}
+	w.a = a
+	f := &facts{a: a, b: w.b, guess: true}
+	// The threads whose heads move are read first, with their heads: the
+	// usual batch, a commit on the head and a move to it, then needs no
+	// read of the parent.
+	if len(w.b.Moves) <= 4 {
+		for _, m := range w.b.Moves {
+			if _, _, _, err := f.Thread(w.ctx, m.Thread); err != nil {
+				return err
+			}
+		}
+	}
+	p, err := store.PlanBatch(w.ctx, f, w.b)
+	if err != nil && f.guessed {
+		// The planner failed on facts that took the batch's commit ids to
+		// be free: plan again on exact ones, for the first error a store
+		// that read them all would give.
+		f.guess = false
+		p, err = store.PlanBatch(w.ctx, f, w.b)
+	}
+	if err != nil {
+		return err
+	}
+	return a.write(p, f, w.enc)
+}
+
+// applier is one batch's writes.
+type applier struct {
+	ctx context.Context
+	st  *wstmts
+	// cache is told of the commits the batch deletes.
+	cache *commitCache
+	// args is the arguments of the statement being run.
+	args []driver.NamedValue
+	// added maps the ids of the batch's commits to their keys.
+	added map[string]int64
+	// unreferenced are commits whose last reference the batch dropped.
+	unreferenced []int64
+	// search is the thread to queue each commit of the batch for the
+	// index under, by index ("" or nil: none).
+	search []string
+}
+
+// facts answers store.PlanBatch with reads in the write transaction, and
+// keeps the keys it finds for the writes that follow.
+type facts struct {
+	a *applier
+	b *store.Batch
+	// guess answers that a commit id of the batch is not stored without
+	// reading: the insert finds one that is (store.Plan's step 1), and a
+	// plan that fails is made again with guess off. guessed records that
+	// a guess was made.
+	guess, guessed bool
+
+	threads     []threadRow
+	commits     map[string]int64
+	checkpoints map[store.CheckpointKey]int64
+}
+
+// threadRow is what facts read of a thread.
+type threadRow struct {
+	id      string
+	k       int64
+	version int64
+	head    string
+	ok      bool
+}
+
+func (f *facts) thread(id string) *threadRow {
+	for i := range f.threads {
+		if f.threads[i].id == id {
+			return &f.threads[i]
+		}
+	}
+	return nil
+}
+
+func (f *facts) keep(id string, k int64) {
+	if f.commits == nil {
+		f.commits = make(map[string]int64, 4)
+	}
+	f.commits[id] = k
+}
+
+// Thread implements store.Facts.
+func (f *facts) Thread(_ context.Context, id string) (int64, string, bool, error) {
+	if t := f.thread(id); t != nil {
+		return t.version, t.head, t.ok, nil
+	}
+	t := threadRow{id: id}
+	var headK sql.NullInt64
+	var head sql.NullString
+	ok, err := f.a.scan(f.a.st.threadFact, []any{id}, &t.k, &t.version, &headK, &head)
+	if err != nil {
+		return 0, "", false, fmt.Errorf("thread %q: %w", clip(id), err)
+	}
+	t.ok, t.head = ok, head.String
+	if ok && head.Valid {
+		f.keep(head.String, headK.Int64)
+	}
+	f.threads = append(f.threads, t)
+	return t.version, t.head, t.ok, nil
+}
+
+// Commit implements store.Facts.
+func (f *facts) Commit(_ context.Context, id string) (bool, error) {
+	if _, ok := f.commits[id]; ok {
+		return true, nil
+	}
+	if f.guess {
+		for _, c := range f.b.Commits {
+			if c != nil && c.ID == id {
+				f.guessed = true
+				return false, nil
+			}
+		}
+	}
+	// A cached commit's key is checked with its id: a row deleted since
+	// (by any process) and its key reused do not match.
+	if k, ok := f.a.cache.key(id); ok {
+		var one int64
+		if found, err := f.a.scan(f.a.st.commitAt, []any{k, id}, &one); err != nil {
+			return false, fmt.Errorf("commit %q: %w", clip(id), err)
+		} else if found {
+			f.keep(id, k)
+			return true, nil
+		}
+	}
+	var k int64
+	found, err := f.a.scan(f.a.st.commitID, []any{id}, &k)
+	if err != nil {
+		return false, fmt.Errorf("commit %q: %w", clip(id), err)
+	}
+	if found {
+		f.keep(id, k)
+	}
+	return found, nil
+}
+
+// Checkpoint implements store.Facts.
+func (f *facts) Checkpoint(_ context.Context, th, name string) (string, bool, error) {
+	var k int64
+	var id sql.NullString
+	found, err := f.a.scan(f.a.st.checkpointFact, []any{th, name}, &k, &id)
+	if err != nil {
+		return "", false, fmt.Errorf("checkpoint %q of thread %q: %w", clip(name), clip(th), err)
+	}
+	if !found {
+		return "", false, nil
+	}
+	f.keep(id.String, k)
+	if f.checkpoints == nil {
+		f.checkpoints = make(map[store.CheckpointKey]int64, 1)
+	}
+	f.checkpoints[store.CheckpointKey{Thread: th, Name: name}] = k
+	return id.String, true, nil
+}
+
+// key returns the key of a commit the plan names: one of the batch's or
+// one the facts found. "" is the empty root, key 0.
+func (a *applier) key(f *facts, id string) (int64, error) {
+	if id == "" {
+		return 0, nil
+	}
+	if k, ok := a.added[id]; ok {
+		return k, nil
+	}
+	if k, ok := f.commits[id]; ok {
+		return k, nil
+	}
+	var k int64
+	if found, err := a.scan(a.st.commitID, []any{id}, &k); err != nil {
+		return 0, fmt.Errorf("commit %q: %w", clip(id), err)
+	} else if !found {
+		// The planner saw it; the write lock kept it.
+		return 0, fmt.Errorf("commit %q vanished inside the write transaction", clip(id))
+	}
+	return k, nil
+}
+
+// threadKey returns the key of a thread the plan names, which the facts
+// read or the batch created.
+func (a *applier) threadKey(f *facts, id string) (int64, error) {
+	if t := f.thread(id); t != nil && t.ok {
+		return t.k, nil
+	}
+	if _, _, _, err := f.Thread(a.ctx, id); err != nil {
+		return 0, err
+	}
+	if t := f.thread(id); t != nil && t.ok {
+		return t.k, nil
+	}
+	return 0, fmt.Errorf("thread %q vanished inside the write transaction", clip(id))
+}
+
+// write makes a plan's writes, in store.Plan's order. It checks no rule:
+// the planner did. An insert that finds its key taken is the race the plan
+// allows for (a commit id guessed free) and fails the batch.
+func (a *applier) write(p *store.Plan, f *facts, enc []encodedCommit) error {
+	b := p.Batch
+	if len(b.Commits) > 0 {
+		a.added = make(map[string]int64, len(b.Commits))
+	}
+	for i, c := range b.Commits {
+		parent, err := a.key(f, c.Parent)
+		if err != nil {
+			return err
+		}
+		e := enc[i]
+		res, err := a.exec(a.st.insertCommit, c.ID, nullKey(parent), c.Depth, p.NewRefs[i], string(c.Op), micros(c.Time), c.StateFrom,
+			e.messages, e.state, e.metadata)
+		if err != nil {
+			return fmt.Errorf("commit %q: %w", clip(c.ID), err)
+		}
+		if n, err := rowsAffected(res); err != nil {
+			return fmt.Errorf("commit %q: %w", clip(c.ID), err)
+		} else if n != 1 {
+			return fmt.Errorf("commit %q exists: %w", clip(c.ID), store.ErrConflict)
+		}
+		k, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("commit %q: %w", clip(c.ID), err)
+		}
+		a.added[c.ID] = k
+		if a.search != nil && a.search[i] != "" {
+			if _, err := a.exec(a.st.insertPending, k, a.search[i]); err != nil {
+				return fmt.Errorf("commit %q: queue for the index: %w", clip(c.ID), err)
+			}
+		}
+	}
+	for _, r := range p.Refs {
+		k, err := a.key(f, r.Commit)
+		if err != nil {
+			return err
+		}
+		if _, err := a.exec(a.st.addRefs, k, r.N); err != nil {
+			return fmt.Errorf("reference commit %q: %w", clip(r.Commit), err)
+		}
+	}
+	for _, cr := range b.Create {
+		if err := a.create(f, cr); err != nil {
+			return err
+		}
+	}
+	for _, m := range b.Moves {
+		if err := a.move(f, m); err != nil {
+			return err
+		}
+	}
+	for i, key := range b.DropCheckpoints {
+		tk, err := a.threadKey(f, key.Thread)
+		if err != nil {
+			return err
+		}
+		if _, err := a.exec(a.st.dropCheckpoint, tk, key.Name); err != nil {
+			return fmt.Errorf("drop checkpoint %q of %q: %w", clip(key.Name), clip(key.Thread), err)
+		}
+		k, ok := f.checkpoints[key]
+		if !ok {
+			if k, err = a.key(f, p.DropCommits[i]); err != nil {
+				return err
+			}
+		}
+		if err := a.release(k); err != nil {
+			return err
+		}
+	}
+	for _, cp := range b.Checkpoints {
+		if err := a.checkpoint(f, cp); err != nil {
+			return err
+		}
+	}
+	for _, d := range b.Delete {
+		if err := a.delete(f, d); err != nil {
+			return err
+		}
+	}
+	return a.collect()
+}
+
+func (a *applier) create(f *facts, cr store.Creation) error {
+	r := cr.Record
+	entries := cr.Entries()
+	keys := make([]int64, len(entries))
+	for i, e := range entries {
+		k, err := a.key(f, e.Commit)
+		if err != nil {
+			return fmt.Errorf("thread %q: %w", clip(r.ID), err)
+		}
+		keys[i] = k
+	}
+	res, err := a.exec(a.st.insertThread, r.ID, r.Tenant, string(r.Kind), r.Title, encodeStrings(r.Labels), nullKey(keys[len(keys)-1]),
+		r.Version, micros(r.CreatedAt), micros(r.UpdatedAt), r.ForkedFrom.Thread, r.ForkedFrom.Commit, r.ForkedFrom.Message)
+	if err != nil {
+		return fmt.Errorf("create thread %q: %w", clip(r.ID), err)
+	}
+	if n, err := rowsAffected(res); err != nil {
+		return fmt.Errorf("create thread %q: %w", clip(r.ID), err)
+	} else if n != 1 {
+		return fmt.Errorf("thread %q exists: %w", clip(r.ID), store.ErrConflict)
+	}
+	k, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("create thread %q: %w", clip(r.ID), err)
+	}
+	for i, e := range entries {
+		if _, err := a.exec(a.st.insertHistory, k, e.Version, nullKey(keys[i]), string(e.Op), micros(e.Time)); err != nil {
+			return fmt.Errorf("thread %q: history: %w", clip(r.ID), err)
+		}
+	}
+	if err := a.setLabels(k, r.Labels, false); err != nil {
+		return fmt.Errorf("thread %q: %w", clip(r.ID), err)
+	}
+	// Later changes of the batch find the thread by its key.
+	if t := f.thread(r.ID); t != nil {
+		*t = threadRow{id: r.ID, k: k, version: r.Version, head: r.Head, ok: true}
+	} else {
+		f.threads = append(f.threads, threadRow{id: r.ID, k: k, version: r.Version, head: r.Head, ok: true})
+	}
+	return nil
+}
+
+// setLabels writes the labels table rows of thread k.
+func (a *applier) setLabels(k int64, labels map[string]string, replace bool) error {
+	if replace {
+		if _, err := a.exec(a.st.deleteLabels, k); err != nil {
+			return fmt.Errorf("labels: %w", err)
+		}
+	}
+	for key, v := range labels {
+		if _, err := a.exec(a.st.insertLabel, k, key, v); err != nil {
+			return fmt.Errorf("label %q: %w", clip(key), err)
+		}
+	}
+	return nil
+}
+
+// move writes a head's move: the thread's row by its key, and the
+// history entry.
+func (a *applier) move(f *facts, m store.Move) error {
+	tk, err := a.threadKey(f, m.Thread)
+	if err != nil {
+		return err
+	}
+	head, err := a.key(f, m.Head)
+	if err != nil {
+		return fmt.Errorf("move thread %q: %w", clip(m.Thread), err)
+	}
+	var title string
+	if m.Title != nil {
+		title = *m.Title
+	}
+	res, err := a.exec(a.st.move, tk, m.From+1, nullKey(head), micros(m.Time), string(m.Kind),
+		m.Title != nil, title, m.Labels != nil, encodeStrings(m.Labels))
+	if err != nil {
+		return fmt.Errorf("move thread %q: %w", clip(m.Thread), err)
+	}
+	if n, err := rowsAffected(res); err != nil {
+		return fmt.Errorf("move thread %q: %w", clip(m.Thread), err)
+	} else if n != 1 {
+		return fmt.Errorf("move thread %q: no row", clip(m.Thread))
+	}
+	if _, err := a.exec(a.st.insertHistory, tk, m.From+1, nullKey(head), string(m.Op), micros(m.Time)); err != nil {
+		return fmt.Errorf("thread %q: history: %w", clip(m.Thread), err)
+	}
+	if m.Labels != nil {
+		if err := a.setLabels(tk, m.Labels, true); err != nil {
+			return fmt.Errorf("thread %q: %w", clip(m.Thread), err)
+		}
+	}
+	if t := f.thread(m.Thread); t != nil {
+		t.version, t.head = m.From+1, m.Head
+	}
+	return nil
+}
+
+func (a *applier) checkpoint(f *facts, cp store.Checkpoint) error {
+	tk, err := a.threadKey(f, cp.Thread)
+	if err != nil {
+		return err
+	}
+	commit, err := a.key(f, cp.Commit)
+	if err != nil {
+		return fmt.Errorf("checkpoint of %q: %w", clip(cp.Thread), err)
+	}
+	res, err := a.exec(a.st.insertCheckpoint, tk, cp.Name, commit, cp.Version, micros(cp.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("checkpoint of %q: %w", clip(cp.Thread), err)
+	}
+	n, err := rowsAffected(res)
+	if err != nil {
+		return fmt.Errorf("checkpoint of %q: %w", clip(cp.Thread), err)
+	}
+	if n != 1 {
+		return fmt.Errorf("checkpoint %q of thread %q exists: %w", clip(cp.Name), clip(cp.Thread), store.ErrConflict)
+	}
+	return nil
+}
+
+// delete removes a thread with its history, checkpoints and labels, drops
+// the references they held in one statement, and then frees the commits
+// that nothing reaches any more.
+func (a *applier) delete(f *facts, d store.Deletion) error {
+	k, err := a.threadKey(f, d.Thread)
+	if err != nil {
+		return err
+	}
+	err = a.each(a.st.unrefThread, []any{k}, func(row []driver.Value) error {
+		var k, refs int64
+		if err := assign(row, &k, &refs); err != nil {
+			return err
+		}
+		if refs <= 0 {
+			a.unreferenced = append(a.unreferenced, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete thread %q: references: %w", clip(d.Thread), err)
+	}
+	for _, st := range []wstmt{a.st.deleteHistory, a.st.deleteCheckpoints, a.st.deleteLabels, a.st.deleteThread} {
+		if _, err := a.exec(st, k); err != nil {
+			return fmt.Errorf("delete thread %q: %w", clip(d.Thread), err)
+		}
+	}
+	if t := f.thread(d.Thread); t != nil {
+		*t = threadRow{id: d.Thread}
+	}
 	return nil
 }
 
@@ -93,28 +526,6 @@ func encodeCommit(c *thread.Commit) (encodedCommit, error) {
 		return encodedCommit{}, fmt.Errorf("commit %q: %v: %w", clip(c.ID), err, thread.ErrInvalid)
 	}
 	return encodedCommit{messages: msgs, state: encodeState(c.State), metadata: encodeStrings(c.Metadata)}, nil
-}
-
-// applier is one Apply's transaction.
-type applier struct {
-	ctx context.Context
-	st  *wstmts
-	// cache is told of the commits the batch deletes.
-	cache *commitCache
-	// args is the arguments of the statement being run.
-	args []driver.NamedValue
-	// added maps the ids of the batch's commits to their keys.
-	added map[string]int64
-	// inBatch counts the references that the batch's own changes make to
-	// each of its commits (see batchRefs).
-	inBatch map[string]int64
-	// created are the threads the batch creates.
-	created map[string]bool
-	// unreferenced are commits whose last reference the batch dropped.
-	unreferenced []int64
-	// search is the thread to queue each commit of the batch for the
-	// index under, by index ("" or nil: none).
-	search []string
 }
 
 // named converts a statement's arguments as database/sql would.
@@ -211,86 +622,6 @@ func nullKey(k int64) any {
 	return k
 }
 
-// batchRefs counts, for each commit of b, the references that b's own
-// changes make to it: child commits after it in b, creations' history
-// entries, moves' heads and new checkpoints. A commit of the batch is
-// inserted with that count, so that referencing it later in the batch
-// costs no statement; a change that fails to make its reference fails the
-// batch, which is then rolled back.
-func batchRefs(b *thread.Batch) map[string]int64 {
-	if len(b.Commits) == 0 {
-		return nil
-	}
-	n := make(map[string]int64, len(b.Commits))
-	for _, c := range b.Commits {
-		if c == nil {
-			continue
-		}
-		if _, ok := n[c.Parent]; ok {
-			n[c.Parent]++
-		}
-		if _, ok := n[c.ID]; !ok && c.ID != "" {
-			n[c.ID] = 0
-		}
-	}
-	count := func(id string) {
-		if _, ok := n[id]; ok {
-			n[id]++
-		}
-	}
-	for _, cr := range b.Create {
-		if cr.Record == nil {
-			continue
-		}
-		if len(cr.History) == 0 {
-			count(cr.Record.Head)
-		}
-		for _, e := range cr.History {
-			count(e.Commit)
-		}
-	}
-	for _, m := range b.Moves {
-		count(m.Head)
-	}
-	for _, cp := range b.Checkpoints {
-		count(cp.Commit)
-	}
-	return n
-}
-
-// ref counts one more reference to the commit id and returns its key; ""
-// is the empty root, key 0. A missing commit reports false. A commit of
-// the batch counted its references from the batch when it was inserted
-// (batchRefs).
-func (a *applier) ref(id string) (int64, bool, error) {
-	if id == "" {
-		return 0, true, nil
-	}
-	if k, ok := a.added[id]; ok {
-		return k, true, nil
-	}
-	// A cached commit's key saves the lookup by id and RETURNING's
-	// buffering. The key is checked with the id: a row deleted since (by
-	// any process) and its key reused by another commit do not match, and
-	// the lookup by id below decides.
-	if k, ok := a.cache.key(id); ok {
-		res, err := a.exec(a.st.refKey, k, id)
-		if err != nil {
-			return 0, false, err
-		}
-		n, err := rowsAffected(res)
-		if err != nil {
-			return 0, false, err
-		}
-		if n == 1 {
-			return k, true, nil
-		}
-	}
-	var k int64
-	ok, err := a.scan(a.st.refID, []any{id}, &k)
-	return k, ok, err
-}
-
 // release drops one reference to commit k. A commit left without any is
 // freed at the end of the batch, not now: a later change of the same batch
 // (a new checkpoint replacing a dropped one) may reference it again.
@@ -375,326 +706,6 @@ func (a *applier) free(k int64) error {
 	return nil
 }
 
-// threadKey returns the key and version of a thread, or false.
-func (a *applier) threadKey(id string) (k, version int64, ok bool, err error) {
-	ok, err = a.scan(a.st.threadVersion, []any{id}, &k, &version)
-	return k, version, ok, err
-}
-
-func (a *applier) apply(b *thread.Batch, enc []encodedCommit) error {
-	if len(b.Commits) > 0 {
-		a.added = make(map[string]int64, len(b.Commits))
-	}
-	for i, c := range b.Commits {
-		if err := a.commit(c, enc[i]); err != nil {
-			return err
-		}
-		if a.search != nil && a.search[i] != "" {
-			if _, err := a.exec(a.st.insertPending, a.added[c.ID], a.search[i]); err != nil {
-				return fmt.Errorf("commit %q: queue for the index: %w", clip(c.ID), err)
-			}
-		}
-	}
-	for _, cr := range b.Create {
-		if err := a.create(cr); err != nil {
-			return err
-		}
-	}
-	for _, m := range b.Moves {
-		if err := a.move(m); err != nil {
-			return err
-		}
-	}
-	for _, key := range b.DropCheckpoints {
-		if err := a.dropCheckpoint(key); err != nil {
-			return err
-		}
-	}
-	for _, cp := range b.Checkpoints {
-		if err := a.checkpoint(cp); err != nil {
-			return err
-		}
-	}
-	for _, d := range b.Delete {
-		if err := a.delete(d); err != nil {
-			return err
-		}
-	}
-	return a.collect()
-}
-
-func (a *applier) commit(c *thread.Commit, e encodedCommit) error {
-	if c.ID == "" {
-		return fmt.Errorf("commit without an id: %w", thread.ErrConflict)
-	}
-	if _, dup := a.added[c.ID]; dup {
-		return fmt.Errorf("commit %q exists: %w", clip(c.ID), thread.ErrConflict)
-	}
-	parent, ok, err := a.ref(c.Parent)
-	if err != nil {
-		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
-	}
-	if !ok {
-		// The id taken is the first error, as in thread.MemoryStore,
-		// whatever the parent (the usual path never asks).
-		var k int64
-		if dup, err := a.scan(a.st.commitID, []any{c.ID}, &k); err != nil {
-			return fmt.Errorf("commit %q: %w", clip(c.ID), err)
-		} else if dup {
-			return fmt.Errorf("commit %q exists: %w", clip(c.ID), thread.ErrConflict)
-		}
-		return fmt.Errorf("commit %q: parent %q: %w", clip(c.ID), clip(c.Parent), thread.ErrNotFound)
-	}
-	res, err := a.exec(a.st.insertCommit, c.ID, nullKey(parent), c.Depth, a.inBatch[c.ID], string(c.Op), micros(c.Time), c.StateFrom,
-		e.messages, e.state, e.metadata)
-	if err != nil {
-		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
-	}
-	n, err := rowsAffected(res)
-	if err != nil {
-		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
-	}
-	if n != 1 {
-		return fmt.Errorf("commit %q exists: %w", clip(c.ID), thread.ErrConflict)
-	}
-	k, err := res.LastInsertId()
-	if err != nil {
-		return fmt.Errorf("commit %q: %w", clip(c.ID), err)
-	}
-	a.added[c.ID] = k
-	return nil
-}
-
-func (a *applier) create(cr thread.Creation) error {
-	r := cr.Record
-	if r == nil || r.ID == "" {
-		return fmt.Errorf("create: no thread id: %w", thread.ErrInvalid)
-	}
-	// A taken id is the first error. The insert finds it; only when an
-	// earlier check fails does a read look for it.
-	taken := func(err error) error {
-		if _, _, ok, err2 := a.threadKey(r.ID); err2 != nil {
-			return fmt.Errorf("create thread %q: %w", clip(r.ID), err2)
-		} else if ok {
-			return fmt.Errorf("thread %q exists: %w", clip(r.ID), thread.ErrConflict)
-		}
-		return err
-	}
-	if err := cr.Validate(); err != nil {
-		return taken(err)
-	}
-	history := cr.History
-	if len(history) == 0 {
-		history = []thread.HistoryEntry{{Version: 1, Commit: r.Head, Op: cr.Op, Time: r.CreatedAt}}
-	}
-	// The head is the commit of the last entry (Validate checked).
-	keys := make([]int64, len(history))
-	for i, e := range history {
-		k, ok, err := a.ref(e.Commit)
-		if err != nil {
-			return fmt.Errorf("thread %q: %w", clip(r.ID), err)
-		}
-		if !ok {
-			what := "history commit"
-			if i == len(history)-1 {
-				what = "head"
-			}
-			return taken(fmt.Errorf("thread %q: %s %q: %w", clip(r.ID), what, clip(e.Commit), thread.ErrNotFound))
-		}
-		keys[i] = k
-	}
-	res, err := a.exec(a.st.insertThread, r.ID, r.Tenant, string(r.Kind), r.Title, encodeStrings(r.Labels), nullKey(keys[len(keys)-1]),
-		r.Version, micros(r.CreatedAt), micros(r.UpdatedAt), r.ForkedFrom.Thread, r.ForkedFrom.Commit, r.ForkedFrom.Message)
-	if err != nil {
-		return fmt.Errorf("create thread %q: %w", clip(r.ID), err)
-	}
-	if n, err := rowsAffected(res); err != nil {
-		return fmt.Errorf("create thread %q: %w", clip(r.ID), err)
-	} else if n != 1 {
-		return fmt.Errorf("thread %q exists: %w", clip(r.ID), thread.ErrConflict)
-	}
-	k, err := res.LastInsertId()
-	if err != nil {
-		return fmt.Errorf("create thread %q: %w", clip(r.ID), err)
-	}
-	for i, e := range history {
-		if _, err := a.exec(a.st.insertHistory, k, e.Version, nullKey(keys[i]), string(e.Op), micros(e.Time)); err != nil {
-			return fmt.Errorf("thread %q: history: %w", clip(r.ID), err)
-		}
-	}
-	if err := a.setLabels(k, r.Labels, false); err != nil {
-		return fmt.Errorf("thread %q: %w", clip(r.ID), err)
-	}
-	if a.created == nil {
-		a.created = make(map[string]bool, 1)
-	}
-	a.created[r.ID] = true
-	return nil
-}
-
-// setLabels writes the labels table rows of thread k.
-func (a *applier) setLabels(k int64, labels map[string]string, replace bool) error {
-	if replace {
-		if _, err := a.exec(a.st.deleteLabels, k); err != nil {
-			return fmt.Errorf("labels: %w", err)
-		}
-	}
-	for key, v := range labels {
-		if _, err := a.exec(a.st.insertLabel, k, key, v); err != nil {
-			return fmt.Errorf("label %q: %w", clip(key), err)
-		}
-	}
-	return nil
-}
-
-// move moves a head by compare-and-swap: one UPDATE that matches the
-// thread only at version m.From. Only when it matches nothing does a read
-// tell a missing thread from a conflict.
-func (a *applier) move(m thread.Move) error {
-	head, ok, err := a.ref(m.Head)
-	if err != nil {
-		return fmt.Errorf("move thread %q: %w", clip(m.Thread), err)
-	}
-	if !ok {
-		// A missing thread or a conflict is the first error, whatever
-		// the head.
-		if err := a.moveFailed(m); err != nil {
-			return err
-		}
-		return fmt.Errorf("thread %q: head %q: %w", clip(m.Thread), clip(m.Head), thread.ErrNotFound)
-	}
-	var title string
-	if m.Title != nil {
-		title = *m.Title
-	}
-	res, err := a.exec(a.st.move, m.Thread, m.From, m.From+1, nullKey(head), micros(m.Time), string(m.Kind),
-		m.Title != nil, title, m.Labels != nil, encodeStrings(m.Labels))
-	if err != nil {
-		return fmt.Errorf("move thread %q: %w", clip(m.Thread), err)
-	}
-	if n, err := rowsAffected(res); err != nil {
-		return fmt.Errorf("move thread %q: %w", clip(m.Thread), err)
-	} else if n != 1 {
-		if err := a.moveFailed(m); err != nil {
-			return err
-		}
-		return fmt.Errorf("move thread %q: no row at version %d", clip(m.Thread), m.From)
-	}
-	if _, err := a.exec(a.st.moveHistory, m.Thread, m.From+1, nullKey(head), string(m.Op), micros(m.Time)); err != nil {
-		return fmt.Errorf("thread %q: history: %w", clip(m.Thread), err)
-	}
-	if m.Labels != nil {
-		k, _, _, err := a.threadKey(m.Thread)
-		if err != nil {
-			return fmt.Errorf("thread %q: %w", clip(m.Thread), err)
-		}
-		if err := a.setLabels(k, m.Labels, true); err != nil {
-			return fmt.Errorf("thread %q: %w", clip(m.Thread), err)
-		}
-	}
-	return nil
-}
-
-// moveFailed returns the error of a move whose thread is missing or not
-// at version m.From, or nil if it is there at m.From.
-func (a *applier) moveFailed(m thread.Move) error {
-	_, v, ok, err := a.threadKey(m.Thread)
-	switch {
-	case err != nil:
-		return fmt.Errorf("move thread %q: %w", clip(m.Thread), err)
-	case !ok:
-		return fmt.Errorf("thread %q: %w", clip(m.Thread), thread.ErrNotFound)
-	case v != m.From:
-		return fmt.Errorf("thread %q is at version %d, not %d: %w", clip(m.Thread), v, m.From, thread.ErrConflict)
-	}
-	return nil
-}
-
-func (a *applier) dropCheckpoint(key thread.CheckpointKey) error {
-	k, _, ok, err := a.threadKey(key.Thread)
-	if err != nil {
-		return fmt.Errorf("drop checkpoint of %q: %w", clip(key.Thread), err)
-	}
-	if !ok || a.created[key.Thread] {
-		return fmt.Errorf("thread %q: %w", clip(key.Thread), thread.ErrNotFound)
-	}
-	var commit int64
-	ok, err = a.scan(a.st.dropCheckpoint, []any{k, key.Name}, &commit)
-	if err != nil {
-		return fmt.Errorf("drop checkpoint of %q: %w", clip(key.Thread), err)
-	}
-	if !ok {
-		return fmt.Errorf("checkpoint %q of thread %q: %w", clip(key.Name), clip(key.Thread), thread.ErrNotFound)
-	}
-	return a.release(commit)
-}
-
-func (a *applier) checkpoint(cp thread.Checkpoint) error {
-	k, _, ok, err := a.threadKey(cp.Thread)
-	if err != nil {
-		return fmt.Errorf("checkpoint of %q: %w", clip(cp.Thread), err)
-	}
-	if !ok {
-		return fmt.Errorf("thread %q: %w", clip(cp.Thread), thread.ErrNotFound)
-	}
-	commit, ok := int64(0), false
-	if cp.Commit != "" {
-		if commit, ok, err = a.ref(cp.Commit); err != nil {
-			return fmt.Errorf("checkpoint of %q: %w", clip(cp.Thread), err)
-		}
-	}
-	if !ok {
-		return fmt.Errorf("checkpoint %q: commit %q: %w", clip(cp.Name), clip(cp.Commit), thread.ErrNotFound)
-	}
-	res, err := a.exec(a.st.insertCheckpoint, k, cp.Name, commit, cp.Version, micros(cp.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("checkpoint of %q: %w", clip(cp.Thread), err)
-	}
-	n, err := rowsAffected(res)
-	if err != nil {
-		return fmt.Errorf("checkpoint of %q: %w", clip(cp.Thread), err)
-	}
-	if n != 1 {
-		return fmt.Errorf("checkpoint %q of thread %q exists: %w", clip(cp.Name), clip(cp.Thread), thread.ErrConflict)
-	}
-	return nil
-}
-
-// delete removes a thread with its history, checkpoints and labels, drops
-// the references they held in one statement, and then frees the commits
-// that nothing reaches any more.
-func (a *applier) delete(d thread.Deletion) error {
-	k, v, ok, err := a.threadKey(d.Thread)
-	if err != nil {
-		return fmt.Errorf("delete thread %q: %w", clip(d.Thread), err)
-	}
-	if !ok || a.created[d.Thread] {
-		return fmt.Errorf("thread %q: %w", clip(d.Thread), thread.ErrNotFound)
-	}
-	if d.Version != 0 && v != d.Version {
-		return fmt.Errorf("thread %q is at version %d, not %d: %w", clip(d.Thread), v, d.Version, thread.ErrConflict)
-	}
-	err = a.each(a.st.unrefThread, []any{k}, func(row []driver.Value) error {
-		var k, refs int64
-		if err := assign(row, &k, &refs); err != nil {
-			return err
-		}
-		if refs <= 0 {
-			a.unreferenced = append(a.unreferenced, k)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("delete thread %q: references: %w", clip(d.Thread), err)
-	}
-	for _, st := range []wstmt{a.st.deleteHistory, a.st.deleteCheckpoints, a.st.deleteLabels, a.st.deleteThread} {
-		if _, err := a.exec(st, k); err != nil {
-			return fmt.Errorf("delete thread %q: %w", clip(d.Thread), err)
-		}
-	}
-	return nil
-}
-
 // stmts are the read statements, prepared on the read pool.
 type stmts struct {
 	all []*sql.Stmt
@@ -752,12 +763,14 @@ type wstmt interface {
 type wstmts struct {
 	all []wstmt
 
-	refID, refKey, refs, unref, insertCommit, freeRun, commitID   wstmt
-	threadVersion, insertThread, move, moveHistory, insertHistory wstmt
-	deleteLabels, insertLabel                                     wstmt
-	dropCheckpoint, insertCheckpoint                              wstmt
-	unrefThread, deleteHistory, deleteCheckpoints, deleteThread   wstmt
-	insertPending, claimPending, insertEntry, insertSearch        wstmt
+	threadFact, commitID, commitAt, checkpointFact              wstmt
+	addRefs, refs, unref, insertCommit, freeRun                 wstmt
+	insertThread, move, insertHistory                           wstmt
+	deleteLabels, insertLabel                                   wstmt
+	dropCheckpoint, insertCheckpoint                            wstmt
+	unrefThread, deleteHistory, deleteCheckpoints, deleteThread wstmt
+	insertPending, claimPending, insertEntry, insertSearch      wstmt
+	savepoint, release, rollbackTo                              wstmt
 }
 
 func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) error {
@@ -765,10 +778,15 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 		st *wstmt
 		q  string
 	}{
-		{&s.refID, `UPDATE commits SET refs = refs + 1 WHERE id = ? RETURNING k`},
-		{&s.refKey, `UPDATE commits SET refs = refs + 1 WHERE k = ? AND id = ?`},
-		{&s.refs, `SELECT refs FROM commits WHERE k = ?`},
+		// The facts for store.PlanBatch.
+		{&s.threadFact, `SELECT t.k, t.version, t.head, c.id FROM threads t LEFT JOIN commits c ON c.k = t.head WHERE t.id = ?`},
 		{&s.commitID, `SELECT k FROM commits WHERE id = ?`},
+		{&s.commitAt, `SELECT 1 FROM commits WHERE k = ? AND id = ?`},
+		{&s.checkpointFact, `SELECT cp.commit_key, c.id FROM threads t
+			JOIN checkpoints cp ON cp.thread = t.k JOIN commits c ON c.k = cp.commit_key
+			WHERE t.id = ? AND cp.name = ?`},
+		{&s.addRefs, `UPDATE commits SET refs = refs + ?2 WHERE k = ?1`},
+		{&s.refs, `SELECT refs FROM commits WHERE k = ?`},
 		{&s.unref, `UPDATE commits SET refs = refs - ?2 WHERE k = ?1 RETURNING refs, parent`},
 		{&s.insertCommit, `INSERT INTO commits (id, parent, depth, refs, op, time, state_from, messages, state, metadata)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`},
@@ -780,22 +798,18 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 				SELECT c.k, c.parent FROM run JOIN commits c ON c.k = run.parent WHERE c.refs = 1
 			)
 			DELETE FROM commits WHERE k IN (SELECT k FROM run) RETURNING k, parent`},
-		{&s.threadVersion, `SELECT k, version FROM threads WHERE id = ?`},
 		{&s.insertThread, `INSERT INTO threads (id, tenant, kind, title, labels, head, version, created, updated,
 			forked_thread, forked_commit, forked_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`},
-		// move is the compare-and-swap on the version.
-		{&s.move, `UPDATE threads SET version = ?3, head = ?4, updated = ?5,
-			kind = CASE WHEN ?6 = '' THEN kind ELSE ?6 END,
-			title = CASE WHEN ?7 THEN ?8 ELSE title END,
-			labels = CASE WHEN ?9 THEN ?10 ELSE labels END
-			WHERE id = ?1 AND version = ?2`},
-		{&s.moveHistory, `INSERT INTO history (thread, version, commit_key, op, time)
-			SELECT k, ?2, ?3, ?4, ?5 FROM threads WHERE id = ?1`},
+		{&s.move, `UPDATE threads SET version = ?2, head = ?3, updated = ?4,
+			kind = CASE WHEN ?5 = '' THEN kind ELSE ?5 END,
+			title = CASE WHEN ?6 THEN ?7 ELSE title END,
+			labels = CASE WHEN ?8 THEN ?9 ELSE labels END
+			WHERE k = ?1`},
 		{&s.insertHistory, `INSERT INTO history (thread, version, commit_key, op, time) VALUES (?, ?, ?, ?, ?)`},
 		{&s.deleteLabels, `DELETE FROM labels WHERE thread = ?`},
 		{&s.insertLabel, `INSERT INTO labels (thread, key, value) VALUES (?, ?, ?)`},
-		{&s.dropCheckpoint, `DELETE FROM checkpoints WHERE thread = ? AND name = ? RETURNING commit_key`},
+		{&s.dropCheckpoint, `DELETE FROM checkpoints WHERE thread = ? AND name = ?`},
 		{&s.insertCheckpoint, `INSERT INTO checkpoints (thread, name, commit_key, version, created) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (thread, name) DO NOTHING`},
 		// Every history entry and checkpoint of the thread drops one
@@ -814,6 +828,11 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 		{&s.claimPending, qClaimPending},
 		{&s.insertEntry, qInsertEntry},
 		{&s.insertSearch, qInsertSearch},
+		// A group of batches in one transaction gives each a savepoint, so
+		// that one that fails is undone alone (group.go).
+		{&s.savepoint, `SAVEPOINT batch`},
+		{&s.release, `RELEASE batch`},
+		{&s.rollbackTo, `ROLLBACK TO batch`},
 	} {
 		st, err := dc.PrepareContext(ctx, p.q)
 		if err != nil {

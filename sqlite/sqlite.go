@@ -91,6 +91,7 @@ type Store struct {
 	r     *sql.DB      // read-only connections, as many as are in use
 	st    stmts        // reads
 	wc    writeConn    // writes
+	group group        // batches waiting for the writer (group.go)
 	cache *commitCache // nil when off
 	// folder folds pending commits into the search index (fold.go); nil
 	// when the schema has no index.
