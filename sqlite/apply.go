@@ -770,7 +770,7 @@ type wstmts struct {
 	dropCheckpoint, insertCheckpoint                            wstmt
 	unrefThread, deleteHistory, deleteCheckpoints, deleteThread wstmt
 	insertPending, claimPending, insertEntry, insertSearch      wstmt
-	savepoint, release, rollbackTo                              wstmt
+	savepoint, release, rollbackTo, appendRecord                wstmt
 }
 
 func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) error {
@@ -830,6 +830,8 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 		{&s.insertSearch, qInsertSearch},
 		// A group of batches in one transaction gives each a savepoint, so
 		// that one that fails is undone alone (group.go).
+		{&s.appendRecord, `SELECT ` + recordCols + `, coalesce(h.depth, 0), h.state_from
+			FROM threads t LEFT JOIN commits h ON h.k = t.head WHERE t.id = ?`},
 		{&s.savepoint, `SAVEPOINT batch`},
 		{&s.release, `RELEASE batch`},
 		{&s.rollbackTo, `ROLLBACK TO batch`},

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/loomthreads/loom/thread/store"
@@ -16,8 +17,7 @@ import (
 // each batch under its own savepoint, so that a batch that fails (a
 // conflict, a missing commit) is undone alone and fails alone, and the
 // batches after it see the store as if it had never been tried. There is
-// no writer goroutine: the waiting writers take turns, and a writer whose
-// batch an earlier turn wrote returns that turn's answer.
+// no writer goroutine: the waiting writers take turns.
 
 // maxGroup bounds the batches of one transaction, and with it the wait of
 // the first of them.
@@ -27,8 +27,8 @@ const maxGroup = 128
 type group struct {
 	mu      sync.Mutex
 	pending []*write
-	// turn is held by the writer whose transaction is running.
-	turn sync.Mutex
+	// busy says a writer has the turn: it is writing a group, or about to.
+	busy bool
 }
 
 // write is one Apply's batch and, once its group's transaction ended, its
@@ -38,40 +38,71 @@ type write struct {
 	b   *store.Batch
 	enc []encodedCommit
 
+	// at and build are an AppendAt's: the batch is built in the
+	// transaction, on the thread's record and head as it finds them.
+	at    string
+	build func(r *store.Record, head *store.Commit) (*store.Batch, error)
+
 	a   *applier
 	err error
-	// done is set by the writer that wrote the batch, while it holds
-	// group.turn; the batch's own writer reads it after taking turn.
+	// done is set, under group.mu, once the batch's transaction ended;
+	// wake then tells its writer, or tells it that it has the turn.
 	done bool
+	wake chan struct{}
 }
 
 // run queues w and returns once a transaction, its own or an earlier
-// writer's, has answered it.
+// writer's, has answered it. The writer with the turn writes what is
+// queued, answers each writer of it, and passes the turn to the first
+// writer still waiting: writers answered by another's transaction wake
+// together, not one after another.
 func (g *group) run(w *write, commit func([]*write)) {
+	w.wake = make(chan struct{}, 1)
 	g.mu.Lock()
 	g.pending = append(g.pending, w)
+	lead := !g.busy
+	g.busy = true
 	g.mu.Unlock()
-
-	g.turn.Lock()
-	defer g.turn.Unlock()
-	if w.done {
-		return
+	if !lead {
+		<-w.wake
+		g.mu.Lock()
+		done := w.done
+		g.mu.Unlock()
+		if done {
+			return
+		}
 	}
 	g.mu.Lock()
-	ws := g.pending
-	if len(ws) > maxGroup {
-		// The rest wait for the next turn; w is among these: it was
-		// queued before the turn was taken, and the queue is in order
-		// of arrival.
-		ws, g.pending = ws[:maxGroup:maxGroup], append([]*write(nil), ws[maxGroup:]...)
-	} else {
-		g.pending = nil
-	}
+	n := min(len(g.pending), maxGroup)
+	// w is among these: the turn goes to the first writer queued, and the
+	// queue is in order of arrival.
+	ws := slices.Clone(g.pending[:n])
+	g.pending = slices.Delete(g.pending, 0, n)
 	g.mu.Unlock()
+
 	commit(ws)
+
+	g.mu.Lock()
 	for _, x := range ws {
 		x.done = true
 	}
+	g.handOff()
+	g.mu.Unlock()
+	for _, x := range ws {
+		if x != w {
+			x.wake <- struct{}{}
+		}
+	}
+}
+
+// handOff passes the turn to the first writer waiting, or frees it. Called
+// with mu held.
+func (g *group) handOff() {
+	if len(g.pending) > 0 {
+		g.pending[0].wake <- struct{}{}
+		return
+	}
+	g.busy = false
 }
 
 // writeGroup writes ws in one transaction and sets each one's answer.
@@ -123,6 +154,11 @@ func (s *Store) writeGroup(ws []*write) {
 func (s *Store) applyGuarded(st *wstmts, w *write) error {
 	if err := w.ctx.Err(); err != nil {
 		return err
+	}
+	if w.build != nil {
+		if err := s.buildAt(st, w); err != nil {
+			return err
+		}
 	}
 	if err := s.applyOne(st, w); err != nil {
 		return err

@@ -86,7 +86,11 @@ func TestGroupCommitFailsAlone(t *testing.T) {
 			Moves:   []store.Move{{Thread: "t0", From: 2, Head: "c_e", Op: store.OpAppend, Time: now}},
 		}, nil},
 	}
-	s.group.turn.Lock()
+	// The turn is taken, as by a writer in its transaction, while the
+	// batches queue.
+	s.group.mu.Lock()
+	s.group.busy = true
+	s.group.mu.Unlock()
 	errs := make([]error, len(tries))
 	var wg sync.WaitGroup
 	for i, tr := range tries {
@@ -99,7 +103,9 @@ func TestGroupCommitFailsAlone(t *testing.T) {
 		queued(t, s, i+1)
 	}
 	cancel()
-	s.group.turn.Unlock()
+	s.group.mu.Lock()
+	s.group.handOff()
+	s.group.mu.Unlock()
 	wg.Wait()
 	for i, tr := range tries {
 		if tr.want == nil && errs[i] != nil || tr.want != nil && !errors.Is(errs[i], tr.want) {
@@ -219,4 +225,57 @@ func TestGroupCommitManyWriters(t *testing.T) {
 		ws = append(ws, w)
 	}
 	check("shared", ws)
+}
+
+// TestAppendAt checks the store's queued append: build sees the head as
+// the writers before it left it, its error comes back as it is with
+// nothing written, and an unknown thread is ErrNotFound.
+func TestAppendAt(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "at.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	th, err := thread.New(s, nil).Create(ctx, thread.CreateOptions{ID: "a", Messages: []message.Message{message.User("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := th.Record().Head
+	next := func(id string) func(r *store.Record, h *store.Commit) (*store.Batch, error) {
+		return func(r *store.Record, h *store.Commit) (*store.Batch, error) {
+			return &store.Batch{
+				Commits: []*store.Commit{{ID: id, Parent: h.ID, Depth: h.Depth + 1, Time: time.Now(), Op: store.OpAppend}},
+				Moves:   []store.Move{{Thread: r.ID, From: r.Version, Head: id, Op: store.OpAppend, Time: time.Now()}},
+			}, nil
+		}
+	}
+	if err := s.AppendAt(ctx, "a", next("c_1")); err != nil {
+		t.Fatal(err)
+	}
+	var saw *store.Commit
+	boom := errors.New("boom")
+	err = s.AppendAt(ctx, "a", func(r *store.Record, h *store.Commit) (*store.Batch, error) {
+		saw = h
+		if r.Version != 2 || r.Head != "c_1" {
+			t.Errorf("record at version %d head %s, want 2 c_1", r.Version, r.Head)
+		}
+		return nil, boom
+	})
+	if err != boom {
+		t.Errorf("build's error: %v, want it as it is", err)
+	}
+	if saw == nil || saw.ID != "c_1" || saw.Depth != 2 {
+		t.Errorf("build saw head %+v, want c_1 at depth 2", saw)
+	}
+	if err := s.AppendAt(ctx, "nope", next("c_2")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown thread: %v, want ErrNotFound", err)
+	}
+	r, err := s.Thread(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Version != 2 || r.Head != "c_1" {
+		t.Errorf("after: version %d head %s, want 2 c_1 (parent %s)", r.Version, r.Head, head)
+	}
 }
