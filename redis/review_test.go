@@ -128,9 +128,9 @@ func TestExpiredWrites(t *testing.T) {
 		t.Errorf("checkpoints of an expired thread: %v", e)
 	}
 	for name, b := range map[string]*store.Batch{
-		"move":            {Moves: []thread.Move{{Thread: "a", From: a.Version(), Head: head, Op: thread.OpRestore, Time: now}}},
-		"delete":          {Delete: []thread.Deletion{{Thread: "a"}}},
-		"drop checkpoint": {DropCheckpoints: []thread.CheckpointKey{{Thread: "a", Name: "cp"}}},
+		"move":            {Moves: []store.Move{{Thread: "a", From: a.Version(), Head: head, Op: thread.OpRestore, Time: now}}},
+		"delete":          {Delete: []store.Deletion{{Thread: "a"}}},
+		"drop checkpoint": {DropCheckpoints: []store.CheckpointKey{{Thread: "a", Name: "cp"}}},
 		"checkpoint":      {Checkpoints: []thread.Checkpoint{{Thread: "a", Name: "cp2", Commit: head, Version: 1, CreatedAt: now}}},
 	} {
 		if err := s.Apply(ctx, b); !errors.Is(err, thread.ErrNotFound) {

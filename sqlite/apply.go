@@ -487,7 +487,7 @@ func (a *applier) delete(f *facts, d store.Deletion) error {
 func mapFull(err error) error {
 	var se *msqlite.Error
 	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL || errors.Is(err, syscall.ENOSPC) {
-		return thread.StorageFull("the SQLite database's disk is full", err)
+		return store.StorageFull("the SQLite database's disk is full", err)
 	}
 	return err
 }
@@ -496,7 +496,7 @@ func mapFull(err error) error {
 // stored (not the caller's values, which may differ from a read in time
 // zones and number types), so that the walks that follow a write, such as
 // an agent's next view, need no query.
-func (s *Store) cacheWritten(b *thread.Batch, enc []encodedCommit, added map[string]int64) {
+func (s *Store) cacheWritten(b *store.Batch, enc []encodedCommit, added map[string]int64) {
 	if s.cache == nil {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
@@ -25,7 +26,7 @@ func openBench(b *testing.B, opts *Options) *Store {
 }
 
 func BenchmarkStore(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) thread.Store { return openBench(b, nil) }, nil)
+	storetest.Bench(b, func(b *testing.B) store.Store { return openBench(b, nil) }, nil)
 }
 
 var (
@@ -130,7 +131,7 @@ func chain(b *testing.B, s *Store, depth int) *thread.Thread {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	var parent *thread.Commit
 	for done := 0; done < depth; {
-		var batch thread.Batch
+		var batch store.Batch
 		for ; done < depth && len(batch.Commits) < 1000; done++ {
 			c := &thread.Commit{ID: ids.New("c_"), Depth: int64(done + 1), Op: thread.OpAppend, Time: now,
 				Messages: []message.Message{{ID: message.NewID(), Role: message.RoleUser, CreatedAt: now,
@@ -142,7 +143,7 @@ func chain(b *testing.B, s *Store, depth int) *thread.Thread {
 			parent = c
 		}
 		if done == depth {
-			batch.Create = []thread.Creation{{Record: &thread.Record{ID: fmt.Sprintf("chain-%d", depth), Kind: thread.KindLocal,
+			batch.Create = []store.Creation{{Record: &thread.Record{ID: fmt.Sprintf("chain-%d", depth), Kind: thread.KindLocal,
 				Head: parent.ID, Version: 1, CreatedAt: now, UpdatedAt: now}, Op: thread.OpLoad}}
 		}
 		if err := s.Apply(ctx, &batch); err != nil {

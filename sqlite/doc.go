@@ -1,4 +1,4 @@
-// Package sqlite is a thread.Store in one SQLite database file: loom's
+// Package sqlite is a store.Store in one SQLite database file: loom's
 // embedded default store, the one `loom serve` (a later release) will open
 // unless told otherwise.
 // It is pure Go (modernc.org/sqlite, no cgo).
@@ -83,7 +83,7 @@
 //
 // # Search
 //
-// The store is a thread.Searcher: the words of each new commit's messages
+// The store is a store.Searcher: the words of each new commit's messages
 // go into a contentless FTS5 table, under the thread the batch commits it
 // for, and a freed commit's entries go with it. Apply only queues the
 // commit for the index, with a row in the commit's transaction, so that

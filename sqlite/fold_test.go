@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // pending counts the commits waiting for the search index, without
@@ -139,7 +140,7 @@ func TestSearchLockedOut(t *testing.T) {
 		if i < 2 && hits[0].Cursor[0] != 'p' {
 			t.Errorf("page %d: cursor %q, want a pending commit's", i, hits[0].Cursor)
 		}
-		got = append(got, hit{hits[0].Thread, thread.SearchText(hits[0].Message)})
+		got = append(got, hit{hits[0].Thread, store.SearchText(hits[0].Message)})
 		before = hits[0].Cursor
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // TestListByUpdatedUsesIndex: a page most recently updated first, from the
@@ -51,10 +52,10 @@ func TestListByUpdatedUsesIndex(t *testing.T) {
 
 // seedThreads makes n empty threads in one batch, each updated at its own
 // second, and every fourth one loom's own.
-func seedThreads(tb testing.TB, s thread.Store, n int) {
+func seedThreads(tb testing.TB, s store.Store, n int) {
 	tb.Helper()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := &thread.Batch{}
+	b := &store.Batch{}
 	for i := range n {
 		at := base.Add(time.Duration(i*7919%n) * time.Second)
 		r := &thread.Record{ID: fmt.Sprintf("th_%06d", i), Kind: thread.KindLocal, Title: fmt.Sprintf("thread %d", i),
@@ -62,7 +63,7 @@ func seedThreads(tb testing.TB, s thread.Store, n int) {
 		if i%4 == 0 {
 			r.Labels = map[string]string{thread.LabelOwner: "worklog"}
 		}
-		b.Create = append(b.Create, thread.Creation{Record: r, Op: thread.OpCreate})
+		b.Create = append(b.Create, store.Creation{Record: r, Op: thread.OpCreate})
 	}
 	if err := s.Apply(context.Background(), b); err != nil {
 		tb.Fatal(err)

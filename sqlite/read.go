@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // The columns of a commit c with its parent p joined, as scanCommit reads
@@ -165,13 +166,13 @@ func queryOne[T any](ctx context.Context, st *sql.Stmt, scan func(scanner) (T, e
 	return v, rows.Close()
 }
 
-// CachedCommit implements thread.CommitCache: the commit from the cache of
+// CachedCommit implements store.CommitCache: the commit from the cache of
 // decoded commits, nil when it is not there.
 func (s *Store) CachedCommit(id string) *thread.Commit { return s.cache.getID(id) }
 
-var _ thread.CommitCache = (*Store)(nil)
+var _ store.CommitCache = (*Store)(nil)
 
-// Commit implements thread.Store. It always asks the file (and finds the
+// Commit implements store.Store. It always asks the file (and finds the
 // decoded commit in the cache by row), so that a commit another process
 // has deleted is ErrNotFound at once.
 func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
@@ -185,7 +186,7 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 	return c, nil
 }
 
-// Ancestors implements thread.Store: from the commit cache while it holds
+// Ancestors implements store.Store: from the commit cache while it holds
 // the commits (an agent's views read what it has just written), then with
 // one recursive query. A walk served by the cache does not ask the file
 // whether another process has deleted the commits since: commits never
@@ -273,7 +274,7 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 	}
 }
 
-// Thread implements thread.Store.
+// Thread implements store.Store.
 func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 	r, err := queryOne(ctx, s.st.thread, scanRecord, id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -290,7 +291,7 @@ func (s *Store) Thread(ctx context.Context, id string) (*thread.Record, error) {
 // iterates without holding a read open.
 const listPage = 256
 
-// Threads implements thread.Store. The filters are SQL: the tenant and id
+// Threads implements store.Store. The filters are SQL: the tenant and id
 // order come from an index (the order of updates from threads_by_updated),
 // each label is a lookup in the labels table.
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
@@ -377,7 +378,7 @@ func listSQL(opts thread.ListOptions) (first, paged string, args []any, cursorAr
 	return first, paged, args, cursorArgs
 }
 
-// History implements thread.Store.
+// History implements store.Store.
 func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptions) iter.Seq2[thread.HistoryEntry, error] {
 	return func(yield func(thread.HistoryEntry, error) bool) {
 		before, limit := opts.Before, int64(opts.Limit)
@@ -422,7 +423,7 @@ func (s *Store) History(ctx context.Context, id string, opts thread.HistoryOptio
 	}
 }
 
-// Checkpoints implements thread.Store.
+// Checkpoints implements store.Store.
 func (s *Store) Checkpoints(ctx context.Context, id string) iter.Seq2[thread.Checkpoint, error] {
 	return func(yield func(thread.Checkpoint, error) bool) {
 		rows, err := s.st.checkpoints.QueryContext(ctx, id)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func kind(err error) string {
@@ -67,7 +68,7 @@ func TestReviewRandomBatches(t *testing.T) {
 			return commits[rng.IntN(len(commits))]
 		}
 		for step := range 200 {
-			b := &thread.Batch{}
+			b := &store.Batch{}
 			var fresh []string
 			for range rng.IntN(4) {
 				var parent string
@@ -110,7 +111,7 @@ func TestReviewRandomBatches(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				id := th()
 				r := &thread.Record{ID: id, Kind: "chat", CreatedAt: now, UpdatedAt: now}
-				cr := thread.Creation{Record: r, Op: thread.OpCreate}
+				cr := store.Creation{Record: r, Op: thread.OpCreate}
 				if rng.IntN(2) == 0 {
 					r.Head, r.Version = pick(), 1
 				} else {
@@ -124,10 +125,10 @@ func TestReviewRandomBatches(t *testing.T) {
 			}
 			for range rng.IntN(3) {
 				id := th()
-				b.Moves = append(b.Moves, thread.Move{Thread: id, From: version(id), Head: pick(), Op: thread.OpAppend, Time: now})
+				b.Moves = append(b.Moves, store.Move{Thread: id, From: version(id), Head: pick(), Op: thread.OpAppend, Time: now})
 			}
 			if rng.IntN(3) == 0 {
-				b.DropCheckpoints = append(b.DropCheckpoints, thread.CheckpointKey{Thread: th(), Name: fmt.Sprintf("cp%d", rng.IntN(3))})
+				b.DropCheckpoints = append(b.DropCheckpoints, store.CheckpointKey{Thread: th(), Name: fmt.Sprintf("cp%d", rng.IntN(3))})
 			}
 			for range rng.IntN(3) {
 				c := pick()
@@ -138,7 +139,7 @@ func TestReviewRandomBatches(t *testing.T) {
 			}
 			if rng.IntN(5) == 0 {
 				id := th()
-				b.Delete = append(b.Delete, thread.Deletion{Thread: id})
+				b.Delete = append(b.Delete, store.Deletion{Thread: id})
 			}
 			s := s1
 			if rng.IntN(2) == 0 {
@@ -249,7 +250,7 @@ func TestReviewCopyOntoStoredCommits(t *testing.T) {
 }
 
 // commitIDs lists the commits a store keeps that the threads a and b reach.
-func commitIDs(t *testing.T, s thread.Store) string {
+func commitIDs(t *testing.T, s store.Store) string {
 	t.Helper()
 	ctx := t.Context()
 	var ids []string

@@ -14,14 +14,15 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
-// schemaV3 adds the search index (thread.Searcher): a contentless FTS5
+// schemaV3 adds the search index (store.Searcher): a contentless FTS5
 // table of each indexed message's words, search_entries, which says what
 // each of its rows is, and search_pending, the commits not indexed yet.
 //
 // The search table's one column, words, holds the message's
-// thread.SearchTokens, each prefixed with its tenant's tag (searchTag),
+// store.SearchTokens, each prefixed with its tenant's tag (searchTag),
 // joined by spaces: a query asks for the tagged words, so that it never
 // leaves its tenant and reads only its tenant's postings. (A tenant
 // column ANDed into the query would cost a walk of the tenant's whole
@@ -209,7 +210,7 @@ func keyTag(key string) string {
 // for none.
 func searchWordsOf(tag string, m message.Message) string {
 	var b strings.Builder
-	for i, w := range thread.SearchTokens(thread.SearchText(m)) {
+	for i, w := range store.SearchTokens(store.SearchText(m)) {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
@@ -221,9 +222,9 @@ func searchWordsOf(tag string, m message.Message) string {
 
 // searchThreads returns, for each commit of b (by index), the thread
 // that Apply queues it for the index under: the thread b commits it for
-// (thread.Batch.CommitThreads), or "" if none claims it or its messages
+// (store.Batch.CommitThreads), or "" if none claims it or its messages
 // have no words. It runs before the write transaction.
-func searchThreads(b *thread.Batch) []string {
+func searchThreads(b *store.Batch) []string {
 	threads := b.CommitThreads()
 	if len(threads) == 0 {
 		return nil
@@ -237,7 +238,7 @@ func searchThreads(b *thread.Batch) []string {
 	return out
 }
 
-// hasWords says whether m's search text has a word (thread.SearchTokens),
+// hasWords says whether m's search text has a word (store.SearchTokens),
 // without building it: any letter, digit or mark.
 func hasWords(m message.Message) bool {
 	for _, c := range m.Contents {
@@ -265,7 +266,7 @@ func hasWords(m message.Message) bool {
 	return false
 }
 
-var _ thread.Searcher = (*Store)(nil)
+var _ store.Searcher = (*Store)(nil)
 
 // qSearch reads the entries whose FTS rows match ?1, below rowid ?2,
 // newest first, at most ?3 of them. FTS5 walks its index backwards by
@@ -280,7 +281,7 @@ const qSearch = `SELECT search.rowid, e.thread, c.id, e.idx
 
 // searchMatch is the FTS5 query for opts: every word, tagged with the
 // tenant's searchTag and quoted.
-func searchMatch(opts thread.SearchOptions) string {
+func searchMatch(opts store.SearchOptions) string {
 	tag := searchTag(opts.Tenant)
 	var b strings.Builder
 	for i, w := range opts.Words {
@@ -327,7 +328,7 @@ func parseSearchCursor(s string) (searchCursor, bool) {
 	}
 }
 
-// Search implements thread.Searcher from the FTS5 index. An entry's
+// Search implements store.Searcher from the FTS5 index. An entry's
 // Cursor is its rowid in decimal.
 //
 // It first folds the commits pending for the index, so that it finds
@@ -336,29 +337,29 @@ func parseSearchCursor(s string) (searchCursor, bool) {
 // transaction: the pending commits' messages are matched here, newest
 // first, before the index's entries, which are all older; their cursors
 // are "p" and the commit's key and the message's index.
-func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2[thread.SearchEntry, error] {
-	return func(yield func(thread.SearchEntry, error) bool) {
+func (s *Store) Search(ctx context.Context, opts store.SearchOptions) iter.Seq2[store.SearchEntry, error] {
+	return func(yield func(store.SearchEntry, error) bool) {
 		if len(opts.Words) == 0 {
-			yield(thread.SearchEntry{}, fmt.Errorf("search: no words: %w", thread.ErrInvalid))
+			yield(store.SearchEntry{}, fmt.Errorf("search: no words: %w", thread.ErrInvalid))
 			return
 		}
 		for _, w := range opts.Words {
 			// A word that is not a token of SearchTokens is in no
 			// message's words (and could be several FTS tokens).
-			if t := thread.SearchTokens(w); len(t) != 1 || t[0] != w {
+			if t := store.SearchTokens(w); len(t) != 1 || t[0] != w {
 				return
 			}
 		}
 		cur, ok := parseSearchCursor(opts.Before)
 		if !ok {
-			yield(thread.SearchEntry{}, fmt.Errorf("search cursor %q: %w", clip(opts.Before), thread.ErrInvalid))
+			yield(store.SearchEntry{}, fmt.Errorf("search cursor %q: %w", clip(opts.Before), thread.ErrInvalid))
 			return
 		}
 		limit := int64(cmp.Or(opts.Limit, -1))
 		if limit < -1 {
 			limit = -1
 		}
-		fail := func(err error) { yield(thread.SearchEntry{}, fmt.Errorf("search: %w", err)) }
+		fail := func(err error) { yield(store.SearchEntry{}, fmt.Errorf("search: %w", err)) }
 		var q querier = s.r
 		var pending []pendingCommit
 		if err := s.foldAll(ctx); err != nil {
@@ -390,14 +391,14 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 				if cur.pending && (p.k > cur.k || p.k == cur.k && int64(j) >= cur.i) {
 					continue
 				}
-				if !holdsAll(thread.SearchTokens(thread.SearchText(p.msgs[j])), opts.Words) {
+				if !holdsAll(store.SearchTokens(store.SearchText(p.msgs[j])), opts.Words) {
 					continue
 				}
 				if n == limit {
 					return
 				}
 				n++
-				e := thread.SearchEntry{Thread: p.thread, Commit: p.id, Index: j, Cursor: fmt.Sprintf("p%d.%d", p.k, j)}
+				e := store.SearchEntry{Thread: p.thread, Commit: p.id, Index: j, Cursor: fmt.Sprintf("p%d.%d", p.k, j)}
 				if !yield(e, nil) {
 					return
 				}
@@ -428,7 +429,7 @@ func (s *Store) Search(ctx context.Context, opts thread.SearchOptions) iter.Seq2
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var e thread.SearchEntry
+			var e store.SearchEntry
 			var rowid int64
 			if err := rows.Scan(&rowid, &e.Thread, &e.Commit, &e.Index); err != nil {
 				fail(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // The database of BenchmarkSearch1M: threads of turns (a commit of a
@@ -60,7 +61,7 @@ func searchBenchDB(b *testing.B) string {
 	const perThread = searchBenchMessages / searchBenchThreads
 	const threadsPerBatch = 100
 	for t := 0; t < searchBenchThreads; {
-		var batch thread.Batch
+		var batch store.Batch
 		for ; t < searchBenchThreads && len(batch.Create) < threadsPerBatch; t++ {
 			var parent *thread.Commit
 			for depth := 0; depth < perThread; depth += 2 {
@@ -76,7 +77,7 @@ func searchBenchDB(b *testing.B) string {
 				batch.Commits = append(batch.Commits, c)
 				parent = c
 			}
-			batch.Create = append(batch.Create, thread.Creation{Record: &thread.Record{ID: fmt.Sprintf("thread-%04d", t), Kind: thread.KindLocal,
+			batch.Create = append(batch.Create, store.Creation{Record: &thread.Record{ID: fmt.Sprintf("thread-%04d", t), Kind: thread.KindLocal,
 				Head: parent.ID, Version: 1, CreatedAt: now, UpdatedAt: now}, Op: thread.OpLoad})
 		}
 		if err := s.Apply(ctx, &batch); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 func openStore(t *testing.T) *Store {
@@ -37,7 +38,7 @@ func search(t *testing.T, db *thread.DB, q string) []hit {
 	}
 	var out []hit
 	for _, h := range hits {
-		out = append(out, hit{h.Thread, thread.SearchText(h.Message)})
+		out = append(out, hit{h.Thread, store.SearchText(h.Message)})
 	}
 	return out
 }
@@ -179,7 +180,7 @@ func TestSearchDelete(t *testing.T) {
 		t.Errorf("%d entries left", n)
 	}
 	for _, q := range []struct{ tenant, word string }{{"", "alpha"}, {"", "fork"}, {"acme", "beta"}, {"acme", "shared"}} {
-		m := searchMatch(thread.SearchOptions{Tenant: q.tenant, Words: []string{q.word}})
+		m := searchMatch(store.SearchOptions{Tenant: q.tenant, Words: []string{q.word}})
 		if n := countRows(t, s, `SELECT count(*) FROM search WHERE search MATCH ?`, m); n != 0 {
 			t.Errorf("tenant %q: %d FTS rows of %q left", q.tenant, n, q.word)
 		}
@@ -279,7 +280,7 @@ func TestSearchPages(t *testing.T) {
 	// Straight to the store: no cap, and a word that is no token (a
 	// quote, upper case) finds nothing.
 	n := 0
-	for _, err := range s.Search(ctx, thread.SearchOptions{Words: []string{"match"}}) {
+	for _, err := range s.Search(ctx, store.SearchOptions{Words: []string{"match"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,13 +289,13 @@ func TestSearchPages(t *testing.T) {
 	if n != len(want) {
 		t.Errorf("%d entries with no limit, want %d", n, len(want))
 	}
-	for _, err := range s.Search(ctx, thread.SearchOptions{Words: []string{`a"b`, "match"}}) {
+	for _, err := range s.Search(ctx, store.SearchOptions{Words: []string{`a"b`, "match"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Error("a word with quotes found something")
 	}
-	for _, err := range s.Search(ctx, thread.SearchOptions{Words: []string{"MATCH"}}) {
+	for _, err := range s.Search(ctx, store.SearchOptions{Words: []string{"MATCH"}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +310,7 @@ func TestSearchFailedBatch(t *testing.T) {
 	db := thread.New(s, nil)
 	create(t, db, "a", message.User("first"))
 	c := &thread.Commit{ID: "c_x", Depth: 1, Op: thread.OpAppend, Messages: []message.Message{message.User("orphan words")}}
-	err := s.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{c}, Moves: []thread.Move{{Thread: "a", From: 7, Head: "c_x", Op: thread.OpAppend}}})
+	err := s.Apply(ctx, &store.Batch{Commits: []*thread.Commit{c}, Moves: []store.Move{{Thread: "a", From: 7, Head: "c_x", Op: thread.OpAppend}}})
 	if !errors.Is(err, thread.ErrConflict) {
 		t.Fatalf("apply: %v, want ErrConflict", err)
 	}
@@ -326,7 +327,7 @@ func TestSearchFailedBatch(t *testing.T) {
 func TestSearchPlan(t *testing.T) {
 	s := openStore(t)
 	rows, err := s.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+qSearch,
-		searchMatch(thread.SearchOptions{Words: []string{"x", "y"}}), 10, 20)
+		searchMatch(store.SearchOptions{Words: []string{"x", "y"}}), 10, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +473,7 @@ func TestMigrateReleaseSearch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		words := thread.SearchTokens(thread.SearchText(c.Messages[idx]))
+		words := store.SearchTokens(store.SearchText(c.Messages[idx]))
 		tenant, _ := thread.SplitKey(key)
 		hits, err := thread.New(s, nil).WithTenant(tenant).Search(t.Context(), thread.SearchQuery{Text: strings.Join(words[:min(3, len(words))], " "), Limit: 1000})
 		if err != nil {
@@ -525,7 +526,7 @@ func TestSearchRowidReused(t *testing.T) {
 }
 
 // hasWords, which Apply asks instead of building a message's search text,
-// agrees with thread.SearchTokens(thread.SearchText(m)) for every kind of
+// agrees with store.SearchTokens(store.SearchText(m)) for every kind of
 // content, so that no commit with words goes unqueued.
 func TestHasWords(t *testing.T) {
 	for _, m := range []message.Message{
@@ -539,8 +540,8 @@ func TestHasWords(t *testing.T) {
 		message.New(message.RoleUser, message.Data{MediaType: "text/plain", Data: []byte("binary words")}),
 		message.New(message.RoleUser, message.Data{MediaType: "text/plain", Data: []byte("x")}, message.Text{Text: "e\u0301"}),
 	} {
-		if got, want := hasWords(m), len(thread.SearchTokens(thread.SearchText(m))) > 0; got != want {
-			t.Errorf("hasWords(%q) = %v, want %v", thread.SearchText(m), got, want)
+		if got, want := hasWords(m), len(store.SearchTokens(store.SearchText(m))) > 0; got != want {
+			t.Errorf("hasWords(%q) = %v, want %v", store.SearchText(m), got, want)
 		}
 	}
 }

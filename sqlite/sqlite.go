@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 )
 
 func init() {
-	thread.Register("sqlite", func(ctx context.Context, u *url.URL) (thread.Store, error) {
+	thread.Register("sqlite", func(ctx context.Context, u *url.URL) (store.Store, error) {
 		path, opts, err := parseURL(u)
 		if err != nil {
 			return nil, err
@@ -81,7 +82,7 @@ func (o *Options) withDefaults() (Options, error) {
 	return out, nil
 }
 
-// Store is a thread.Store in one SQLite database file, in WAL mode: writes
+// Store is a store.Store in one SQLite database file, in WAL mode: writes
 // are serialized by SQLite's write lock (across processes too) and readers
 // never wait for them. It is safe for concurrent use, and several processes
 // may open the same file.
@@ -98,7 +99,7 @@ type Store struct {
 	folder *folder
 }
 
-var _ thread.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Open opens the database at path, creating it if it does not exist, and
 // brings its schema up to date. path may also be a sqlite:// URL, whose

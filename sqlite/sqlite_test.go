@@ -14,10 +14,11 @@ import (
 	"github.com/loomthreads/loom/internal/proctest"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 	"github.com/loomthreads/loom/thread/storetest"
 )
 
-func newStore(t *testing.T) thread.Store {
+func newStore(t *testing.T) store.Store {
 	t.Helper()
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "loom.db"), nil)
 	if err != nil {
@@ -29,7 +30,7 @@ func newStore(t *testing.T) thread.Store {
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, newStore, &storetest.Options{
-		Reopen: func(s thread.Store) (thread.Store, error) {
+		Reopen: func(s store.Store) (store.Store, error) {
 			st := s.(*Store)
 			if err := st.Close(); err != nil {
 				return nil, err
@@ -42,7 +43,7 @@ func TestStore(t *testing.T) {
 // TestStoreNoCache runs the suite with the commit cache off, so that every
 // read decodes; the long chains and races are TestStore's.
 func TestStoreNoCache(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) thread.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		s, err := Open(t.Context(), filepath.Join(t.TempDir(), "loom.db"), &Options{CacheBytes: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -415,7 +416,7 @@ func TestClosedStore(t *testing.T) {
 	if _, err := s.Thread(ctx, "x"); err == nil {
 		t.Fatal("read after close")
 	}
-	if err := s.Apply(ctx, &thread.Batch{Delete: []thread.Deletion{{Thread: "x"}}}); err == nil {
+	if err := s.Apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: "x"}}}); err == nil {
 		t.Fatal("write after close")
 	}
 }
@@ -580,13 +581,13 @@ func TestErrorKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := th.Record().Head
-	for _, m := range []thread.Store{s, thread.NewMemoryStore()} {
-		if m != thread.Store(s) {
-			if err := m.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{{ID: head, Depth: 1}}}); err != nil {
+	for _, m := range []store.Store{s, thread.NewMemoryStore()} {
+		if m != store.Store(s) {
+			if err := m.Apply(ctx, &store.Batch{Commits: []*thread.Commit{{ID: head, Depth: 1}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		err := m.Apply(ctx, &thread.Batch{Commits: []*thread.Commit{{ID: head, Parent: "c_missing", Depth: 2}}})
+		err := m.Apply(ctx, &store.Batch{Commits: []*thread.Commit{{ID: head, Parent: "c_missing", Depth: 2}}})
 		if !errors.Is(err, thread.ErrConflict) {
 			t.Errorf("%T: a duplicate id with a missing parent: %v, want ErrConflict", m, err)
 		}
@@ -595,7 +596,7 @@ func TestErrorKinds(t *testing.T) {
 	broken := errors.New("rows affected: broken")
 	defer func(f func(sql.Result) (int64, error)) { rowsAffected = f }(rowsAffected)
 	rowsAffected = func(sql.Result) (int64, error) { return 0, broken }
-	err = s.Apply(ctx, &thread.Batch{Checkpoints: []thread.Checkpoint{{Thread: "a", Name: "cp", Commit: head, Version: 1}}})
+	err = s.Apply(ctx, &store.Batch{Checkpoints: []thread.Checkpoint{{Thread: "a", Name: "cp", Commit: head, Version: 1}}})
 	if !errors.Is(err, broken) || errors.Is(err, thread.ErrConflict) {
 		t.Fatalf("checkpoint whose row count fails: %v, want that error", err)
 	}

@@ -90,39 +90,3 @@ var (
 // with it that migrates its data calls f as it goes (see
 // store.WithMigrationProgress).
 var WithMigrationProgress = store.WithMigrationProgress
-
-// Backend names kept while the backends move to package store.
-type (
-	Store         = store.Store
-	CommitCache   = store.CommitCache
-	Appender      = store.Appender
-	ForkIndex     = store.ForkIndex
-	Batch         = store.Batch
-	Creation      = store.Creation
-	Move          = store.Move
-	CheckpointKey = store.CheckpointKey
-	Deletion      = store.Deletion
-	Facts         = store.Facts
-	MapFacts      = store.MapFacts
-	Needs         = store.Needs
-	ThreadFact    = store.ThreadFact
-	Plan          = store.Plan
-	RefDelta      = store.RefDelta
-	Searcher      = store.Searcher
-	SearchOptions = store.SearchOptions
-	SearchEntry   = store.SearchEntry
-	Watcher       = store.Watcher
-)
-
-// Backend functions kept while the backends move to package store.
-var (
-	NeedsOf         = store.NeedsOf
-	PlanBatch       = store.PlanBatch
-	ListByUpdated   = store.ListByUpdated
-	CompareUpdated  = store.CompareUpdated
-	SearchText      = store.SearchText
-	SearchTokens    = store.SearchTokens
-	StorageFull     = store.StorageFull
-	Unavailable     = store.Unavailable
-	ReportMigration = store.ReportMigration
-)

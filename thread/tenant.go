@@ -208,7 +208,7 @@ func appender(st store.Store) (store.Appender, bool) {
 	case *tenantStore:
 		_, ok := s.Store.(store.Appender)
 		return s, ok
-	case Appender:
+	case store.Appender:
 		return s, true
 	}
 	return nil, false

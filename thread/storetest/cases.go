@@ -1110,9 +1110,9 @@ func badBatches(t T, s store.Store, _ *Options) {
 	// Every kind of change to a thread that does not exist is ErrNotFound,
 	// never a silent success.
 	for name, b := range map[string]*store.Batch{
-		"move":            {Moves: []thread.Move{{Thread: "nosuch", From: 1, Op: thread.OpReset, Time: now}}},
-		"delete":          {Delete: []thread.Deletion{{Thread: "nosuch"}}},
-		"drop checkpoint": {DropCheckpoints: []thread.CheckpointKey{{Thread: "nosuch", Name: "cp"}}},
+		"move":            {Moves: []store.Move{{Thread: "nosuch", From: 1, Op: thread.OpReset, Time: now}}},
+		"delete":          {Delete: []store.Deletion{{Thread: "nosuch"}}},
+		"drop checkpoint": {DropCheckpoints: []store.CheckpointKey{{Thread: "nosuch", Name: "cp"}}},
 		"checkpoint":      {Checkpoints: []thread.Checkpoint{{Thread: "nosuch", Name: "cp", Commit: "c_nosuch", Version: 1, CreatedAt: now}}},
 	} {
 		if err := s.Apply(ctx, b); !errors.Is(err, thread.ErrNotFound) {
