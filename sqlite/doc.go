@@ -54,6 +54,12 @@
 // writers of other processes wait up to BusyTimeout. Readers use their own
 // connections and never wait for writers.
 //
+// A write never copies the write-ahead log into the database file (SQLite's
+// auto-checkpoint is off on the write connection): each Store checkpoints
+// it in the background, on a connection of its own, once it passes 4 MiB,
+// and keeps it near 16 MiB even under writes that never pause. Close stops
+// it. Checkpoints only copy what the log already holds.
+//
 // A write SQLite has no room for (SQLITE_FULL: a full disk, or a
 // database at its max_page_count) is rolled back and fails with
 // thread.ErrStorageFull; reads go on, and writes again once there is room.
@@ -73,7 +79,10 @@
 // memory (Options.CacheBytes): decoding a commit's messages from JSON is
 // most of what a read costs, and a cached commit is only copied. An entry
 // is checked against the row it stands for on every read, so that the
-// cache is safe when other processes write to the same file.
+// cache is safe when other processes write to the same file. A walk up a
+// thread caches only the commits nearest its start, up to a quarter of the
+// cache: a full read of a thread longer than the cache costs no more than
+// with the cache off, and leaves the ends of other threads in it.
 //
 // Each commit counts the child commits, history entries and checkpoints
 // that point at it. Deleting a thread drops the references of its history

@@ -192,14 +192,19 @@ func (s *Store) Commit(ctx context.Context, id string) (*thread.Commit, error) {
 // whether another process has deleted the commits since: commits never
 // change, so it yields what a walk a moment earlier would have. The query's
 // rows are yielded as they come, each one row late: a commit's parent id is
-// the id of the row after it.
+// the id of the row after it. A walk caches only the commits nearest its
+// start, a share of the cache (see walkShare); those past it, the older
+// part of a long thread, are decoded and not kept.
 func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2[*thread.Commit, error] {
 	return func(yield func(*thread.Commit, error) bool) {
+		// budget is what is left of the cost the walk may cache.
+		budget := s.cache.walkBudget()
 		for {
-			c := s.cache.getID(id)
+			c, cost := s.cache.getIDCost(id)
 			if c == nil {
 				break
 			}
+			budget -= cost
 			if c.Depth <= floor || !yield(c, nil) || c.Parent == "" {
 				return
 			}
@@ -224,9 +229,12 @@ func (s *Store) Ancestors(ctx context.Context, id string, floor int64) iter.Seq2
 		finish := func(parentID string) bool {
 			c := pend
 			pend = nil
+			budget -= pendCost
 			if !pendCached {
 				c.Parent = parentID
-				c = s.keep(pendK, pendN, pendCost, c)
+				if budget >= 0 {
+					c = s.keep(pendK, pendN, pendCost, c)
+				}
 			}
 			return yield(c, nil)
 		}

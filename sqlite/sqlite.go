@@ -97,6 +97,8 @@ type Store struct {
 	// folder folds pending commits into the search index (fold.go); nil
 	// when the schema has no index.
 	folder *folder
+	// ckpt checkpoints the write-ahead log (checkpoint.go).
+	ckpt *checkpointer
 }
 
 var _ store.Store = (*Store)(nil)
@@ -186,6 +188,7 @@ func openDB(ctx context.Context, path string, opts *Options, migs []migration) (
 		wq[k] = v
 	}
 	wq.Set("_txlock", "immediate")
+	writePragmas(wq) // no checkpoints in a write's COMMIT: the checkpointer's
 	w, err := sql.Open("sqlite", name+"?"+wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -214,6 +217,10 @@ func openDB(ctx context.Context, path string, opts *Options, migs []migration) (
 	// may read again inside the loop, and a cap could deadlock that.
 	r.SetMaxIdleConns(8)
 	s.r = r
+	if err := s.startCheckpointing(name, o.Synchronous); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 	return s, nil
 }
 
@@ -224,7 +231,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	s.stopFolding()
 	var errs []error
-	errs = append(errs, s.st.close(), s.wc.close(s.w))
+	errs = append(errs, s.stopCheckpointing(), s.st.close(), s.wc.close(s.w))
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
