@@ -9,6 +9,7 @@ import (
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // TestLongWalkCachesItsStart reads a thread longer than the cache, on a
@@ -30,7 +31,7 @@ func TestLongWalkCachesItsStart(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	var chain []*thread.Commit
 	for len(chain) < depth {
-		var b thread.Batch
+		var b store.Batch
 		for range 500 {
 			c := &thread.Commit{ID: ids.New("c_"), Depth: int64(len(chain) + 1), Op: thread.OpAppend, Time: now,
 				Messages: []message.Message{{ID: message.NewID(), Role: message.RoleUser, CreatedAt: now,
@@ -42,7 +43,7 @@ func TestLongWalkCachesItsStart(t *testing.T) {
 			chain = append(chain, c)
 		}
 		if len(chain) == depth {
-			b.Create = []thread.Creation{{Record: &thread.Record{ID: "long", Kind: thread.KindLocal,
+			b.Create = []store.Creation{{Record: &thread.Record{ID: "long", Kind: thread.KindLocal,
 				Head: chain[depth-1].ID, Version: 1, CreatedAt: now, UpdatedAt: now}, Op: thread.OpLoad}}
 		}
 		if err := w.Apply(ctx, &b); err != nil {
