@@ -36,6 +36,7 @@ func (s *Store) buildAt(st *wstmts, w *write) error {
 	a := &applier{ctx: w.ctx, st: st}
 	var (
 		r         *store.Record
+		k, headK  int64
 		depth     int64
 		stateFrom string
 	)
@@ -47,11 +48,11 @@ func (s *Store) buildAt(st *wstmts, w *write) error {
 		found = true
 		var err error
 		n := len(row)
-		r, err = scanRecord(driverRow(row[:n-2]))
+		r, err = scanRecord(driverRow(row[:n-4]))
 		if err != nil {
 			return err
 		}
-		return assign(row[n-2:], &depth, (*nullString)(&stateFrom))
+		return assign(row[n-4:], &k, &headK, &depth, (*nullString)(&stateFrom))
 	})
 	if err != nil {
 		return fmt.Errorf("thread %q: %w", clip(w.at), err)
@@ -80,6 +81,8 @@ func (s *Store) buildAt(st *wstmts, w *write) error {
 		}
 	}
 	w.b, w.enc = b, enc
+	w.seed = threadRow{id: r.ID, k: k, version: r.Version, head: r.Head, ok: true}
+	w.seedHead = headK
 	return nil
 }
 

@@ -52,6 +52,13 @@ func (s *Store) applyOne(st *wstmts, w *write) error {
 	a := &applier{ctx: w.ctx, st: st, cache: s.cache, search: searchThreads(w.b)}
 	w.a = a
 	f := &facts{a: a, b: w.b, guess: true}
+	if w.seed.ok {
+		// AppendAt read the thread in this transaction.
+		f.threads = append(f.threads, w.seed)
+		if w.seed.head != "" {
+			f.keep(w.seed.head, w.seedHead)
+		}
+	}
 	// The threads whose heads move are read first, with their heads: the
 	// usual batch, a commit on the head and a move to it, then needs no
 	// read of the parent.
@@ -830,7 +837,7 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 		{&s.insertSearch, qInsertSearch},
 		// A group of batches in one transaction gives each a savepoint, so
 		// that one that fails is undone alone (group.go).
-		{&s.appendRecord, `SELECT ` + recordCols + `, coalesce(h.depth, 0), h.state_from
+		{&s.appendRecord, `SELECT ` + recordCols + `, t.k, coalesce(t.head, 0), coalesce(h.depth, 0), h.state_from
 			FROM threads t LEFT JOIN commits h ON h.k = t.head WHERE t.id = ?`},
 		{&s.savepoint, `SAVEPOINT batch`},
 		{&s.release, `RELEASE batch`},

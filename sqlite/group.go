@@ -42,6 +42,10 @@ type write struct {
 	// transaction, on the thread's record and head as it finds them.
 	at    string
 	build func(r *store.Record, head *store.Commit) (*store.Batch, error)
+	// seed is the thread as buildAt read it, with its head's key: the
+	// planner's facts start from it.
+	seed     threadRow
+	seedHead int64
 
 	a   *applier
 	err error
