@@ -239,8 +239,13 @@ func searchThreads(b *store.Batch) []string {
 }
 
 // hasWords says whether m's search text has a word (store.SearchTokens),
-// without building it: any letter, digit or mark.
+// without building it: any letter, digit or mark. A workflow's records
+// have no search text (store.SearchText), so their commits are never
+// queued.
 func hasWords(m message.Message) bool {
+	if !store.Searchable(m.Role) {
+		return false
+	}
 	for _, c := range m.Contents {
 		var ss [2]string
 		switch c := c.(type) {

@@ -545,3 +545,40 @@ func TestHasWords(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkflowRecordsNotQueued checks that a commit whose messages are a
+// workflow's records (no search text, store.Searchable) costs no row in
+// the index's queue, while a user's message does.
+func TestWorkflowRecordsNotQueued(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "wf.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.stopFolding()
+	db := thread.New(s, nil)
+	th, err := db.Create(ctx, thread.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := func() (n int) {
+		if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM search_pending`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := pending()
+	if _, err := th.Append(ctx, message.Message{Role: "workflow", Contents: []message.Content{message.Text{Text: "step a done"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pending(); got != before {
+		t.Errorf("a workflow record queued %d commits for the index, want 0", got-before)
+	}
+	if _, err := th.Append(ctx, message.User("step a done")); err != nil {
+		t.Fatal(err)
+	}
+	if got := pending(); got != before+1 {
+		t.Errorf("a user's message queued %d commits for the index, want 1", got-before)
+	}
+}

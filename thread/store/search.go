@@ -50,6 +50,11 @@ type SearchEntry struct {
 	Cursor string
 }
 
+// Searchable reports whether messages of a role have search text at all
+// (see SearchText): a store that queues commits for its index skips those
+// whose messages have none.
+func Searchable(role message.Role) bool { return role != "workflow" }
+
 // SearchText returns the text of m that search indexes: its text and
 // reasoning, the names and arguments of its tool calls and their results.
 // A message of role "workflow" has none: it is a workflow's record of which
@@ -57,7 +62,7 @@ type SearchEntry struct {
 // indexing it would make every workflow a hit for "done" or "running" and
 // cost every step an index write.
 func SearchText(m message.Message) string {
-	if m.Role == "workflow" {
+	if !Searchable(m.Role) {
 		return ""
 	}
 	var b strings.Builder
