@@ -83,11 +83,18 @@ var schemaV5 = []string{
 		DELETE FROM label_index WHERE thread = OLD.thread AND key = OLD.key;
 	END`,
 	// A move sets updated: the WHEN clause keeps an unlabelled thread's
-	// (NULL labels, see encodeStrings) from costing a lookup.
-	`CREATE TRIGGER label_index_thread AFTER UPDATE OF id, tenant, updated ON threads
-		WHEN NEW.labels IS NOT NULL AND (NEW.updated IS NOT OLD.updated OR NEW.id IS NOT OLD.id OR NEW.tenant IS NOT OLD.tenant)
+	// (NULL labels, see encodeStrings) from costing a lookup, and only
+	// label_index_by_updated changes. A thread's id and tenant change
+	// only in migrations.
+	`CREATE TRIGGER label_index_updated AFTER UPDATE OF updated ON threads
+		WHEN NEW.labels IS NOT NULL AND NEW.updated IS NOT OLD.updated
 	BEGIN
-		UPDATE label_index SET tenant = NEW.tenant, id = NEW.id, updated = NEW.updated WHERE thread = NEW.k;
+		UPDATE label_index SET updated = NEW.updated WHERE thread = NEW.k;
+	END`,
+	`CREATE TRIGGER label_index_thread AFTER UPDATE OF id, tenant ON threads
+		WHEN NEW.id IS NOT OLD.id OR NEW.tenant IS NOT OLD.tenant
+	BEGIN
+		UPDATE label_index SET tenant = NEW.tenant, id = NEW.id WHERE thread = NEW.k;
 	END`,
 	`CREATE TRIGGER label_index_thread_delete AFTER DELETE ON threads WHEN OLD.labels IS NOT NULL BEGIN
 		DELETE FROM label_index WHERE thread = OLD.k;
