@@ -301,7 +301,11 @@ const listPage = 256
 
 // Threads implements store.Store. The filters are SQL: the tenant and id
 // order come from an index (the order of updates from threads_by_updated),
-// each label is a lookup in the labels table.
+// each label is a lookup in the labels table. A tenant's listing of a
+// label walks that label's entries in label_index instead, in the order
+// of the listing: a page costs its threads (and those of the first label,
+// by key, that the other filters leave out), however many threads the
+// tenant has.
 func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[*thread.Record, error] {
 	return func(yield func(*thread.Record, error) bool) {
 		first, paged, args, cursorArgs := listSQL(opts)
@@ -354,18 +358,37 @@ func (s *Store) Threads(ctx context.Context, opts thread.ListOptions) iter.Seq2[
 // the filters' arguments (the cursor's and the page size follow them), and
 // the cursor's arguments after a record.
 func listSQL(opts thread.ListOptions) (first, paged string, args []any, cursorArgs func(*thread.Record) []any) {
+	keys := slices.Sorted(maps.Keys(opts.Labels))
+	// col qualifies the columns of the order and cursor: the thread's, or
+	// those of the label_index entry that the listing walks.
+	col := "t."
 	var q strings.Builder
-	q.WriteString(`SELECT ` + recordCols + ` FROM threads t LEFT JOIN commits h ON h.k = t.head WHERE 1`)
-	if !opts.AllTenants {
-		q.WriteString(` AND t.tenant = ?`)
-		args = append(args, opts.Tenant)
+	q.WriteString(`SELECT ` + recordCols + ` FROM `)
+	if len(keys) > 0 && !opts.AllTenants {
+		// The first label's entries, in the order of the listing: the
+		// index named, so that no plan may sort them instead. CROSS JOIN
+		// keeps the walk outermost.
+		index := "label_index_by_id"
+		if opts.Order == thread.OrderUpdated {
+			index = "label_index_by_updated"
+		}
+		q.WriteString(`label_index l INDEXED BY ` + index + ` CROSS JOIN threads t ON t.k = l.thread
+			LEFT JOIN commits h ON h.k = t.head WHERE l.key = ? AND l.value = ? AND l.tenant = ?`)
+		args = append(args, keys[0], opts.Labels[keys[0]], opts.Tenant)
+		keys, col = keys[1:], "l."
+	} else {
+		q.WriteString(`threads t LEFT JOIN commits h ON h.k = t.head WHERE 1`)
+		if !opts.AllTenants {
+			q.WriteString(` AND t.tenant = ?`)
+			args = append(args, opts.Tenant)
+		}
 	}
 	if opts.Kind != "" {
 		q.WriteString(` AND t.kind = ?`)
 		args = append(args, string(opts.Kind))
 	}
-	for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
-		q.WriteString(` AND t.k IN (SELECT thread FROM labels WHERE key = ? AND value = ?)`)
+	for _, k := range keys {
+		q.WriteString(` AND EXISTS (SELECT 1 FROM labels x WHERE x.thread = t.k AND x.key = ? AND x.value = ?)`)
 		args = append(args, k, opts.Labels[k])
 	}
 	cmp, order := ">", "ASC"
@@ -373,14 +396,14 @@ func listSQL(opts thread.ListOptions) (first, paged string, args []any, cursorAr
 		cmp, order = "<", "DESC"
 	}
 	base := q.String()
-	paged = base + ` AND t.id ` + cmp + ` ? ORDER BY t.id ` + order + ` LIMIT ?`
-	first = base + ` ORDER BY t.id ` + order + ` LIMIT ?`
+	paged = base + ` AND ` + col + `id ` + cmp + ` ? ORDER BY ` + col + `id ` + order + ` LIMIT ?`
+	first = base + ` ORDER BY ` + col + `id ` + order + ` LIMIT ?`
 	cursorArgs = func(r *thread.Record) []any { return []any{r.ID} }
 	if opts.Order == thread.OrderUpdated {
-		// threads_by_updated gives the order; the row value seeks it
-		// to the cursor.
-		paged = base + ` AND (t.updated, t.id) < (?, ?) ORDER BY t.updated DESC, t.id DESC LIMIT ?`
-		first = base + ` ORDER BY t.updated DESC, t.id DESC LIMIT ?`
+		// threads_by_updated (or label_index_by_updated) gives the
+		// order; the row value seeks it to the cursor.
+		paged = base + ` AND (` + col + `updated, ` + col + `id) < (?, ?) ORDER BY ` + col + `updated DESC, ` + col + `id DESC LIMIT ?`
+		first = base + ` ORDER BY ` + col + `updated DESC, ` + col + `id DESC LIMIT ?`
 		cursorArgs = func(r *thread.Record) []any { return []any{micros(r.UpdatedAt), r.ID} }
 	}
 	return first, paged, args, cursorArgs

@@ -31,10 +31,75 @@ var migrations = []migration{
 	execAll(schemaV2...),
 	migrateV3,
 	execAll(schemaV4...),
+	execAll(schemaV5...),
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 4
+const SchemaVersion = 5
+
+// schemaV5 makes the reads of a fork family and of a page of a label cost
+// what they return, not the size of the store (issue 27).
+//
+// threads_by_fork indexes forks by the thread they were forked from (of
+// forks only: most threads are not), for Forks and Descendants.
+//
+// label_index holds a row per label of each thread, as labels does, with
+// the thread's tenant, id and update time beside it: its two indexes give
+// a tenant's threads of a label in id order and in the order of updates,
+// so that a page of a label is a seek and a walk of that label's entries,
+// however rare or common the label is (with labels alone, a page was a
+// walk of the tenant's threads, each looked up among the label's). It is
+// kept by triggers: on labels, whose rows Apply writes after the thread's
+// and deletes with it; and on threads, whose update time changes with
+// every move (only a labelled thread's rows are touched). It replaces
+// labels_by_value, whose lookups its indexes serve. The labels of the
+// threads the file holds are indexed by the migration.
+var schemaV5 = []string{
+	`CREATE INDEX threads_by_fork ON threads (forked_thread, id) WHERE forked_thread <> ''`,
+	`CREATE TABLE label_index (
+		thread  INTEGER NOT NULL,
+		key     TEXT NOT NULL,
+		value   TEXT NOT NULL,
+		tenant  TEXT NOT NULL,
+		id      TEXT NOT NULL,
+		updated INTEGER NOT NULL,
+		PRIMARY KEY (thread, key)
+	) WITHOUT ROWID`,
+	`CREATE INDEX label_index_by_id ON label_index (key, value, tenant, id)`,
+	`CREATE INDEX label_index_by_updated ON label_index (key, value, tenant, updated, id)`,
+	`INSERT INTO label_index (thread, key, value, tenant, id, updated)
+		SELECT l.thread, l.key, l.value, t.tenant, t.id, t.updated FROM labels l JOIN threads t ON t.k = l.thread`,
+	`DROP INDEX labels_by_value`,
+	`CREATE TRIGGER label_index_insert AFTER INSERT ON labels BEGIN
+		INSERT OR REPLACE INTO label_index (thread, key, value, tenant, id, updated)
+		SELECT NEW.thread, NEW.key, NEW.value, t.tenant, t.id, t.updated FROM threads t WHERE t.k = NEW.thread;
+	END`,
+	`CREATE TRIGGER label_index_update AFTER UPDATE ON labels BEGIN
+		DELETE FROM label_index WHERE thread = OLD.thread AND key = OLD.key;
+		INSERT OR REPLACE INTO label_index (thread, key, value, tenant, id, updated)
+		SELECT NEW.thread, NEW.key, NEW.value, t.tenant, t.id, t.updated FROM threads t WHERE t.k = NEW.thread;
+	END`,
+	`CREATE TRIGGER label_index_delete AFTER DELETE ON labels BEGIN
+		DELETE FROM label_index WHERE thread = OLD.thread AND key = OLD.key;
+	END`,
+	// A move sets updated: the WHEN clause keeps an unlabelled thread's
+	// (NULL labels, see encodeStrings) from costing a lookup, and only
+	// label_index_by_updated changes. A thread's id and tenant change
+	// only in migrations.
+	`CREATE TRIGGER label_index_updated AFTER UPDATE OF updated ON threads
+		WHEN NEW.labels IS NOT NULL AND NEW.updated IS NOT OLD.updated
+	BEGIN
+		UPDATE label_index SET updated = NEW.updated WHERE thread = NEW.k;
+	END`,
+	`CREATE TRIGGER label_index_thread AFTER UPDATE OF id, tenant ON threads
+		WHEN NEW.id IS NOT OLD.id OR NEW.tenant IS NOT OLD.tenant
+	BEGIN
+		UPDATE label_index SET tenant = NEW.tenant, id = NEW.id WHERE thread = NEW.k;
+	END`,
+	`CREATE TRIGGER label_index_thread_delete AFTER DELETE ON threads WHEN OLD.labels IS NOT NULL BEGIN
+		DELETE FROM label_index WHERE thread = OLD.k;
+	END`,
+}
 
 // schemaV4 indexes threads by their last update, for listings most
 // recently updated first (thread.OrderUpdated): a page is a seek in the

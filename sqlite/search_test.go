@@ -409,6 +409,10 @@ func TestMigrateSearch(t *testing.T) {
 	// Take the database back to version 2.
 	raw := rawDB(t, path)
 	for _, q := range []string{
+		`DROP TRIGGER label_index_insert`, `DROP TRIGGER label_index_update`, `DROP TRIGGER label_index_delete`,
+		`DROP TRIGGER label_index_updated`, `DROP TRIGGER label_index_thread`,
+		`DROP TRIGGER label_index_thread_delete`, `DROP TABLE label_index`,
+		`DROP INDEX threads_by_fork`, `CREATE INDEX labels_by_value ON labels (key, value, thread)`,
 		`DROP INDEX threads_by_updated`, `DROP TRIGGER search_entries_unindex`, `DROP TRIGGER commits_unindex`,
 		`DROP TABLE search_entries`, `DROP TABLE search`, `DROP TABLE search_pending`, `PRAGMA user_version = 2`,
 	} {
