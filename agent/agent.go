@@ -182,8 +182,8 @@ type Request struct {
 	// waits for approvals runs only with a decision for every pending
 	// call (ErrApprovalRequired otherwise).
 	Approvals []Approval
-	// OnBusy says what happens when another run of this process is running
-	// on the thread. The zero value is Reject.
+	// OnBusy says what happens when another run through the same
+	// thread.DB is running on the thread. The zero value is Reject.
 	OnBusy OnBusy
 	// Metadata is recorded on each of the run's commits.
 	Metadata map[string]string

@@ -3,14 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sync"
 
 	"github.com/loomthreads/loom/thread"
 )
 
-// OnBusy says what a run does when another run of this process is running
-// on the same thread.
+// OnBusy says what a run does when another run through the same
+// thread.DB (or a WithTenant copy of it) is running on the same thread.
 type OnBusy int
 
 const (
@@ -36,9 +35,8 @@ func (b OnBusy) String() string {
 	return fmt.Sprintf("OnBusy(%d)", int(b))
 }
 
-// runKey names a thread across the handles and agents of one process.
+// runKey names a thread among the runs of one DB.
 type runKey struct {
-	store  any
 	tenant string
 	id     string
 }
@@ -48,49 +46,50 @@ type slot struct {
 	done   chan struct{}
 }
 
-// runs are the threads this process is running. Whatever wins a race here,
-// the commits of a run are conditional on the version it last wrote, so
-// runs in other processes cannot interleave with it either: the loser's
-// next commit fails with thread.ErrConflict and nothing is corrupted.
-var runs = struct {
+// runs are the threads the agents of one thread.DB (and of its WithTenant
+// copies) are running, kept on the DB (thread.DB.Shared): open a DB once
+// and share it, as with database/sql. Whatever wins a race here, the
+// commits of a run are conditional on the version it last wrote, so runs
+// through other DBs or in other processes cannot interleave with it
+// either: the loser's next commit fails with thread.ErrConflict and
+// nothing is corrupted.
+type runs struct {
 	sync.Mutex
 	m map[runKey]*slot
-}{m: make(map[runKey]*slot)}
+}
 
-func keyOf(db *thread.DB, id string) runKey {
-	var store any = db
-	// A store value that cannot be a map key (a wrapper holding a slice)
-	// falls back to the DB: runs through other DBs on it are then not seen.
-	if s := db.Store(); s != nil && reflect.ValueOf(s).Comparable() {
-		store = s
-	}
-	return runKey{store: store, tenant: db.Tenant(), id: id}
+// runsKey is the key of a DB's runs in thread.DB.Shared.
+type runsKey struct{}
+
+func runsOf(db *thread.DB) *runs {
+	return db.Shared(runsKey{}, func() any { return &runs{m: make(map[runKey]*slot)} }).(*runs)
 }
 
 // take registers a run of key and returns its slot, or returns the slot of
 // the run that holds key.
-func take(key runKey, cancel context.CancelCauseFunc) (*slot, bool) {
-	runs.Lock()
-	defer runs.Unlock()
-	if s, busy := runs.m[key]; busy {
+func (rs *runs) take(key runKey, cancel context.CancelCauseFunc) (*slot, bool) {
+	rs.Lock()
+	defer rs.Unlock()
+	if s, busy := rs.m[key]; busy {
 		return s, false
 	}
 	s := &slot{cancel: cancel, done: make(chan struct{})}
-	runs.m[key] = s
+	rs.m[key] = s
 	return s, true
 }
 
 // acquire takes the thread for a run, per how. It returns the run's context
 // and the function that gives the thread back.
-func acquire(ctx context.Context, key runKey, how OnBusy) (context.Context, func(), error) {
+func acquire(ctx context.Context, db *thread.DB, id string, how OnBusy) (context.Context, func(), error) {
+	rs, key := runsOf(db), runKey{tenant: db.Tenant(), id: id}
 	for {
 		rctx, cancel := context.WithCancelCause(ctx)
-		s, mine := take(key, cancel)
+		s, mine := rs.take(key, cancel)
 		if mine {
 			return rctx, func() {
-				runs.Lock()
-				delete(runs.m, key)
-				runs.Unlock()
+				rs.Lock()
+				delete(rs.m, key)
+				rs.Unlock()
 				close(s.done)
 				cancel(nil)
 			}, nil

@@ -44,8 +44,10 @@
 //
 // # Concurrency
 //
-// A second run on a thread that this process is running is rejected
-// (ErrBusy), queued, or interrupts the first, as Request.OnBusy says. Runs in
-// other processes cannot interleave either: the loser's next commit fails
-// with thread.ErrConflict.
+// A second run on a thread that a run through the same thread.DB (or a
+// WithTenant copy of it: open a DB once and share it) is running is
+// rejected (ErrBusy), queued, or interrupts the first, as Request.OnBusy
+// says. The DB keeps the runs, nothing process-wide does. Runs through
+// other DBs or in other processes cannot interleave either: the loser's
+// next commit fails with thread.ErrConflict.
 package agent

@@ -8,8 +8,8 @@ import (
 )
 
 var (
-	// ErrBusy is returned by a run on a thread that another run of this
-	// process is running, when the run's OnBusy is Reject (the default).
+	// ErrBusy is returned by a run on a thread that another run through
+	// the same thread.DB is running, when the run's OnBusy is Reject (the default).
 	ErrBusy = errors.New("thread is running")
 	// ErrInterrupted is the cause of a run's cancellation when a later run
 	// with OnBusy Interrupt took its place.

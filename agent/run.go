@@ -63,7 +63,7 @@ func (a *Agent) invoke(ctx context.Context, th *thread.Thread, req Request, emit
 	if span != nil {
 		defer func() { endRun(span, res, err) }()
 	}
-	rctx, release, err := acquire(ctx, keyOf(th.DB(), th.ID()), req.OnBusy)
+	rctx, release, err := acquire(ctx, th.DB(), th.ID(), req.OnBusy)
 	if err != nil {
 		return nil, err
 	}

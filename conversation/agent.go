@@ -319,8 +319,10 @@ func (a *Agent) Compact(n int, replacements []message.Message) error {
 }
 
 // Continue starts streaming the model's answer to the messages. Streaming
-// already, or with calls unanswered, it is ErrState.
-func (a *Agent) Continue() error { return a.continueIn(ctxBG) }
+// already, or with calls unanswered, it is ErrState. The stream's span is a
+// child of the span in ctx; ctx does not bound the stream, which outlives
+// the call (Abort ends it).
+func (a *Agent) Continue(ctx context.Context) error { return a.continueIn(context.WithoutCancel(ctx)) }
 
 // continueIn is Continue with the stream's span a child of the span in
 // parent, which must not end before the stream does (a context without

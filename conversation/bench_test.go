@@ -40,7 +40,7 @@ func benchDelta(b *testing.B, deltas int, notify func(Notice)) {
 	ctx := context.Background()
 	turns := 0
 	for b.Loop() {
-		if err := c.Send("go"); err != nil {
+		if err := c.Send(context.Background(), message.User("go"), false); err != nil {
 			b.Fatal(err)
 		}
 		waitIdle(ctx, b, c)
@@ -78,7 +78,7 @@ func BenchmarkStop(b *testing.B) {
 			c.agent.mu.Lock()
 			c.agent.msgs = append(c.agent.msgs, message.User("a question of some length"), message.Assistant("an answer of some length, longer than the question"))
 			c.agent.mu.Unlock()
-			c.commitStop(ctxBG)
+			c.commitStop(context.Background())
 			return nil
 		})
 	}
@@ -129,7 +129,7 @@ func BenchmarkStopBesideTurn(b *testing.B) {
 			c.agent.msgs = append(c.agent.msgs, user, assistant)
 			c.agent.mu.Unlock()
 			start, cpu := time.Now(), cpuTime()
-			err := c.commitStop(ctxBG)
+			err := c.commitStop(context.Background())
 			stopTime += time.Since(start)
 			stopCPU += cpuTime() - cpu
 			if err != nil {

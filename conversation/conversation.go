@@ -450,32 +450,17 @@ func (c *Conversation) busy() bool {
 	return c.agent.Status().Kind == Streaming || c.mode.Kind == ModeToolUse
 }
 
-// Send sends the user's text. While a turn is in flight it aborts it
-// first, unless text starts with "@async ", which queues it until the turn
-// ends (then it goes with the tool results, or after the answer).
-// "@compact [prompt]" asks the agent to compact the conversation, and goes
-// on with prompt after.
-func (c *Conversation) Send(text string) error {
-	queued := false
-	if rest, ok := strings.CutPrefix(text, "@async "); ok {
-		text, queued = rest, true
+// Send sends m, the user's message. While a turn is in flight it aborts
+// it first, unless queued, which holds m until the turn ends (then it goes
+// with the tool results, or after the answer). When the conversation
+// traces (Options.TracerProvider), the span in ctx (a request's, say) is
+// the parent of the turn that m begins; ctx bounds the call, not the turn,
+// which outlives it. Commands typed in a chat, such as "@compact", are the
+// face's to read (loom chat does): Send sends what it is given.
+func (c *Conversation) Send(ctx context.Context, m message.Message, queued bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	if rest, ok := strings.CutPrefix(text, "@compact"); ok && (rest == "" || rest[0] == ' ') {
-		return c.Compact(strings.TrimSpace(rest))
-	}
-	return c.SendMessage(message.User(text), queued)
-}
-
-// SendMessage sends m (see Send); queued holds it while a turn is in
-// flight.
-func (c *Conversation) SendMessage(m message.Message, queued bool) error {
-	return c.SendMessageContext(ctxBG, m, queued)
-}
-
-// SendMessageContext is SendMessage with the span in ctx (a request's, say)
-// the parent of the turn that m begins, when the conversation traces
-// (Options.TracerProvider). ctx does not bound the turn, which outlives it.
-func (c *Conversation) SendMessageContext(ctx context.Context, m message.Message, queued bool) error {
 	return c.do(func() error { return c.send(ctx, m, queued) })
 }
 
@@ -521,7 +506,7 @@ func (c *Conversation) send(parent context.Context, m message.Message, queued bo
 // cont starts the agent's next stream in the turn in flight, or in a new
 // one. A turn that cannot go on ends.
 func (c *Conversation) cont() error {
-	c.beginTurn(ctxBG)
+	c.beginTurn(context.Background())
 	err := c.agent.continueIn(c.ctx())
 	if err != nil && !c.busy() {
 		c.endTurn(false, err)
@@ -604,8 +589,6 @@ func (c *Conversation) onEvent(ev Event) {
 		}
 	}
 }
-
-var ctxBG = context.Background()
 
 // initialState is the state of a new conversation's thread: what marks it
 // as one.
@@ -691,7 +674,7 @@ func (c *Conversation) sendQueued() {
 	}
 	c.queued = nil
 	// A turn of their own, kept before it starts as a message sent is.
-	c.beginTurn(ctxBG)
+	c.beginTurn(context.Background())
 	if err := c.goOn(); err != nil && !errors.Is(err, ErrNotSaved) {
 		c.notify(Notice{Kind: "error", Err: err})
 	}
@@ -817,7 +800,7 @@ func (c *Conversation) state(inFlight bool, queued []message.Message) (map[strin
 // runTools runs the calls of mode's tool round, each on its own goroutine;
 // their results come back on the loop.
 func (c *Conversation) runTools(mode Mode) {
-	c.beginTurn(ctxBG) // a conversation opened again in tool use
+	c.beginTurn(context.Background()) // a conversation opened again in tool use
 	ctx, cancel := context.WithCancel(c.ctx())
 	r := &toolRound{cancel: cancel, results: map[string]message.FunctionResult{}}
 	c.tools_ = r
@@ -951,8 +934,8 @@ func (c *Conversation) toolsDone(r *toolRound) {
 // controlFlow carries out a compact, fork or yield the agent asked for.
 func (c *Conversation) controlFlow(mode Mode) {
 	op := mode.Op
-	c.beginTurn(ctxBG) // a conversation opened again in control flow
-	ctx, span := c.startTool(c.ctx(), message.FunctionCall{CallID: op.CallID, Name: opTools[op.Kind]})
+	c.beginTurn(context.Background()) // a conversation opened again in control flow
+	ctx, span := c.startTool(c.ctx(), message.FunctionCall{CallID: op.CallID, Name: opTool(op.Kind)})
 	// The answer's other calls do not run.
 	for _, call := range c.agent.OpenCalls() {
 		if call.CallID != op.CallID {
@@ -984,7 +967,7 @@ func (c *Conversation) controlFlow(mode Mode) {
 		if next != "" {
 			// The same turn goes on with the next prompt; a turn that
 			// cannot is over.
-			if err := c.send(ctxBG, message.User(next), false); err != nil && !errors.Is(err, ErrNotSaved) {
+			if err := c.send(context.Background(), message.User(next), false); err != nil && !errors.Is(err, ErrNotSaved) {
 				c.endTurn(false, err)
 				c.notify(Notice{Kind: "error", Err: err})
 			}
@@ -1043,10 +1026,13 @@ func (c *Conversation) compact(ctx context.Context, summary string) error {
 	return nil
 }
 
-// Compact asks the agent to compact the conversation (as "@compact
-// prompt" does): it is sent a request to call the compact tool, and after
-// the compaction the conversation goes on with prompt, if any.
-func (c *Conversation) Compact(prompt string) error {
+// Compact asks the agent to compact the conversation: it is sent a
+// request to call the compact tool, and after the compaction the
+// conversation goes on with prompt, if any. ctx is as Send's.
+func (c *Conversation) Compact(ctx context.Context, prompt string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return c.do(func() error {
 		if prompt != "" {
 			if err := c.check(message.User(prompt), false); err != nil {
@@ -1054,7 +1040,7 @@ func (c *Conversation) Compact(prompt string) error {
 			}
 		}
 		c.nextCmp = prompt
-		return c.send(ctxBG, message.User("Call the compact tool now with a summary of this conversation that keeps what is needed to go on."), false)
+		return c.send(ctx, message.User("Call the compact tool now with a summary of this conversation that keeps what is needed to go on."), false)
 	})
 }
 
@@ -1062,12 +1048,16 @@ func (c *Conversation) Compact(prompt string) error {
 // last stop (O(1)), with prompt as its first new message; it works in any
 // state, and this one is not changed. In the fork, each tool call without
 // a result gets the error result "forked before the tool ran", and it
-// starts stopped/end_turn: Continue it to send the prompt.
-func (c *Conversation) Fork(prompt string) (*Conversation, error) {
+// starts stopped/end_turn: Continue it to send the prompt. ctx bounds the
+// fork's reads and writes.
+func (c *Conversation) Fork(ctx context.Context, prompt string) (*Conversation, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var f *Conversation
 	err := c.do(func() error {
 		var err error
-		f, err = c.fork(ctxBG, prompt)
+		f, err = c.fork(ctx, prompt)
 		return err
 	})
 	return f, err
@@ -1107,13 +1097,16 @@ func (c *Conversation) fork(ctx context.Context, prompt string) (*Conversation, 
 }
 
 // Continue starts the agent's next turn on what it has (a fork's prompt,
-// a conversation resumed after a stop).
-func (c *Conversation) Continue() error {
+// a conversation resumed after a stop). ctx is as Send's.
+func (c *Conversation) Continue(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return c.do(func() error {
 		if c.busy() || c.mode.Kind != ModeNormal || len(c.agent.OpenCalls()) > 0 {
 			return c.cont() // as the agent says (ErrState while it streams)
 		}
-		c.beginTurn(ctxBG)
+		c.beginTurn(ctx)
 		return c.goOn()
 	})
 }
@@ -1156,7 +1149,7 @@ func (c *Conversation) spawn(ctx context.Context, callID, prompt, title string) 
 	c.children[child.ID()] = child
 	c.notify(Notice{Kind: "spawned", Thread: child.ID()})
 	// The sub-agent's first turn is a child of the spawn_subagent call.
-	if err := child.SendMessageContext(ctx, message.User(prompt), false); err != nil {
+	if err := child.Send(ctx, message.User(prompt), false); err != nil {
 		return nil, err
 	}
 	return child, nil

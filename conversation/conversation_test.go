@@ -40,7 +40,7 @@ func TestB01AssistantMessageOnFirstCompletedBlock(t *testing.T) {
 	g.add(scripted.Step{Chunks: []agent.Update{{Text: "Hel"}, {Text: "lo"}, {Call: &agent.CallDelta{CallID: "c1", Name: "nothing", Arguments: "{}"}}},
 		Messages: []message.Message{message.New(message.RoleAssistant, message.Text{Text: "Hello"}, call)}, Finish: agent.FinishToolCalls})
 	g.add(textScript("done"))
-	if err := c.Send("hi"); err != nil {
+	if err := c.Send(context.Background(), message.User("hi"), false); err != nil {
 		t.Fatal(err)
 	}
 	if a.Status().Kind != Streaming {
@@ -69,7 +69,7 @@ func TestB02ToolResultRefused(t *testing.T) {
 	if err := a.ToolResult("c1", message.FunctionResult{Result: "x"}); !errors.Is(err, ErrState) {
 		t.Fatalf("a result while stopped/end_turn: %v", err)
 	}
-	if err := a.Continue(); err != nil {
+	if err := a.Continue(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for e := range events {
@@ -86,7 +86,7 @@ func TestB02ToolResultRefused(t *testing.T) {
 	if err := a.AppendUserMessage(message.User("more")); !errors.Is(err, ErrState) {
 		t.Fatalf("a message with a call open: %v", err)
 	}
-	if err := a.Continue(); !errors.Is(err, ErrState) {
+	if err := a.Continue(context.Background()); !errors.Is(err, ErrState) {
 		t.Fatalf("continue with a call open: %v", err)
 	}
 	if !slices.EqualFunc(before, a.Messages(), func(x, y message.Message) bool { return x.ID == y.ID && x.Text() == y.Text() }) || len(a.Messages()) != 2 {
@@ -103,7 +103,7 @@ func TestB02ToolResultRefused(t *testing.T) {
 // 3. Abort with nothing in flight does nothing and tells nothing.
 func TestB03AbortIdle(t *testing.T) {
 	c, rec := newConv(t, scripted.New(scripted.Text("hello")))
-	if err := c.Send("hi"); err != nil {
+	if err := c.Send(context.Background(), message.User("hi"), false); err != nil {
 		t.Fatal(err)
 	}
 	idle(t, c)
@@ -123,7 +123,7 @@ func TestB04AbortWhileStreaming(t *testing.T) {
 	g := newGated()
 	c, rec := newConv(t, g)
 	g.add(scripted.Step{Chunks: []agent.Update{{Text: "Let me look."}, {Call: &agent.CallDelta{CallID: "c1", Name: "search", Arguments: `{"q":"x"}`}}, {Text: "and then"}}, Text: "never answered"})
-	if err := c.Send("find x"); err != nil {
+	if err := c.Send(context.Background(), message.User("find x"), false); err != nil {
 		t.Fatal(err)
 	}
 	g.release(3)
@@ -153,14 +153,14 @@ func TestB05StreamError(t *testing.T) {
 	g := newGated()
 	c, rec := newConv(t, g)
 	g.add(textScript("first answer"))
-	if err := c.Send("one"); err != nil {
+	if err := c.Send(context.Background(), message.User("one"), false); err != nil {
 		t.Fatal(err)
 	}
 	g.release(2)
 	idle(t, c)
 	usage := c.Agent().Usage()
 	g.add(scripted.Step{Chunks: []agent.Update{{Call: &agent.CallDelta{CallID: "c9", Name: "f", Arguments: "{}"}}, {Text: "half"}}, Err: errors.New("connection reset")})
-	if err := c.Send("two"); err != nil {
+	if err := c.Send(context.Background(), message.User("two"), false); err != nil {
 		t.Fatal(err)
 	}
 	g.release(3)
@@ -189,10 +189,10 @@ func TestB06SendWhileBusy(t *testing.T) {
 		c, _ := newConv(t, g)
 		g.add(textScript("a long ", "answer"))
 		g.add(textScript("ok"))
-		c.Send("first")
+		c.Send(context.Background(), message.User("first"), false)
 		g.release(1)
 		eventually(t, "streaming", func() bool { return c.Agent().Partial() != "" })
-		if err := c.Send("never mind"); err != nil {
+		if err := c.Send(context.Background(), message.User("never mind"), false); err != nil {
 			t.Fatal(err)
 		}
 		g.release(10)
@@ -207,9 +207,9 @@ func TestB06SendWhileBusy(t *testing.T) {
 		c, _ := newConv(t, g)
 		g.add(textScript("one ", "two"))
 		g.add(textScript("noted"))
-		c.Send("first")
+		c.Send(context.Background(), message.User("first"), false)
 		g.release(1)
-		if err := c.Send("@async and also this"); err != nil {
+		if err := c.Send(context.Background(), message.User("and also this"), true); err != nil {
 			t.Fatal(err)
 		}
 		g.release(10)
@@ -226,9 +226,9 @@ func TestB06SendWhileBusy(t *testing.T) {
 			return "slow done", nil
 		})
 		c, _ := newConv(t, scripted.New(scripted.Calls(message.FunctionCall{CallID: "c1", Name: "slow", Arguments: "{}"}), scripted.Text("both seen")), slow)
-		c.Send("go")
+		c.Send(context.Background(), message.User("go"), false)
 		eventually(t, "the tool running", func() bool { return c.Mode().Kind == ModeToolUse })
-		if err := c.Send("@async while you wait"); err != nil {
+		if err := c.Send(context.Background(), message.User("while you wait"), true); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
@@ -263,7 +263,7 @@ func TestB07ToolUse(t *testing.T) {
 		message.FunctionCall{CallID: "c2", Name: "add", Arguments: `{"A":3,"B":4}`},
 		message.FunctionCall{CallID: "c3", Name: "nosuch", Arguments: `{}`},
 	), scripted.Text("3 and 7")), add)
-	c.Send("sums")
+	c.Send(context.Background(), message.User("sums"), false)
 	idle(t, c)
 	got := texts(c.Agent().Messages())
 	if ran.Load() != 2 || got[len(got)-1] != "assistant: 3 and 7" || !slices.Contains(got, "tool:  result 3") || !slices.Contains(got, "tool:  result 7") ||
@@ -282,7 +282,7 @@ func TestB07ToolUse(t *testing.T) {
 	sc := scripted.New(scripted.Calls(message.FunctionCall{CallID: "b1", Name: "block", Arguments: "{}"}, message.FunctionCall{CallID: "q1", Name: "quick", Arguments: "{}"}),
 		scripted.Text("should not be asked"))
 	c2, _ := newConv(t, sc, block, quick)
-	c2.Send("go")
+	c2.Send(context.Background(), message.User("go"), false)
 	<-started
 	eventually(t, "quick's result", func() bool {
 		var n int
@@ -316,9 +316,9 @@ func TestB08Compact(t *testing.T) {
 		scripted.Calls(message.FunctionCall{CallID: "k1", Name: ToolCompact, Arguments: `{"summary":"We talked about Paris.","next_prompt":"Now Rome?"}`}),
 		scripted.Text("Rome too."))
 	c, rec := newConv(t, sc)
-	c.Send("Tell me about Paris")
+	c.Send(context.Background(), message.User("Tell me about Paris"), false)
 	idle(t, c)
-	c.Send("compact please")
+	c.Send(context.Background(), message.User("compact please"), false)
 	idle(t, c)
 	want := []string{"user: Summary of the conversation so far:\nWe talked about Paris.", "user: Now Rome?", "assistant: Rome too."}
 	if got := texts(c.Agent().Messages()); !slices.Equal(got, want) {
@@ -336,7 +336,7 @@ func TestB08Compact(t *testing.T) {
 	}
 	// The user asks with @compact and a prompt to go on with.
 	sc.Add(scripted.Calls(message.FunctionCall{CallID: "k2", Name: ToolCompact, Arguments: `{"summary":"Paris, then Rome."}`}), scripted.Text("Madrid is next."))
-	if err := c.Send("@compact And Madrid?"); err != nil {
+	if err := c.Compact(context.Background(), "And Madrid?"); err != nil {
 		t.Fatal(err)
 	}
 	idle(t, c)
@@ -362,11 +362,11 @@ func TestB09Fork(t *testing.T) {
 	})
 	c, _ := newConv(t, g, slow)
 	g.add(callScript(message.FunctionCall{CallID: "c1", Name: "slow", Arguments: "{}"}))
-	c.Send("start")
+	c.Send(context.Background(), message.User("start"), false)
 	g.release(2)
 	eventually(t, "the tool use", func() bool { return c.Mode().Kind == ModeToolUse })
 	g.add(textScript("source goes on"))
-	f, err := c.Fork("try another way")
+	f, err := c.Fork(context.Background(), "try another way")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func TestB09Fork(t *testing.T) {
 	// thread and goes on.
 	sc := scripted.New(scripted.Calls(message.FunctionCall{CallID: "f1", Name: ToolFork, Arguments: `{"prompt":"explore B"}`}), scripted.Text("back on A"))
 	c2, rec := newConv(t, sc)
-	c2.Send("do A")
+	c2.Send(context.Background(), message.User("do A"), false)
 	idle(t, c2)
 	got := texts(c2.Agent().Messages())
 	if got[len(got)-1] != "assistant: back on A" || !strings.Contains(got[2], `{"thread":"`) {

@@ -42,11 +42,15 @@
 // The smallest use:
 //
 //	c, _ := conversation.New(ctx, db, conversation.Options{Client: client})
-//	c.Send("Plan a weekend in Lisbon")  // streams; c.Agent().Partial() grows
-//	c.Wait(ctx)                         // until the turn (and its tools) ended
-//	c.Send("@async and book it")        // queued while a turn runs
-//	c.Abort()                           // safe in every state
-//	f, _ := c.Fork("what about Porto?") // a new conversation; c goes on
+//	c.Send(ctx, message.User("Plan a weekend in Lisbon"), false) // streams; c.Agent().Partial() grows
+//	c.Wait(ctx)                                                  // until the turn (and its tools) ended
+//	c.Send(ctx, message.User("and book it"), true)               // queued while a turn runs
+//	c.Abort()                                                    // safe in every state
+//	f, _ := c.Fork(ctx, "what about Porto?")                     // a new conversation; c goes on
+//
+// Every call that reads or writes the thread takes a context first. A turn
+// outlives the call that began it: the context bounds the call (and gives
+// the turn its parent span), Abort ends the turn.
 //
 // A front end learns of changes through Options.Notify, called on the
 // event loop (it must not block or call back).

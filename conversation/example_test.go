@@ -24,9 +24,9 @@ func Example() {
 	c, _ := conversation.New(ctx, db, conversation.Options{Client: client})
 	defer c.Close()
 
-	c.Send("Tell me about Lisbon")
+	c.Send(context.Background(), message.User("Tell me about Lisbon"), false)
 	c.Wait(ctx)
-	c.Send("Please compact.")
+	c.Send(context.Background(), message.User("Please compact."), false)
 	c.Wait(ctx)
 	for _, m := range c.Agent().Messages() {
 		fmt.Printf("%s: %s\n", m.Role, m.Text())

@@ -80,7 +80,7 @@ func TestB10B11SubAgentsYieldFailAbort(t *testing.T) {
 		return nil, fmt.Errorf("unexpected request ending %q", last.Text())
 	})
 	c, rec := newConv(t, client)
-	c.Send("start")
+	c.Send(context.Background(), message.User("start"), false)
 	ids := []string{<-spawned, <-spawned, <-spawned}
 	kids := c.Children()
 	if len(kids) != 3 {
@@ -141,7 +141,7 @@ func TestB11AbortCascades(t *testing.T) {
 		return textResp("over"), nil
 	})
 	c, _ := newConv(t, client)
-	c.Send("start")
+	c.Send(context.Background(), message.User("start"), false)
 	eventually(t, "the parent waiting", func() bool {
 		m := c.Mode()
 		return m.Kind == ModeToolUse && slices.Contains(slices.Collect(mapsValues(m.ActiveTools)), ToolWaitSubs)
@@ -255,7 +255,7 @@ func child(t *testing.T) {
 		t.Fatal(err)
 	}
 	id = c.ID()
-	c.Send("look it up")
+	c.Send(context.Background(), message.User("look it up"), false)
 	select {}
 }
 
@@ -284,7 +284,7 @@ func TestB13AbortTable(t *testing.T) {
 					if st.Reason != ToolUse && mode.Kind != ModeToolUse && mode.Kind != ModeControlFlow {
 						c.agent.msgs = append(c.agent.msgs, message.ToolResult("c1", "done"))
 					}
-					c.commitStop(ctxBG)
+					c.commitStop(context.Background())
 					return nil
 				})
 				if st.Kind == Streaming {
@@ -293,7 +293,7 @@ func TestB13AbortTable(t *testing.T) {
 						c.agent.mu.Lock()
 						c.agent.answerOpen("answered to stream")
 						c.agent.mu.Unlock()
-						return c.agent.Continue()
+						return c.agent.Continue(context.Background())
 					})
 					g.release(1)
 					eventually(t, "streaming", func() bool { return c.Agent().Partial() != "" })

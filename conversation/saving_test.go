@@ -55,7 +55,7 @@ func TestSendOverTheMessageLimitIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Send("first"); err != nil {
+	if err := c.Send(context.Background(), message.User("first"), false); err != nil {
 		t.Fatal(err)
 	}
 	idle(t, c)
@@ -63,10 +63,10 @@ func TestSendOverTheMessageLimitIsRefused(t *testing.T) {
 
 	huge := strings.Repeat("x", db.Limits().MessageBytes+100_000)
 	for _, send := range []func() error{
-		func() error { return c.Send(huge) },
-		func() error { return c.Send("@async " + huge) },
-		func() error { return c.Compact(huge) },
-		func() error { _, err := c.Fork(huge); return err },
+		func() error { return c.Send(context.Background(), message.User(huge), false) },
+		func() error { return c.Send(context.Background(), message.User(huge), true) },
+		func() error { return c.Compact(context.Background(), huge) },
+		func() error { _, err := c.Fork(context.Background(), huge); return err },
 	} {
 		if err := send(); !errors.Is(err, thread.ErrInvalid) {
 			t.Fatalf("a message of %d bytes: %v, want ErrInvalid", len(huge), err)
@@ -79,7 +79,7 @@ func TestSendOverTheMessageLimitIsRefused(t *testing.T) {
 	if n := len(client.Requests()); n != 1 {
 		t.Fatalf("the model was asked %d times, want once", n)
 	}
-	if err := c.Send("second"); err != nil {
+	if err := c.Send(context.Background(), message.User("second"), false); err != nil {
 		t.Fatal(err)
 	}
 	idle(t, c)
@@ -108,7 +108,7 @@ func TestFailedCommitIsAnError(t *testing.T) {
 
 	// The user's message cannot be saved: Send fails, and nothing is sent.
 	store.broken.Store(true)
-	if err := c.Send("unsaved"); !errors.Is(err, errDiskOnFire) {
+	if err := c.Send(context.Background(), message.User("unsaved"), false); !errors.Is(err, errDiskOnFire) {
 		t.Fatalf("send on a broken store: %v", err)
 	}
 	if st := c.Agent().Status(); st.Kind != Errored || strings.Contains(st.Err, "secret") {
@@ -121,7 +121,7 @@ func TestFailedCommitIsAnError(t *testing.T) {
 		t.Fatalf("the agent holds %q, the thread nothing", texts(c.Agent().Messages()))
 	}
 	store.broken.Store(false)
-	if err := c.Send("saved"); err != nil {
+	if err := c.Send(context.Background(), message.User("saved"), false); err != nil {
 		t.Fatal(err)
 	}
 	g.release(2)
@@ -129,7 +129,7 @@ func TestFailedCommitIsAnError(t *testing.T) {
 
 	// The answer cannot be saved: its stop is an error, and the answer,
 	// which the thread does not hold, is not shown as if it were.
-	if err := c.Send("its answer is lost"); err != nil {
+	if err := c.Send(context.Background(), message.User("its answer is lost"), false); err != nil {
 		t.Fatal(err)
 	}
 	g.release(1)
@@ -145,7 +145,7 @@ func TestFailedCommitIsAnError(t *testing.T) {
 		t.Fatalf("no error notice: %v", rec.kinds()[n:])
 	}
 	store.broken.Store(false)
-	if err := c.Send("third"); err != nil {
+	if err := c.Send(context.Background(), message.User("third"), false); err != nil {
 		t.Fatal(err)
 	}
 	g.release(2)

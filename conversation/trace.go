@@ -19,8 +19,18 @@ const tracerName = "github.com/loomthreads/loom/conversation"
 // error status.
 const AttrAborted = attribute.Key("loom.aborted")
 
-// opTools names the tool of each control flow operation, for its span.
-var opTools = map[string]string{OpCompact: ToolCompact, OpFork: ToolFork, OpYield: ToolYield}
+// opTool names the tool of a control flow operation, for its span.
+func opTool(op string) string {
+	switch op {
+	case OpCompact:
+		return ToolCompact
+	case OpFork:
+		return ToolFork
+	case OpYield:
+		return ToolYield
+	}
+	return ""
+}
 
 // tracing is what a conversation and its agent make spans with: nil makes
 // none, at no cost.
@@ -49,9 +59,9 @@ func newTracing(tp trace.TracerProvider, client agent.ChatClient, convID string,
 // Without one it is the background context.
 func (c *Conversation) ctx() context.Context {
 	if c.turn == nil {
-		return ctxBG
+		return context.Background()
 	}
-	return trace.ContextWithSpan(ctxBG, c.turn)
+	return trace.ContextWithSpan(context.Background(), c.turn)
 }
 
 // beginTurn begins the span of a turn, "invoke_agent" and the
@@ -63,7 +73,7 @@ func (c *Conversation) ctx() context.Context {
 // resumed in tool use) and lasts while the conversation goes on by itself —
 // streams, tool rounds, a compact or fork the agent asked for and the
 // stream after it — until it comes to rest: an answer without calls, an
-// error, an abort, a yield. Messages queued with @async and sent after
+// error, an abort, a yield. Messages queued (Send with queued) and sent after
 // the answer begin a turn of their own; sent with tool results, they join
 // the turn in flight.
 func (c *Conversation) beginTurn(parent context.Context) {
@@ -71,7 +81,7 @@ func (c *Conversation) beginTurn(parent context.Context) {
 		return
 	}
 	name, attrs := genai.InvokeAgent(c.trc.provider, c.trc.convID, c.name, c.opts.Model)
-	_, c.turn = c.trc.tracer.Start(trace.ContextWithSpan(ctxBG, trace.SpanFromContext(parent)), name,
+	_, c.turn = c.trc.tracer.Start(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(parent)), name,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	c.turnUsage = message.Usage{}
 }

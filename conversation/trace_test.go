@@ -8,16 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomthreads/loom/agent"
+	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/loomthreads/loom/agent"
-	"github.com/loomthreads/loom/agent/scripted"
-	"github.com/loomthreads/loom/message"
-	"github.com/loomthreads/loom/thread"
 )
 
 // traced returns a tracer provider that exports into an in-memory
@@ -136,7 +135,7 @@ func TestTurnSpans(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	convID = c.ID()
 	exp.Reset() // the thread's creation
-	if err := c.Send("Weather in Paris?"); err != nil {
+	if err := c.Send(context.Background(), message.User("Weather in Paris?"), false); err != nil {
 		t.Fatal(err)
 	}
 	idle(t, c)
@@ -213,7 +212,7 @@ func TestAbortedTurnSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		c.Send("hi")
+		c.Send(context.Background(), message.User("hi"), false)
 		g.release(1)
 		eventually(t, "the first delta", func() bool { return c.Agent().Partial() == "Hel" })
 		c.Abort()
@@ -251,7 +250,7 @@ func TestAbortedTurnSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		c.Send("go")
+		c.Send(context.Background(), message.User("go"), false)
 		<-started
 		c.Abort()
 		idle(t, c)
@@ -276,7 +275,7 @@ func TestAbortedTurnSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		c.Send("hi")
+		c.Send(context.Background(), message.User("hi"), false)
 		idle(t, c)
 
 		st := treeOf(t, exp)
@@ -321,7 +320,7 @@ func TestOwnToolSpans(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 
 	exp.Reset()
-	c.Send("squeeze")
+	c.Send(context.Background(), message.User("squeeze"), false)
 	idle(t, c)
 	st := treeOf(t, exp)
 	turn := st.one("invoke_agent boss") // one turn: the compact, and the stream after it
@@ -344,7 +343,7 @@ func TestOwnToolSpans(t *testing.T) {
 	}
 
 	exp.Reset()
-	c.Send("delegate")
+	c.Send(context.Background(), message.User("delegate"), false)
 	idle(t, c)
 	eventually(t, "the sub-agent's spans", func() bool {
 		return len(exp.GetSpans()) > 0 && len(treeOf(t, exp).named("execute_tool yield_to_parent")) == 1
@@ -369,6 +368,30 @@ func TestOwnToolSpans(t *testing.T) {
 	for _, ch := range st.named("chat") {
 		if id := attrOf(ch, "gen_ai.conversation.id"); !isChild(ch, turn) && !(isChild(ch, sub) && id == kid) {
 			t.Errorf("a chat of %v: parent %q", id, st.parent(ch))
+		}
+	}
+}
+
+// A call of a tool the conversation does not have gets no span, as in
+// package agent: the name is the model's invention, and a span per
+// invented name would let a model mint span names.
+func TestInventedToolNamesMakeNoSpan(t *testing.T) {
+	tp, exp, db := traced(t)
+	client := scripted.New(
+		scripted.Calls(message.FunctionCall{CallID: "c1", Name: "invented_by_the_model_42", Arguments: `{}`}),
+		scripted.Step{Text: "Done."})
+	c, err := New(t.Context(), db, Options{Client: client, Model: "m", TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Send(context.Background(), message.User("go"), false); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, c)
+	for _, sp := range exp.GetSpans() {
+		if strings.Contains(sp.Name, "invented_by_the_model_42") {
+			t.Errorf("a call of a tool the conversation does not have made the span %q", sp.Name)
 		}
 	}
 }

@@ -394,16 +394,16 @@ func (s *Server) conversationCommand(w http.ResponseWriter, r *http.Request) err
 	switch req.Command {
 	case "send":
 		// The turn the message begins is a child of this request's span.
-		err = c.SendMessageContext(r.Context(), message.User(req.Text), req.Queued)
+		err = c.Send(write(r), message.User(req.Text), req.Queued)
 	case "abort":
 		c.Abort()
 	case "compact":
-		err = c.Compact(req.Text)
+		err = c.Compact(write(r), req.Text)
 	case "continue":
-		err = c.Continue()
+		err = c.Continue(write(r))
 	case "fork":
 		var f *conversation.Conversation
-		if f, err = c.Fork(req.Text); err == nil {
+		if f, err = c.Fork(write(r), req.Text); err == nil {
 			fork = f.ID()
 			f.Close() // live again on its first request
 		}

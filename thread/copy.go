@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/thread/store"
@@ -192,12 +193,11 @@ func copyThread(ctx context.Context, dst, src store.Store, id string) (int, erro
 	return len(b.Commits), nil
 }
 
-// copyChecks holds the default limits that copied data is checked against.
-var copyChecks = New(nil, nil)
-
 // checkCopied checks what a copy is about to write, as Create, Append and
 // Checkpoint would have.
 func checkCopied(r *Record, history []HistoryEntry, cps []Checkpoint, commits []*Commit) error {
+	// Copied data is checked against the default limits.
+	copyChecks := &DB{limits: Limits{}.withDefaults(), now: time.Now}
 	// A copy sees keys: the thread's id in its tenant's namespace.
 	tenant, id := SplitKey(r.ID)
 	if tenant != r.Tenant {

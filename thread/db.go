@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/loomthreads/loom/internal/ids"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread/store"
+	"github.com/loomthreads/loom/tokens"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -95,8 +97,8 @@ type DB struct {
 	tenant  string
 	retries int
 	now     func() time.Time
-	local   *localHub // the change feed's hub of a store that is no pointer
-	ids     *idLines  // the message ids of recent lines (msgids.go)
+	shared  *shared  // what db and its copies share
+	ids     *idLines // the message ids of recent lines (msgids.go)
 	// tracer makes the spans of Options.TracerProvider; nil makes none.
 	tracer *tracer
 }
@@ -107,7 +109,7 @@ func New(store store.Store, opts *Options) *DB {
 	if opts != nil {
 		o = *opts
 	}
-	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now, local: &localHub{}, ids: &idLines{budget: o.MessageIDCache}}
+	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now, shared: newShared(), ids: &idLines{budget: o.MessageIDCache}}
 	db.scope(o.Tenant)
 	if db.retries == 0 {
 		db.retries = 100
@@ -122,6 +124,41 @@ func New(store store.Store, opts *Options) *DB {
 		db.tracer = &tracer{o.TracerProvider.Tracer(tracerName), storeName(store)}
 	}
 	return db
+}
+
+// shared is the state that a DB opened by New keeps for itself and the
+// copies made from it (WithTenant, WithTracerProvider), as database/sql
+// keeps its pool on the *sql.DB that Open returns: nothing of it is
+// process-wide, and two DBs opened on one store share none of it. Open a
+// DB once per store and share it.
+type shared struct {
+	// hub is the change feed of the DB and its copies (feed.go).
+	hub localHub
+	// counter counts the tokens of views that bring no counter of their
+	// own, with its cache of counted messages.
+	counter func() *tokens.Counter
+	// values are the state that packages built on thread keep per DB (see
+	// DB.Shared), such as package agent's runs.
+	values sync.Map
+}
+
+func newShared() *shared {
+	return &shared{counter: sync.OnceValue(func() *tokens.Counter { return tokens.NewCounter(nil) })}
+}
+
+// Shared returns the value that db and the DBs copied from it keep under
+// key, calling make to create it on first use; concurrent first calls get
+// the same value. It is for packages built on thread that keep state per
+// DB rather than per process (package agent keeps its registry of running
+// runs here, so that a run is exclusive among the agents of one DB); key
+// should be a value of an unexported type of the calling package, as with
+// context.WithValue.
+func (db *DB) Shared(key any, make func() any) any {
+	if v, ok := db.shared.values.Load(key); ok {
+		return v
+	}
+	v, _ := db.shared.values.LoadOrStore(key, make())
+	return v
 }
 
 // Store returns the store under db, as opened: its thread ids are keys

@@ -2,7 +2,6 @@ package thread
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"time"
 
@@ -32,13 +31,9 @@ type listener struct {
 	gap    bool // a change was dropped: a ChangeGap is due once ch is read
 }
 
-// hubs holds the hub of each store (by pointer) that has listeners, so
-// that a change made through one DB reaches the listeners of every DB on
-// the same store. A hub goes when its last listener does.
-var hubs sync.Map // Store → *hub
-
-// localHub holds the hub of a store that is not a pointer (whose value
-// may not even be comparable): the DB and its WithTenant copies share it.
+// localHub holds the hub of a DB, which its copies (WithTenant) share: a
+// change made through the DB reaches the listeners of the DB and of its
+// copies. A hub goes when its last listener does.
 type localHub struct {
 	mu sync.Mutex
 	h  *hub
@@ -47,20 +42,13 @@ type localHub struct {
 // hub returns the hub of db's store, making one when create is set, or
 // nil.
 func (db *DB) hub(create bool) *hub {
-	if reflect.TypeOf(db.raw).Kind() != reflect.Pointer {
-		db.local.mu.Lock()
-		defer db.local.mu.Unlock()
-		if db.local.h == nil && create {
-			db.local.h = &hub{subs: map[*listener]struct{}{}}
-		}
-		return db.local.h
+	l := &db.shared.hub
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h == nil && create {
+		l.h = &hub{subs: map[*listener]struct{}{}}
 	}
-	if h, ok := hubs.Load(db.raw); ok || !create {
-		h, _ := h.(*hub)
-		return h
-	}
-	h, _ := hubs.LoadOrStore(db.raw, &hub{subs: map[*listener]struct{}{}})
-	return h.(*hub)
+	return l.h
 }
 
 // publish sends the changes of an applied batch to the hub's listeners.
@@ -156,9 +144,13 @@ func (db *DB) Watch(ctx context.Context, fn func(Change)) error {
 					h.stop()
 					h.stop = nil
 				}
-				if reflect.TypeOf(db.raw).Kind() == reflect.Pointer && hubs.CompareAndDelete(db.raw, h) {
+				l := &db.shared.hub
+				l.mu.Lock()
+				if l.h == h {
+					l.h = nil
 					h.dead = true
 				}
+				l.mu.Unlock()
 			}
 			h.mu.Unlock()
 		}()

@@ -132,7 +132,7 @@ func (db *DB) Search(ctx context.Context, q SearchQuery) ([]SearchHit, error) {
 		})
 	}
 	if q.Versions {
-		if err := db.placeHits(ctx, hits, searchBounds); err != nil {
+		if err := db.placeHits(ctx, hits, searchBounds()); err != nil {
 			return nil, err
 		}
 	}

@@ -14,9 +14,9 @@ type hitBounds struct {
 	history int
 }
 
-// searchBounds are the bounds DB.Search places hits with; the numbers are
-// in SearchQuery.Versions' doc.
-var searchBounds = hitBounds{walk: 10_000, history: 1_000}
+// searchBounds returns the bounds DB.Search places hits with; the numbers
+// are in SearchQuery.Versions' doc.
+func searchBounds() hitBounds { return hitBounds{walk: 10_000, history: 1_000} }
 
 // errWalkTooLong is walkLine's when a line is longer than a walk may go.
 var errWalkTooLong = errors.New("line too long to walk")

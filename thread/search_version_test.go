@@ -135,7 +135,7 @@ func TestSearchVersionsBounded(t *testing.T) {
 		{hitBounds{walk: 5, history: 100}, 4},
 		{hitBounds{walk: 100, history: 5}, 0},
 		{hitBounds{walk: 100, history: 6}, 4},
-		{searchBounds, 4},
+		{searchBounds(), 4},
 	} {
 		if err := db.placeHits(ctx, hits, c.b); err != nil {
 			t.Fatal(err)

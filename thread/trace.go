@@ -2,7 +2,7 @@ package thread
 
 import (
 	"context"
-	"reflect"
+	"fmt"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -38,19 +38,15 @@ type tracer struct {
 // storeName names a store for its spans: the last element of its type's
 // package path, "memory" for this package's MemoryStore.
 func storeName(s store.Store) string {
-	t := reflect.TypeOf(s)
-	if t == nil {
+	if s == nil {
 		return ""
 	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	// "*sqlite.Store": the package's name and the type's.
+	pkg, name, _ := strings.Cut(strings.TrimLeft(fmt.Sprintf("%T", s), "*"), ".")
+	if pkg == "thread" {
+		return strings.ToLower(strings.TrimSuffix(name, "Store"))
 	}
-	p := t.PkgPath()
-	p = p[strings.LastIndexByte(p, '/')+1:]
-	if p == "thread" {
-		return strings.ToLower(strings.TrimSuffix(t.Name(), "Store"))
-	}
-	return p
+	return pkg
 }
 
 // startSpan starts the span "thread.<op>" of an operation on the thread id

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/tokens"
@@ -157,8 +156,6 @@ const defaultKeep = 4
 // reaches four times as far back.
 const firstWindow = 64
 
-var viewCounter = sync.OnceValue(func() *tokens.Counter { return tokens.NewCounter(nil) })
-
 // errRestart asks View to start again from the handle's new version.
 var errRestart = errors.New("restart view")
 
@@ -197,7 +194,7 @@ func (t *Thread) view(ctx context.Context, opts ViewOptions, noSummarize bool) (
 		v.enc, _ = tokens.EncodingFor(opts.Model) // "" gives o200k_base
 	}
 	if v.counter == nil {
-		v.counter = viewCounter()
+		v.counter = t.db.shared.counter()
 	}
 	if opts.Strategies == nil {
 		v.strategies = []Strategy{DropOldest{}}

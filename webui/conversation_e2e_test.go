@@ -7,6 +7,7 @@ package webui_test
 // streams slowly enough to abort and compacts when asked.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -295,7 +296,7 @@ func TestConversationPagesWithoutAModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Send("hello from the terminal"); err != nil {
+	if err := c.Send(context.Background(), message.User("hello from the terminal"), false); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Wait(t.Context()); err != nil {

@@ -145,7 +145,7 @@ type runner struct {
 }
 
 func (r *runner) lease() *Lease {
-	return &Lease{ID: r.id, Host: hostname, PID: os.Getpid(), Until: r.now().Add(r.ttl).UTC()}
+	return &Lease{ID: r.id, Host: hostname(), PID: os.Getpid(), Until: r.now().Add(r.ttl).UTC()}
 }
 
 // claim takes the workflow for this runner, if there is anything to run:

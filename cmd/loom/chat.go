@@ -165,11 +165,11 @@ func (s *chatSession) command(ctx context.Context, line string) (string, bool, e
 	case "quit", "exit":
 		return "", true, nil
 	case "compact":
-		return "", false, s.conv.Compact(arg) // the transcript says "compacting…"
+		return "", false, s.conv.Compact(ctx, arg) // the transcript says "compacting…"
 	case "continue":
-		return "", false, s.conv.Continue()
+		return "", false, s.conv.Continue(ctx)
 	case "fork":
-		f, err := s.conv.Fork(arg)
+		f, err := s.conv.Fork(ctx, arg)
 		if err != nil {
 			return "", false, err
 		}
@@ -624,7 +624,7 @@ func (s *chatSession) lines(ctx context.Context, in io.Reader, out io.Writer) er
 	fmt.Fprintf(out, "conversation %s\n", s.conv.ID())
 	t := &transcript{w: out}
 	t.follow(s)
-	text, err := s.takeUp()
+	text, err := s.takeUp(ctx)
 	t.say(text)
 	if err != nil {
 		t.say("error: " + err.Error())
@@ -668,7 +668,7 @@ func (s *chatSession) lines(ctx context.Context, in io.Reader, out io.Writer) er
 			t.say(text)
 			if t.conv != s.conv {
 				t.follow(s) // another conversation: from what it does next
-				text, err := s.takeUp()
+				text, err := s.takeUp(ctx)
 				t.say(text)
 				if err != nil {
 					t.say("error: " + err.Error())
@@ -679,7 +679,7 @@ func (s *chatSession) lines(ctx context.Context, in io.Reader, out io.Writer) er
 			if compact {
 				t.compactRequested()
 			}
-			if err := s.conv.Send(line); err != nil {
+			if err := s.send(ctx, line); err != nil {
 				if compact {
 					t.compactFailed()
 				}
@@ -729,10 +729,10 @@ func readLines(in io.Reader, stop <-chan struct{}) (<-chan string, <-chan error)
 // stopped/interrupted (tools that were running run again as the
 // conversation opens). It returns what to tell the user. The front end
 // follows the conversation first, so that nothing of it goes unseen.
-func (s *chatSession) takeUp() (string, error) {
+func (s *chatSession) takeUp(ctx context.Context) (string, error) {
 	if s.prompted {
 		s.prompted = false
-		return "", s.conv.Continue()
+		return "", s.conv.Continue(ctx)
 	}
 	switch st := s.conv.Agent().Status(); {
 	case s.busy():
@@ -742,7 +742,7 @@ func (s *chatSession) takeUp() (string, error) {
 	case s.stopInterrupted:
 		return "the last turn was cut short (stopped/interrupted): /continue asks again", nil
 	}
-	return "going on with the turn a crash cut short…", s.conv.Continue()
+	return "going on with the turn a crash cut short…", s.conv.Continue(ctx)
 }
 
 // showTurn shows the turn in flight as it goes, until it ends. An
@@ -774,6 +774,18 @@ func (s *chatSession) showTurn(ctx context.Context, t *transcript) error {
 
 // isCompact reports whether line is the command word (/compact or
 // @compact), alone or followed by a prompt.
+// send sends a line the user typed. The chat's commands are read here,
+// by the face, not by the conversation: "@async TEXT" queues TEXT until
+// the turn in flight ends instead of aborting it, and "@compact [PROMPT]"
+// asks the agent to compact, going on with PROMPT after.
+func (s *chatSession) send(ctx context.Context, line string) error {
+	if isCompact(line, "@compact") {
+		return s.conv.Compact(ctx, strings.TrimSpace(strings.TrimPrefix(line, "@compact")))
+	}
+	text, queued := strings.CutPrefix(line, "@async ")
+	return s.conv.Send(ctx, message.User(text), queued)
+}
+
 func isCompact(line, word string) bool {
 	rest, ok := strings.CutPrefix(line, word)
 	return ok && (rest == "" || rest[0] == ' ')

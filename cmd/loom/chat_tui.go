@@ -139,7 +139,7 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			if compact {
 				m.t.compactRequested()
 			}
-			if err := m.s.conv.Send(line); err != nil {
+			if err := m.s.send(m.ctx, line); err != nil {
 				if compact {
 					m.t.compactFailed()
 				}
@@ -163,7 +163,7 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // takeUp starts what the conversation just shown is to do (a fork's
 // prompt, a turn a crash cut short), and says so.
 func (m *chatModel) takeUp() {
-	if text, err := m.s.takeUp(); err != nil {
+	if text, err := m.s.takeUp(m.ctx); err != nil {
 		m.note = "error: " + err.Error()
 	} else if text != "" {
 		m.note = text

@@ -211,12 +211,16 @@ func watch(t T, s store.Store, _ *Options) {
 		}
 	}
 
-	def, stopDef := listen(thread.New(s, nil))
-	acme, stopAcme := listen(thread.New(s, nil).WithTenant("acme"))
+	// One DB, opened once and shared: its tenants' copies hear what is
+	// written through any of them (and a store that is a Watcher, what
+	// every process writes).
+	db := thread.New(s, nil)
+	def, stopDef := listen(db)
+	acme, stopAcme := listen(db.WithTenant("acme"))
 	defer stopAcme()
 
-	// Written through other DBs than the listeners'.
-	w := thread.New(s, nil).WithTenant("acme")
+	// Written through another copy than the listener's.
+	w := db.WithTenant("acme")
 	th, err := w.Create(ctx, thread.CreateOptions{ID: "w1"})
 	check(t, err, "create")
 	_, err = th.Append(ctx, message.User("one"))
@@ -259,7 +263,7 @@ func watch(t T, s store.Store, _ *Options) {
 	}
 
 	// The default tenant heard none of it; then hears its own.
-	d, err := thread.New(s, nil).Create(ctx, thread.CreateOptions{ID: "w1"})
+	d, err := db.Create(ctx, thread.CreateOptions{ID: "w1"})
 	check(t, err, "create in the default tenant")
 	if got := wait(def, 1, "the default tenant's listener"); got[0].Thread != "w1" || got[0].Kind != thread.ChangeCreate {
 		t.Errorf("default tenant heard %+v", got)
