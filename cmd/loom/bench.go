@@ -7,13 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -27,7 +28,7 @@ type BenchCommand struct {
 }
 
 // Flags implements Command.
-func (c *BenchCommand) Flags() *flag.FlagSet {
+func (c *BenchCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.DurationVar(&c.Duration, "duration", time.Second, "how long each scenario runs: a duration `D` such as 500ms or 5s")
 	fs.IntVar(&c.Writers, "writers", 16, "the `N` writers of the concurrent scenarios")

@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
 
+	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomthreads/loom/agent"
@@ -34,7 +34,7 @@ type ChatCommand struct {
 }
 
 // Flags implements Command.
-func (c *ChatCommand) Flags() *flag.FlagSet {
+func (c *ChatCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.Thread, "thread", "", "resume the conversation on thread `ID` (made when it does not exist); a new one when empty")
 	fs.StringVar(&c.Provider, "provider", "scripted", "the model's provider: scripted (no key: it says back what it is told, a few runes at a time, and compacts when asked), openai, responses, anthropic, foundry, foundry-classic; keys from the environment")

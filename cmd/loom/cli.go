@@ -15,33 +15,63 @@ import (
 // Run finds the command args name and runs it: the command table (commands)
 // becomes a cobra command tree, which parses the flags, finds the command,
 // prints help and makes the completions.
+//
+// Long flags written with one dash (-json, -store URL), as loom took them
+// when it parsed with package flag, are read as their two-dash spelling,
+// with a deprecation note on stderr (singleDashAliases) unless a shell asks
+// for completions.
 func (e *Env) Run(ctx context.Context, args []string) error {
 	var helpErr error
 	root := e.newRoot(&helpErr)
-	root.SetArgs(goStyleFlags(root, args))
+	rewritten, aliases := singleDashAliases(root, args)
+	// No note for a shell asking for completions (loom __complete …).
+	if len(aliases) > 0 && !strings.HasPrefix(args[0], cobra.ShellCompRequestCmd) {
+		e.deprecated(aliases)
+	}
+	root.SetArgs(rewritten)
 	if err := root.ExecuteContext(ctx); err != nil {
 		return err
 	}
 	return helpErr
 }
 
-// goStyleFlags rewrites the single-dash long flags that loom took when it
-// parsed with package flag (-json, -limit 5, -store=URL, -help, -version)
-// as pflag reads them (--json, …), up to "--"; pflag would read -json as
-// the shorthands j, s, o and n. Each flag is looked up on the command the
-// words before it name, as cobra finds it (the root's bool -version is not
-// threads show's -version V). A word that is the value of the flag before
-// it (--title -json) stays as it is, and so does a cluster of the
-// command's shorthands (-oFILE).
-func goStyleFlags(root *cobra.Command, args []string) []string {
-	out := slices.Clone(args)
+// deprecated notes on stderr, in one line, that the single-dash spellings
+// of long flags in aliases (-json) will go, and how to write them.
+func (e *Env) deprecated(aliases []string) {
+	long := make([]string, len(aliases))
+	for i, a := range aliases {
+		long[i] = "-" + a
+	}
+	verb := "is"
+	if len(aliases) > 1 {
+		verb = "are"
+	}
+	fmt.Fprintf(e.Stderr, "loom: %s %s deprecated and will stop working in a later release: write %s\n",
+		strings.Join(aliases, ", "), verb, strings.Join(long, ", "))
+}
+
+// singleDashAliases rewrites the single-dash long flags that loom took when
+// it parsed with package flag (-json, -limit 5, -store=URL, -help,
+// -version) as pflag reads them (--json, …), up to "--", and returns the
+// aliases it rewrote as they were written, without their values (-json,
+// -store). pflag would read -json as the shorthands j, s, o and n.
+//
+// Each flag is looked up on the command the words before it name, as
+// cobra finds it (the root's bool -version is not threads show's
+// -version V). A word that is the value of the flag before it (--title
+// -json) stays as it is, and so does a cluster of the command's shorthands
+// (-oFILE) and a word that starts with no letter (-5). A single-dash word
+// that is no flag of the command (-bogus) is rewritten too but not
+// returned: pflag then reports the unknown flag --bogus, not -b.
+func singleDashAliases(root *cobra.Command, args []string) (out, aliases []string) {
+	out = slices.Clone(args)
 	cmd := root
 	naming := true // no positional argument yet: a word may name a subcommand of cmd
 	value := false // args[i] is the value of the flag before it
 	for i, a := range args {
 		switch {
 		case a == "--":
-			return out
+			return out, aliases
 		case value:
 			value = false
 			continue
@@ -62,12 +92,15 @@ func goStyleFlags(root *cobra.Command, args []string) []string {
 		}
 		if len(name) > 1 && !strings.HasPrefix(a, "--") {
 			out[i] = "-" + a
+			if f != nil {
+				aliases = append(aliases, "-"+name)
+			}
 		}
 		// An unknown flag takes a value, as cobra reads it when it finds
 		// the command.
 		value = !hasValue && (f == nil || f.NoOptDefVal == "")
 	}
-	return out
+	return out, aliases
 }
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
@@ -123,8 +156,9 @@ func (e *Env) newRoot(helpErr *error) *cobra.Command {
 	root.SetErr(e.Stderr)
 	// The global flags, for before the command's name; every command has
 	// them among its own flags too, bound to its fields.
-	root.PersistentFlags().AddGoFlagSet(global.flagSet())
-	root.PersistentFlags().VisitAll(unquoteUsage)
+	gfs := global.flagSet()
+	gfs.VisitAll(valueName)
+	root.PersistentFlags().AddFlagSet(gfs)
 	version := root.Flags().Bool("version", false, "print loom's version")
 	root.Flags().MarkHidden("version")
 	root.SetFlagErrorFunc(flagError)
@@ -215,8 +249,8 @@ func (e *Env) newCommand(s *spec, name string) *cobra.Command {
 	}
 	c := s.New(base{Env: e, name: s.Name, cmd: cmd})
 	fs := c.Flags()
-	cmd.Flags().AddGoFlagSet(fs)
-	cmd.Flags().VisitAll(unquoteUsage)
+	fs.VisitAll(valueName)
+	cmd.Flags().AddFlagSet(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return c.Run(cmd.Context(), args)
 	}
@@ -226,10 +260,20 @@ func (e *Env) newCommand(s *spec, name string) *cobra.Command {
 	return cmd
 }
 
-// unquoteUsage drops the backquotes that name a flag's value (`URL`) from
-// the usage completion shows; help reads the Go flag, where they still are.
-func unquoteUsage(f *pflag.Flag) {
-	f.Usage = strings.ReplaceAll(f.Usage, "`", "")
+// valueNameKey is the annotation that holds the name of a flag's value in
+// help (URL in --store URL).
+const valueNameKey = "loom_value_name"
+
+// valueName moves the backquoted name of f's value (`URL`) from its usage,
+// which completion shows, to an annotation for help: "--store URL  the
+// store URL: …".
+func valueName(f *pflag.Flag) {
+	name, usage := pflag.UnquoteUsage(f)
+	if f.Annotations == nil {
+		f.Annotations = map[string][]string{}
+	}
+	f.Annotations[valueNameKey] = []string{name}
+	f.Usage = usage
 }
 
 // completeCommands offers the commands that may follow args, for loom help.
@@ -273,8 +317,15 @@ func flagError(cmd *cobra.Command, err error) error {
 	name := strings.TrimPrefix(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()), " ")
 	var notExist *pflag.NotExistError
 	var invalid *pflag.InvalidValueError
+	var noValue *pflag.ValueRequiredError
 	msg := err.Error()
 	switch {
+	case errors.As(err, &noValue):
+		flag := "--" + noValue.GetSpecifiedName()
+		if noValue.GetSpecifiedShortnames() != "" {
+			flag = "-" + noValue.GetSpecifiedName()
+		}
+		msg = flag + " needs a value"
 	case errors.As(err, &notExist):
 		flag := "--" + notExist.GetSpecifiedName()
 		if notExist.GetSpecifiedShortnames() != "" {
@@ -289,6 +340,16 @@ func flagError(cmd *cobra.Command, err error) error {
 		why := err
 		if inner := errors.Unwrap(invalid); inner != nil {
 			why = inner
+		}
+		// A number, bool or duration that does not parse: say it as
+		// package flag did, without strconv's "parsing …" or the value
+		// again.
+		var num *strconv.NumError
+		switch {
+		case errors.As(why, &num) && errors.Is(num.Err, strconv.ErrRange):
+			why = errors.New("value out of range")
+		case errors.As(why, &num), invalid.GetFlag().Value.Type() == "duration":
+			why = errors.New("parse error")
 		}
 		msg = fmt.Sprintf("invalid %s %q: %v", dashed(invalid.GetFlag().Name), invalid.GetValue(), why)
 	}

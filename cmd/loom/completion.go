@@ -2,7 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
+
+	"github.com/spf13/pflag"
 )
 
 // CompletionCommand prints the shell completion script cobra makes for the
@@ -13,7 +14,7 @@ type CompletionCommand struct {
 }
 
 // Flags implements Command.
-func (c *CompletionCommand) Flags() *flag.FlagSet { return c.flagSet() }
+func (c *CompletionCommand) Flags() *pflag.FlagSet { return c.flagSet() }
 
 // Run implements Command.
 func (c *CompletionCommand) Run(ctx context.Context, args []string) error {

@@ -9,7 +9,7 @@ import (
 	"github.com/loomthreads/loom/thread"
 )
 
-// labelsFlag collects repeated --label k=v flags.
+// labelsFlag collects repeated --label k=v flags: a pflag.Value.
 type labelsFlag map[string]string
 
 func (l *labelsFlag) String() string {
@@ -31,25 +31,17 @@ func (l *labelsFlag) Set(s string) error {
 	return nil
 }
 
-// stringsFlag collects a repeated flag.
-type stringsFlag []string
-
-func (s *stringsFlag) String() string {
-	if s == nil {
-		return ""
-	}
-	return strings.Join(*s, ",")
-}
-
-func (s *stringsFlag) Set(v string) error {
-	*s = append(*s, v)
-	return nil
-}
+// Type implements pflag.Value: the value's name in help when its usage
+// names none.
+func (l *labelsFlag) Type() string { return "k=v" }
 
 // kindFlag is a thread kind, checked when set.
 type kindFlag thread.Kind
 
 func (k *kindFlag) String() string { return string(*k) }
+
+// Type implements pflag.Value.
+func (k *kindFlag) Type() string { return "kind" }
 
 func (k *kindFlag) Set(s string) error {
 	switch thread.Kind(s) {
@@ -82,6 +74,9 @@ func (s *strategiesFlag) Set(v string) error {
 	s.strategies = append(s.strategies, st)
 	return nil
 }
+
+// Type implements pflag.Value.
+func (s *strategiesFlag) Type() string { return "strategy" }
 
 // parseStrategy reads drop_oldest, sliding_window:N or elide_tool_results:N.
 func parseStrategy(v string) (thread.Strategy, error) {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/spf13/pflag"
 
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
@@ -32,7 +33,7 @@ type worklogDir struct {
 	closers []func() error
 }
 
-func (w *worklogDir) add(fs *flag.FlagSet) {
+func (w *worklogDir) add(fs *pflag.FlagSet) {
 	fs.StringVar(&w.Dir, "dir", worklog.DefaultDir, "the `DIR` of threads.json and sessions.json")
 	fs.StringVar(&w.Sessions, "sessions", "", "where the session records of --dir are kept, to carry items across machines: any store URL (sqlite://PATH, postgres://…, redis://…), or file://DIR for a sessions.json (default: sessions.json in --dir; with --in-store they are the store's)")
 	fs.BoolVar(&w.InStore, "in-store", false, "the items of --store (and --tenant), as loom serve keeps them, rather than of --dir")
@@ -93,7 +94,7 @@ type ItemsListCommand struct {
 }
 
 // Flags implements Command.
-func (c *ItemsListCommand) Flags() *flag.FlagSet {
+func (c *ItemsListCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	c.worklogDir.add(fs)
 	fs.StringVar(&c.Status, "status", "open", "list the items of status `S`: open or resolved")
@@ -143,7 +144,7 @@ type ItemsCreateCommand struct {
 }
 
 // Flags implements Command.
-func (c *ItemsCreateCommand) Flags() *flag.FlagSet {
+func (c *ItemsCreateCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	c.worklogDir.add(fs)
 	return fs
@@ -188,7 +189,7 @@ type ItemsResolveCommand struct {
 }
 
 // Flags implements Command.
-func (c *ItemsResolveCommand) Flags() *flag.FlagSet {
+func (c *ItemsResolveCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	c.worklogDir.add(fs)
 	fs.StringVar(&c.Match, "match", "", "resolve the item whose text contains `TEXT` (case ignored)")
@@ -259,7 +260,7 @@ type SessionStartCommand struct {
 }
 
 // Flags implements Command.
-func (c *SessionStartCommand) Flags() *flag.FlagSet {
+func (c *SessionStartCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	c.worklogDir.add(fs)
 	fs.StringVar(&c.ID, "id", "", "the session's `ID` (default: a new UUID)")
@@ -314,15 +315,15 @@ type SessionCloseCommand struct {
 	base
 	worklogDir
 	ID   string
-	Open stringsFlag
+	Open []string
 }
 
 // Flags implements Command.
-func (c *SessionCloseCommand) Flags() *flag.FlagSet {
+func (c *SessionCloseCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	c.worklogDir.add(fs)
 	fs.StringVar(&c.ID, "id", "", "the `ID` that session start gave the session (default: a new session, closed at once)")
-	fs.Var(&c.Open, "open", "an item the session leaves open, as `TEXT` (repeatable)")
+	fs.StringArrayVar(&c.Open, "open", nil, "an item the session leaves open, as `TEXT` (repeatable)")
 	return fs
 }
 

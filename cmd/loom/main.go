@@ -58,8 +58,11 @@
 // (OTEL_EXPORTER_OTLP_ENDPOINT).
 //
 // A mistyped command name gets suggestions (loom thread list: Did you mean
-// "threads"?). Flags may follow positional arguments, and long ones may
-// be written with one dash (-json) as well as two; "--" ends them.
+// "threads"?). Flags are spf13/pflag's: long ones with two dashes
+// (--json, --store URL), shorthands with one (-o FILE, -h); they may follow
+// positional arguments, and "--" ends them. The one-dash spellings of long
+// flags that loom took when it parsed with package flag (-json, -store URL)
+// still work in this release, with a deprecation note on stderr.
 //
 // Each command is a type in this package with Flags and Run(ctx, args); the
 // command table (commands, in run.go) becomes a tree of spf13/cobra

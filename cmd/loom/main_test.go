@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -890,7 +890,7 @@ func TestCompletionOffersEveryCommand(t *testing.T) {
 			}
 		}
 		offered := completions(t, append(words, "--")...)
-		fs.VisitAll(func(f *flag.Flag) {
+		fs.VisitAll(func(f *pflag.Flag) {
 			if !slices.Contains(offered, dashed(f.Name)) && !slices.Contains(offered, "--"+f.Name) {
 				t.Errorf("completion of %s does not offer --%s: %v", s.Name, f.Name, offered)
 			}

@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/pflag"
 
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/mcpserver"
@@ -25,7 +25,7 @@ type MCPCommand struct {
 }
 
 // Flags implements Command.
-func (c *MCPCommand) Flags() *flag.FlagSet {
+func (c *MCPCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.BoolVar(&c.Worklog, "worklog", false, "serve only the work-item tools, on the items of --dir")
 	c.worklogDir.add(fs)

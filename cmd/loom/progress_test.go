@@ -142,3 +142,14 @@ func TestMigrationShowsNoProgressBarOffATerminal(t *testing.T) {
 		t.Errorf("a migration off a terminal wrote %q to stderr", want.stderr)
 	}
 }
+
+// With --json there are no bars, on a terminal too (the package doc says
+// so): a migration draws nothing on stderr.
+func TestMigrationShowsNoProgressBarWithJSON(t *testing.T) {
+	t.Parallel()
+	store, _ := oldFileStore(t)
+	r := loomWith(t, loomOpts{terminal: true}, "threads", "list", "--json", "--store", store).ok(t)
+	if strings.Contains(r.stderr, "\r") || strings.Contains(r.stderr, "migrating") {
+		t.Errorf("with --json a migration drew %q on stderr", r.stderr)
+	}
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/loomthreads/loom/thread"
 
@@ -29,9 +29,10 @@ const defaultStore = "sqlite://./loom.db"
 
 // Command is one subcommand of loom. Its fields are its flags.
 type Command interface {
-	// Flags returns the command's flag set, bound to the command's fields
-	// (the global flags included). Its flags become the cobra command's.
-	Flags() *flag.FlagSet
+	// Flags returns the command's pflag set, bound to the command's fields
+	// (the global flags included). Its flags become the cobra command's;
+	// a backquoted word of a flag's usage (`URL`) names its value in help.
+	Flags() *pflag.FlagSet
 	// Run runs with the positional arguments: cobra has parsed the flags
 	// into the fields ("--" ends them, and they may follow arguments).
 	Run(ctx context.Context, args []string) error
@@ -527,8 +528,8 @@ var globalFlags = []string{"store", "tenant", "json"}
 
 // flagSet returns a flag set with the global flags, for the command to add
 // its own.
-func (b *base) flagSet() *flag.FlagSet {
-	fs := flag.NewFlagSet("loom "+b.name, flag.ContinueOnError)
+func (b *base) flagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("loom "+b.name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	def := defaultStore
 	if b.Getenv != nil {
@@ -635,7 +636,7 @@ func usageLine(s *spec) string {
 }
 
 // printHelp writes the command's help: usage, description, flags, examples.
-func (b *base) printHelp(w io.Writer, fs *flag.FlagSet) {
+func (b *base) printHelp(w io.Writer, fs *pflag.FlagSet) {
 	s := lookup(b.name)
 	if s == nil {
 		return
@@ -644,8 +645,8 @@ func (b *base) printHelp(w io.Writer, fs *flag.FlagSet) {
 	if s.Help != "" {
 		fmt.Fprintf(w, "\n%s\n", s.Help)
 	}
-	var own, global []*flag.Flag
-	fs.VisitAll(func(f *flag.Flag) {
+	var own, global []*pflag.Flag
+	fs.VisitAll(func(f *pflag.Flag) {
 		if slices.Contains(globalFlags, f.Name) {
 			global = append(global, f)
 		} else {
@@ -666,16 +667,20 @@ func (b *base) printHelp(w io.Writer, fs *flag.FlagSet) {
 	}
 }
 
-// printFlags lists flags as "--name VALUE  usage (default …)".
-func printFlags(w io.Writer, flags []*flag.Flag) {
+// printFlags lists flags as "-s, --name VALUE  usage (default …)", VALUE
+// the name valueName kept, else the backquoted word of the usage.
+func printFlags(w io.Writer, flags []*pflag.Flag) {
 	type row struct{ left, right string }
 	var rows []row
 	width := 0
 	for _, f := range flags {
-		name, usage := flag.UnquoteUsage(f)
-		left := "--" + f.Name
-		if len(f.Name) == 1 {
-			left = "-" + f.Name
+		name, usage := pflag.UnquoteUsage(f)
+		if v, ok := f.Annotations[valueNameKey]; ok {
+			name = v[0]
+		}
+		left := dashed(f.Name)
+		if f.Shorthand != "" {
+			left = "-" + f.Shorthand + ", " + left
 		}
 		if name != "" {
 			left += " " + name
@@ -729,7 +734,7 @@ type HelpCommand struct {
 }
 
 // Flags implements Command.
-func (c *HelpCommand) Flags() *flag.FlagSet { return c.flagSet() }
+func (c *HelpCommand) Flags() *pflag.FlagSet { return c.flagSet() }
 
 // Run implements Command.
 func (c *HelpCommand) Run(ctx context.Context, args []string) error {

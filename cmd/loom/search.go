@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -20,7 +21,7 @@ type SearchCommand struct {
 }
 
 // Flags implements Command.
-func (c *SearchCommand) Flags() *flag.FlagSet {
+func (c *SearchCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.IntVar(&c.Limit, "limit", 20, "show at most `N` hits, newest first (1 to 1000)")
 	fs.StringVar(&c.Before, "before", "", "continue after the hit whose cursor is `C` (--json prints cursors)")

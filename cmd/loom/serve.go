@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomthreads/loom/agent"
@@ -63,7 +63,7 @@ func isLoopback(addr string) bool {
 // and foundry-classic; the environment fills what they leave empty.
 type foundryFlags struct{ endpoint, agent string }
 
-func (f *foundryFlags) flags(fs *flag.FlagSet) {
+func (f *foundryFlags) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.endpoint, "foundry-endpoint", "", "the Foundry project `URL` (https://<resource>.services.ai.azure.com/api/projects/<project>); $AZURE_AI_PROJECT_ENDPOINT")
 	fs.StringVar(&f.agent, "foundry-agent", "", "the Foundry `AGENT`: its name (foundry; $AZURE_AI_AGENT_NAME) or id (foundry-classic; $AZURE_AI_AGENT_ID)")
 }
@@ -277,11 +277,11 @@ func (c *ServeCommand) level() (slog.Level, error) {
 }
 
 // Flags implements Command.
-func (c *ServeCommand) Flags() *flag.FlagSet {
+func (c *ServeCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.cfg.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
 	fs.StringVar(&c.cfg.keysFile, "keys", "", "file of API keys, one tenant:key a line (also $LOOM_API_KEYS); a line without a tenant, or a key for two tenants, stops the start; without keys loom listens on loopback only")
-	fs.Func("allow-origin", "an origin allowed to make cross-origin requests (repeatable)", func(s string) error {
+	fs.Func("allow-origin", "an `ORIGIN` allowed to make cross-origin requests (repeatable)", func(s string) error {
 		c.cfg.origins = append(c.cfg.origins, s)
 		return nil
 	})

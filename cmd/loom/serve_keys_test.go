@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -62,5 +64,31 @@ func TestServeRefusesABadKeysFile(t *testing.T) {
 				t.Errorf("stderr %q does not name %s%s", out.String(), path+": ", tc.want)
 			}
 		})
+	}
+}
+
+// TestServeReadsAPIKeysFromTheCommandsEnvironment checks that `loom
+// serve` reads $LOOM_API_KEYS through Env.Getenv, as it reads $LOOM_STORE,
+// rather than from the process's environment: auth.Load calls os.Getenv,
+// so the injected environment is ignored, and keys in the real
+// environment turn the loopback-only rule off for a command whose
+// environment has none.
+func TestServeReadsAPIKeysFromTheCommandsEnvironment(t *testing.T) {
+	t.Setenv("LOOM_API_KEYS", "acme:key-acme-0123456789abcdef")
+	var stdout, stderr bytes.Buffer
+	e := &Env{
+		Stdin:      strings.NewReader(""),
+		Stdout:     &stdout,
+		Stderr:     &stderr,
+		Getenv:     func(string) string { return "" }, // no keys in the command's environment
+		IsTerminal: func(any) bool { return false },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// 192.0.2.1 (TEST-NET-1) is not loopback and not on this machine:
+	// without keys the command must refuse it before listening.
+	code := e.Main(ctx, []string{"serve", "--addr", "192.0.2.1:0", "--store", "memory://"})
+	if code != 1 || !strings.Contains(stderr.String(), "loopback only") {
+		t.Errorf("serve on 192.0.2.1 with no keys in its environment: exit %d, stderr %q; want the loopback-only refusal", code, stderr.String())
 	}
 }

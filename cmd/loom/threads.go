@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"iter"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -34,7 +35,7 @@ type ThreadsListCommand struct {
 const defaultListLimit = 50
 
 // Flags implements Command.
-func (c *ThreadsListCommand) Flags() *flag.FlagSet {
+func (c *ThreadsListCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.Var(&c.Labels, "label", "only threads with this `k=v` label (repeatable; all must match)")
 	fs.Var(&c.Kind, "kind", "only threads of kind `K`: undetermined, local, service or workflow")
@@ -123,7 +124,7 @@ type ThreadsShowCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsShowCommand) Flags() *flag.FlagSet {
+func (c *ThreadsShowCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.IntVar(&c.Last, "last", 0, "show only the last `N` messages (0: all)")
 	fs.Int64Var(&c.Version, "version", 0, "show the thread as it was at version `V` (0: now)")
@@ -202,7 +203,7 @@ type ThreadsCreateCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsCreateCommand) Flags() *flag.FlagSet {
+func (c *ThreadsCreateCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.ID, "id", "", "the thread's `ID` (default: a fresh one)")
 	fs.StringVar(&c.Title, "title", "", "the thread's title `T`")
@@ -246,7 +247,7 @@ type ThreadsAppendCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsAppendCommand) Flags() *flag.FlagSet {
+func (c *ThreadsAppendCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.Role, "role", "user", "the role `R` of the message: user, assistant, system, tool or another word")
 	fs.Int64Var(&c.IfVersion, "if-version", 0, "append only if the thread is at version `V`, else fail (0: any version)")
@@ -341,7 +342,7 @@ type ThreadsForkCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsForkCommand) Flags() *flag.FlagSet {
+func (c *ThreadsForkCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.At, "at", "", "the id of the last `MSG` the fork keeps (default: the head)")
 	fs.Int64Var(&c.Version, "version", 0, "fork the thread as it was at version `V` (0: now)")
@@ -381,7 +382,7 @@ type ThreadsCopyCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsCopyCommand) Flags() *flag.FlagSet {
+func (c *ThreadsCopyCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.ID, "id", "", "the new thread's `ID` (default: a fresh one)")
 	fs.StringVar(&c.Title, "title", "", "the new thread's title `T` (default: the source's)")
@@ -414,7 +415,7 @@ type ThreadsHistoryCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsHistoryCommand) Flags() *flag.FlagSet {
+func (c *ThreadsHistoryCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.IntVar(&c.Limit, "limit", 0, "list at most `N` entries, newest first (0: all)")
 	return fs
@@ -475,7 +476,7 @@ type ThreadsCheckpointCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsCheckpointCommand) Flags() *flag.FlagSet {
+func (c *ThreadsCheckpointCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.BoolVar(&c.List, "list", false, "list the thread's checkpoints")
 	fs.StringVar(&c.Delete, "delete", "", "delete the checkpoint `NAME`")
@@ -551,7 +552,7 @@ type ThreadsRollbackCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsRollbackCommand) Flags() *flag.FlagSet {
+func (c *ThreadsRollbackCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.Int64Var(&c.Version, "version", 0, "move the head to where it was at version `V`")
 	return fs
@@ -595,7 +596,7 @@ type ThreadsResetCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsResetCommand) Flags() *flag.FlagSet { return c.flagSet() }
+func (c *ThreadsResetCommand) Flags() *pflag.FlagSet { return c.flagSet() }
 
 // Run implements Command.
 func (c *ThreadsResetCommand) Run(ctx context.Context, args []string) error {
@@ -625,7 +626,7 @@ type ThreadsViewCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsViewCommand) Flags() *flag.FlagSet {
+func (c *ThreadsViewCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.Model, "model", "", "the model `M` whose tokenizer counts (default: o200k_base)")
 	fs.IntVar(&c.Budget, "budget", 0, "the most `N` tokens of the view (0: no limit)")
@@ -696,7 +697,7 @@ type ThreadsDeleteCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsDeleteCommand) Flags() *flag.FlagSet {
+func (c *ThreadsDeleteCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.BoolVar(&c.Yes, "yes", false, "delete without asking (needed when stdin is not a terminal)")
 	return fs
@@ -757,7 +758,7 @@ type ThreadsDiffCommand struct {
 }
 
 // Flags implements Command.
-func (c *ThreadsDiffCommand) Flags() *flag.FlagSet {
+func (c *ThreadsDiffCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.Int64Var(&c.Version, "version", 0, "compare the thread as it was at version `N` (0: now)")
 	fs.StringVar(&c.To, "to", "", "compare with the thread `ID2`, such as a fork (default: the same thread)")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"iter"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/thread/store"
@@ -25,11 +26,10 @@ type ExportCommand struct {
 }
 
 // Flags implements Command.
-func (c *ExportCommand) Flags() *flag.FlagSet {
+func (c *ExportCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.BoolVar(&c.History, "history", false, "include every commit and the history, so that time travel survives")
-	fs.StringVar(&c.Output, "o", "", "write to `FILE` instead of stdout (replaced atomically)")
-	fs.StringVar(&c.Output, "output", "", "the same as -o `FILE`")
+	fs.StringVarP(&c.Output, "output", "o", "", "write to `FILE` instead of stdout (replaced atomically)")
 	return fs
 }
 
@@ -102,7 +102,7 @@ type ImportCommand struct {
 }
 
 // Flags implements Command.
-func (c *ImportCommand) Flags() *flag.FlagSet {
+func (c *ImportCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.ID, "id", "", "name the thread `NEW` instead of the document's id")
 	return fs
@@ -175,7 +175,7 @@ func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 type CopyCommand struct {
 	base
 	From, To   string
-	Threads    stringsFlag
+	Threads    []string
 	AllTenants bool
 
 	// now is the clock of the progress rate; nil means time.Now.
@@ -183,11 +183,11 @@ type CopyCommand struct {
 }
 
 // Flags implements Command.
-func (c *CopyCommand) Flags() *flag.FlagSet {
+func (c *CopyCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.StringVar(&c.From, "from", "", "the source store `URL` (default: --store)")
 	fs.StringVar(&c.To, "to", "", "the destination store `URL` (required)")
-	fs.Var(&c.Threads, "thread", "copy only the thread `ID` of the tenant (with --all-tenants, its key TENANT/ID; repeatable; default: every thread)")
+	fs.StringArrayVar(&c.Threads, "thread", nil, "copy only the thread `ID` of the tenant (with --all-tenants, its key TENANT/ID; repeatable; default: every thread)")
 	fs.BoolVar(&c.AllTenants, "all-tenants", false, "copy every tenant's threads (not only --tenant's)")
 	return fs
 }

@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/spf13/pflag"
 )
 
 // VersionCommand prints loom's version.
@@ -17,7 +18,7 @@ type VersionCommand struct {
 }
 
 // Flags implements Command.
-func (c *VersionCommand) Flags() *flag.FlagSet { return c.flagSet() }
+func (c *VersionCommand) Flags() *pflag.FlagSet { return c.flagSet() }
 
 // versionJSON is the --json output of version.
 type versionJSON struct {

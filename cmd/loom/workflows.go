@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
@@ -91,7 +92,7 @@ type WorkflowsListCommand struct {
 }
 
 // Flags implements Command.
-func (c *WorkflowsListCommand) Flags() *flag.FlagSet {
+func (c *WorkflowsListCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.IntVar(&c.Limit, "limit", 0, "list at most `N` workflows (0: all)")
 	return fs
@@ -144,7 +145,7 @@ type WorkflowsShowCommand struct {
 }
 
 // Flags implements Command.
-func (c *WorkflowsShowCommand) Flags() *flag.FlagSet {
+func (c *WorkflowsShowCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.Int64Var(&c.Version, "version", 0, "show the workflow as it was at version `V`")
 	fs.StringVar(&c.Checkpoint, "checkpoint", "", "show the workflow as it was at checkpoint `NAME`")
@@ -258,7 +259,7 @@ type WorkflowsHistoryCommand struct {
 }
 
 // Flags implements Command.
-func (c *WorkflowsHistoryCommand) Flags() *flag.FlagSet {
+func (c *WorkflowsHistoryCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.IntVar(&c.Limit, "limit", 0, "list at most `N` versions, newest first (0: all)")
 	return fs
@@ -297,7 +298,7 @@ type WorkflowsCheckpointCommand struct {
 }
 
 // Flags implements Command.
-func (c *WorkflowsCheckpointCommand) Flags() *flag.FlagSet {
+func (c *WorkflowsCheckpointCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.BoolVar(&c.List, "list", false, "list the workflow's checkpoints")
 	return fs
@@ -376,7 +377,7 @@ type WorkflowsRestoreCommand struct {
 }
 
 // Flags implements Command.
-func (c *WorkflowsRestoreCommand) Flags() *flag.FlagSet {
+func (c *WorkflowsRestoreCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.Int64Var(&c.Version, "version", 0, "restore to where the workflow was at version `V`")
 	return fs
@@ -412,7 +413,7 @@ type WorkflowsForkCommand struct {
 }
 
 // Flags implements Command.
-func (c *WorkflowsForkCommand) Flags() *flag.FlagSet {
+func (c *WorkflowsForkCommand) Flags() *pflag.FlagSet {
 	fs := c.flagSet()
 	fs.Int64Var(&c.Version, "version", 0, "fork the workflow as it was at version `V`")
 	fs.StringVar(&c.ID, "id", "", "the new workflow's `ID` (default: a fresh one)")
