@@ -189,7 +189,7 @@ func openDB(ctx context.Context, path string, opts *Options, migs []migration) (
 	}
 	wq.Set("_txlock", "immediate")
 	writePragmas(wq) // no checkpoints in a write's COMMIT: the checkpointer's
-	w, err := sql.Open("sqlite", name+"?"+wq.Encode())
+	w, err := sql.Open(writeDriver, name+"?"+wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -223,6 +223,11 @@ func openDB(ctx context.Context, path string, opts *Options, migs []migration) (
 	}
 	return s, nil
 }
+
+// writeDriver is the database/sql driver of the write pool: modernc's.
+// Tests swap in one that fails BEGIN, COMMIT or a statement on demand
+// (faults_test.go), for the time of an Open.
+var writeDriver = "sqlite"
 
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
