@@ -11,7 +11,7 @@
 //	thread_append      Thread.Commit: id, messages, if_version
 //	thread_view        Thread.View: id, version, model, encoding, budget, max_messages,
 //	                   instructions, pinned, strategies (drop_oldest, sliding_window, elide_tool_results)
-//	thread_fork        Thread.Fork: id, at, version, title, labels
+//	thread_fork        Thread.Fork: id, at, version, title, labels, new_id
 //	thread_checkpoint  Thread.Checkpoint: id, name
 //	thread_rollback    Thread.Rollback or Restore: id, checkpoint or version
 //	thread_history     Thread.History: id, limit, before

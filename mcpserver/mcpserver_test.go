@@ -439,6 +439,8 @@ func TestErrorsAreCodedToolErrors(t *testing.T) {
 		{"unknown thread on append", "thread_append", map[string]any{"id": "th_missing", "messages": user}, "not_found: "},
 		{"unknown checkpoint", "thread_rollback", map[string]any{"id": id, "checkpoint": "nope"}, "not_found: "},
 		{"unknown fork point", "thread_fork", map[string]any{"id": id, "at": "msg_nope"}, "not_found: "},
+		{"negative fork version", "thread_fork", map[string]any{"id": id, "version": -1}, "invalid: "},
+		{"fork onto a taken id", "thread_fork", map[string]any{"id": id, "new_id": id}, "conflict: "},
 		{"missing id", "thread_get", map[string]any{}, "invalid: "},
 		{"no arguments", "thread_history", nil, "invalid: "},
 		{"wrong type", "thread_get", map[string]any{"id": 5}, "invalid: "},
@@ -478,6 +480,24 @@ func TestErrorsAreCodedToolErrors(t *testing.T) {
 	}
 	if th.Version() != 2 {
 		t.Errorf("thread at version %d after failed calls, want 2", th.Version())
+	}
+}
+
+// TestForkNamesTheNewThread checks thread_fork's new_id: the fork takes
+// the id the caller gives, as over HTTP and with loom fork --id.
+func TestForkNamesTheNewThread(t *testing.T) {
+	db := thread.New(thread.NewMemoryStore(), nil)
+	cs := connectPipes(t, t.Context(), db, nil)
+	th, err := db.Create(t.Context(), thread.CreateOptions{Messages: []message.Message{message.User("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := ok[forkOut](t, cs, "thread_fork", map[string]any{"id": th.ID(), "new_id": "what-if-named"})
+	if named.Thread.ID != "what-if-named" || named.Thread.ForkedFrom == nil || named.Thread.ForkedFrom.Thread != th.ID() {
+		t.Errorf("fork with new_id: %+v, want what-if-named forked from %s", named.Thread, th.ID())
+	}
+	if _, err := db.Thread(t.Context(), "what-if-named"); err != nil {
+		t.Errorf("the named fork: %v", err)
 	}
 }
 

@@ -488,6 +488,7 @@ type forkIn struct {
 	Version int64             `json:"version,omitzero" jsonschema:"fork the thread as it was at this version; the current version when left out"`
 	Title   string            `json:"title,omitzero" jsonschema:"the new thread's title; the source's when left out"`
 	Labels  map[string]string `json:"labels,omitzero" jsonschema:"the new thread's labels; the source's when left out"`
+	NewID   string            `json:"new_id,omitzero" jsonschema:"the new thread's id; a fresh one when left out (as the HTTP API's and loom fork's --id)"`
 }
 
 type forkOut struct {
@@ -497,14 +498,13 @@ type forkOut struct {
 func (o forkOut) Summary() string { return "forked into thread " + o.Thread.line() }
 
 func (t *threadTools) fork(ctx context.Context, in forkIn) (forkOut, error) {
-	if in.Version < 0 {
-		return forkOut{}, fmt.Errorf("version %d: must not be negative: %w", in.Version, thread.ErrInvalid)
-	}
 	th, err := t.thread(ctx, in.ID)
 	if err != nil {
 		return forkOut{}, err
 	}
-	f, err := th.Fork(ctx, thread.ForkOptions{At: in.At, Version: in.Version, Title: in.Title, Labels: in.Labels})
+	// A negative version is thread's to refuse (ErrInvalid), as every
+	// other rule of a fork.
+	f, err := th.Fork(ctx, thread.ForkOptions{ID: in.NewID, At: in.At, Version: in.Version, Title: in.Title, Labels: in.Labels})
 	if err != nil {
 		return forkOut{}, err
 	}
