@@ -377,3 +377,40 @@ func TestRunSSEHeartbeat(t *testing.T) {
 		t.Errorf("the stream starts with %.40q", body)
 	}
 }
+
+// TestInterruptedRunIsAConflict checks that a run that a later run
+// (on_busy "interrupt") took the place of is answered as a conflict, not
+// as a 500: agent.ErrInterrupted is the cause of its cancellation, it
+// wraps neither context.Canceled nor a sentinel, and the error table has
+// no row for it.
+func TestInterruptedRunIsAConflict(t *testing.T) {
+	client := scripted.New(scripted.Step{Text: "slow", Delay: time.Minute}, scripted.Text("second"))
+	s := newServer(t, Options{Agent: agent.New(client, nil)})
+	createThread(t, s, "", "th")
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		first <- do(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "one"}})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(client.Requests()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first run never reached the model")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var res runResponse
+	must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "two", "on_busy": "interrupt"}}, http.StatusOK, &res)
+
+	var w *httptest.ResponseRecorder
+	select {
+	case w = <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the interrupted run did not end")
+	}
+	if w.Code != http.StatusConflict {
+		t.Errorf("interrupted run answered %d, want 409; body %s", w.Code, w.Body.String())
+	}
+	if strings.Contains(w.Body.String(), `"internal"`) {
+		t.Errorf("interrupted run answered as an internal error: %s", w.Body.String())
+	}
+}
