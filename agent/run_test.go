@@ -163,6 +163,8 @@ func TestSequentialToolCallsDoNotOverlap(t *testing.T) {
 				break
 			}
 		}
+		// Deliberate: a call that lasts a while gives an overlapping
+		// call the time to show in running.
 		time.Sleep(2 * time.Millisecond)
 		mu.Lock()
 		order = append(order, in.N)

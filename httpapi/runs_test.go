@@ -265,9 +265,7 @@ func TestRunBusy(t *testing.T) {
 	go func() {
 		first <- do(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "one"}})
 	}()
-	for len(client.Requests()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the first run reaches the model", func() bool { return len(client.Requests()) > 0 })
 	wantError(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "two"}}, http.StatusConflict, "busy")
 	var res runResponse
 	must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "three", "on_busy": "queue"}}, http.StatusOK, &res)
@@ -300,9 +298,8 @@ func TestRunDisconnectMidStream(t *testing.T) {
 	if len(events) != 1 {
 		t.Fatalf("events %+v", events)
 	}
-	for len(client.Requests()) == 0 { // the model is "thinking"
-		time.Sleep(time.Millisecond)
-	}
+	// The model is "thinking".
+	eventually(t, "the run reaches the model", func() bool { return len(client.Requests()) > 0 })
 	cancel() // and the client goes away
 	resp.Body.Close()
 
@@ -391,13 +388,7 @@ func TestInterruptedRunIsAConflict(t *testing.T) {
 	go func() {
 		first <- do(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "one"}})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(client.Requests()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first run never reached the model")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the first run reaches the model", func() bool { return len(client.Requests()) > 0 })
 	var res runResponse
 	must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "two", "on_busy": "interrupt"}}, http.StatusOK, &res)
 
