@@ -9,13 +9,20 @@ FUZZTIME ?= 30s
 # (scripts/schemathesis/run: pinned, with hashes). scripts/test-deps installs
 # PostgreSQL and Redis when missing (as root) and then makes a missing server
 # a failure rather than a skip. scripts/webui-deps installs axe-core (npm,
-# pinned) for the web UI's accessibility tests.
+# pinned) for the web UI's accessibility tests. The go tests record each
+# server they start in a fresh directory per run ($LOOM_TESTSERVERS, see
+# internal/testserver), and internal/testserver/leftovers then fails if one
+# of them is still running or its folder is still there.
 test:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	./scripts/webui-deps
-	env $$(./scripts/test-deps) $(GO) test -race ./...
+	@rec=$$(mktemp -d "$${TMPDIR:-/tmp}/loom-testservers-XXXXXX") || exit 1; code=0; \
+	echo "LOOM_TESTSERVERS=$$rec $(GO) test -race ./..."; \
+	env $$(./scripts/test-deps) LOOM_TESTSERVERS="$$rec" $(GO) test -race ./... || code=$$?; \
+	$(GO) run ./internal/testserver/leftovers "$$rec" || code=1; \
+	rm -rf "$$rec"; exit $$code
 	$(MAKE) clients
 	./scripts/schemathesis/run
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loomthreads/loom/agent"
@@ -61,7 +62,11 @@ func TestConcurrentRunRejectedByDefault(t *testing.T) {
 	}
 }
 
-func TestConcurrentRunQueued(t *testing.T) {
+func TestConcurrentRunQueued(t *testing.T) { synctest.Test(t, testConcurrentRunQueued) }
+
+// testConcurrentRunQueued runs in a synctest bubble, so that it can wait
+// until the queued run is blocked.
+func testConcurrentRunQueued(t *testing.T) {
 	ctx := t.Context()
 	release := make(chan struct{})
 	client, started := slowFirst(t, release, scripted.Text("second answer"))
@@ -76,7 +81,7 @@ func TestConcurrentRunQueued(t *testing.T) {
 		_, err2 = a.Invoke(ctx, th2, agent.Request{Input: []message.Message{message.User("two")}, OnBusy: agent.Queue})
 	})
 	// The queued run waits: nothing of it is in the thread yet.
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait()
 	if got := transcript(messages(t, th)); got != "user:one" {
 		t.Fatalf("while queued:\n%s", got)
 	}

@@ -4,8 +4,10 @@ package agent_test
 // own test, plus the rules loom adds.
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/loomthreads/loom/agent"
@@ -385,5 +387,87 @@ func TestLinearServiceThreadRefusesForkAndRollback(t *testing.T) {
 	}
 	if id, _ := agent.ServiceID(ctx, th); id != "" {
 		t.Fatalf("service id after rollback %q", id)
+	}
+}
+
+// On a service thread the service stores what each request sends, so a
+// context provider's messages must not be sent again with every tool round
+// of a run: the second request of the run carries them a second time.
+func TestServiceThreadDoesNotResendProviderMessagesEachRound(t *testing.T) {
+	ctx := t.Context()
+	c := scripted.New(
+		scripted.Step{Calls: []message.FunctionCall{call("w1", "weather", `{"city":"Oslo"}`)}, ConversationID: "conv_1"},
+		scripted.Step{Text: "cold", ConversationID: "conv_1"},
+	)
+	c.Caps.ServiceThreads = true
+	p := &recorder{name: "profile", ctx: &agent.Context{Messages: []message.Message{message.User("profile: likes tea")}}}
+	a := agent.New(c, &agent.Options{Tools: []agent.Tool{weatherTool(t)}, Providers: []agent.ContextProvider{p}})
+	th, err := a.NewServiceThread(ctx, memDB(t), "conv_1", thread.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Run(ctx, th, message.User("weather?")); err != nil {
+		t.Fatal(err)
+	}
+	reqs := c.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	if !strings.Contains(reqs[0].Transcript(), "profile") {
+		t.Fatalf("first request lacks the provider's message:\n%s", reqs[0].Transcript())
+	}
+	if tr := reqs[1].Transcript(); strings.Contains(tr, "profile") {
+		t.Fatalf("the tool round re-sends the provider's message to a service that stored it:\n%s", tr)
+	}
+}
+
+// New(nil, …) records "no chat client" for every run, but NewServiceThread
+// on that agent dereferences the nil client.
+func TestNewServiceThreadWithoutClientDoesNotPanic(t *testing.T) {
+	a := agent.New(nil, nil)
+	defer func() {
+		if v := recover(); v != nil {
+			t.Fatalf("NewServiceThread panicked: %v", v)
+		}
+	}()
+	if _, err := a.NewServiceThread(t.Context(), memDB(t), "conv_1", thread.CreateOptions{}); err == nil {
+		t.Fatal("NewServiceThread without a client succeeded")
+	}
+}
+
+// An undetermined thread is determined by its first run (local when the
+// response has no conversation id), even when the response has no messages.
+func TestUndeterminedThreadDeterminedByEmptyResponse(t *testing.T) {
+	ctx := t.Context()
+	client := scripted.New(scripted.Step{Func: func(context.Context, scripted.Request) (*agent.ChatResponse, error) {
+		return &agent.ChatResponse{FinishReason: agent.FinishContentFilter}, nil
+	}})
+	a := agent.New(client, nil)
+	th, _ := a.NewThread(ctx, memDB(t), thread.CreateOptions{})
+	if _, err := a.Run(ctx, th, message.User("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if err := th.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if th.Kind() != thread.KindLocal {
+		t.Fatalf("kind %s after the first run", th.Kind())
+	}
+}
+
+// Options.Chat says the agent sets ConversationID and Store itself: a local
+// thread's requests must not carry the ones in Options.Chat.
+func TestLocalThreadIgnoresConversationIDFromOptions(t *testing.T) {
+	ctx := t.Context()
+	client := scripted.New(scripted.Text("ok"))
+	yes := true
+	a := agent.New(client, &agent.Options{Chat: agent.ChatOptions{ConversationID: "conv_stale", Store: &yes}})
+	th, _ := a.NewLocalThread(ctx, memDB(t), thread.CreateOptions{})
+	if _, err := a.Run(ctx, th, message.User("hi")); err != nil {
+		t.Fatal(err)
+	}
+	o := client.Requests()[0].Options
+	if o.ConversationID != "" || o.Store == nil || *o.Store {
+		t.Fatalf("local thread request: conversation %q, store %v", o.ConversationID, o.Store)
 	}
 }

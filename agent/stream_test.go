@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"path/filepath"
@@ -11,9 +12,8 @@ import (
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/message"
-	"github.com/loomthreads/loom/thread"
-
 	_ "github.com/loomthreads/loom/sqlite"
+	"github.com/loomthreads/loom/thread"
 )
 
 func TestStreamYieldsUpdatesStepsAndResult(t *testing.T) {
@@ -181,5 +181,36 @@ func TestContextProviderStateSurvivesSaveAndLoadIntoAnotherStore(t *testing.T) {
 	}
 	if got := transcript(client.Requests()[2].Messages); got != "user:a\nassistant:one\nuser:b\nassistant:two\nuser:c" {
 		t.Fatalf("sent after the move:\n%s", got)
+	}
+}
+
+// A client that returns (nil, nil) — scripted's Func, or any client that
+// adapts its Response with agent.StreamOf — makes a streamed run panic in
+// StreamOf (resp.Text() on nil), where the unstreamed run reports "client
+// returned no response".
+func TestStreamedRunWithNilResponseDoesNotPanic(t *testing.T) {
+	ctx := t.Context()
+	nilResp := scripted.Step{Func: func(context.Context, scripted.Request) (*agent.ChatResponse, error) { return nil, nil }}
+	client := scripted.New(nilResp, nilResp)
+	a := agent.New(client, nil)
+	th, _ := a.NewLocalThread(ctx, memDB(t), thread.CreateOptions{})
+	if _, err := a.Run(ctx, th, message.User("hi")); err == nil {
+		t.Fatal("unstreamed run with a nil response succeeded")
+	}
+	var err error
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				t.Fatalf("streamed run panicked: %v", v)
+			}
+		}()
+		for ev, e := range a.RunStream(ctx, th, message.User("hi")) {
+			if ev.Result != nil || e != nil {
+				err = e
+			}
+		}
+	}()
+	if err == nil {
+		t.Fatal("streamed run with a nil response succeeded")
 	}
 }

@@ -196,23 +196,23 @@ func TestConversationsNeedAModel(t *testing.T) {
 // opened again from its thread by the next request.
 func TestConversationIdleIsClosed(t *testing.T) {
 	client := scripted.New(scripted.Text("one"), scripted.Text("two"))
-	s := newServer(t, Options{Chat: client, ConversationIdle: time.Millisecond})
+	s := newServer(t, Options{Chat: client, ConversationIdle: time.Minute})
 	defer s.Close()
 	var got conversationJSON
 	must(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{"id": "c1"}}, 201, nil)
 	must(t, s, req{method: "POST", path: "/v1/conversations/c1/commands", body: map[string]any{"command": "send", "text": "hi"}}, 200, nil)
-	for {
+	eventually(t, "the turn ends and is stored", func() bool {
 		w := must(t, s, req{method: "GET", path: "/v1/conversations/c1"}, 200, nil)
 		json.Unmarshal(w.Body.Bytes(), &got)
-		if got.Status.Kind == conversation.Stopped && len(got.Messages) == 2 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		var stored messagesResponse
+		must(t, s, req{method: "GET", path: "/v1/threads/c1/messages"}, 200, &stored)
+		return got.Status.Kind == conversation.Stopped && len(got.Messages) == 2 && len(stored.Messages) == 2
+	})
+	// c1 was last used an hour ago.
 	s.lives.mu.Lock()
 	first := s.lives.m[thread.Key("", "c1")]
+	first.used = first.used.Add(-time.Hour)
 	s.lives.mu.Unlock()
-	time.Sleep(5 * time.Millisecond)
 	must(t, s, req{method: "POST", path: "/v1/conversations", body: map[string]any{"id": "c2"}}, 201, nil) // sweeps
 	s.lives.mu.Lock()
 	_, still := s.lives.m[thread.Key("", "c1")]

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -177,5 +178,32 @@ func TestInvalidUTF8Refused(t *testing.T) {
 	}
 	if _, err := s.db.Thread(t.Context(), "t3"); !errors.Is(err, thread.ErrNotFound) {
 		t.Errorf("thread t3: %v, want not found", err)
+	}
+}
+
+// failingBody is a request body whose read fails the way a network read
+// does, with the server's addresses in the error's text.
+type failingBody struct{}
+
+func (failingBody) Read([]byte) (int, error) {
+	return 0, errors.New("read tcp 10.1.2.3:8080->10.9.8.7:40000: i/o timeout")
+}
+
+// TestBodyReadErrorTextIsNotSent checks that a failed body read is
+// answered without the error's text: decode sends "reading the request
+// body: " + err.Error(), which names the server's network addresses.
+func TestBodyReadErrorTextIsNotSent(t *testing.T) {
+	s := newServer(t, Options{})
+	createThread(t, s, "", "th", "one")
+	for _, path := range []string{"/v1/threads", "/v1/threads/th/messages"} {
+		r := httptest.NewRequest("POST", path, failingBody{})
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		if w.Code != http.StatusBadRequest || errorCode(t, w) != "invalid_json" {
+			t.Errorf("POST %s: %d %s, want 400 invalid_json", path, w.Code, w.Body.String())
+		}
+		if strings.Contains(w.Body.String(), "10.1.2.3") || strings.Contains(w.Body.String(), "i/o timeout") {
+			t.Errorf("POST %s: the read error reached the client: %d %s", path, w.Code, w.Body.String())
+		}
 	}
 }

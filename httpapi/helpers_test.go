@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/thread"
@@ -156,4 +157,15 @@ func tagVersion(etag string) string {
 		return v + `"`
 	}
 	return etag
+}
+
+// eventually waits for cond, up to 10 s, and fails the test if it never
+// holds.
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("never: %s", what)
+		}
+	}
 }

@@ -110,3 +110,16 @@ func TestMessagesPageToStart(t *testing.T) {
 	wantError(t, s, req{method: "GET", path: "/v1/threads/long/messages?version=1&before=nope"}, http.StatusNotFound, "not_found")
 	wantError(t, s, req{method: "GET", path: "/v1/threads/long/messages?limit=-1"}, http.StatusBadRequest, "invalid")
 }
+
+// TestMessagesNotModifiedOnlyForAnExistingVersion checks that
+// GET …/messages?version=V answers 304 only when version V exists: the
+// If-None-Match check runs before the version is read, so a version the
+// thread never had is "not modified" rather than 404.
+func TestMessagesNotModifiedOnlyForAnExistingVersion(t *testing.T) {
+	s := newServer(t, Options{})
+	createThread(t, s, "", "th", "one")
+	w := do(t, s, req{method: "GET", path: "/v1/threads/th/messages?version=7", header: map[string]string{"If-None-Match": `"7"`}})
+	if w.Code != http.StatusNotFound {
+		t.Errorf("messages at version 7 of a thread at version 1, with If-None-Match \"7\": %d, want 404", w.Code)
+	}
+}

@@ -265,9 +265,7 @@ func TestRunBusy(t *testing.T) {
 	go func() {
 		first <- do(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "one"}})
 	}()
-	for len(client.Requests()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the first run reaches the model", func() bool { return len(client.Requests()) > 0 })
 	wantError(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "two"}}, http.StatusConflict, "busy")
 	var res runResponse
 	must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "three", "on_busy": "queue"}}, http.StatusOK, &res)
@@ -300,9 +298,8 @@ func TestRunDisconnectMidStream(t *testing.T) {
 	if len(events) != 1 {
 		t.Fatalf("events %+v", events)
 	}
-	for len(client.Requests()) == 0 { // the model is "thinking"
-		time.Sleep(time.Millisecond)
-	}
+	// The model is "thinking".
+	eventually(t, "the run reaches the model", func() bool { return len(client.Requests()) > 0 })
 	cancel() // and the client goes away
 	resp.Body.Close()
 
@@ -375,5 +372,36 @@ func TestRunSSEHeartbeat(t *testing.T) {
 	// event.
 	if !strings.HasPrefix(string(body), "event: ") {
 		t.Errorf("the stream starts with %.40q", body)
+	}
+}
+
+// TestInterruptedRunIsAConflict checks that a run that a later run
+// (on_busy "interrupt") took the place of is answered as a conflict, not
+// as a 500: agent.ErrInterrupted is the cause of its cancellation, it
+// wraps neither context.Canceled nor a sentinel, and the error table has
+// no row for it.
+func TestInterruptedRunIsAConflict(t *testing.T) {
+	client := scripted.New(scripted.Step{Text: "slow", Delay: time.Minute}, scripted.Text("second"))
+	s := newServer(t, Options{Agent: agent.New(client, nil)})
+	createThread(t, s, "", "th")
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		first <- do(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "one"}})
+	}()
+	eventually(t, "the first run reaches the model", func() bool { return len(client.Requests()) > 0 })
+	var res runResponse
+	must(t, s, req{method: "POST", path: "/v1/threads/th/runs", body: map[string]any{"input": "two", "on_busy": "interrupt"}}, http.StatusOK, &res)
+
+	var w *httptest.ResponseRecorder
+	select {
+	case w = <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the interrupted run did not end")
+	}
+	if w.Code != http.StatusConflict {
+		t.Errorf("interrupted run answered %d, want 409; body %s", w.Code, w.Body.String())
+	}
+	if strings.Contains(w.Body.String(), `"internal"`) {
+		t.Errorf("interrupted run answered as an internal error: %s", w.Body.String())
 	}
 }

@@ -468,3 +468,30 @@ func TestHostileIDs(t *testing.T) {
 	}
 	wantError(t, s, req{method: "POST", path: "/v1/threads/th/checkpoints", body: `{"name":"a\u0000b"}`}, http.StatusBadRequest, "invalid")
 }
+
+// TestETagChangesWhenThreadIsRecreated checks that the ETag tells a
+// thread from another thread of the same id: after a delete and a create,
+// versions start again at 1, so an ETag that is only the version makes a
+// stale cached copy "not modified", and lets an If-Match written against
+// the deleted thread succeed on the new one (ABA).
+func TestETagChangesWhenThreadIsRecreated(t *testing.T) {
+	s := newServer(t, Options{})
+	createThread(t, s, "", "th", "old secret")
+	w := must(t, s, req{method: "PATCH", path: "/v1/threads/th", body: map[string]any{"title": "old title"}}, http.StatusOK, nil)
+	stale := w.Header().Get("ETag")
+
+	must(t, s, req{method: "DELETE", path: "/v1/threads/th"}, http.StatusNoContent, nil)
+	createThread(t, s, "", "th", "new text")
+	must(t, s, req{method: "PATCH", path: "/v1/threads/th", body: map[string]any{"title": "new title"}}, http.StatusOK, nil)
+
+	if w := do(t, s, req{method: "GET", path: "/v1/threads/th", header: map[string]string{"If-None-Match": stale}}); w.Code != http.StatusOK {
+		t.Errorf("GET with the deleted thread's ETag %s: %d, want 200 (it is another thread)", stale, w.Code)
+	}
+	if w := do(t, s, req{method: "GET", path: "/v1/threads/th/messages", header: map[string]string{"If-None-Match": stale}}); w.Code != http.StatusOK {
+		t.Errorf("GET messages with the deleted thread's ETag %s: %d, want 200", stale, w.Code)
+	}
+	if w := do(t, s, req{method: "PATCH", path: "/v1/threads/th", header: map[string]string{"If-Match": stale},
+		body: map[string]any{"title": "written against the old thread"}}); w.Code != http.StatusPreconditionFailed {
+		t.Errorf("PATCH with the deleted thread's ETag %s: %d, want 412", stale, w.Code)
+	}
+}

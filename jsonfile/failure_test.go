@@ -324,6 +324,9 @@ func TestLockTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
+		// Deliberate: release the lock once other's Apply is (most
+		// likely) waiting for it; if it is not yet, it simply finds the
+		// lock free.
 		time.Sleep(20 * time.Millisecond)
 		holder.unlock()
 	}()

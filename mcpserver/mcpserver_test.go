@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -835,4 +836,144 @@ func TestSummarizeOneLinePerMessage(t *testing.T) {
 	if got := summarize(long); !strings.HasSuffix(got, "…") || len([]rune(got)) > summaryTextMax+20 {
 		t.Errorf("long message summary %q", got)
 	}
+}
+
+// TestToolErrorCodesMatchTheHTTPTable checks that a tool error's code
+// is the one the HTTP API's error table (httpapi/errors.go) gives the same
+// error: STYLE says one table maps errors to HTTP statuses and MCP errors,
+// but mcpserver keeps a shorter table of its own, so a deadline is
+// "canceled" here and "timeout" over HTTP, and the agent's errors, which
+// tools added with AddTool/Options.AddTools return, are "internal" or
+// "invalid" here and busy, approval_required or rate_limited over HTTP.
+func TestToolErrorCodesMatchTheHTTPTable(t *testing.T) {
+	errs := map[string]error{
+		"deadline":  fmt.Errorf("store read: %w", context.DeadlineExceeded),
+		"busy":      fmt.Errorf("run on th: %w", agent.ErrBusy),
+		"approval":  fmt.Errorf("run on th: %w", agent.ErrApprovalRequired),
+		"ratelimit": fmt.Errorf("chat: %w", &agent.ProviderError{Provider: "openai", StatusCode: 429, Type: "rate_limit_error"}),
+	}
+	// The codes the HTTP API gives these errors (apierr.Classify).
+	httpCode := map[string]string{
+		"deadline":  "timeout",
+		"busy":      "busy",
+		"approval":  "approval_required",
+		"ratelimit": "rate_limited",
+	}
+	type in struct {
+		Mode string `json:"mode" jsonschema:"which error"`
+	}
+	type out struct {
+		OK bool `json:"ok"`
+	}
+	addTools := func(s *mcp.Server) {
+		AddTool(s, &mcp.Tool{Name: "fail"}, slog.New(slog.DiscardHandler), func(_ context.Context, in in) (out, error) {
+			return out{}, errs[in.Mode]
+		})
+	}
+	cs := connectPipes(t, t.Context(), newDB(t), &Options{Logger: slog.New(slog.DiscardHandler), AddTools: addTools})
+	for mode, want := range httpCode {
+		got := fails(t, cs, "fail", map[string]any{"mode": mode})
+		code, _, _ := strings.Cut(got, ":")
+		if code != want {
+			t.Errorf("%s: MCP code %q (%q), HTTP code %q", mode, code, got, want)
+		}
+	}
+}
+
+// TestTenantCannotReachAnotherTenantsThreads has tenant beta call every
+// thread tool with alpha's ids over /mcp and checks that nothing of alpha's
+// is read, changed, blocked or revealed: each answer is the answer for an
+// id nobody has, beta can take each of alpha's ids in its own namespace,
+// and alpha's threads read back as they were.
+func TestTenantCannotReachAnotherTenantsThreads(t *testing.T) {
+	db := newDB(t)
+	srv := httpServer(t, db, nil)
+	alpha := connectHTTP(t, srv, keyAlpha)
+	beta := connectHTTP(t, srv, keyBeta)
+
+	a := ok[createOut](t, alpha, "thread_create", map[string]any{"id": "secret", "title": "alpha's",
+		"messages": []any{map[string]any{"role": "user", "text": "the launch date is the 9th"}}})
+	msgID := a.Messages[0].ID
+	ok[checkpointOut](t, alpha, "thread_checkpoint", map[string]any{"id": "secret", "name": "cp"})
+	fork := ok[forkOut](t, alpha, "thread_fork", map[string]any{"id": "secret"}).Thread.ID
+	world := func() string {
+		var b strings.Builder
+		for _, id := range []string{"secret", fork} {
+			b.WriteString(text(call(t, alpha, "thread_get", map[string]any{"id": id, "messages": 100})))
+			b.WriteString(text(call(t, alpha, "thread_history", map[string]any{"id": id})))
+		}
+		b.WriteString(text(call(t, alpha, "thread_list", map[string]any{"internal": "include"})))
+		return b.String()
+	}
+	before := world()
+
+	// answer is what beta learns from a call: success, or the error's code,
+	// with every id in the arguments the same placeholder.
+	answer := func(tool string, args map[string]any, id string) string {
+		t.Helper()
+		data, _ := json.Marshal(args)
+		var concrete map[string]any
+		if err := json.Unmarshal([]byte(strings.ReplaceAll(string(data), "{id}", id)), &concrete); err != nil {
+			t.Fatal(err)
+		}
+		res := call(t, beta, tool, concrete)
+		txt := text(res)
+		if strings.Contains(txt, "launch date") {
+			t.Errorf("beta's %s revealed alpha's messages: %s", tool, txt)
+		}
+		if !res.IsError {
+			return "ok"
+		}
+		code, _, _ := strings.Cut(txt, ":")
+		return code
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"thread_get", map[string]any{"id": "{id}", "messages": 10}},
+		{"thread_get", map[string]any{"id": "{id}", "version": 1}},
+		{"thread_append", map[string]any{"id": "{id}", "messages": []any{map[string]any{"role": "user", "text": "mine now"}}}},
+		{"thread_append", map[string]any{"id": "{id}", "if_version": 2, "messages": []any{map[string]any{"role": "user", "text": "x"}}}},
+		{"thread_fork", map[string]any{"id": "{id}"}},
+		{"thread_fork", map[string]any{"id": "{id}", "at": msgID}},
+		{"thread_view", map[string]any{"id": "{id}"}},
+		{"thread_checkpoint", map[string]any{"id": "{id}", "name": "x"}},
+		{"thread_rollback", map[string]any{"id": "{id}", "checkpoint": "cp"}},
+		{"thread_rollback", map[string]any{"id": "{id}", "version": 1}},
+		{"thread_history", map[string]any{"id": "{id}"}},
+	} {
+		for _, id := range []string{"secret", fork} {
+			if got, want := answer(c.tool, c.args, id), answer(c.tool, c.args, "nobody-has-this"); got != want || got != "not_found" {
+				t.Errorf("beta's %s on alpha's %s: %q; on an unknown id: %q", c.tool, id, got, want)
+			}
+		}
+	}
+	if list := ok[listOut](t, beta, "thread_list", map[string]any{}); len(list.Threads) != 0 {
+		t.Errorf("beta lists %+v", list.Threads)
+	}
+	// beta takes alpha's ids in its own namespace, as any fresh id.
+	for _, id := range []string{"secret", fork, "fresh"} {
+		if got := answer("thread_create", map[string]any{"id": "{id}", "messages": []any{map[string]any{"role": "user", "text": "beta's own"}}}, id); got != "ok" {
+			t.Errorf("beta creates %s: %s", id, got)
+		}
+		if got := answer("thread_fork", map[string]any{"id": "{id}"}, id); got != "ok" {
+			t.Errorf("beta forks its %s: %s", id, got)
+		}
+		if got := answer("thread_create", map[string]any{"id": "{id}"}, id); got != "conflict" {
+			t.Errorf("beta creates %s twice: %s", id, got)
+		}
+	}
+	ok[checkpointOut](t, beta, "thread_checkpoint", map[string]any{"id": "secret", "name": "cp"})
+	ok[rollbackOut](t, beta, "thread_rollback", map[string]any{"id": "secret", "checkpoint": "cp"})
+	got := ok[getOut](t, beta, "thread_get", map[string]any{"id": "secret", "messages": 10})
+	if len(got.Messages) != 1 || got.Messages[0].Text() != "beta's own" {
+		t.Errorf("beta's secret: %+v", got.Messages)
+	}
+	if after := world(); after != before {
+		t.Fatalf("beta changed alpha's threads:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// alpha is blocked from nothing.
+	ok[createOut](t, alpha, "thread_create", map[string]any{"id": "fresh"})
+	ok[forkOut](t, alpha, "thread_fork", map[string]any{"id": "secret"})
 }

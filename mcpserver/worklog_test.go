@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
 )
@@ -279,5 +280,86 @@ func TestServerSourceErrors(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), "secret detail") {
 		t.Errorf("the internal error was not logged:\n%s", logged.String())
+	}
+}
+
+// TestTenantCannotReachAnotherTenantsWorkItems has beta call every
+// work-item tool on alpha's project, item ids, session ids and work-log
+// thread id over /mcp, as loom serve serves them (each call's Log from the
+// tenant of its key): beta reads, changes, blocks and learns nothing of
+// alpha's.
+func TestTenantCannotReachAnotherTenantsWorkItems(t *testing.T) {
+	db := newDB(t)
+	logs := worklog.NewLogs(db, nil)
+	src := func(ctx context.Context, project string) (*worklog.Log, error) {
+		tenant, _ := auth.Tenant(ctx)
+		return logs.Log(tenant, project)
+	}
+	srv := httpServer(t, db, &Options{AddTools: func(s *mcp.Server) { AddWorklogToolsFrom(s, src, nil) }})
+	alpha := connectHTTP(t, srv, keyAlpha)
+	beta := connectHTTP(t, srv, keyBeta)
+	p := "victim"
+
+	start := ok[worklog.StartResult](t, alpha, "session_start", map[string]any{"project": p, "session_id": "s-alpha"})
+	item := ok[worklog.CreateResult](t, alpha, "create_thread", map[string]any{"project": p, "text": "rotate alpha's keys", "session_id": start.SessionID}).Thread
+	ok[worklog.CloseResult](t, alpha, "session_close", map[string]any{"project": p, "session_id": "s-alpha", "open_threads": []any{"carried by alpha"}})
+	world := func() string {
+		l := ok[worklog.ListResult](t, alpha, "list_threads", map[string]any{"project": p, "include_resolved": true})
+		b, _ := json.Marshal(l.Threads)
+		return string(b)
+	}
+	before := world()
+	secret := func(res *mcp.CallToolResult) {
+		t.Helper()
+		if txt := text(res); strings.Contains(txt, "alpha") {
+			t.Errorf("beta learned alpha's items: %s", txt)
+		}
+	}
+
+	// Reads: nothing.
+	res := call(t, beta, "list_threads", map[string]any{"project": p, "include_resolved": true})
+	secret(res)
+	if l := ok[worklog.ListResult](t, beta, "list_threads", map[string]any{"project": p, "include_resolved": true}); len(l.Threads) != 0 {
+		t.Errorf("beta lists %+v", l.Threads)
+	}
+	// Resolving alpha's item, by id, by text or by number, is resolving an
+	// item nobody has.
+	for _, args := range []map[string]any{
+		{"project": p, "thread_id": item.ID},
+		{"project": p, "text_match": "rotate"},
+		{"project": p, "thread_id": "#1"},
+	} {
+		res := call(t, beta, "resolve_thread", args)
+		secret(res)
+		other := call(t, beta, "resolve_thread", map[string]any{"project": p, "thread_id": "t-00000000"})
+		code, _, _ := strings.Cut(text(res), ":")
+		want, _, _ := strings.Cut(text(other), ":")
+		if !res.IsError || code != want {
+			t.Errorf("beta resolves %v: %q; an unknown item: %q", args, text(res), text(other))
+		}
+	}
+	// Beta's own session of alpha's session id, and items in its own
+	// project of the same name; and a thread of the id of alpha's work log.
+	s := ok[worklog.StartResult](t, beta, "session_start", map[string]any{"project": p, "session_id": "s-alpha"})
+	if len(s.OpenThreads) != 0 || s.SessionsAggregated != 0 {
+		t.Errorf("beta's session start carries %+v from %d sessions", s.OpenThreads, s.SessionsAggregated)
+	}
+	ok[worklog.CreateResult](t, beta, "create_thread", map[string]any{"project": p, "text": "beta's own", "session_id": "s-alpha"})
+	ok[worklog.CloseResult](t, beta, "session_close", map[string]any{"project": p, "session_id": "s-alpha", "open_threads": []any{"beta's carried"}})
+	ok[createOut](t, beta, "thread_create", map[string]any{"id": worklog.ThreadID("alpha", p)})
+
+	if after := world(); after != before {
+		t.Fatalf("beta changed alpha's items:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// Alpha is blocked from nothing, and its next session carries only its
+	// own.
+	ok[worklog.CreateResult](t, alpha, "create_thread", map[string]any{"project": p, "text": "after the attack"})
+	next := ok[worklog.StartResult](t, alpha, "session_start", map[string]any{"project": p})
+	var got []string
+	for _, it := range next.OpenThreads {
+		got = append(got, it.Text)
+	}
+	if all := strings.Join(got, "|"); strings.Contains(all, "beta") || !strings.Contains(all, "carried by alpha") {
+		t.Errorf("alpha's next session carries %q", all)
 	}
 }

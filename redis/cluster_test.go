@@ -49,6 +49,7 @@ func startCluster(t testing.TB, n int) string {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		testserver.Track("redis-server (cluster)", "redis-server", cmd.Process.Pid, dir)
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		ready := make(chan bool, 1)
 		go func() {

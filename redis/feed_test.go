@@ -210,10 +210,22 @@ func TestWatchEnds(t *testing.T) {
 	if err := a.Watch(t.Context(), func([]thread.Change) {}); err == nil {
 		t.Fatal("Watch on a closed store")
 	}
+	// A watch on the other store, still open, hears "y": by then the
+	// ended watches would have heard it too.
+	ctrlCtx, ctrlCancel := context.WithCancel(t.Context())
+	ctrl := make(chan []thread.Change, 16)
+	if err := b.Watch(ctrlCtx, func(c []thread.Change) { ctrl <- c }); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := db.Create(t.Context(), thread.CreateOptions{ID: "y"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-ctrl:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the open watch heard nothing")
+	}
+	ctrlCancel()
 	select {
 	case c := <-heard:
 		t.Fatalf("heard %+v after the context ended", c)

@@ -208,6 +208,7 @@ func TestMigrateLockRenewed(t *testing.T) {
 	slow := hooked(t, url, func(_ context.Context, cmds []goredis.Cmder) error {
 		if readsRecord(cmds) {
 			slowReads.Add(1)
+			// Deliberate: each step outlasts the lock's 300ms expiry.
 			time.Sleep(400 * time.Millisecond)
 		}
 		return nil

@@ -47,7 +47,15 @@ import (
 	"github.com/loomthreads/loom/worklog"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m) }
+// TestMain removes the loom binary the tests built and stops the
+// PostgreSQL server they started.
+func TestMain(m *testing.M) { testserver.Main(m, removeBinary) }
+
+func removeBinary() {
+	if built.path != "" {
+		os.RemoveAll(filepath.Dir(built.path))
+	}
+}
 
 // chromium returns the path of a Chromium or Chrome on PATH.
 func chromium(t testing.TB) string {
@@ -586,6 +594,7 @@ func loomBinary(t *testing.T) string {
 			built.err = err
 			return
 		}
+		testserver.Track("loom binary", "", 0, dir)
 		built.path = filepath.Join(dir, "loom")
 		out, err := exec.Command("go", "build", "-o", built.path, "github.com/loomthreads/loom/cmd/loom").CombinedOutput()
 		if err != nil {
@@ -610,6 +619,7 @@ func serve(t *testing.T, store string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	testserver.Track("loom serve", "loom", cmd.Process.Pid, "")
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	found := make(chan string, 1)
 	go func() {

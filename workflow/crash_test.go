@@ -36,6 +36,8 @@ type childSpec struct {
 	Graph    string `json:"graph"` // "trip" or "review"
 }
 
+// jitter is a deliberate random delay in the child's steps, so that the
+// kills land at different points of a run.
 func jitter() { time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond) }
 
 // tripGraph is three agents on the scripted provider: two researchers
@@ -235,6 +237,7 @@ func crash(t *testing.T, url string, kills int) {
 	for killed < kills && !finished {
 		before := execution().Version
 		cmd, done, out := child(t, spec)
+		// Deliberate: a random moment of the run to kill the child at.
 		time.Sleep(time.Duration(rand.IntN(25_000)) * time.Microsecond)
 		select {
 		case err := <-done:

@@ -149,14 +149,14 @@ func (s *server) stop(t *testing.T) {
 	}
 }
 
-// TestMain stops the PostgreSQL and Redis servers the tests started and
-// removes the binary the end-to-end tests built.
-func TestMain(m *testing.M) {
-	code := testserver.Run(m)
+// TestMain removes the binary the end-to-end tests built and stops the
+// PostgreSQL and Redis servers they started.
+func TestMain(m *testing.M) { testserver.Main(m, removeBinary) }
+
+func removeBinary() {
 	if built.path != "" {
 		os.RemoveAll(filepath.Dir(built.path))
 	}
-	os.Exit(code)
 }
 
 // post sends a JSON body with key and returns the status, for goroutines

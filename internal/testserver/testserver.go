@@ -4,13 +4,24 @@
 // binary, on first use, and stopped by Main; every call hands out a fresh,
 // empty database on it.
 //
+// Every package whose tests use it has the same TestMain, which runs the
+// tests, then the package's own teardown (a binary it built, a folder it
+// made), then stops the servers:
+//
+//	func TestMain(m *testing.M) { testserver.Main(m) }
+//	func TestMain(m *testing.M) { testserver.Main(m, removeBinary) }
+//
+// Where $LOOM_TESTSERVERS names a directory (`make test` makes a fresh one
+// per run), each server started, and whatever a test hands to Track, is
+// recorded there, and `go run ./internal/testserver/leftovers DIR` after
+// the tests fails if one of them is still running or its folder is still
+// on disk.
+//
 // Without the binaries a test is skipped with a message that says what to
 // install, unless LOOM_REQUIRE_SERVERS=1 (set by `make test` in CI), which
 // makes it a failure.
 //
 // A store package's tests use it as:
-//
-//	func TestMain(m *testing.M) { testserver.Main(m) }
 //
 //	func TestStore(t *testing.T) {
 //		dsn := testserver.Postgres(t)
@@ -48,23 +59,27 @@ var (
 	stoppers []func()
 )
 
-// Main runs the tests and then stops the servers they started. Use it as
-// the package's TestMain.
-func Main(m *testing.M) {
-	os.Exit(Run(m))
-}
-
-// Run is Main without the exit, for a TestMain with more to do after the
-// tests: it runs them, stops the servers they started and returns the
-// exit code.
-func Run(m *testing.M) int {
+// Main is the TestMain of every package that uses testserver: it runs the
+// tests, then each teardown (the last given first), then stops the servers
+// the tests started, and exits with the tests' code, or 1 if a server or a
+// process given to Track outlives its stop.
+func Main(m *testing.M, teardown ...func()) {
 	code := m.Run()
+	for _, f := range slices.Backward(teardown) {
+		f()
+	}
 	mu.Lock()
 	for _, stop := range slices.Backward(stoppers) {
 		stop()
 	}
+	stoppers = nil
+	left := leftovers(tracked)
 	mu.Unlock()
-	return code
+	for _, l := range left {
+		fmt.Fprintf(os.Stderr, "testserver: %s outlived the tests\n", l)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // Unavailable skips t because what (a server it needs) could not be
@@ -126,7 +141,9 @@ func Postgres(t testing.TB) string {
 // removes the server and its files. The command pgserve hands it to tests
 // written in other languages.
 func StartPostgres(n int) (urls []string, stop func(), err error) {
+	mu.Lock()
 	s, err := startPostgres()
+	mu.Unlock()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -169,6 +186,8 @@ func pgBinDir() (string, error) {
 	return "", errors.New("no initdb and pg_ctl on PATH or in /usr/lib/postgresql/*/bin")
 }
 
+// startPostgres starts a server; on failure it leaves nothing behind.
+// Called with mu held, it records the server (see Track).
 func startPostgres() (*pgServer, error) {
 	bin, err := pgBinDir()
 	if err != nil {
@@ -178,6 +197,20 @@ func startPostgres() (*pgServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := initPostgres(bin, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	pid := 0
+	if b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
+		pid, _ = strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	}
+	track(Record{What: "PostgreSQL", Name: "postgres", PID: pid, Dir: dir})
+	return s, nil
+}
+
+func initPostgres(bin, dir string) (*pgServer, error) {
 	s := &pgServer{bin: bin, dir: dir}
 	// initdb and postgres refuse to run as root: run them as the postgres
 	// user (or nobody) and give it the directory.
@@ -201,6 +234,7 @@ func startPostgres() (*pgServer, error) {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
 	for attempt := 0; ; attempt++ {
+		var err error
 		if s.port, err = freePort(); err != nil {
 			return nil, err
 		}
@@ -264,6 +298,8 @@ func Redis(t testing.TB) string {
 
 const redisDatabases = 4096
 
+// startRedis starts a server; on failure it leaves nothing behind. Called
+// with mu held, it records the server (see Track).
 func startRedis() (*redisServer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -273,6 +309,16 @@ func startRedis() (*redisServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := runRedis(bin, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	track(Record{What: "redis-server", Name: "redis-server", PID: s.cmd.Process.Pid, Dir: dir})
+	return s, nil
+}
+
+func runRedis(bin, dir string) (*redisServer, error) {
 	for attempt := 0; ; attempt++ {
 		port, err := freePort()
 		if err != nil {
