@@ -527,6 +527,17 @@ func (c *Conversation) abort() {
 	for _, child := range c.children {
 		child.Abort()
 	}
+	// An answer that is complete, whose stop event is still in the
+	// queue, is kept: handled, and so committed, now. Dropped, the thread
+	// would not hold what the user saw, and a conversation closed in that
+	// moment (an idle server's sweep) would ask the model again when
+	// opened. Queued messages wait: they are not sent by that stop.
+	if st := c.agent.Status(); st.Kind != Streaming && c.agent.Turn() > c.handled && len(c.agent.OpenCalls()) == 0 {
+		q := c.queued
+		c.queued = nil
+		c.catchUp()
+		c.queued = append(q, c.queued...)
+	}
 	if c.agent.Status().Kind == Streaming {
 		c.agent.Abort()
 		c.onStop(c.agent.Turn(), AgentStopped{Turn: c.agent.Turn(), Reason: Aborted})

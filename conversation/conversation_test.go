@@ -415,3 +415,35 @@ func TestB09Fork(t *testing.T) {
 		t.Fatalf("the agent's fork %q", got)
 	}
 }
+
+// TestCloseKeepsACompleteAnswer closes a conversation the moment its agent
+// shows the answer complete, before or after the loop has handled the
+// stop, many times: every time, the thread holds the answer, so that a
+// conversation closed then (an idle server's sweep) does not ask the
+// model again when opened.
+func TestCloseKeepsACompleteAnswer(t *testing.T) {
+	db := memDB(t)
+	for i := range 200 {
+		ctx := t.Context()
+		c, err := New(ctx, db, Options{Client: scripted.Echo(), Title: "close"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(ctx, message.User(fmt.Sprint("n", i)), false); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the answer", func() bool { return c.Agent().Status().Kind == Stopped })
+		c.Close()
+		th, err := db.Thread(ctx, c.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := th.Messages(ctx, thread.ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 2 || msgs[1].Role != message.RoleAssistant {
+			t.Fatalf("round %d: the thread holds %d messages after Close, want the question and its answer", i, len(msgs))
+		}
+	}
+}
