@@ -80,3 +80,61 @@ func TestClassifyStoreOutages(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyNoConversationID: a service that answered a run of a
+// service-managed thread without a conversation id failed as a provider,
+// not as the server: 502 provider_error, with the sentinel's text, which
+// names no internals.
+func TestClassifyNoConversationID(t *testing.T) {
+	err := fmt.Errorf("run th_1: %w", agent.ErrNoConversationID)
+	status, code, msg := Classify(err, false)
+	if status != http.StatusBadGateway || code != "provider_error" || msg != err.Error() {
+		t.Errorf("%d %s %q, want 502 provider_error %q", status, code, msg, err.Error())
+	}
+	if !strings.Contains(msg, agent.ErrNoConversationID.Error()) {
+		t.Errorf("%q does not say the service returned no conversation id", msg)
+	}
+	// Under If-Match too: it is no conflict.
+	if status, code, _ := Classify(err, true); status != http.StatusBadGateway || code != "provider_error" {
+		t.Errorf("with If-Match: %d %s, want 502 provider_error", status, code)
+	}
+}
+
+// TestClassifyProviderError checks what a client is told of a model
+// provider's error: the provider's name, its HTTP status and its error
+// type, each when there is one, and never the provider's own message or
+// the error under it, which may echo the request or an account.
+func TestClassifyProviderError(t *testing.T) {
+	under := errors.New("dial tcp 10.0.0.5:443: secret")
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		code   string
+		msg    string
+	}{
+		{"status and type", &agent.ProviderError{Provider: "openai", StatusCode: 500, Type: "server_error", Message: "secret account 42"},
+			502, "provider_error", "model provider openai failed with status 500 (server_error)"},
+		{"status only", fmt.Errorf("run: %w", &agent.ProviderError{Provider: "anthropic", StatusCode: 503, Message: "secret"}),
+			502, "provider_error", "model provider anthropic failed with status 503"},
+		{"type only", &agent.ProviderError{Provider: "anthropic", Type: "overloaded_error", Err: under},
+			502, "provider_error", "model provider anthropic failed (overloaded_error)"},
+		{"neither", &agent.ProviderError{Provider: "gemini", Err: under},
+			502, "provider_error", "model provider gemini failed"},
+		{"a client error of the provider", &agent.ProviderError{Provider: "openai", StatusCode: 400, Type: "invalid_request_error", Message: "secret prompt"},
+			502, "provider_error", "model provider openai failed with status 400 (invalid_request_error)"},
+		{"rate limited", fmt.Errorf("step 3: %w", &agent.ProviderError{Provider: "openai", StatusCode: 429, Type: "rate_limit_error", Message: "secret org"}),
+			429, "rate_limited", "model provider openai is rate limiting requests; try again later"},
+		// A provider's timeout is the provider's, not the client's deadline.
+		{"timed out", &agent.ProviderError{Provider: "openai", Err: context.DeadlineExceeded},
+			502, "provider_error", "model provider openai failed"},
+	} {
+		status, code, msg := Classify(tc.err, false)
+		if status != tc.status || code != tc.code || msg != tc.msg {
+			t.Errorf("%s: %d %s %q, want %d %s %q", tc.name, status, code, msg, tc.status, tc.code, tc.msg)
+		}
+		if strings.Contains(msg, "secret") || strings.Contains(msg, "10.0.0.5") {
+			t.Errorf("%s: the provider's text sent: %q", tc.name, msg)
+		}
+	}
+}
