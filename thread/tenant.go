@@ -107,6 +107,11 @@ func (s *tenantStore) Threads(ctx context.Context, opts ListOptions) iter.Seq2[*
 	return func(yield func(*Record, error) bool) {
 		for r, err := range s.Store.Threads(ctx, opts) {
 			if err == nil {
+				// The store filters by tenant; a record of another tenant
+				// that it let through all the same never reaches this one.
+				if tenant, _ := SplitKey(r.ID); tenant != opts.Tenant {
+					continue
+				}
 				r = s.out(r)
 			}
 			if !yield(r, s.unkey(err)) || err != nil {

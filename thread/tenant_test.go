@@ -200,7 +200,7 @@ func TestTenantListingsIDs(t *testing.T) {
 		{v: &Record{ID: "ab/y", Tenant: "ab"}},
 	}
 	want := map[string][]string{
-		"threads":     {"", "", "y", ""}, // Threads trusts the store's tenant filter
+		"threads":     {"y"}, // another tenant's record a store lets through is dropped
 		"history":     {"c_x1", "c_x2", "c_x3"},
 		"checkpoints": {"x#x1", "x#x2", "x#x3"},
 		"forks":       {"y"},
