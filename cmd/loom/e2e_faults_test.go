@@ -24,6 +24,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/faultproxy"
 	"github.com/loomthreads/loom/internal/testserver"
+	"github.com/loomthreads/loom/internal/testwait"
 )
 
 // storeDeadline is the store's deadline the fault tests give loom serve
@@ -173,10 +174,8 @@ func serveStoreOutage(t *testing.T, storeURL, name string) {
 		var wg sync.WaitGroup
 		var inflight map[string][]reply
 		wg.Go(func() { inflight = fire("in flight "+fault.name, 1) })
-		for wait := time.Now().Add(answerLimit); p.Held() == 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(wait) {
-				t.Fatalf("%s: no request reached the store", fault.name)
-			}
+		if !testwait.Within(answerLimit, func() bool { return p.Held() != 0 }) {
+			t.Fatalf("%s: no request reached the store", fault.name)
 		}
 		fault.make()
 		wg.Wait()
