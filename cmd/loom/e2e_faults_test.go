@@ -158,14 +158,13 @@ func serveStoreOutage(t *testing.T, storeURL, name string) {
 		// now and then (503, the same answer an outage gets), so each
 		// append is tried until it is acknowledged or answerLimit passes.
 		for range 3 {
-			for deadline := time.Now().Add(answerLimit); ; {
-				r := appendOne("before " + fault.name)
-				if r.status == 201 {
-					break
-				}
-				if r.status != 503 || time.Now().After(deadline) {
-					t.Fatalf("append before %s: %+v", fault.name, r)
-				}
+			var r reply
+			testwait.Within(answerLimit, func() bool {
+				r = appendOne("before " + fault.name)
+				return r.status != 503
+			})
+			if r.status != 201 {
+				t.Fatalf("append before %s: %+v", fault.name, r)
 			}
 		}
 		// In flight: requests whose bytes are on their way to or from the
@@ -195,15 +194,12 @@ func serveStoreOutage(t *testing.T, storeURL, name string) {
 		}
 		p.Heal()
 		// The same process serves again, without a restart.
-		deadline := time.Now().Add(answerLimit)
-		for {
-			r := appendOne("after " + fault.name)
-			if r.status == 201 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after %s healed: %+v", fault.name, r)
-			}
+		var r reply
+		if !testwait.Within(answerLimit, func() bool {
+			r = appendOne("after " + fault.name)
+			return r.status == 201
+		}) {
+			t.Fatalf("after %s healed: %+v", fault.name, r)
 		}
 	}
 	var msgs messagesOut
