@@ -114,16 +114,17 @@ func TestWatchTwoStores(t *testing.T) {
 	ctx := t.Context()
 
 	var def, acme heard
+	r := thread.New(a, nil)
 	dctx, stopDef := context.WithCancel(ctx)
-	if err := thread.New(a, nil).Watch(dctx, func(c thread.Change) { def.add(c) }); err != nil {
+	if err := r.Watch(dctx, func(c thread.Change) { def.add(c) }); err != nil {
 		t.Fatal(err)
 	}
 	actx, stopAcme := context.WithCancel(ctx)
 	defer stopAcme()
-	if err := thread.New(a, nil).WithTenant("acme").Watch(actx, func(c thread.Change) { acme.add(c) }); err != nil {
+	if err := r.WithTenant("acme").Watch(actx, func(c thread.Change) { acme.add(c) }); err != nil {
 		t.Fatal(err)
 	}
-	waitListening(t, a, 1) // the DBs of a store share its watch
+	waitListening(t, a, 1) // a DB and its copies (WithTenant) share its watch
 
 	w := thread.New(b, nil)
 	th, err := w.Create(ctx, thread.CreateOptions{ID: "one"})
