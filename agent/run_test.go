@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loomthreads/loom/agent"
@@ -147,39 +148,44 @@ func TestToolCallsRunConcurrently(t *testing.T) {
 	}
 }
 
+// TestSequentialToolCallsDoNotOverlap runs in a synctest bubble: a call's
+// sleep ends only once every other goroutine waits, so a call that would
+// overlap it has started by then, whatever the machine's load.
 func TestSequentialToolCallsDoNotOverlap(t *testing.T) {
-	ctx := t.Context()
-	var running, most atomic.Int32
-	var order []int
-	var mu sync.Mutex
-	seq := agent.MustFunc("seq", "one at a time", func(ctx context.Context, in struct {
-		N int `json:"n"`
-	}) (int, error) {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for {
-			m := most.Load()
-			if n <= m || most.CompareAndSwap(m, n) {
-				break
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		var running, most atomic.Int32
+		var order []int
+		var mu sync.Mutex
+		seq := agent.MustFunc("seq", "one at a time", func(ctx context.Context, in struct {
+			N int `json:"n"`
+		}) (int, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
 			}
+			// Deliberate: a call that lasts a while (in the bubble's time)
+			// gives an overlapping call the time to show in running.
+			time.Sleep(2 * time.Millisecond)
+			mu.Lock()
+			order = append(order, in.N)
+			mu.Unlock()
+			return in.N, nil
+		}, agent.WithSequential())
+		client := scripted.New(scripted.Calls(call("a", "seq", `{"n":1}`), call("b", "seq", `{"n":2}`), call("c", "seq", `{"n":3}`)), scripted.Text("ok"))
+		a := agent.New(client, &agent.Options{Tools: []agent.Tool{seq}})
+		th, _ := a.NewLocalThread(ctx, memDB(t), thread.CreateOptions{})
+		if _, err := a.Run(ctx, th, message.User("go")); err != nil {
+			t.Fatal(err)
 		}
-		// Deliberate: a call that lasts a while gives an overlapping
-		// call the time to show in running.
-		time.Sleep(2 * time.Millisecond)
-		mu.Lock()
-		order = append(order, in.N)
-		mu.Unlock()
-		return in.N, nil
-	}, agent.WithSequential())
-	client := scripted.New(scripted.Calls(call("a", "seq", `{"n":1}`), call("b", "seq", `{"n":2}`), call("c", "seq", `{"n":3}`)), scripted.Text("ok"))
-	a := agent.New(client, &agent.Options{Tools: []agent.Tool{seq}})
-	th, _ := a.NewLocalThread(ctx, memDB(t), thread.CreateOptions{})
-	if _, err := a.Run(ctx, th, message.User("go")); err != nil {
-		t.Fatal(err)
-	}
-	if most.Load() != 1 || len(order) != 3 || order[0] != 1 || order[1] != 2 || order[2] != 3 {
-		t.Fatalf("overlap %d, order %v", most.Load(), order)
-	}
+		if most.Load() != 1 || len(order) != 3 || order[0] != 1 || order[1] != 2 || order[2] != 3 {
+			t.Fatalf("overlap %d, order %v", most.Load(), order)
+		}
+	})
 }
 
 func TestToolRoundLimit(t *testing.T) {

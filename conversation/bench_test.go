@@ -49,10 +49,16 @@ func benchDelta(b *testing.B, deltas int, notify func(Notice)) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(turns*deltas), "ns/delta")
 }
 
+// waitIdle waits for the turn Send started: on its stream's channel, so
+// that the benchmark times the turn and not a poll's interval, then for the
+// conversation to handle the stop.
 func waitIdle(ctx context.Context, b *testing.B, c *Conversation) {
 	b.Helper()
-	for c.Agent().Status().Kind == Streaming {
-		time.Sleep(20 * time.Microsecond)
+	c.agent.mu.Lock()
+	done := c.agent.done
+	c.agent.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 	if err := c.Wait(ctx); err != nil {
 		b.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
@@ -110,7 +109,7 @@ func TestB03AbortIdle(t *testing.T) {
 	v, n, notices := c.Thread().Version(), len(c.Agent().Messages()), len(rec.kinds())
 	c.Abort()
 	c.Agent().Abort()
-	time.Sleep(10 * time.Millisecond)
+	idle(t, c) // anything the aborts queued is handled by now
 	if c.Thread().Version() != v || len(c.Agent().Messages()) != n || len(rec.kinds()) != notices || c.Agent().Status().Reason != EndTurn {
 		t.Fatalf("an idle abort changed something: version %d→%d, %v", v, c.Thread().Version(), rec.kinds()[notices:])
 	}

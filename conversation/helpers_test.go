@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -74,14 +75,11 @@ func memDB(t testing.TB) *thread.DB {
 	return thread.New(thread.NewMemoryStore(), nil)
 }
 
-// eventually waits for cond, up to 10 s.
+// eventually waits for cond, up to 10 s. It calls t.Fatalf: only from
+// the test's goroutine.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-	}
+	testwait.Until(t, 10*time.Second, what, cond)
 }
 
 func idle(t testing.TB, c *Conversation) {

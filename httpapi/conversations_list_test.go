@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/conversation"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -50,13 +51,13 @@ func idsOf(items []conversationItem) []string {
 func waitStopped(t *testing.T, s *Server, key, id string, n int) conversationJSON {
 	t.Helper()
 	var got conversationJSON
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	if !testwait.Within(10*time.Second, func() bool {
+		got = conversationJSON{}
 		must(t, s, req{method: "GET", path: "/v1/conversations/" + id, key: key}, 200, &got)
-		if got.Status.Kind == conversation.Stopped && got.Mode.Kind == conversation.ModeNormal && len(got.Messages) >= n {
-			return got
-		}
+		return got.Status.Kind == conversation.Stopped && got.Mode.Kind == conversation.ModeNormal && len(got.Messages) >= n
+	}) {
+		t.Fatalf("%s never stopped with %d messages: %+v", id, n, got)
 	}
-	t.Fatalf("%s never stopped with %d messages: %+v", id, n, got)
 	return got
 }
 

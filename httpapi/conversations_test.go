@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/conversation"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -168,16 +169,11 @@ func TestConversationRoutes(t *testing.T) {
 		if !isConversationRoute(rt.pattern) {
 			continue
 		}
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		testwait.Until(t, 5*time.Second, "route "+rt.pattern+" answers a 2xx", func() bool {
 			var out strings.Builder
 			s.Metrics().WriteTo(&out)
-			if answered2xx(out.String(), rt.pattern, method) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("route %s never answered a 2xx", rt.pattern)
-			}
-		}
+			return answered2xx(out.String(), rt.pattern, method)
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -31,14 +32,11 @@ func TestConversationSpans(t *testing.T) {
 		header: map[string]string{"traceparent": "00-" + traceID + "-" + parent + "-01"}}, http.StatusOK, nil)
 	// The turn outlives the request: its span ends when the agent stops.
 	var spans tracetest.SpanStubs
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	if !testwait.Within(10*time.Second, func() bool {
 		spans = exp.GetSpans()
-		if ended(spans, "invoke_agent helper") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the turn's span never ended; spans: %s", spanNames(spans))
-		}
+		return ended(spans, "invoke_agent helper")
+	}) {
+		t.Fatalf("the turn's span never ended; spans: %s", spanNames(spans))
 	}
 
 	parentOf := spanTree(t, spans, traceID)

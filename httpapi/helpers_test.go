@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/internal/auth"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -160,12 +161,8 @@ func tagVersion(etag string) string {
 }
 
 // eventually waits for cond, up to 10 s, and fails the test if it never
-// holds.
+// holds. It calls tb.Fatalf: only from the test's goroutine.
 func eventually(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			tb.Fatalf("never: %s", what)
-		}
-	}
+	testwait.Until(tb, 10*time.Second, what, cond)
 }

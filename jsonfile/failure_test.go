@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/thread/store"
@@ -324,10 +325,10 @@ func TestLockTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		// Deliberate: release the lock once other's Apply is (most
-		// likely) waiting for it; if it is not yet, it simply finds the
-		// lock free.
-		time.Sleep(20 * time.Millisecond)
+		// Release the lock once other's Apply waits for it: other holds
+		// its own semaphore and tries the file lock. (Not in time, it
+		// simply finds the lock free.)
+		testwait.Within(10*time.Second, func() bool { return len(other.sem) == 1 })
 		holder.unlock()
 	}()
 	if err := other.Apply(ctx, &store.Batch{Commits: []*thread.Commit{{ID: "c1"}}}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/thread/store"
@@ -81,14 +82,11 @@ func TestGroupCommit(t *testing.T) {
 		})
 	}
 	want := len(threads) + 2 + hotAppends
-	for queued := 0; queued < want; {
+	testwait.Until(t, 10*time.Second, "the goroutines queue", func() bool {
 		s.wmu.Lock()
-		queued = len(s.w.queue)
-		s.wmu.Unlock()
-		if queued < want {
-			time.Sleep(time.Millisecond) // waiting for the goroutines to queue
-		}
-	}
+		defer s.wmu.Unlock()
+		return len(s.w.queue) >= want
+	})
 	s.unlock()
 	wg.Wait()
 	close(errs)
@@ -175,14 +173,11 @@ func TestGroupSpoiltBatchFailsAlone(t *testing.T) {
 	wg.Go(func() { _, errA = a.Append(ctx, message.User("a")) })
 	wg.Go(func() { errDel = s.Apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: "long"}}}) })
 	wg.Go(func() { _, errB = b.Append(ctx, message.User("b")) })
-	for queued := 0; queued < 3; {
+	testwait.Until(t, 10*time.Second, "the goroutines queue", func() bool {
 		s.wmu.Lock()
-		queued = len(s.w.queue)
-		s.wmu.Unlock()
-		if queued < 3 {
-			time.Sleep(time.Millisecond) // waiting for the goroutines to queue
-		}
-	}
+		defer s.wmu.Unlock()
+		return len(s.w.queue) >= 3
+	})
 	s.unlock()
 	wg.Wait()
 	if errA != nil || errB != nil || errDel == nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loomthreads/loom/internal/testwait"
 )
 
 // TestStdioRefusesTextThatIsNotUTF8: over IOTransport (stdio), a request
@@ -138,11 +140,7 @@ func TestStdioSessionLeavesTheRestOfItsInput(t *testing.T) {
 			serverR.Close()
 		})
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		runtime.Gosched()
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Within(5*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines before 20 sessions, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
@@ -201,11 +199,7 @@ func TestStdioSessionClosedWhileReading(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- Serve(ctx, db, nil, IOTransport(serverR, answers)) }()
 		io.WriteString(clientW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`+"\n")
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(answers.String(), `"id":1`); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("no answer to initialize")
-			}
-		}
+		testwait.Until(t, 10*time.Second, "an answer to initialize", func() bool { return strings.Contains(answers.String(), `"id":1`) })
 		cancel()
 		select {
 		case <-done:
@@ -218,10 +212,7 @@ func TestStdioSessionClosedWhileReading(t *testing.T) {
 	for range 20 {
 		session()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Within(5*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines before 20 sessions, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/jackc/pgx/v5"
 
@@ -73,31 +73,31 @@ func TestNotifierQueue(t *testing.T) {
 }
 
 // TestNotifierDown: a notifier that cannot connect drops the notes, after
-// one try more, and Close does not wait for the database.
+// one try more, and Close does not wait for the database. In a synctest
+// bubble, so that "the notifier waits for notes" is a state to wait for.
 func TestNotifierDown(t *testing.T) {
-	var tries atomic.Int32
-	n := newNotifier(func(context.Context) (*pgx.Conn, error) {
-		tries.Add(1)
-		return nil, errors.New("down")
+	synctest.Test(t, func(t *testing.T) {
+		var tries atomic.Int32
+		n := newNotifier(func(context.Context) (*pgx.Conn, error) {
+			tries.Add(1)
+			return nil, errors.New("down")
+		})
+		n.push([]string{"a"})
+		synctest.Wait() // the notifier gave up on "a" and waits for notes
+		if got := tries.Load(); got != 2 {
+			t.Fatalf("%d tries to connect, want 2: a lost note alone is no reason to try again", got)
+		}
+		n.push([]string{"b"}) // sent after a gap: tried twice more
+		n.close()
+		if got := tries.Load(); got != 4 {
+			t.Fatalf("%d tries to connect, want 4", got)
+		}
+		if n.n != 0 || len(n.queue) != 0 {
+			t.Fatalf("%d notes left after close", n.n)
+		}
+		n.push([]string{"c"}) // after close: dropped, no goroutine
+		if n.n != 0 {
+			t.Fatal("queued after close")
+		}
 	})
-	n.push([]string{"a"})
-	for tries.Load() < 2 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond) // a lost note alone is no reason to try again
-	if got := tries.Load(); got != 2 {
-		t.Fatalf("%d tries to connect, want 2", got)
-	}
-	n.push([]string{"b"}) // sent after a gap: tried twice more
-	n.close()
-	if got := tries.Load(); got != 4 {
-		t.Fatalf("%d tries to connect, want 4", got)
-	}
-	if n.n != 0 || len(n.queue) != 0 {
-		t.Fatalf("%d notes left after close", n.n)
-	}
-	n.push([]string{"c"}) // after close: dropped, no goroutine
-	if n.n != 0 {
-		t.Fatal("queued after close")
-	}
 }

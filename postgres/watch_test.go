@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/internal/testserver"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/thread/store"
@@ -40,17 +41,15 @@ func (h *heard) snapshot() []thread.Change {
 // wait waits until h heard n changes, and fails if it heard another number.
 func (h *heard) wait(t *testing.T, n int, what string) []thread.Change {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := h.snapshot()
-		if len(got) >= n || time.Now().After(deadline) {
-			if len(got) != n {
-				t.Fatalf("%s: heard %d changes, want %d: %+v", what, len(got), n, got)
-			}
-			return got
-		}
-		time.Sleep(2 * time.Millisecond)
+	var got []thread.Change
+	testwait.Within(10*time.Second, func() bool {
+		got = h.snapshot()
+		return len(got) >= n
+	})
+	if len(got) != n {
+		t.Fatalf("%s: heard %d changes, want %d: %+v", what, len(got), n, got)
 	}
+	return got
 }
 
 type brief struct {
@@ -81,12 +80,8 @@ func listening(t *testing.T, s *Store) int {
 
 func waitListening(t *testing.T, s *Store, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for listening(t, s) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections listen, want %d", listening(t, s), want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Within(10*time.Second, func() bool { return listening(t, s) == want }) {
+		t.Fatalf("%d connections listen, want %d", listening(t, s), want)
 	}
 }
 
@@ -94,16 +89,14 @@ func waitListening(t *testing.T, s *Store, want int) {
 // it), once their number is at most want (one that Close waited for may
 // still be returning from fn for a moment), or after two seconds.
 func goroutines(fn string, want ...int) int {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	var n int
+	testwait.Within(2*time.Second, func() bool {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		n := strings.Count(string(buf), fn+"(")
-		if len(want) == 0 || n <= want[0] || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		n = strings.Count(string(buf), fn+"(")
+		return len(want) == 0 || n <= want[0]
+	})
+	return n
 }
 
 // The functions of Watch's and the notifier's goroutines, for goroutines.
@@ -121,16 +114,17 @@ func TestWatchTwoStores(t *testing.T) {
 	ctx := t.Context()
 
 	var def, acme heard
+	r := thread.New(a, nil)
 	dctx, stopDef := context.WithCancel(ctx)
-	if err := thread.New(a, nil).Watch(dctx, func(c thread.Change) { def.add(c) }); err != nil {
+	if err := r.Watch(dctx, func(c thread.Change) { def.add(c) }); err != nil {
 		t.Fatal(err)
 	}
 	actx, stopAcme := context.WithCancel(ctx)
 	defer stopAcme()
-	if err := thread.New(a, nil).WithTenant("acme").Watch(actx, func(c thread.Change) { acme.add(c) }); err != nil {
+	if err := r.WithTenant("acme").Watch(actx, func(c thread.Change) { acme.add(c) }); err != nil {
 		t.Fatal(err)
 	}
-	waitListening(t, a, 1) // the DBs of a store share its watch
+	waitListening(t, a, 1) // a DB and its copies (WithTenant) share its watch
 
 	w := thread.New(b, nil)
 	th, err := w.Create(ctx, thread.CreateOptions{ID: "one"})
@@ -180,10 +174,17 @@ func TestWatchTwoStores(t *testing.T) {
 	stopDef()
 	stopAcme()
 	waitListening(t, a, 0)
+	// A listener of the other store, which listens still, hears the
+	// append: by then the database has told every connection that
+	// listens, and none of a's does.
+	var live heard
+	if err := w.Watch(ctx, func(c thread.Change) { live.add(c) }); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := th.Append(ctx, message.User("unheard")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	live.wait(t, 1, "a listener that listens")
 	def.wait(t, 7, "the default tenant, stopped")
 	acme.wait(t, 2, "acme, stopped")
 }
@@ -260,16 +261,11 @@ func TestWatchBigBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Within(10*time.Second, func() bool {
 		mu.Lock()
-		n := len(calls)
-		mu.Unlock()
-		if n >= 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(calls) >= 3
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(calls) != 3 || len(calls[0]) != 1 || len(calls[1]) != 100 || len(calls[2]) != 1 {

@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/loomthreads/loom/internal/testserver"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/redis"
 	"github.com/loomthreads/loom/thread"
@@ -94,16 +95,12 @@ func startCluster(t testing.TB, n int) string {
 	}
 	for _, p := range ports {
 		c := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p)})
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			info, _ := c.ClusterInfo(ctx).Result()
-			if strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("cluster did not form: %s", info)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var info string
+		if !testwait.Within(30*time.Second, func() bool {
+			info, _ = c.ClusterInfo(ctx).Result()
+			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n))
+		}) {
+			t.Fatalf("cluster did not form: %s", info)
 		}
 		c.Close()
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/internal/testserver"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/redis"
 	"github.com/loomthreads/loom/thread"
@@ -233,13 +234,9 @@ func TestWatchEnds(t *testing.T) {
 		t.Fatalf("heard %+v after the store closed", c)
 	default:
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before the watches:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Within(10*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines, %d before the watches:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 	}
 }
 

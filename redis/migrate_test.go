@@ -17,6 +17,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/migratetest"
 	"github.com/loomthreads/loom/internal/testserver"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/redis"
 )
 
@@ -221,11 +222,9 @@ func TestMigrateLockRenewed(t *testing.T) {
 		}
 		first <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); rdb.Exists(ctx, "loom:migrating").Val() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first process never took the migration lock")
-		}
-	}
+	testwait.Until(t, 10*time.Second, "the first process takes the migration lock", func() bool {
+		return rdb.Exists(ctx, "loom:migrating").Val() != 0
+	})
 	other := hooked(t, url, func(_ context.Context, cmds []goredis.Cmder) error {
 		if readsRecord(cmds) {
 			otherReads.Add(1)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -102,18 +103,14 @@ func TestWALRestartedAfterReaders(t *testing.T) {
 	}
 	// The checkpointer's RESTART, once it gets past the reader, makes
 	// the next write start the log over and cut the file back.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var size int64
+	if !testwait.Within(15*time.Second, func() bool {
 		if _, err := th.Append(ctx, message.User("after")); err != nil {
 			t.Fatal(err)
 		}
-		size := walSize(t, s)
-		if size <= walPassiveBytes {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the log is still %d bytes %v after the reader finished", size, 15*time.Second)
-		}
-		time.Sleep(5 * time.Millisecond)
+		size = walSize(t, s)
+		return size <= walPassiveBytes
+	}) {
+		t.Fatalf("the log is still %d bytes %v after the reader finished", size, 15*time.Second)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/thread/store"
@@ -78,13 +79,7 @@ func TestSearchPendingDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for pending(t, s) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the background folder did not fold")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the background folder folds", func() bool { return pending(t, s) == 0 })
 	want := []hit{{"third", "durable third"}, {"second", "durable second"}, {"first", "durable first"}}
 	if diff := cmp.Diff(want, search(t, thread.New(s, nil), "durable")); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

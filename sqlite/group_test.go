@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/thread/store"
@@ -17,17 +18,14 @@ import (
 // queued waits until n batches wait in s's group queue.
 func queued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	var got int
+	if !testwait.Within(10*time.Second, func() bool {
 		s.group.mu.Lock()
-		got := len(s.group.pending)
-		s.group.mu.Unlock()
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d batches queued, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not a delay
+		defer s.group.mu.Unlock()
+		got = len(s.group.pending)
+		return got >= n
+	}) {
+		t.Fatalf("%d batches queued, want %d", got, n)
 	}
 }
 

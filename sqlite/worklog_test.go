@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/worklog"
 )
@@ -458,20 +459,24 @@ func TestWorklogCrash(t *testing.T) {
 	var all []string // every acknowledged id, over all rounds
 	for round := range rounds {
 		c := startWorklogChild(t, worklogChildSpec{Path: path, Writer: fmt.Sprint("r", round), Goroutines: 2})
-		deadline := time.Now().Add(30 * time.Second)
-		for len(c.acked()) == 0 {
-			if time.Now().After(deadline) {
-				c.cmd.Process.Kill()
-				c.wait()
-				t.Fatalf("round %d: the child acknowledged nothing in 30s:\n%s", round, c.output())
-			}
+		exited := func() bool {
 			select {
 			case <-c.done:
-				c.wait()
-				t.Fatalf("round %d: the child exited early:\n%s", round, c.output())
-			case <-time.After(time.Millisecond):
+				return true
+			default:
+				return false
 			}
 		}
+		if !testwait.Within(30*time.Second, func() bool { return len(c.acked()) > 0 || exited() }) {
+			c.cmd.Process.Kill()
+			c.wait()
+			t.Fatalf("round %d: the child acknowledged nothing in 30s:\n%s", round, c.output())
+		}
+		if len(c.acked()) == 0 {
+			c.wait()
+			t.Fatalf("round %d: the child exited early:\n%s", round, c.output())
+		}
+		// Deliberate: a random moment of the child's writing to kill it at.
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)

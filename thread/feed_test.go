@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread/store"
 )
@@ -43,43 +44,35 @@ func TestWatchGap(t *testing.T) {
 		}
 	}
 	close(release)
-	deadline := time.Now().Add(10 * time.Second)
-	for heard := false; !heard; time.Sleep(time.Millisecond) {
+	testwait.Until(t, 10*time.Second, "a gap", func() bool {
 		mu.Lock()
-		heard = len(got) > 0 && got[len(got)-1].Kind == ChangeGap
-		mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatal("no gap")
-		}
-	}
+		defer mu.Unlock()
+		return len(got) > 0 && got[len(got)-1].Kind == ChangeGap
+	})
 	// After the gap, changes flow again.
 	if _, err := th.Append(ctx, message.User("after")); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	var snapshot []Change
+	if !testwait.Within(10*time.Second, func() bool {
 		mu.Lock()
-		done := len(got) > 0 && got[len(got)-1].Version == int64(n+2)
-		snapshot := append([]Change(nil), got...)
-		mu.Unlock()
-		if done {
-			gaps := 0
-			for i, c := range snapshot {
-				if c.Kind == ChangeGap {
-					gaps++
-					if i == 0 || snapshot[i-1].Kind == ChangeGap {
-						t.Errorf("gap at %d", i)
-					}
-				}
+		defer mu.Unlock()
+		snapshot = append([]Change(nil), got...)
+		return len(got) > 0 && got[len(got)-1].Version == int64(n+2)
+	}) {
+		t.Fatalf("the last change never came; heard %d", len(snapshot))
+	}
+	gaps := 0
+	for i, c := range snapshot {
+		if c.Kind == ChangeGap {
+			gaps++
+			if i == 0 || snapshot[i-1].Kind == ChangeGap {
+				t.Errorf("gap at %d", i)
 			}
-			if gaps != 1 || len(snapshot) >= n+2 {
-				t.Errorf("%d gaps in %d changes; want 1 gap and fewer than %d changes", gaps, len(snapshot), n+2)
-			}
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the last change never came; heard %d", len(snapshot))
-		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	if gaps != 1 || len(snapshot) >= n+2 {
+		t.Errorf("%d gaps in %d changes; want 1 gap and fewer than %d changes", gaps, len(snapshot), n+2)
 	}
 }
 
@@ -120,16 +113,8 @@ func TestWatchEndsWithContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if db.hub(false) == nil {
-			break // the last listener took the hub with it
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the listener stayed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// The last listener takes the hub with it.
+	testwait.Until(t, 5*time.Second, "the listener goes", func() bool { return db.hub(false) == nil })
 }
 
 // valueStore is a store that is a struct value holding a slice: not

@@ -26,6 +26,7 @@ import (
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/internal/testserver"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
@@ -180,20 +181,17 @@ func seedConversation(t testing.TB, u string) {
 	turn := func(text string) {
 		t.Helper()
 		call(t, u, "", "POST", "/v1/conversations/launch/commands", map[string]any{"command": "send", "text": text}, nil)
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			var c struct {
-				Status   struct{ Kind string }
-				Messages []any
-			}
+		var c struct {
+			Status   struct{ Kind string }
+			Messages []any
+		}
+		// Polls the API: the page's server has nothing else to wait on.
+		if !testwait.Within(20*time.Second, func() bool {
+			c.Status.Kind, c.Messages = "", nil
 			call(t, u, "", "GET", "/v1/conversations/launch", nil, &c)
-			if c.Status.Kind != "streaming" && len(c.Messages) > 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the conversation's turn did not end: %+v", c.Status)
-			}
-			time.Sleep(20 * time.Millisecond) // polls the API; nothing to wait on
+			return c.Status.Kind != "streaming" && len(c.Messages) > 0
+		}) {
+			t.Fatalf("the conversation's turn did not end: %+v", c.Status)
 		}
 	}
 	turn("Which channels should the launch post go to?")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
@@ -412,11 +413,12 @@ func TestSharedSubThreadKeepsWhatEnded(t *testing.T) {
 			}
 			if aRuns.Add(1) == 1 {
 				<-bEnded
-				for s.Workflow().Refresh(ctx); ; s.Workflow().Refresh(ctx) {
-					if ex, _ := s.Workflow().Execution(ctx, 0); slices.Contains(ex.Completed, "b") {
-						break
-					}
-					time.Sleep(time.Millisecond)
+				if !testwait.Within(10*time.Second, func() bool {
+					s.Workflow().Refresh(ctx)
+					ex, _ := s.Workflow().Execution(ctx, 0)
+					return slices.Contains(ex.Completed, "b")
+				}) {
+					return nil, errors.New("b never completed")
 				}
 				if _, err := th.Append(ctx, message.Assistant("a, cut short")); err != nil {
 					return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -69,17 +70,18 @@ func (term *terminal) screen() string {
 // waitFor waits until the terminal shows s (after what it showed at mark).
 func (term *terminal) waitFor(s string, mark int) int {
 	term.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		scr := term.screen()
+	var scr string
+	at := -1
+	if !testwait.Within(15*time.Second, func() bool {
+		scr = term.screen()
 		if i := strings.Index(scr[min(mark, len(scr)):], s); i >= 0 {
-			return min(mark, len(scr)) + i + len(s)
+			at = min(mark, len(scr)) + i + len(s)
 		}
-		if time.Now().After(deadline) {
-			term.t.Fatalf("the terminal never showed %q; it shows:\n%s", s, scr[max(0, len(scr)-3000):])
-		}
-		time.Sleep(10 * time.Millisecond)
+		return at >= 0
+	}) {
+		term.t.Fatalf("the terminal never showed %q; it shows:\n%s", s, scr[max(0, len(scr)-3000):])
 	}
+	return at
 }
 
 func (term *terminal) typeText(s string) {
@@ -285,12 +287,8 @@ func TestChatLineByLineAbortKeepsThePartialAnswer(t *testing.T) {
 	p := startChatProcess(t, "--store", store, "--thread", "ab")
 	long := "tell me everything" + strings.Repeat(", and then some more", 40)
 	io.WriteString(p.stdin, long+"\n")
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(p.out.String(), "loom: You said: tell") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the answer never streamed:\n%s", p.out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Within(15*time.Second, func() bool { return strings.Contains(p.out.String(), "loom: You said: tell") }) {
+		t.Fatalf("the answer never streamed:\n%s", p.out.String())
 	}
 	p.cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)

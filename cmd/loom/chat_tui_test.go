@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/conversation"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/thread"
 )
 
@@ -68,17 +69,15 @@ func (u *tui) screen() string {
 // until shows the conversation, as notices would, until cond holds.
 func (u *tui) until(what string, cond func(view string) bool) string {
 	u.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var v string
+	if !testwait.Within(15*time.Second, func() bool {
 		u.m.Update(changed{})
-		if v := u.screen(); cond(v) {
-			return v
-		}
-		if time.Now().After(deadline) {
-			u.t.Fatalf("never %s; the screen:\n%s", what, u.screen())
-		}
-		time.Sleep(5 * time.Millisecond)
+		v = u.screen()
+		return cond(v)
+	}) {
+		u.t.Fatalf("never %s; the screen:\n%s", what, v)
 	}
+	return v
 }
 
 // "compacting…" shows where the compaction starts, above the summary that

@@ -24,6 +24,7 @@ import (
 
 	"github.com/loomthreads/loom/internal/faultproxy"
 	"github.com/loomthreads/loom/internal/testserver"
+	"github.com/loomthreads/loom/internal/testwait"
 )
 
 // storeDeadline is the store's deadline the fault tests give loom serve
@@ -157,14 +158,13 @@ func serveStoreOutage(t *testing.T, storeURL, name string) {
 		// now and then (503, the same answer an outage gets), so each
 		// append is tried until it is acknowledged or answerLimit passes.
 		for range 3 {
-			for deadline := time.Now().Add(answerLimit); ; {
-				r := appendOne("before " + fault.name)
-				if r.status == 201 {
-					break
-				}
-				if r.status != 503 || time.Now().After(deadline) {
-					t.Fatalf("append before %s: %+v", fault.name, r)
-				}
+			var r reply
+			testwait.Within(answerLimit, func() bool {
+				r = appendOne("before " + fault.name)
+				return r.status != 503
+			})
+			if r.status != 201 {
+				t.Fatalf("append before %s: %+v", fault.name, r)
 			}
 		}
 		// In flight: requests whose bytes are on their way to or from the
@@ -173,10 +173,8 @@ func serveStoreOutage(t *testing.T, storeURL, name string) {
 		var wg sync.WaitGroup
 		var inflight map[string][]reply
 		wg.Go(func() { inflight = fire("in flight "+fault.name, 1) })
-		for wait := time.Now().Add(answerLimit); p.Held() == 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(wait) {
-				t.Fatalf("%s: no request reached the store", fault.name)
-			}
+		if !testwait.Within(answerLimit, func() bool { return p.Held() != 0 }) {
+			t.Fatalf("%s: no request reached the store", fault.name)
 		}
 		fault.make()
 		wg.Wait()
@@ -196,15 +194,12 @@ func serveStoreOutage(t *testing.T, storeURL, name string) {
 		}
 		p.Heal()
 		// The same process serves again, without a restart.
-		deadline := time.Now().Add(answerLimit)
-		for {
-			r := appendOne("after " + fault.name)
-			if r.status == 201 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after %s healed: %+v", fault.name, r)
-			}
+		var r reply
+		if !testwait.Within(answerLimit, func() bool {
+			r = appendOne("after " + fault.name)
+			return r.status == 201
+		}) {
+			t.Fatalf("after %s healed: %+v", fault.name, r)
 		}
 	}
 	var msgs messagesOut

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loomthreads/loom/internal/testwait"
 )
 
 // TestMCPWorklogRefusesTextThatIsNotUTF8: `loom mcp --worklog` on stdio
@@ -33,8 +35,9 @@ func TestMCPWorklogRefusesTextThatIsNotUTF8(t *testing.T) {
 	if _, err := io.WriteString(pw, stdin); err != nil {
 		t.Fatal(err)
 	}
-	answers := map[float64]map[string]any{}
-	for deadline := time.Now().Add(20 * time.Second); len(answers) < 4 && time.Now().Before(deadline); {
+	// Missing ones, the checks below say which.
+	var answers map[float64]map[string]any
+	testwait.Within(20*time.Second, func() bool {
 		answers = map[float64]map[string]any{}
 		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 			var m map[string]any
@@ -43,8 +46,8 @@ func TestMCPWorklogRefusesTextThatIsNotUTF8(t *testing.T) {
 				answers[id] = m
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(answers) >= 4
+	})
 	pw.Close()
 	if c := <-code; c != 0 {
 		t.Fatalf("loom mcp exited %d", c)

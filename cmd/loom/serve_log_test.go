@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loomthreads/loom/internal/testwait"
 )
 
 // listeningURL returns the url of loom serve's start line,
@@ -107,19 +109,25 @@ func serveLogs(t *testing.T, env map[string]string, args []string, paths ...stri
 	return w.lines(t)
 }
 
-// waitHealthy returns a channel closed once url/healthz answers 200.
+// waitHealthy returns a channel closed once url/healthz answers 200. The
+// caller's select has the deadline; the polling stops with ctx, or after a
+// minute.
 func waitHealthy(ctx context.Context, url string) <-chan struct{} {
 	ok := make(chan struct{})
 	go func() {
-		defer close(ok)
-		for ctx.Err() == nil {
+		healthy := false
+		testwait.Within(time.Minute, func() bool {
+			if ctx.Err() != nil {
+				return true // the caller stopped waiting
+			}
 			if resp, err := http.Get(url + "/healthz"); err == nil {
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return
-				}
+				healthy = resp.StatusCode == http.StatusOK
 			}
-			time.Sleep(100 * time.Millisecond)
+			return healthy
+		})
+		if healthy {
+			close(ok)
 		}
 	}()
 	return ok

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +33,7 @@ func TestShutdownFinishesAcceptedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &signalListener{Listener: inner, accepted: make(chan struct{}, 1)}
+	l := &signalListener{Listener: inner, accepted: make(chan struct{}, 1), reading: make(chan struct{}, 1), closed: make(chan struct{})}
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -48,15 +50,12 @@ func TestShutdownFinishesAcceptedWrites(t *testing.T) {
 	fmt.Fprintf(conn, "POST /v1/threads/w/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		len(body), body[:20])
 	// The server took the connection (however loaded the machine), then
-	// has the headers: the request is accepted.
-	select {
-	case <-l.accepted:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server did not accept the connection")
-	}
-	time.Sleep(50 * time.Millisecond)
+	// has the headers and waits for the rest of the body: the request is
+	// accepted.
+	signaled(t, l.accepted, "the server accepts the connection")
+	signaled(t, l.reading, "the server reads the body")
 	stop()
-	time.Sleep(50 * time.Millisecond) // the shutdown has begun
+	signaled(t, l.closed, "the shutdown begins: it closes the listener first")
 	io.WriteString(conn, body[20:])
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -83,10 +82,25 @@ func TestShutdownFinishesAcceptedWrites(t *testing.T) {
 	}
 }
 
-// signalListener tells when it has handed a connection to the server.
+// signaled waits for a signal on ch, up to 10 s.
+func signaled(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("never: %s", what)
+	}
+}
+
+// signalListener tells when it has handed a connection to the server
+// (accepted), when the server reads a connection again after a request's
+// headers (reading: it waits for the body), and when it is closed (closed:
+// a shutdown has begun).
 type signalListener struct {
 	net.Listener
-	accepted chan struct{}
+	accepted, reading chan struct{}
+	closed            chan struct{}
+	closeOnce         sync.Once
 }
 
 func (l *signalListener) Accept() (net.Conn, error) {
@@ -96,6 +110,37 @@ func (l *signalListener) Accept() (net.Conn, error) {
 		case l.accepted <- struct{}{}:
 		default:
 		}
+		c = &signalConn{Conn: c, reading: l.reading}
 	}
 	return c, err
+}
+
+func (l *signalListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// signalConn sends on reading when it is read once what it returned holds
+// the end of a request's headers.
+type signalConn struct {
+	net.Conn
+	reading chan struct{}
+	mu      sync.Mutex // the server's reads of a connection do not overlap; for the race detector
+	got     []byte
+}
+
+func (c *signalConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	if bytes.Contains(c.got, []byte("\r\n\r\n")) {
+		select {
+		case c.reading <- struct{}{}:
+		default:
+		}
+	}
+	c.mu.Unlock()
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.got = append(c.got, p[:n]...)
+	c.mu.Unlock()
+	return n, err
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/internal/auth"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -158,13 +159,12 @@ func TestServeTraceTree(t *testing.T) {
 	}
 
 	// The server span ends after the response is written: wait for it.
+	// Not there in time, tree.one below says so.
 	var spans tracetest.SpanStubs
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testwait.Within(5*time.Second, func() bool {
 		spans = exp.GetSpans()
-		if hasSpan(spans, "POST /v1/threads/{id}/runs") || time.Now().After(deadline) {
-			break
-		}
-	}
+		return hasSpan(spans, "POST /v1/threads/{id}/runs")
+	})
 	tree := newSpanTree(t, spans)
 	for _, sp := range spans {
 		if got := sp.SpanContext.TraceID().String(); got != traceID {

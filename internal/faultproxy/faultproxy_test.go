@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomthreads/loom/internal/testwait"
 )
 
 // echoServer answers every line with the same line.
@@ -87,10 +89,8 @@ func TestBlackholeHoldsUntilHeal(t *testing.T) {
 	// gets to it: a loaded machine may take longer than the timeouts
 	// above) and held; the new one's waits unread in the kernel, as the
 	// proxy does not dial during a black hole.
-	for limit := time.Now().Add(5 * time.Second); p.Held() != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(limit) {
-			t.Fatalf("%d chunks held in the black hole, want 1", p.Held())
-		}
+	if !testwait.Within(5*time.Second, func() bool { return p.Held() == 1 }) {
+		t.Fatalf("%d chunks held in the black hole, want 1", p.Held())
 	}
 	p.Heal()
 	for _, tc := range []struct {

@@ -242,6 +242,7 @@ func Crash(t *testing.T, url string, rounds int) {
 			case <-time.After(time.Millisecond):
 			}
 		}
+		// Deliberate: a random moment of the child's writing to kill it at.
 		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
 		c.cmd.Process.Signal(syscall.SIGKILL)
 		c.wait()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/thread/store"
@@ -196,19 +197,17 @@ func watch(t T, s store.Store, _ *Options) {
 	}
 	wait := func(h *heard, n int, what string) []thread.Change {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var got []thread.Change
+		testwait.Within(10*time.Second, func() bool {
 			h.mu.Lock()
-			got := slices.Clone(h.got)
-			h.mu.Unlock()
-			if len(got) >= n || time.Now().After(deadline) {
-				if len(got) != n {
-					t.Fatalf("%s: heard %d changes, want %d: %+v", what, len(got), n, got)
-				}
-				return got
-			}
-			time.Sleep(5 * time.Millisecond)
+			defer h.mu.Unlock()
+			got = slices.Clone(h.got)
+			return len(got) >= n
+		})
+		if len(got) != n {
+			t.Fatalf("%s: heard %d changes, want %d: %+v", what, len(got), n, got)
 		}
+		return got
 	}
 
 	// One DB, opened once and shared: its tenants' copies hear what is
@@ -268,10 +267,20 @@ func watch(t T, s store.Store, _ *Options) {
 	if got := wait(def, 1, "the default tenant's listener"); got[0].Thread != "w1" || got[0].Kind != thread.ChangeCreate {
 		t.Errorf("default tenant heard %+v", got)
 	}
+	// A listener that stopped hears nothing more: once one that still
+	// listens has heard the append, the stopped one has not.
+	live, stopLive := listen(db)
+	defer stopLive()
 	stopDef()
 	_, err = d.Append(ctx, message.User("unheard"))
 	check(t, err, "append after the listener stopped")
-	time.Sleep(200 * time.Millisecond)
+	if !testwait.Within(10*time.Second, func() bool {
+		live.mu.Lock()
+		defer live.mu.Unlock()
+		return slices.ContainsFunc(live.got, func(c thread.Change) bool { return c.Thread == "w1" && c.Op == thread.OpAppend })
+	}) {
+		t.Fatalf("a listener never heard the append")
+	}
 	def.mu.Lock()
 	n := len(def.got)
 	def.mu.Unlock()

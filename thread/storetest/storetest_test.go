@@ -23,7 +23,7 @@ import (
 type lostUpdate struct{ *thread.MemoryStore }
 
 func (s lostUpdate) Apply(ctx context.Context, b *store.Batch) error {
-	time.Sleep(20 * time.Microsecond)
+	time.Sleep(20 * time.Microsecond) // deliberate: the slow network above
 	for i, m := range b.Moves {
 		if r, err := s.MemoryStore.Thread(ctx, m.Thread); err == nil {
 			b.Moves[i].From = r.Version
