@@ -36,7 +36,7 @@ func benchDelta(b *testing.B, deltas int, notify func(Notice)) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	ctx := context.Background()
 	turns := 0
 	for b.Loop() {
@@ -78,7 +78,7 @@ func BenchmarkStop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	for b.Loop() {
 		c.do(func() error {
 			c.agent.mu.Lock()
@@ -110,7 +110,7 @@ func BenchmarkStopBesideTurn(b *testing.B) {
 	var floor *thread.Thread
 	fresh := func() {
 		if c != nil {
-			c.Close()
+			c.Close(context.Background())
 		}
 		if c, err = New(ctx, db, Options{Client: scripted.New()}); err != nil {
 			b.Fatal(err)
@@ -120,7 +120,7 @@ func BenchmarkStopBesideTurn(b *testing.B) {
 		}
 	}
 	fresh()
-	defer func() { c.Close() }()
+	defer func() { c.Close(context.Background()) }()
 	var stopTime, turnTime, stopCPU, turnCPU time.Duration
 	n := 0
 	for b.Loop() {

@@ -369,16 +369,37 @@ func (c *Conversation) do(f func() error) error {
 	}
 }
 
+// doCtx is do, waiting no longer than ctx: f still runs once the loop
+// takes it.
+func (c *Conversation) doCtx(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	c.post(func() { done <- f() })
+	select {
+	case err := <-done:
+		return err
+	case <-c.ended:
+		return fmt.Errorf("conversation %s is closed: %w", c.ID(), thread.ErrInvalid)
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
 // Close aborts what is in flight, closes the sub-agents, and stops the
-// event loop. It may be called more than once.
-func (c *Conversation) Close() error {
-	c.Abort()
+// event loop. It may be called more than once. ctx bounds the waits for
+// the loops to take the abort and to end; what they commit and tear down
+// finishes all the same, and a Close that ctx cut short returns its cause.
+func (c *Conversation) Close(ctx context.Context) error {
+	c.Abort(ctx)
 	for _, k := range c.Children() {
-		k.Close()
+		k.Close(ctx)
 	}
 	c.closeOnce.Do(func() { close(c.quit) })
-	<-c.ended
-	return nil
+	select {
+	case <-c.ended:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // Suspend stops the conversation as a process that ends would, without
@@ -388,11 +409,12 @@ func (c *Conversation) Close() error {
 // Open takes it up again. A server that shuts down suspends its
 // conversations; Close is for a user who is done with one. The
 // conversation and its sub-agents are closed after it. It may be called
-// more than once.
-func (c *Conversation) Suspend() {
+// more than once. ctx bounds the wait for the loop to handle a stop still
+// queued; the suspension itself always completes.
+func (c *Conversation) Suspend(ctx context.Context) {
 	// A stop whose event is still queued is handled, and so committed,
 	// first.
-	c.do(func() error {
+	c.doCtx(ctx, func() error {
 		c.catchUp()
 		return nil
 	})
@@ -408,7 +430,7 @@ func (c *Conversation) Suspend() {
 			r.wg.Wait()
 		}
 		for _, k := range c.children {
-			k.Suspend()
+			k.Suspend(ctx)
 		}
 		c.endTurn(true, nil)
 	})
@@ -515,9 +537,11 @@ func (c *Conversation) cont() error {
 }
 
 // Abort aborts what is in flight — the stream, the tools, the sub-agents —
-// and records it; with nothing in flight it does nothing.
-func (c *Conversation) Abort() {
-	c.do(func() error {
+// and records it; with nothing in flight it does nothing. ctx bounds the
+// wait for the conversation's loop to take the abort, which then happens
+// all the same; an Abort that ctx cut short returns its cause.
+func (c *Conversation) Abort(ctx context.Context) error {
+	return c.doCtx(ctx, func() error {
 		c.abort()
 		return nil
 	})
@@ -525,7 +549,7 @@ func (c *Conversation) Abort() {
 
 func (c *Conversation) abort() {
 	for _, child := range c.children {
-		child.Abort()
+		child.Abort(context.Background())
 	}
 	// An answer that is complete, whose stop event is still in the
 	// queue, is kept: handled, and so committed, now. Dropped, the thread
@@ -995,7 +1019,7 @@ func (c *Conversation) controlFlow(mode Mode) {
 			b, _ := json.Marshal(map[string]string{"thread": f.ID()})
 			result.Result = string(b)
 			c.notify(Notice{Kind: "forked", Thread: f.ID()})
-			f.Close() // it waits, stopped, on its thread: Open it to go on
+			f.Close(context.Background()) // it waits, stopped, on its thread: Open it to go on
 
 		}
 		c.agent.answer(op.CallID, result)
@@ -1101,7 +1125,7 @@ func (c *Conversation) fork(ctx context.Context, prompt string) (*Conversation, 
 		return f.commitStop(ctx)
 	})
 	if err != nil {
-		f.Close()
+		f.Close(context.Background())
 		return nil, err
 	}
 	return f, nil

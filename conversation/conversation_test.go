@@ -22,7 +22,7 @@ func newConv(t *testing.T, client agent.ChatClient, tools ...agent.Tool) (*Conve
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { c.Close(context.Background()) })
 	return c, rec
 }
 
@@ -107,7 +107,7 @@ func TestB03AbortIdle(t *testing.T) {
 	}
 	idle(t, c)
 	v, n, notices := c.Thread().Version(), len(c.Agent().Messages()), len(rec.kinds())
-	c.Abort()
+	c.Abort(context.Background())
 	c.Agent().Abort()
 	idle(t, c) // anything the aborts queued is handled by now
 	if c.Thread().Version() != v || len(c.Agent().Messages()) != n || len(rec.kinds()) != notices || c.Agent().Status().Reason != EndTurn {
@@ -128,7 +128,7 @@ func TestB04AbortWhileStreaming(t *testing.T) {
 	g.release(3)
 	a := c.Agent()
 	eventually(t, "the partial block", func() bool { return a.Partial() == "and then" })
-	c.Abort()
+	c.Abort(context.Background())
 	if st := a.Status(); st != (Status{Kind: Stopped, Reason: Aborted}) || a.Partial() != "" {
 		t.Fatalf("after abort: %v, partial %q", st, a.Partial())
 	}
@@ -295,7 +295,7 @@ func TestB07ToolUse(t *testing.T) {
 		})
 		return n == 1
 	})
-	c2.Abort()
+	c2.Abort(context.Background())
 	idle(t, c2)
 	got = texts(c2.Agent().Messages())
 	if sc.Remaining() != 1 || c2.Mode().Kind != ModeNormal || !slices.Contains(got, "tool:  result quick done") ||
@@ -369,7 +369,7 @@ func TestB09Fork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	if st := f.Agent().Status(); st != (Status{Kind: Stopped, Reason: EndTurn}) || f.Thread().Record().ForkedFrom.Thread != c.ID() {
 		t.Fatalf("fork: %v, from %+v", st, f.Thread().Record().ForkedFrom)
 	}
@@ -409,7 +409,7 @@ func TestB09Fork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f2.Close()
+	defer f2.Close(context.Background())
 	if got := texts(f2.Agent().Messages()); got[len(got)-1] != "user: explore B" || got[len(got)-2] != "tool:  result "+resultForked {
 		t.Fatalf("the agent's fork %q", got)
 	}
@@ -432,7 +432,7 @@ func TestCloseKeepsACompleteAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "the answer", func() bool { return c.Agent().Status().Kind == Stopped })
-		c.Close()
+		c.Close(context.Background())
 		th, err := db.Thread(ctx, c.ID())
 		if err != nil {
 			t.Fatal(err)

@@ -45,7 +45,7 @@
 //	c.Send(ctx, message.User("Plan a weekend in Lisbon"), false) // streams; c.Agent().Partial() grows
 //	c.Wait(ctx)                                                  // until the turn (and its tools) ended
 //	c.Send(ctx, message.User("and book it"), true)               // queued while a turn runs
-//	c.Abort()                                                    // safe in every state
+//	c.Abort(ctx)                                                 // safe in every state
 //	f, _ := c.Fork(ctx, "what about Porto?")                     // a new conversation; c goes on
 //
 // Every call that reads or writes the thread takes a context first. A turn

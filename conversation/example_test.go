@@ -22,7 +22,7 @@ func Example() {
 		scripted.Text("Porto has port wine."),
 	)
 	c, _ := conversation.New(ctx, db, conversation.Options{Client: client})
-	defer c.Close()
+	defer c.Close(context.Background())
 
 	c.Send(context.Background(), message.User("Tell me about Lisbon"), false)
 	c.Wait(ctx)

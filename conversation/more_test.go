@@ -95,7 +95,7 @@ func TestB10B11SubAgentsYieldFailAbort(t *testing.T) {
 	eventually(t, "C streaming", func() bool {
 		return kids[2].Agent().Status().Kind == Streaming || kidsByID(kids)[ids[2]].Agent().Status().Kind == Streaming
 	})
-	kidsByID(kids)[ids[2]].Abort()
+	kidsByID(kids)[ids[2]].Abort(context.Background())
 	idle(t, c)
 	got := texts(c.Agent().Messages())
 	last := got[len(got)-1]
@@ -148,7 +148,7 @@ func TestB11AbortCascades(t *testing.T) {
 	})
 	kids := c.Children()
 	eventually(t, "the child streaming", func() bool { return kids[0].Agent().Status().Kind == Streaming })
-	c.Abort()
+	c.Abort(context.Background())
 	if st := kids[0].Agent().Status(); st.Reason != Aborted {
 		t.Fatalf("child after the parent's abort: %v", st)
 	}
@@ -213,7 +213,7 @@ func TestB12ResumeAfterAKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	select {
 	case <-ran:
 	case <-time.After(10 * time.Second):
@@ -229,12 +229,12 @@ func TestB12ResumeAfterAKill(t *testing.T) {
 	}
 	// And once more: a conversation that stopped at the end of its turn
 	// resumes stopped, in normal mode.
-	c.Close()
+	c.Close(context.Background())
 	again, err := Open(t.Context(), db, id, Options{Client: scripted.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer again.Close()
+	defer again.Close(context.Background())
 	if again.Mode().Kind != ModeNormal || again.Agent().Status() != (Status{Kind: Stopped, Reason: EndTurn}) || len(again.Agent().Messages()) != 4 {
 		t.Fatalf("reopened: %v %v %d", again.Mode(), again.Agent().Status(), len(again.Agent().Messages()))
 	}
@@ -314,7 +314,7 @@ func TestB13AbortTable(t *testing.T) {
 					}
 					return nil
 				})
-				c.Abort()
+				c.Abort(context.Background())
 				if s := c.Agent().Status(); s.Kind == Streaming {
 					t.Fatalf("still streaming: %v", s)
 				}
@@ -330,7 +330,7 @@ func TestB13AbortTable(t *testing.T) {
 					t.Fatalf("thread %q\nagent %q", got, texts(msgs))
 				}
 				v := c.Thread().Version()
-				c.Abort()
+				c.Abort(context.Background())
 				if c.Thread().Version() != v || len(c.Agent().Messages()) != len(msgs) {
 					t.Fatal("a second abort changed something")
 				}

@@ -137,7 +137,7 @@ func TestOpenResumesATurnInFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
+			defer c.Close(context.Background())
 			if tc.stop {
 				idle(t, c)
 				if st := c.Agent().Status(); st != (Status{Kind: Stopped, Reason: Interrupted}) || len(client.Requests()) != 0 {
@@ -184,15 +184,15 @@ func TestSuspendLeavesTheTurnInFlight(t *testing.T) {
 	}
 	g.release(1)
 	eventually(t, "half an answer streams", func() bool { return c.Agent().Partial() == "half an " })
-	c.Suspend()
-	c.Close() // after Suspend, it aborts and commits nothing
+	c.Suspend(context.Background())
+	c.Close(context.Background()) // after Suspend, it aborts and commits nothing
 	client := scripted.New(scripted.Text("again"))
 	c, err = Open(t.Context(), db, "streaming", Options{Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}
 	idle(t, c)
-	c.Close()
+	c.Close(context.Background())
 	if got, want := savedTexts(t, db, "streaming"), []string{"user: where was I?", "assistant: again"}; !slices.Equal(got, want) {
 		t.Fatalf("saved %q, want %q", got, want)
 	}
@@ -213,7 +213,7 @@ func TestSuspendLeavesTheTurnInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	c.Suspend()
+	c.Suspend(context.Background())
 	if got := savedTexts(t, db, "tools"); len(got) != 2 {
 		t.Fatalf("after Suspend the thread holds %q", got)
 	}
@@ -222,7 +222,7 @@ func TestSuspendLeavesTheTurnInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	idle(t, c)
 	if got, want := savedTexts(t, db, "tools"), []string{"user: go", "assistant:  call slow({})", "tool:  result done", "assistant: all done"}; !slices.Equal(got, want) {
 		t.Fatalf("saved %q, want %q", got, want)
@@ -251,9 +251,9 @@ func TestSuspendOverlapsSuspendAndClose(t *testing.T) {
 	}
 	<-started
 	var wg sync.WaitGroup
-	wg.Go(c.Suspend)
-	wg.Go(c.Suspend)
-	wg.Go(func() { c.Close() })
+	wg.Go(func() { c.Suspend(context.Background()) })
+	wg.Go(func() { c.Suspend(context.Background()) })
+	wg.Go(func() { c.Close(context.Background()) })
 	wg.Wait()
 	turns := 0
 	for _, s := range exp.GetSpans() {
@@ -337,7 +337,7 @@ func TestQueuedAroundCompactAndAbort(t *testing.T) {
 	g.release(1)
 	eventually(t, "streaming", func() bool { return c.Agent().Partial() != "" })
 	c.Send(context.Background(), message.User("queued two"), true)
-	c.Abort()
+	c.Abort(context.Background())
 	got := texts(c.Agent().Messages())
 	if got[len(got)-1] != "user: queued two" || got[len(got)-2] != "user: second" {
 		t.Fatalf("after the abort: %q", got)
@@ -379,7 +379,7 @@ func TestSubAgentStoppedByTheLimitFinishes(t *testing.T) {
 	}
 	// Closing the parent closes the child.
 	kids := c.Children()
-	c.Close()
+	c.Close(context.Background())
 	if err := kids[0].Continue(context.Background()); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("the child after its parent closed: %v", err)
 	}
@@ -398,7 +398,7 @@ func TestResumedToolUseRunsEveryOpenCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	idle(t, c)
 	if got := texts(c.Agent().Messages()); !slices.Equal(got, []string{"user: q", "assistant:  call echo({\"S\":\"one\"})", "tool:  result one", "assistant: done"}) {
 		t.Fatalf("%q", got)
@@ -431,7 +431,7 @@ func TestResumedSpawnTakesUpItsChild(t *testing.T) {
 	if len(kids) != 1 {
 		t.Fatalf("%d children", len(kids))
 	}
-	c.Close()
+	c.Close(context.Background())
 	// As if the process had stopped while the spawn ran: back to that stop.
 	th, _ := db.Thread(ctx, "parent")
 	var toolUse int64
@@ -455,7 +455,7 @@ func TestResumedSpawnTakesUpItsChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer again.Close()
+	defer again.Close(context.Background())
 	idle(t, again)
 	n := 0
 	for th, err := range db.Threads(ctx, thread.ListOptions{Labels: map[string]string{LabelParent: "parent"}}) {

@@ -54,7 +54,7 @@ func TestSendOverTheMessageLimitIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	if err := c.Send(context.Background(), message.User("first"), false); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestFailedCommitIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 
 	// The user's message cannot be saved: Send fails, and nothing is sent.
 	store.broken.Store(true)

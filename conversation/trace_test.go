@@ -132,7 +132,7 @@ func TestTurnSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { c.Close(context.Background()) })
 	convID = c.ID()
 	exp.Reset() // the thread's creation
 	if err := c.Send(context.Background(), message.User("Weather in Paris?"), false); err != nil {
@@ -211,11 +211,11 @@ func TestAbortedTurnSpans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Close() })
+		t.Cleanup(func() { c.Close(context.Background()) })
 		c.Send(context.Background(), message.User("hi"), false)
 		g.release(1)
 		eventually(t, "the first delta", func() bool { return c.Agent().Partial() == "Hel" })
-		c.Abort()
+		c.Abort(context.Background())
 		idle(t, c)
 
 		st := treeOf(t, exp)
@@ -249,10 +249,10 @@ func TestAbortedTurnSpans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Close() })
+		t.Cleanup(func() { c.Close(context.Background()) })
 		c.Send(context.Background(), message.User("go"), false)
 		<-started
-		c.Abort()
+		c.Abort(context.Background())
 		idle(t, c)
 
 		st := treeOf(t, exp)
@@ -274,7 +274,7 @@ func TestAbortedTurnSpans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Close() })
+		t.Cleanup(func() { c.Close(context.Background()) })
 		c.Send(context.Background(), message.User("hi"), false)
 		idle(t, c)
 
@@ -317,7 +317,7 @@ func TestOwnToolSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { c.Close(context.Background()) })
 
 	exp.Reset()
 	c.Send(context.Background(), message.User("squeeze"), false)
@@ -384,7 +384,7 @@ func TestInventedToolNamesMakeNoSpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { c.Close(context.Background()) })
 	if err := c.Send(context.Background(), message.User("go"), false); err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func (s *Server) sweep(now time.Time) {
 		}
 		l.kids = nil
 		l.mu.Unlock()
-		go l.conv.Close()
+		go l.conv.Close(context.Background())
 	}
 }
 
@@ -217,7 +217,7 @@ func (s *Server) conversation(r *http.Request, id string, create bool, title str
 	defer s.lives.mu.Unlock()
 	if other, ok := s.lives.m[key]; ok || s.lives.closed {
 		// Another request opened it meanwhile, or the server closes.
-		conv.Close()
+		conv.Close(context.Background())
 		if ok {
 			return other, nil
 		}
@@ -301,7 +301,7 @@ func (s *Server) Close() error {
 	s.lives.mu.Unlock()
 	for _, l := range all {
 		if l.root == nil {
-			l.conv.Suspend() // and its sub-agents
+			l.conv.Suspend(context.Background()) // and its sub-agents
 		}
 		l.mu.Lock()
 		l.closed = true
@@ -396,7 +396,7 @@ func (s *Server) conversationCommand(w http.ResponseWriter, r *http.Request) err
 		// The turn the message begins is a child of this request's span.
 		err = c.Send(write(r), message.User(req.Text), req.Queued)
 	case "abort":
-		c.Abort()
+		c.Abort(context.Background())
 	case "compact":
 		err = c.Compact(write(r), req.Text)
 	case "continue":
@@ -405,7 +405,7 @@ func (s *Server) conversationCommand(w http.ResponseWriter, r *http.Request) err
 		var f *conversation.Conversation
 		if f, err = c.Fork(write(r), req.Text); err == nil {
 			fork = f.ID()
-			f.Close() // live again on its first request
+			f.Close(context.Background()) // live again on its first request
 		}
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -74,7 +75,7 @@ func TestListConversations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other.Close()
+	other.Close(context.Background())
 	must(t, s, req{method: "POST", path: "/v1/conversations", key: keyA, body: map[string]any{"id": "c1", "title": "first"}}, 201, nil)
 	createThread(t, s, keyA, "plain", "not a conversation")
 	must(t, s, req{method: "POST", path: "/v1/conversations/c1/commands", key: keyA,
@@ -168,7 +169,7 @@ func TestListConversationsScansBoundedly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	c.Close(context.Background())
 	for i := range convScan + 1 {
 		if _, err := db.Create(t.Context(), thread.CreateOptions{ID: fmt.Sprintf("z-%04d", i), Kind: thread.KindLocal}); err != nil {
 			t.Fatal(err)

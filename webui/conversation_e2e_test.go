@@ -302,7 +302,7 @@ func TestConversationPagesWithoutAModel(t *testing.T) {
 	if err := c.Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	c.Close(context.Background())
 	ctx := tab(t, browser, 30*time.Second)
 	const hint = `(document.querySelector('#conv-no-model')?.innerText || '').includes('loom serve --provider scripted')`
 	run(t, ctx, "the list",
@@ -339,7 +339,7 @@ func TestConversationWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	c.Close(context.Background())
 	th, err := e.db.Thread(t.Context(), "long")
 	if err != nil {
 		t.Fatal(err)

@@ -78,7 +78,7 @@ func (c *ChatCommand) Run(ctx context.Context, args []string) error {
 	if err := s.open(ctx, c.Thread); err != nil {
 		return err
 	}
-	defer func() { s.conv.Close() }()
+	defer func() { s.conv.Close(context.Background()) }()
 	// Both ends a terminal (not merely character devices: /dev/null is
 	// one), or plain lines.
 	if c.IsTerminal != nil && c.IsTerminal(c.Stdin) && c.IsTerminal(c.Stdout) {
@@ -133,7 +133,7 @@ func (s *chatSession) open(ctx context.Context, id string) error {
 		return err
 	}
 	if s.conv != nil {
-		s.conv.Close()
+		s.conv.Close(context.Background())
 	}
 	s.conv = conv
 	return nil
@@ -173,7 +173,7 @@ func (s *chatSession) command(ctx context.Context, line string) (string, bool, e
 		if err != nil {
 			return "", false, err
 		}
-		s.conv.Close()
+		s.conv.Close(context.Background())
 		s.conv = f
 		s.prompted = arg != "" // sent by takeUp, once the fork is on screen
 		return "forked into " + f.ID(), false, nil
@@ -198,7 +198,7 @@ func (s *chatSession) command(ctx context.Context, line string) (string, bool, e
 			return "", false, errors.New("/rollback NAME or /rollback VERSION")
 		}
 		if s.busy() {
-			s.conv.Abort()
+			s.conv.Abort(context.Background())
 		}
 		id := s.conv.ID()
 		th, err := s.db.Thread(ctx, id)
@@ -606,7 +606,7 @@ func (s *chatSession) abort(t *transcript) bool {
 		return false
 	}
 	wasOpen := t.open
-	s.conv.Abort()
+	s.conv.Abort(context.Background())
 	t.sync(s)
 	a := s.conv.Agent()
 	t.closeLine(a.Status())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func newTUI(t *testing.T) *tui {
 	if err := s.open(t.Context(), ""); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.conv.Close() })
+	t.Cleanup(func() { s.conv.Close(context.Background()) })
 	u := &tui{t: t, m: newChatModel(t.Context(), s)}
 	// Wide enough that no line of these tests wraps.
 	u.m.Update(tea.WindowSizeMsg{Width: 400, Height: 60})
