@@ -358,16 +358,7 @@ func (c *Conversation) loop() {
 }
 
 // do runs f on the event loop and waits for it.
-func (c *Conversation) do(f func() error) error {
-	done := make(chan error, 1)
-	c.post(func() { done <- f() })
-	select {
-	case err := <-done:
-		return err
-	case <-c.ended:
-		return fmt.Errorf("conversation %s is closed: %w", c.ID(), thread.ErrInvalid)
-	}
-}
+func (c *Conversation) do(f func() error) error { return c.doCtx(context.Background(), f) }
 
 // doCtx is do, waiting no longer than ctx: f still runs once the loop
 // takes it.
@@ -385,11 +376,17 @@ func (c *Conversation) doCtx(ctx context.Context, f func() error) error {
 }
 
 // Close aborts what is in flight, closes the sub-agents, and stops the
-// event loop. It may be called more than once. ctx bounds the waits for
-// the loops to take the abort and to end; what they commit and tear down
-// finishes all the same, and a Close that ctx cut short returns its cause.
+// event loop. It may be called more than once. The abort always happens
+// (and commits what the turn completed) before the loop stops; ctx bounds
+// the waits for the sub-agents and the loop to end, which finish all the
+// same, and a Close that ctx cut short returns its cause.
 func (c *Conversation) Close(ctx context.Context) error {
-	c.Abort(ctx)
+	// Not bounded by ctx: a loop told to quit may never run an abort
+	// still queued.
+	c.do(func() error {
+		c.abort()
+		return nil
+	})
 	for _, k := range c.Children() {
 		k.Close(ctx)
 	}
@@ -409,31 +406,39 @@ func (c *Conversation) Close(ctx context.Context) error {
 // Open takes it up again. A server that shuts down suspends its
 // conversations; Close is for a user who is done with one. The
 // conversation and its sub-agents are closed after it. It may be called
-// more than once. ctx bounds the wait for the loop to handle a stop still
-// queued; the suspension itself always completes.
+// more than once. The suspension always completes; ctx bounds how long
+// Suspend waits for it (the loop to end, the tools and sub-agents to stop).
 func (c *Conversation) Suspend(ctx context.Context) {
 	// A stop whose event is still queued is handled, and so committed,
-	// first.
-	c.doCtx(ctx, func() error {
+	// first: not bounded by ctx, as a loop told to quit may never run it.
+	c.do(func() error {
 		c.catchUp()
 		return nil
 	})
 	c.closeOnce.Do(func() { close(c.quit) })
-	<-c.ended
-	// The loop has ended: what it owned belongs to the first Suspend now
-	// (the others wait for it to finish). What the stream and the tools
-	// post after this is never handled.
-	c.suspendOnce.Do(func() {
-		c.agent.Abort()
-		if r := c.tools_; r != nil {
-			r.cancel()
-			r.wg.Wait()
-		}
-		for _, k := range c.children {
-			k.Suspend(ctx)
-		}
-		c.endTurn(true, nil)
-	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-c.ended
+		// The loop has ended: what it owned belongs to the first Suspend
+		// now (the others wait for it to finish). What the stream and the
+		// tools post after this is never handled.
+		c.suspendOnce.Do(func() {
+			c.agent.Abort()
+			if r := c.tools_; r != nil {
+				r.cancel()
+				r.wg.Wait()
+			}
+			for _, k := range c.children {
+				k.Suspend(context.WithoutCancel(ctx))
+			}
+			c.endTurn(true, nil)
+		})
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // ID returns the id of the conversation's thread.

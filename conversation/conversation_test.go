@@ -417,7 +417,7 @@ func TestB09Fork(t *testing.T) {
 
 // TestCloseKeepsACompleteAnswer closes a conversation the moment its agent
 // shows the answer complete, before or after the loop has handled the
-// stop, many times: every time, the thread holds the answer, so that a
+// stop, many times, half of them with a context that has ended: every time, the thread holds the answer, so that a
 // conversation closed then (an idle server's sweep) does not ask the
 // model again when opened.
 func TestCloseKeepsACompleteAnswer(t *testing.T) {
@@ -432,7 +432,14 @@ func TestCloseKeepsACompleteAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "the answer", func() bool { return c.Agent().Status().Kind == Stopped })
-		c.Close(context.Background())
+		// Every other round with a context that has ended: the answer
+		// is kept all the same.
+		closeCtx, cancel := context.WithCancel(ctx)
+		if i%2 == 1 {
+			cancel()
+		}
+		c.Close(closeCtx)
+		cancel()
 		th, err := db.Thread(ctx, c.ID())
 		if err != nil {
 			t.Fatal(err)
