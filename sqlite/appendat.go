@@ -71,14 +71,9 @@ func (s *Store) buildAt(st *wstmts, w *write) error {
 	if b == nil {
 		b = &store.Batch{}
 	}
-	enc := make([]encodedCommit, len(b.Commits))
-	for i, c := range b.Commits {
-		if c == nil {
-			return fmt.Errorf("commit %d of the batch is nil: %w", i, store.ErrInvalid)
-		}
-		if enc[i], err = encodeCommit(c); err != nil {
-			return err
-		}
+	enc, err := encodeCommits(b)
+	if err != nil {
+		return err
 	}
 	w.b, w.enc = b, enc
 	w.seed = threadRow{id: r.ID, k: k, version: r.Version, head: r.Head, ok: true}

@@ -29,14 +29,9 @@ func (s *Store) Apply(ctx context.Context, b *store.Batch) (err error) {
 	}
 	// Encode outside the transaction: the write lock is held for the
 	// writes only.
-	enc := make([]encodedCommit, len(b.Commits))
-	for i, c := range b.Commits {
-		if c == nil {
-			return fmt.Errorf("commit %d of the batch is nil: %w", i, store.ErrInvalid)
-		}
-		if enc[i], err = encodeCommit(c); err != nil {
-			return err
-		}
+	enc, err := encodeCommits(b)
+	if err != nil {
+		return err
 	}
 	w := &write{ctx: ctx, b: b, enc: enc}
 	s.group.run(w, s.writeGroup)
@@ -111,6 +106,10 @@ type facts struct {
 	// a guess was made.
 	guess, guessed bool
 
+	// batchIDs holds the ids of a batch of many commits (a load, a
+	// copy), so that inBatch is not a scan of the batch per question.
+	batchIDs map[string]bool
+
 	threads     []threadRow
 	commits     map[string]int64
 	checkpoints map[store.CheckpointKey]int64
@@ -161,18 +160,35 @@ func (f *facts) Thread(_ context.Context, id string) (int64, string, bool, error
 	return t.version, t.head, t.ok, nil
 }
 
+// inBatch reports whether id is one of the batch's commits.
+func (f *facts) inBatch(id string) bool {
+	if len(f.b.Commits) <= 8 {
+		for _, c := range f.b.Commits {
+			if c != nil && c.ID == id {
+				return true
+			}
+		}
+		return false
+	}
+	if f.batchIDs == nil {
+		f.batchIDs = make(map[string]bool, len(f.b.Commits))
+		for _, c := range f.b.Commits {
+			if c != nil {
+				f.batchIDs[c.ID] = true
+			}
+		}
+	}
+	return f.batchIDs[id]
+}
+
 // Commit implements store.Facts.
 func (f *facts) Commit(_ context.Context, id string) (bool, error) {
 	if _, ok := f.commits[id]; ok {
 		return true, nil
 	}
-	if f.guess {
-		for _, c := range f.b.Commits {
-			if c != nil && c.ID == id {
-				f.guessed = true
-				return false, nil
-			}
-		}
+	if f.guess && f.inBatch(id) {
+		f.guessed = true
+		return false, nil
 	}
 	// A cached commit's key is checked with its id: a row deleted since
 	// (by any process) and its key reused do not match.
@@ -525,6 +541,21 @@ func (s *Store) cacheWritten(b *store.Batch, enc []encodedCommit, added map[stri
 
 type encodedCommit struct {
 	messages, state, metadata []byte
+}
+
+// encodeCommits encodes the commits of b, which must not be nil.
+func encodeCommits(b *store.Batch) ([]encodedCommit, error) {
+	enc := make([]encodedCommit, len(b.Commits))
+	for i, c := range b.Commits {
+		if c == nil {
+			return nil, fmt.Errorf("commit %d of the batch is nil: %w", i, store.ErrInvalid)
+		}
+		var err error
+		if enc[i], err = encodeCommit(c); err != nil {
+			return nil, err
+		}
+	}
+	return enc, nil
 }
 
 func encodeCommit(c *thread.Commit) (encodedCommit, error) {
