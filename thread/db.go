@@ -147,17 +147,17 @@ func newShared() *shared {
 }
 
 // Shared returns the value that db and the DBs copied from it keep under
-// key, calling make to create it on first use; concurrent first calls get
+// key, calling newValue to create it on first use; concurrent first calls get
 // the same value. It is for packages built on thread that keep state per
 // DB rather than per process (package agent keeps its registry of running
 // runs here, so that a run is exclusive among the agents of one DB); key
 // should be a value of an unexported type of the calling package, as with
 // context.WithValue.
-func (db *DB) Shared(key any, make func() any) any {
+func (db *DB) Shared(key any, newValue func() any) any {
 	if v, ok := db.shared.values.Load(key); ok {
 		return v
 	}
-	v, _ := db.shared.values.LoadOrStore(key, make())
+	v, _ := db.shared.values.LoadOrStore(key, newValue())
 	return v
 }
 
