@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/internal/cputime"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 )
@@ -134,21 +135,21 @@ func BenchmarkStopBesideTurn(b *testing.B) {
 			c.agent.mu.Lock()
 			c.agent.msgs = append(c.agent.msgs, user, assistant)
 			c.agent.mu.Unlock()
-			start, cpu := time.Now(), cpuTime()
+			start, cpu := time.Now(), cputime.Process()
 			err := c.commitStop(context.Background())
 			stopTime += time.Since(start)
-			stopCPU += cpuTime() - cpu
+			stopCPU += cputime.Process() - cpu
 			if err != nil {
 				b.Error(err)
 			}
 			return nil
 		})
-		start, cpu := time.Now(), cpuTime()
+		start, cpu := time.Now(), cputime.Process()
 		if _, err := floor.Append(ctx, user, assistant); err != nil {
 			b.Fatal(err)
 		}
 		turnTime += time.Since(start)
-		turnCPU += cpuTime() - cpu
+		turnCPU += cputime.Process() - cpu
 	}
 	stop := float64(stopTime.Nanoseconds()) / 1e3 / float64(n)
 	turn := float64(turnTime.Nanoseconds()) / 1e3 / float64(n)

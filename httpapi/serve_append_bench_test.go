@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/loomthreads/loom/internal/cputime"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/telemetry"
 	"github.com/loomthreads/loom/thread"
@@ -270,13 +271,13 @@ func BenchmarkServeCost(b *testing.B) {
 			b.ReportAllocs()
 			var loomT, floorT time.Duration
 			n := 0
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
 				floorT += floor(n)
 				loomT += viaLoom(n)
 				n++
 			}
-			cpu = processCPU() - cpu
+			cpu = cputime.Process() - cpu
 			us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) / 1e3 }
 			if cpu > 0 {
 				b.ReportMetric(us(cpu), "cpu-µs")

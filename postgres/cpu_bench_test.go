@@ -4,9 +4,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomthreads/loom/internal/cputime"
 )
 
 // cpuMeter measures the CPU time that a benchmark costs the test process
@@ -27,21 +28,15 @@ func startCPU(tb testing.TB, s *Store) *cpuMeter {
 		tb.Fatal(err)
 	}
 	m := &cpuMeter{postmaster: ppid(backend)}
-	m.client, m.server = selfCPU(), m.serverCPU()
+	m.client, m.server = cputime.Process(), m.serverCPU()
 	return m
 }
 
 // report reports the CPU time per op since startCPU.
 func (m *cpuMeter) report(b *testing.B) {
-	client, server := selfCPU()-m.client, m.serverCPU()-m.server
+	client, server := cputime.Process()-m.client, m.serverCPU()-m.server
 	b.ReportMetric(float64(client.Microseconds())/float64(b.N), "client-cpu-µs/op")
 	b.ReportMetric(float64(server.Microseconds())/float64(b.N), "server-cpu-µs/op")
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // procStat returns the parent and the CPU time of process pid.

@@ -1,5 +1,3 @@
-//go:build unix
-
 package sqlite
 
 import (
@@ -7,26 +5,16 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/cputime"
 	"github.com/loomthreads/loom/thread"
 )
 
 // The benchmarks of issue 27, the store's path: a full read of a long
 // thread with the commit cache on and off, and the latency of an agent's
 // turns while the write-ahead log is checkpointed.
-
-// cpuTime returns the CPU time the process has used, user and system.
-func cpuTime(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkFullReadCache reads all 200,000 messages of a thread (one a
 // commit) through thread.DB, with the 32 MiB cache of decoded commits on
@@ -69,11 +57,11 @@ func BenchmarkFullReadCache(b *testing.B) {
 			}
 			read()
 			b.ReportAllocs()
-			cpu := cpuTime(b)
+			cpu := cputime.Process()
 			for b.Loop() {
 				read()
 			}
-			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

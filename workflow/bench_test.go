@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomthreads/loom/internal/cputime"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
@@ -223,21 +224,21 @@ func BenchmarkStepBesideTurn(b *testing.B) {
 			}
 		}
 		b.StartTimer()
-		start, cpu := time.Now(), cpuTime()
+		start, cpu := time.Now(), cputime.Process()
 		if _, err := w.Run(ctx, g, nil); err != nil {
 			b.Fatal(err)
 		}
 		stepTime += time.Since(start)
-		stepCPU += cpuTime() - cpu
+		stepCPU += cputime.Process() - cpu
 		runs++
-		start, cpu = time.Now(), cpuTime()
+		start, cpu = time.Now(), cputime.Process()
 		for range steps {
 			if _, err := floor.Append(ctx, user, assistant); err != nil {
 				b.Fatal(err)
 			}
 		}
 		turnTime += time.Since(start)
-		turnCPU += cpuTime() - cpu
+		turnCPU += cputime.Process() - cpu
 		turns += steps
 	}
 	step := float64(stepTime.Microseconds()) / float64(runs*steps)

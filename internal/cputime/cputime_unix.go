@@ -1,14 +1,16 @@
 //go:build unix
 
-package httpapi
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time the process has used, user and system.
-func processCPU() time.Duration {
+// Available reports whether Process measures anything here.
+const Available = true
+
+func process() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
