@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/store"
 )
 
 // floor is the hardware's floor for a commit: one ~1 KB INSERT in its own
@@ -153,5 +154,33 @@ func BenchmarkGroupCommit(b *testing.B) {
 				b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 			}
 		})
+	}
+}
+
+// BenchmarkLoadBatch applies one batch of 10,000 commits and the thread
+// that heads them, as a document's load or a copy does: the planner asks
+// about every commit of the batch, and the store must answer each in
+// O(1), not with a scan of the batch.
+func BenchmarkLoadBatch(b *testing.B) {
+	const n = 10_000
+	ctx := context.Background()
+	s := openBench(b, nil)
+	now := time.Now()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		batch := &store.Batch{Commits: make([]*store.Commit, n)}
+		parent := ""
+		for j := range batch.Commits {
+			id := fmt.Sprintf("c_load%d_%05d", i, j)
+			batch.Commits[j] = &store.Commit{ID: id, Parent: parent, Depth: int64(j + 1), Op: thread.OpAppend, Time: now,
+				Messages: []message.Message{user}}
+			parent = id
+		}
+		batch.Create = []store.Creation{{Record: &store.Record{ID: fmt.Sprintf("load%d", i), Head: parent, Version: 1,
+			CreatedAt: now, UpdatedAt: now}, Op: thread.OpCreate}}
+		b.StartTimer()
+		if err := s.Apply(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
