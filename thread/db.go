@@ -38,6 +38,10 @@ type Options struct {
 	// Now is the clock; nil means time.Now. Times are kept in UTC with
 	// microsecond precision, which every store can hold exactly.
 	Now func() time.Time
+	// Retention is the store-wide default of every thread's retention
+	// (see Retention): each field a thread's own labels do not set. The
+	// zero value keeps everything for ever. DB.GC applies it.
+	Retention Retention
 	// TracerProvider, when not nil, gets a span for each operation on
 	// threads (create, open, refresh, commit, messages, state, view, fork,
 	// copy, delete), named "thread.<operation>", with the store's name and
@@ -97,6 +101,8 @@ type DB struct {
 	tenant  string
 	retries int
 	now     func() time.Time
+	// retention is Options.Retention.
+	retention Retention
 	shared  *shared  // what db and its copies share
 	ids     *idLines // the message ids of recent lines (msgids.go)
 	// tracer makes the spans of Options.TracerProvider; nil makes none.
@@ -109,7 +115,8 @@ func New(store store.Store, opts *Options) *DB {
 	if opts != nil {
 		o = *opts
 	}
-	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now, shared: newShared(), ids: &idLines{budget: o.MessageIDCache}}
+	db := &DB{raw: store, limits: o.Limits.withDefaults(), retries: o.AppendRetries, now: o.Now, retention: o.Retention,
+		shared: newShared(), ids: &idLines{budget: o.MessageIDCache}}
 	db.scope(o.Tenant)
 	if db.retries == 0 {
 		db.retries = 100

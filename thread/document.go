@@ -643,7 +643,9 @@ func (db *DB) loadHistory(doc *document, rec *Record, b *store.Batch, now time.T
 	if err != nil {
 		return nil, err
 	}
-	if len(h.Entries) == 0 || h.Version != int64(len(h.Entries)) {
+	// A thread whose oldest versions were pruned (retention) saves the
+	// entries it kept: consecutive, ending at its version.
+	if len(h.Entries) == 0 || h.Entries[len(h.Entries)-1].Version != h.Version {
 		return nil, fmt.Errorf("history: version %d with %d entries: %w", h.Version, len(h.Entries), ErrInvalid)
 	}
 	var entries []HistoryEntry

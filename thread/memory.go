@@ -89,16 +89,22 @@ func newMemThread(r *Record) *memThread {
 
 // history is a thread's history in chunks: appending never copies the
 // entries already there, and a reader holding a copy of the chunk list reads
-// what was there when it looked, without the lock.
+// what was there when it looked, without the lock. A prune (retention) drops
+// entries from the front: whole chunks go, and lo marks the oldest kept.
 type history struct {
 	chunks [][]HistoryEntry
-	n      int64
+	base   int64 // the versions up to base are in no chunk
+	n      int64 // the newest version
+	lo     int64 // the oldest version kept, when above base+1
 }
 
 const historyChunk = 512
 
+// start makes an empty history whose first entry will be version v.
+func (h *history) start(v int64) { h.base, h.n, h.lo = v-1, v-1, v }
+
 func (h *history) add(e HistoryEntry) {
-	if h.n > 0 && h.n%historyChunk == 0 {
+	if k := h.n - h.base; k > 0 && k%historyChunk == 0 {
 		// Most threads are short: a chunk starts small and grows to its size.
 		h.chunks = append(h.chunks, make([]HistoryEntry, 0, 2))
 	}
@@ -107,21 +113,40 @@ func (h *history) add(e HistoryEntry) {
 	h.n++
 }
 
-// at returns the entry of version v (1-based).
+// at returns the entry of version v, which is kept.
 func (h *history) at(v int64) HistoryEntry {
-	return h.chunks[(v-1)/historyChunk][(v-1)%historyChunk]
+	i := v - 1 - h.base
+	return h.chunks[i/historyChunk][i%historyChunk]
 }
 
 // snapshot returns a copy of h that later adds do not change.
 func (h *history) snapshot() history {
-	return history{chunks: slices.Clone(h.chunks), n: h.n}
+	c := *h
+	c.chunks = slices.Clone(h.chunks)
+	return c
 }
 
+// first returns the oldest version kept.
+func (h *history) first() int64 { return max(h.lo, h.base+1) }
+
 func (h *history) each(f func(HistoryEntry)) {
-	for _, c := range h.chunks {
-		for _, e := range c {
-			f(e)
-		}
+	for v := h.first(); v <= h.n; v++ {
+		f(h.at(v))
+	}
+}
+
+// prune drops the entries below version before, calling f with each.
+func (h *history) prune(before int64, f func(HistoryEntry)) {
+	if before <= h.first() {
+		return
+	}
+	for v := h.first(); v < before; v++ {
+		f(h.at(v))
+	}
+	h.lo = before
+	if k := (before - 1 - h.base) / historyChunk; k > 0 {
+		h.chunks = slices.Clone(h.chunks[k:])
+		h.base += k * historyChunk
 	}
 }
 
@@ -273,7 +298,7 @@ func (s *MemoryStore) History(ctx context.Context, thread string, opts HistoryOp
 			end = opts.Before - 1
 		}
 		n := 0
-		for v := end; v >= 1; v-- {
+		for v := end; v >= h.first(); v-- {
 			if opts.Limit > 0 && n >= opts.Limit {
 				return
 			}
@@ -364,7 +389,9 @@ func (s *MemoryStore) apply(ctx context.Context, b *store.Batch) error {
 	}
 	for _, cr := range b.Create {
 		t := newMemThread(cr.Record)
-		for _, e := range cr.Entries() {
+		entries := cr.Entries()
+		t.history.start(entries[0].Version)
+		for _, e := range entries {
 			t.history.add(e)
 		}
 		s.threads[t.rec.ID] = t
@@ -405,6 +432,9 @@ func (s *MemoryStore) apply(ctx context.Context, b *store.Batch) error {
 			t.checkpoints = make(map[string]Checkpoint)
 		}
 		t.checkpoints[cp.Name] = cp
+	}
+	for _, pr := range b.Prune {
+		s.threads[pr.Thread].history.prune(pr.Before, func(e HistoryEntry) { s.unref(e.Commit) })
 	}
 	for _, d := range b.Delete {
 		t := s.threads[d.Thread]

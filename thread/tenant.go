@@ -196,6 +196,13 @@ func (s *tenantStore) keyed(b *store.Batch) *store.Batch {
 			k.Checkpoints[i] = cp
 		}
 	}
+	if len(b.Prune) > 0 {
+		k.Prune = make([]store.Prune, len(b.Prune))
+		for i, pr := range b.Prune {
+			pr.Thread = s.key(pr.Thread)
+			k.Prune[i] = pr
+		}
+	}
 	if len(b.Delete) > 0 {
 		k.Delete = make([]store.Deletion, len(b.Delete))
 		for i, d := range b.Delete {

@@ -58,6 +58,8 @@ func (b *Batch) Changes(now time.Time) []Change {
 	for _, cp := range b.Checkpoints {
 		out = append(out, Change{Kind: ChangeCheckpoint, Thread: cp.Thread, Checkpoint: cp.Name, Time: cp.CreatedAt})
 	}
+	// A prune changes no record and no readable version's content: it
+	// publishes nothing.
 	for _, d := range b.Delete {
 		out = append(out, Change{Kind: ChangeDelete, Thread: d.Thread, Time: now})
 	}

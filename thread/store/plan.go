@@ -40,12 +40,14 @@ type Facts interface {
 //  5. Batch.DropCheckpoints, each letting go of the reference its
 //     checkpoint held (DropCommits[i]).
 //  6. Batch.Checkpoints.
-//  7. Batch.Delete: the thread, its history, checkpoints and labels, each
+//  7. Batch.Prune: the thread's history entries below Before, each letting
+//     go of its reference.
+//  8. Batch.Delete: the thread, its history, checkpoints and labels, each
 //     entry and checkpoint letting go of its reference.
-//  8. Collection: every commit the batch left without references is
+//  9. Collection: every commit the batch left without references is
 //     deleted, and so are the ancestors that only it kept.
 //
-// New references all count (1, 2) before any is let go (5, 7), so a batch
+// New references all count (1, 2) before any is let go (5, 7, 8), so a batch
 // that replaces a checkpoint never frees what the new one keeps.
 type Plan struct {
 	Batch *Batch
@@ -134,6 +136,9 @@ func NeedsOf(b *Batch) Needs {
 		addT(cp.Thread)
 		addC(cp.Commit)
 		n.Checkpoints = append(n.Checkpoints, CheckpointKey{cp.Thread, cp.Name})
+	}
+	for _, pr := range b.Prune {
+		addT(pr.Thread)
 	}
 	for _, d := range b.Delete {
 		addT(d.Thread)
@@ -451,6 +456,20 @@ func (pl *planner) run(b *Batch) error {
 		ref(cp.Commit)
 		added.add(k)
 	}
+	for _, pr := range b.Prune {
+		if _, ok, err := storedThread(pr.Thread); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("thread %q: %w", pr.Thread, ErrNotFound)
+		}
+		v, _, err := pl.lookup(pr.Thread)
+		if err != nil {
+			return err
+		}
+		if pr.Before < 1 || pr.Before > v {
+			return fmt.Errorf("prune thread %q below version %d: it is at version %d: %w", pr.Thread, pr.Before, v, ErrInvalid)
+		}
+	}
 	var deleted set[string]
 	for _, d := range b.Delete {
 		if _, ok, err := storedThread(d.Thread); err != nil {
@@ -507,8 +526,9 @@ func (s *set[K]) has(k K) bool {
 	return false
 }
 
-// Validate checks that a creation's history is numbered 1..n
-// and ends at the record's head and version. Stores share it.
+// Validate checks that a creation's history is numbered consecutively,
+// from 1 or from where a prune (retention) left it, and ends at the
+// record's head and version. Stores share it.
 func (cr Creation) Validate() error {
 	r := cr.Record
 	if len(cr.History) == 0 {
@@ -517,8 +537,9 @@ func (cr Creation) Validate() error {
 		}
 		return nil
 	}
+	first := cr.History[0].Version
 	for i, e := range cr.History {
-		if e.Version != int64(i+1) {
+		if first < 1 || e.Version != first+int64(i) {
 			return fmt.Errorf("thread %q: history entry %d has version %d: %w", r.ID, i, e.Version, ErrInvalid)
 		}
 	}

@@ -105,7 +105,7 @@ type DescendantIndex interface {
 
 // Batch is a set of changes that a store applies atomically, in the order of
 // its fields: commits, creations, moves, dropped checkpoints, new
-// checkpoints, deletions. Every
+// checkpoints, prunes, deletions. Every
 // precondition is checked before anything changes, inside the store's
 // transaction:
 //   - a commit whose id exists already is ErrConflict; a parent that is
@@ -114,8 +114,9 @@ type DescendantIndex interface {
 //   - a move whose From is not the thread's version is ErrConflict;
 //   - a head, checkpoint commit or thread that does not exist is ErrNotFound;
 //   - a checkpoint name taken on that thread is ErrConflict;
-//   - a thread created in a batch cannot be deleted, or have checkpoints
-//     dropped, in that same batch (ErrNotFound).
+//   - a thread created in a batch cannot be deleted, pruned, or have
+//     checkpoints dropped, in that same batch (ErrNotFound);
+//   - a prune that would drop the thread's current version is ErrInvalid.
 //
 // Commits whose last reference a batch lets go are freed after all of the
 // batch's new references count.
@@ -131,6 +132,8 @@ type Batch struct {
 	DropCheckpoints []CheckpointKey
 	// Checkpoints are new checkpoints.
 	Checkpoints []Checkpoint
+	// Prune drops the oldest history entries of threads (retention).
+	Prune []Prune
 	// Delete removes threads with their history and checkpoints, then every
 	// commit that nothing else reaches any more.
 	Delete []Deletion
@@ -167,6 +170,18 @@ type Move struct {
 // CheckpointKey names a checkpoint.
 type CheckpointKey struct {
 	Thread, Name string
+}
+
+// Prune drops the history entries of Thread whose version is below Before,
+// each letting go of the reference it held: the versions are no longer
+// readable (At, Restore and History skip them), and the commits that only
+// they reached are freed. Checkpoints, the current version and every entry
+// from Before on stay. Before must be at least 1 and at most the thread's
+// version as the batch's moves leave it; entries already gone below Before
+// are no error, so a prune may be repeated.
+type Prune struct {
+	Thread string
+	Before int64
 }
 
 // Deletion deletes a thread. A Version other than 0 must match the thread's.

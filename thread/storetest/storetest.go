@@ -125,6 +125,11 @@ var cases = []suiteCase{
 	{"Groups", groups},
 	{"Search", search},
 	{"Watch", watch},
+	{"RetentionTTL", retentionTTL},
+	{"RetentionKeepLast", retentionKeepLast},
+	{"RetentionForkKeepsShared", retentionForkKeepsShared},
+	{"RetentionPruneRules", retentionPruneRules},
+	{"RetentionGCAfterCrash", retentionGCAfterCrash},
 }
 
 // recorder is a T that records failures instead of failing, for running a

@@ -1,0 +1,322 @@
+package thread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/loomthreads/loom/thread/store"
+)
+
+// The labels that hold a thread's own retention (see Retention). They are
+// ordinary labels — set by SetRetention, or by anyone who sets labels, such
+// as the HTTP API — so every store keeps them, copies and forks inherit
+// them, and a listing can filter on them.
+const (
+	LabelTTL      = "loom.ttl"       // a duration, such as "720h"; "0" never expires
+	LabelKeepLast = "loom.keep_last" // a count of versions; "0" keeps them all
+	LabelKeepFor  = "loom.keep_for"  // a duration; "0" keeps them all
+)
+
+// Retention says how long a thread is kept, and how much of its history.
+// Every thread keeps every version until a retention says otherwise:
+// that is what makes time travel free, and what a long-lived store must
+// bound.
+//
+// A thread's retention is its own labels (LabelTTL, LabelKeepLast,
+// LabelKeepFor), each falling back to the store-wide default of
+// Options.Retention. DB.GC applies it; nothing is dropped between runs.
+type Retention struct {
+	// TTL deletes the thread once it has gone TTL without a change (its
+	// UpdatedAt plus TTL): an idle conversation expires, one in use never
+	// does. The thread is deleted with its history and checkpoints, and so
+	// is every commit that no other thread reaches (a fork keeps what it
+	// shares). 0 keeps the thread for ever.
+	TTL time.Duration
+	// KeepLast keeps the newest KeepLast versions of the thread's history;
+	// older versions can no longer be read, restored or forked from, and
+	// the commits that only they reached are freed. Named checkpoints are
+	// always kept, and so is the current version. 0 sets no count.
+	KeepLast int64
+	// KeepFor keeps the versions younger than KeepFor (by the time of
+	// their history entry). With KeepLast too, a version either keeps is
+	// kept. 0 sets no age.
+	KeepFor time.Duration
+}
+
+// IsZero reports whether r keeps everything for ever.
+func (r Retention) IsZero() bool { return r == Retention{} }
+
+// Expires returns when a thread last changed at updated expires under r;
+// the zero time when it never does.
+func (r Retention) Expires(updated time.Time) time.Time {
+	if r.TTL <= 0 {
+		return time.Time{}
+	}
+	return updated.Add(r.TTL)
+}
+
+// Labels returns r as the labels that hold it, every field written (a
+// zero field as "0", which overrides a store-wide default).
+func (r Retention) Labels() map[string]string {
+	return map[string]string{
+		LabelTTL:      formatDuration(r.TTL),
+		LabelKeepLast: strconv.FormatInt(r.KeepLast, 10),
+		LabelKeepFor:  formatDuration(r.KeepFor),
+	}
+}
+
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	return d.String()
+}
+
+func (r Retention) validate() error {
+	if r.TTL < 0 || r.KeepLast < 0 || r.KeepFor < 0 {
+		return fmt.Errorf("retention %+v: a negative limit: %w", r, ErrInvalid)
+	}
+	return nil
+}
+
+// RetentionOf returns the retention of the thread r: its own labels, each
+// missing one taken from def. A label that does not parse is ErrInvalid,
+// and the retention returned is then def's for that field.
+func RetentionOf(r *Record, def Retention) (Retention, error) {
+	out := def
+	var errs []error
+	dur := func(key string, d *time.Duration) {
+		s, ok := r.Labels[key]
+		if !ok {
+			return
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil || v < 0 {
+			errs = append(errs, fmt.Errorf("thread %s: label %s=%q is not a duration such as 720h: %w", r.ID, key, clip(s), ErrInvalid))
+			return
+		}
+		*d = v
+	}
+	dur(LabelTTL, &out.TTL)
+	dur(LabelKeepFor, &out.KeepFor)
+	if s, ok := r.Labels[LabelKeepLast]; ok {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			errs = append(errs, fmt.Errorf("thread %s: label %s=%q is not a count: %w", r.ID, LabelKeepLast, clip(s), ErrInvalid))
+		} else {
+			out.KeepLast = v
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Retention returns the thread's retention as of the handle's record: its
+// own, each field it does not set taken from the DB's default.
+func (t *Thread) Retention() (Retention, error) {
+	r := t.snapshot()
+	return RetentionOf(r, t.db.retention)
+}
+
+// SetRetention gives the thread a retention of its own, every field of r
+// (a zero field keeps that for ever, whatever the DB's default says); it
+// moves the thread one version (op update), and takes effect at the next
+// DB.GC. ClearRetention goes back to the default.
+func (t *Thread) SetRetention(ctx context.Context, r Retention) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	labels := t.snapshot().Labels
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, r.Labels())
+	return t.Update(ctx, UpdateOptions{Labels: out})
+}
+
+// ClearRetention drops the thread's own retention: the DB's default
+// applies again.
+func (t *Thread) ClearRetention(ctx context.Context) error {
+	out := maps.Clone(t.snapshot().Labels)
+	delete(out, LabelTTL)
+	delete(out, LabelKeepLast)
+	delete(out, LabelKeepFor)
+	if out == nil {
+		out = map[string]string{}
+	}
+	return t.Update(ctx, UpdateOptions{Labels: out})
+}
+
+// GCOptions tune DB.GC.
+type GCOptions struct {
+	// DryRun reports what GC would drop, and drops nothing.
+	DryRun bool
+	// AllTenants collects every tenant's threads; otherwise only the DB's
+	// tenant's.
+	AllTenants bool
+	// Now is the time expiry and ages are judged at; zero means the DB's
+	// clock.
+	Now time.Time
+}
+
+// GCReport says what a GC dropped (or, dry, would drop).
+type GCReport struct {
+	// Threads counts the threads looked at.
+	Threads int `json:"threads"`
+	// Expired counts the threads deleted (TTL).
+	Expired int `json:"expired"`
+	// Pruned counts the threads whose oldest versions were dropped, and
+	// Versions the versions dropped from them.
+	Pruned   int   `json:"pruned"`
+	Versions int64 `json:"versions"`
+	// Skipped counts the threads that changed while GC looked at them, and
+	// were left for the next GC.
+	Skipped int `json:"skipped"`
+	// Errors are the threads whose labels do not parse, which GC left as
+	// they are (the default applies to the fields that do not parse).
+	Errors []string `json:"errors,omitzero"`
+}
+
+// GC applies retention (see Retention) to every thread of the DB's tenant
+// (or, with AllTenants, of the store): it deletes the threads that
+// expired and drops the versions their history limits no longer keep,
+// freeing every commit nothing reaches any more. Each thread's change is
+// one batch of the store, checked against the thread's version, so GC is
+// safe while others write (a thread that moves meanwhile is left for the
+// next GC) and after a crash at any point (what was dropped is dropped in
+// full; a later GC finishes the rest). It reads every record, and the
+// history it drops.
+func (db *DB) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
+	now := opts.Now
+	if now.IsZero() {
+		now = db.clock()
+	}
+	var rep GCReport
+	// Every tenant's threads are the raw store's, by key; the DB's own
+	// tenant's go through its tenant view.
+	st, list := db.store, ListOptions{Tenant: db.tenant}
+	if opts.AllTenants {
+		st, list = db.raw, ListOptions{AllTenants: true}
+	}
+	g := gc{db: db, st: st, now: now, dry: opts.DryRun, raw: opts.AllTenants, rep: &rep}
+	// A page at a time, read before it is written to: a store's listing
+	// need not stand writes made while it iterates.
+	const page = 256
+	for {
+		list.Limit = page
+		var recs []*Record
+		for r, err := range st.Threads(ctx, list) {
+			if err != nil {
+				return rep, err
+			}
+			recs = append(recs, r)
+		}
+		for _, r := range recs {
+			if err := g.thread(ctx, r); err != nil {
+				return rep, err
+			}
+		}
+		if len(recs) < page {
+			return rep, nil
+		}
+		list.After = recs[len(recs)-1].ID
+	}
+}
+
+// gc is one run of DB.GC.
+type gc struct {
+	db  *DB
+	st  store.Store // the DB's store, or with raw the store under it
+	raw bool
+	now time.Time
+	dry bool
+	rep *GCReport
+}
+
+// apply applies b to the store GC reads, and makes its changes heard.
+func (g *gc) apply(ctx context.Context, b *store.Batch) error {
+	if !g.raw {
+		return g.db.apply(ctx, b)
+	}
+	if err := g.st.Apply(ctx, b); err != nil {
+		return err
+	}
+	if _, ok := g.db.raw.(store.Watcher); !ok {
+		if h := g.db.hub(false); h != nil {
+			if changes := b.Changes(g.db.clock()); len(changes) > 0 {
+				h.publish(changes) // keys already
+			}
+		}
+	}
+	return nil
+}
+
+func (g *gc) thread(ctx context.Context, r *Record) error {
+	db, rep, now, dry := g.db, g.rep, g.now, g.dry
+	rep.Threads++
+	ret, err := RetentionOf(r, db.retention)
+	if err != nil {
+		rep.Errors = append(rep.Errors, err.Error())
+	}
+	if exp := ret.Expires(r.UpdatedAt); !exp.IsZero() && !now.Before(exp) {
+		if !dry {
+			err := g.apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: r.ID, Version: r.Version}}})
+			switch {
+			case errors.Is(err, ErrConflict), errors.Is(err, ErrNotFound):
+				rep.Skipped++
+				return nil
+			case err != nil:
+				return fmt.Errorf("gc: delete %s: %w", r.ID, err)
+			}
+		}
+		rep.Expired++
+		return nil
+	}
+	if ret.KeepLast <= 0 && ret.KeepFor <= 0 {
+		return nil
+	}
+	// The versions below before are dropped: those that neither limit
+	// keeps. Entries are read newest first, from the newest that the count
+	// does not keep.
+	before := r.Version
+	if ret.KeepLast > 0 {
+		before = max(r.Version-ret.KeepLast+1, 1)
+	}
+	var n int64
+	cutoff := now.Add(-ret.KeepFor)
+	for e, err := range g.st.History(ctx, r.ID, HistoryOptions{Before: before}) {
+		if errors.Is(err, ErrNotFound) {
+			rep.Skipped++
+			return nil // deleted meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("gc: history of %s: %w", r.ID, err)
+		}
+		if ret.KeepFor > 0 && n == 0 && !e.Time.Before(cutoff) {
+			// Young enough: kept, and so is what the count kept above it.
+			before = e.Version
+			continue
+		}
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	if !dry {
+		err := g.apply(ctx, &store.Batch{Prune: []store.Prune{{Thread: r.ID, Before: before}}})
+		switch {
+		case errors.Is(err, ErrNotFound):
+			rep.Skipped++
+			return nil
+		case err != nil:
+			return fmt.Errorf("gc: prune %s: %w", r.ID, err)
+		}
+	}
+	rep.Pruned++
+	rep.Versions += n
+	return nil
+}
