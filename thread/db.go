@@ -103,8 +103,8 @@ type DB struct {
 	now     func() time.Time
 	// retention is Options.Retention.
 	retention Retention
-	shared  *shared  // what db and its copies share
-	ids     *idLines // the message ids of recent lines (msgids.go)
+	shared    *shared  // what db and its copies share
+	ids       *idLines // the message ids of recent lines (msgids.go)
 	// tracer makes the spans of Options.TracerProvider; nil makes none.
 	tracer *tracer
 }
