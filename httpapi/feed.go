@@ -85,7 +85,7 @@ func (s *Server) family(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp := familyResponse{Root: root, Threads: make([]threadJSON, 0, len(fam))}
 	for _, rec := range fam {
-		resp.Threads = append(resp.Threads, recordJSON(rec))
+		resp.Threads = append(resp.Threads, recordJSON(rec, s.tenantDB(r).DefaultRetention()))
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil

@@ -111,11 +111,19 @@ type threadJSON struct {
 	CreatedAt  time.Time         `json:"created_at"`
 	UpdatedAt  time.Time         `json:"updated_at"`
 	ForkedFrom *thread.ForkPoint `json:"forked_from,omitzero"`
+	// ExpiresAt is when the thread expires if it does not change (its
+	// retention's TTL, its own or the server's default); absent when never.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
-func recordJSON(r thread.Record) threadJSON {
+// recordJSON is a thread's record as the API answers it; def is the
+// server's default retention, for its expiry.
+func recordJSON(r thread.Record, def thread.Retention) threadJSON {
 	out := threadJSON{ID: r.ID, Kind: r.Kind, Title: r.Title, Labels: r.Labels, Head: r.Head, Version: r.Version,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	// A label that does not parse leaves the default: what GC applies.
+	ret, _ := thread.RetentionOf(&r, def)
+	out.ExpiresAt = ret.Expires(r.UpdatedAt)
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
 	}

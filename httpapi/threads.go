@@ -99,7 +99,7 @@ func answerThread(w http.ResponseWriter, status int, th *thread.Thread) {
 	if status == http.StatusCreated {
 		w.Header().Set("Location", threadLocation(rec.ID))
 	}
-	writeJSON(w, status, recordJSON(rec))
+	writeJSON(w, status, recordJSON(rec, th.DB().DefaultRetention()))
 }
 
 // checkVersion returns ErrConflict (412 with If-Match) when the request's
@@ -217,7 +217,7 @@ func (s *Server) listThreads(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 		last = th.Record()
-		resp.Threads = append(resp.Threads, recordJSON(last))
+		resp.Threads = append(resp.Threads, recordJSON(last, th.DB().DefaultRetention()))
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil

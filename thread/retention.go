@@ -83,6 +83,19 @@ func (r Retention) validate() error {
 	return nil
 }
 
+// WithRetention returns a DB on the same store, tenant and options whose
+// store-wide default retention is r, as Options.Retention sets it: a
+// server opens its store once and sets the default its flags give.
+func (db *DB) WithRetention(r Retention) *DB {
+	c := *db
+	c.retention = r
+	return &c
+}
+
+// DefaultRetention returns the DB's store-wide default retention
+// (Options.Retention).
+func (db *DB) DefaultRetention() Retention { return db.retention }
+
 // RetentionOf returns the retention of the thread r: its own labels, each
 // missing one taken from def. A label that does not parse is ErrInvalid,
 // and the retention returned is then def's for that field.

@@ -341,6 +341,27 @@ func TestThreadPage(t *testing.T) {
 		)
 	})
 
+	t.Run("Expiry", func(t *testing.T) {
+		// A thread with a TTL of its own shows when it expires; one without
+		// (and no server default) shows none.
+		call(t, e.url, "", "POST", "/v1/threads", map[string]any{"id": "expiring", "labels": map[string]string{thread.LabelTTL: "720h"},
+			"messages": []any{textMsg("user", "soon gone")}}, nil)
+		makeThread(t, e.url, "lasting", "here to stay")
+		ctx := tab(t, browser, timeout)
+		run(t, ctx, "the page shows the thread's expiry",
+			chromedp.Navigate(e.url+"/#/threads/expiring"),
+			waitJS(messagesContain("soon gone")),
+			waitJS(`document.querySelector('.expires')?.textContent.startsWith(' · expires ')`),
+			waitJS(`document.querySelector('.expires time')?.getAttribute('datetime') !== null`),
+		)
+		run(t, ctx, "and none for a thread that never expires",
+			chromedp.Navigate(e.url+"/#/threads/lasting"),
+			waitJS(messagesContain("here to stay")),
+			waitJS(`document.querySelector('.expires') === null`),
+		)
+		checkNoJunk(t, ctx, "thread page with an expiry")
+	})
+
 	t.Run("RunPanelWithModel", func(t *testing.T) {
 		makeThread(t, e.url, "can-run", "hello")
 		ctx := tab(t, browser, timeout)

@@ -181,6 +181,20 @@ var commands = []spec{
 			"loom threads delete th_01jq… --yes",
 		},
 		New: func(b base) Command { return &ThreadsDeleteCommand{base: b} }},
+	{Name: "gc", Synopsis: "[--ttl D] [--keep-last N] [--keep-for D] [--dry-run]",
+		Summary: "apply retention: delete expired threads, drop old versions, free what nothing reaches",
+		Help: "Applies each thread's retention — its own loom.ttl, loom.keep_last and loom.keep_for\n" +
+			"labels, each missing one taken from the flags — to every tenant's threads (or --tenant's):\n" +
+			"a thread idle past its TTL is deleted, versions older than its history limits are\n" +
+			"dropped (checkpoints and the current version stay), and every commit no thread,\n" +
+			"version or checkpoint reaches any more is freed. Each thread is one atomic change,\n" +
+			"checked against its version: safe while others write, and after a crash at any point.\n" +
+			"loom serve runs the same in the background (--gc-every).",
+		Examples: []string{
+			"loom gc --ttl 720h --keep-last 100 --dry-run",
+			"loom gc --keep-for 168h --json",
+		},
+		New: func(b base) Command { return &GCCommand{base: b} }},
 	{Name: "search", Synopsis: "WORD... [--limit N] [--before CURSOR]",
 		Summary: "find messages that hold every word, newest first",
 		Help: "Searches the text of the tenant's messages (text, reasoning, tool calls and results):\n" +

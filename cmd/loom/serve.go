@@ -39,6 +39,10 @@ type serveConfig struct {
 	foundry         foundryFlags
 	maxBody         int64
 	shutdown        time.Duration
+	// retention is the store-wide default retention, applied every
+	// gcEvery (0: never) in the background.
+	retention retentionFlags
+	gcEvery   time.Duration
 	// tracer gets the spans of requests, runs, model calls, tool calls
 	// and store operations; nil traces nothing (telemetry.FromEnv).
 	tracer trace.TracerProvider
@@ -174,6 +178,14 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if cfg.gcEvery > 0 {
+		gcCtx, stopGC := context.WithCancel(base)
+		var gcDone sync.WaitGroup
+		gcDone.Go(func() { collect(gcCtx, db, cfg.gcEvery, log) })
+		// Stopped before the store closes; a GC cut short is finished by
+		// the next.
+		defer func() { stopGC(); gcDone.Wait() }()
+	}
 	log.Info("listening", "url", "http://"+l.Addr().String(), "version", version, "provider", provider(cfg.provider, client))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
@@ -290,6 +302,8 @@ func (c *ServeCommand) Flags() *pflag.FlagSet {
 	c.cfg.foundry.flags(fs)
 	fs.Int64Var(&c.cfg.maxBody, "max-body", 8<<20, "largest request body, in bytes")
 	fs.DurationVar(&c.cfg.shutdown, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	c.cfg.retention.flags(fs)
+	fs.DurationVar(&c.cfg.gcEvery, "gc-every", 10*time.Minute, "apply retention (what loom gc does) every `DURATION` in the background; 0 never")
 	fs.StringVar(&c.logLevel, "log-level", "", "the least `LEVEL` logged: debug, info, warn or error ($LOOM_LOG_LEVEL; default info); /healthz and /metrics requests are debug")
 	return fs
 }
@@ -305,6 +319,13 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	level, err := c.level()
 	if err != nil {
 		return err
+	}
+	ret, err := c.cfg.retention.retention()
+	if err != nil {
+		return c.usage("%v", err)
+	}
+	if c.cfg.gcEvery < 0 {
+		return c.usage("--gc-every cannot be negative")
 	}
 	// Refuse before opening the store or listening: a keys file with a
 	// line that is not one key for one tenant, and without keys, any
@@ -345,7 +366,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer stopTracing()
 	c.cfg.tracer = tp
-	db = db.WithTracerProvider(tp)
+	db = db.WithTracerProvider(tp).WithRetention(ret)
 	l, err := listen(c.cfg.addr)
 	if err != nil {
 		return err

@@ -95,7 +95,10 @@ export async function threadPage(main, id, params) {
       labels ? ` · ${labels}` : '',
       r.forked_from ? h('span', {}, ' · forked from ', h('a', { href: `#/threads/${enc(r.forked_from.thread)}` }, r.forked_from.thread),
         r.forked_from.message ? ` at ${short(r.forked_from.message, 8)}` : '') : '',
-      ' · updated ', fmtTime(r.updated_at));
+      ' · updated ', fmtTime(r.updated_at),
+      // Retention: when GC deletes the thread if nothing changes it.
+      r.expires_at ? h('span', { class: 'expires', title: 'deleted then unless it changes (retention: loom.ttl or the server\'s --ttl)' },
+        ' · expires ', fmtTime(r.expires_at)) : '');
     document.title = `${r.title || r.id} · loom`;
   }
 
