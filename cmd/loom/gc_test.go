@@ -2,8 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/loomthreads/loom/internal/testwait"
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -75,5 +82,56 @@ func TestGC(t *testing.T) {
 
 	if r := loom(t, "gc", "--store", store, "--ttl", "-1s"); r.code != 2 {
 		t.Errorf("a negative --ttl: exit %d, want 2 (usage)\n%s", r.code, r.stderr)
+	}
+}
+
+// TestServeCollects: loom serve applies retention in the background: a
+// thread past its own TTL goes, and a thread's history is cut to the
+// server's --keep-last, while the server serves.
+func TestServeCollects(t *testing.T) {
+	store := "sqlite://" + filepath.Join(t.TempDir(), "serve-gc.db")
+	s := startServer(t, store, "--gc-every", "20ms", "--keep-last", "2")
+	status := func(path string) int {
+		res, err := http.Get(s.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		io.Copy(io.Discard, res.Body)
+		return res.StatusCode
+	}
+	if code, err := post(s.url+"/v1/threads", "", map[string]any{"id": "brief", "labels": map[string]string{thread.LabelTTL: "1ns"}}); err != nil || code != http.StatusCreated {
+		t.Fatalf("create brief: %d, %v", code, err)
+	}
+	if code, err := post(s.url+"/v1/threads", "", map[string]any{"id": "long"}); err != nil || code != http.StatusCreated {
+		t.Fatalf("create long: %d, %v", code, err)
+	}
+	for range 5 {
+		if code, err := post(s.url+"/v1/threads/long/messages", "", map[string]any{"messages": []any{
+			map[string]any{"role": "user", "contents": []any{map[string]any{"type": "text", "text": "hi"}}}}}); err != nil || code != http.StatusCreated {
+			t.Fatalf("append: %d, %v", code, err)
+		}
+	}
+	testwait.Until(t, 20*time.Second, "the expired thread goes", func() bool { return status("/v1/threads/brief") == http.StatusNotFound })
+	testwait.Until(t, 20*time.Second, "the history is cut to 2 versions", func() bool {
+		res, err := http.Get(s.url + "/v1/threads/long/history")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var h struct {
+			Entries []struct {
+				Version int64 `json:"version"`
+			} `json:"entries"`
+		}
+		json.NewDecoder(res.Body).Decode(&h)
+		return len(h.Entries) == 2 && h.Entries[0].Version == 6
+	})
+	if code := status("/v1/threads/long/messages"); code != http.StatusOK {
+		t.Errorf("long's messages after gc: %d", code)
+	}
+	s.stop(t)
+	if !strings.Contains(s.stderr.String(), `"msg":"gc"`) {
+		t.Errorf("the server logged no gc:\n%s", s.stderr.String())
 	}
 }
