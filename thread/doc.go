@@ -85,6 +85,15 @@
 // workflow's sub-threads — carry LabelOwner (Own); ListOptions.Internal
 // leaves them out or lists them alone.
 //
+// Every version is kept until a retention says otherwise (Retention): a
+// thread's own labels (LabelTTL, LabelKeepLast, LabelKeepFor, set by
+// Thread.SetRetention) over the store-wide Options.Retention. DB.GC applies
+// it: it deletes the threads idle past their TTL and drops the versions
+// their history limits no longer keep (never a checkpoint or the current
+// version), in one store batch a thread (store.Prune), and the store frees
+// every commit that nothing reaches any more — a fork keeps what it
+// shares.
+//
 // Storage is a Store: a small interface that backends implement and
 // thread/storetest checks. Open picks one by URL ("memory://" is built in;
 // sqlite://, postgres://, redis:// and file:// join when their packages are

@@ -180,3 +180,31 @@ func ExampleDB_Group() {
 	// research: 1 message, parent ""
 	// writing: 1 message, parent "research"
 }
+
+func ExampleDB_GC() {
+	ctx := context.Background()
+	db := thread.New(thread.NewMemoryStore(), &thread.Options{
+		// The store-wide default: each thread keeps its newest 3 versions.
+		Retention: thread.Retention{KeepLast: 3},
+	})
+	th, _ := db.Create(ctx, thread.CreateOptions{ID: "chat"})
+	for _, text := range []string{"one", "two", "three", "four", "five"} {
+		th.Append(ctx, message.User(text))
+	}
+	rep, _ := db.GC(ctx, thread.GCOptions{})
+	fmt.Println("versions dropped:", rep.Versions)
+	for e := range th.History(ctx, thread.HistoryOptions{}) {
+		fmt.Println("kept version", e.Version)
+	}
+	msgs, _ := th.Messages(ctx, thread.ReadOptions{})
+	fmt.Println("messages:", len(msgs)) // the head still reaches every one
+	_, err := th.Messages(ctx, thread.ReadOptions{Version: 2})
+	fmt.Println(errors.Is(err, thread.ErrNotFound))
+	// Output:
+	// versions dropped: 3
+	// kept version 6
+	// kept version 5
+	// kept version 4
+	// messages: 5
+	// true
+}
