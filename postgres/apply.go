@@ -27,10 +27,10 @@ import (
 //  2. In one pipeline, the plan (facts.writes): insert the commits with
 //     their reference counts, count the references the batch adds to
 //     stored commits, create and move threads with their history entries,
-//     drop and add checkpoints, drop references and delete threads
-//     (loom_unref and loom_delete_threads free the commits nothing reaches
-//     any more), queue the new commits for the search index
-//     (loom_search_pending, see schemaV6); COMMIT.
+//     drop and add checkpoints, drop references, prune histories and
+//     delete threads (loom_unref, loom_prune and loom_delete_threads free
+//     the commits nothing reaches any more), queue the new commits for
+//     the search index (loom_search_pending, see schemaV6); COMMIT.
 //
 // The most common batch, one commit on a thread and the move to it, is
 // one statement instead (see applyAppend).
@@ -50,7 +50,7 @@ func (s *Store) Apply(ctx context.Context, b *store.Batch) error {
 	if err := validate(b); err != nil {
 		return err
 	}
-	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) == 0 {
+	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Prune)+len(b.Delete) == 0 {
 		return nil
 	}
 	fast := fastAppend(b)
@@ -535,10 +535,18 @@ func (f *facts) writes(p *store.Plan, noIndex bool) (*writes, error) {
 			threads, names, commits, versions, ats)
 	}
 	// The references the dropped checkpoints held go after every new one
-	// was counted; 7. deletions, and 8. the commits they free
-	// (loom_unref, loom_delete_threads).
+	// was counted; 7. prunes, 8. deletions, and 9. the commits they free
+	// (loom_unref, loom_prune, loom_delete_threads).
 	if len(unref) > 0 {
 		w.q.Queue(`SELECT loom_unref($1::bigint[])`, unref)
+	}
+	if len(b.Prune) > 0 {
+		threads := make([]int64, 0, len(b.Prune))
+		befores := make([]int64, 0, len(b.Prune))
+		for _, pr := range b.Prune {
+			threads, befores = append(threads, threadSeq(pr.Thread)), append(befores, pr.Before)
+		}
+		w.q.Queue(`SELECT loom_prune($1::bigint[], $2::bigint[])`, threads, befores)
 	}
 	if len(b.Delete) > 0 {
 		var threads []int64

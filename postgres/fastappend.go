@@ -57,7 +57,7 @@ $$;
 // fastAppend reports whether b is one new commit and the move of a thread
 // to it, with nothing else: the shape loom_append writes.
 func fastAppend(b *store.Batch) bool {
-	if len(b.Commits) != 1 || len(b.Moves) != 1 || len(b.Create)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) != 0 {
+	if len(b.Commits) != 1 || len(b.Moves) != 1 || len(b.Create)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Prune)+len(b.Delete) != 0 {
 		return false
 	}
 	c, m := b.Commits[0], b.Moves[0]

@@ -30,6 +30,7 @@ var migrations = []migration{
 	{5, schemaV5, nil},
 	{6, schemaV6, nil},
 	{7, schemaV7, nil},
+	{8, schemaV8, nil},
 }
 
 // schemaV5 indexes threads by their last update, for listings most

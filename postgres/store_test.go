@@ -368,7 +368,9 @@ func mustMessages(t *testing.T, th *thread.Thread) []message.Message {
 	return msgs
 }
 
-// checkRefs recounts every commit's references from the tables.
+// checkRefs recounts every commit's references from the tables (its
+// children, history entries and checkpoints), and looks for references to
+// commits that are gone.
 func checkRefs(t *testing.T, s *Store) {
 	t.Helper()
 	rows, err := s.pool.Query(t.Context(), `WITH r AS (
@@ -376,19 +378,23 @@ func checkRefs(t *testing.T, s *Store) {
 			UNION ALL SELECT commit_seq FROM loom_history WHERE commit_seq IS NOT NULL
 			UNION ALL SELECT commit_seq FROM loom_checkpoints),
 		n AS (SELECT seq, count(*) AS n FROM r GROUP BY seq)
-		SELECT c.id, c.refs, coalesce(n.n, 0) FROM loom_commits c LEFT JOIN n ON n.seq = c.seq`)
+		SELECT coalesce(c.seq, n.seq), c.id, coalesce(c.refs, 0), coalesce(n.n, 0)
+		FROM loom_commits c FULL JOIN n ON n.seq = c.seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id string
-		var refs, want int64
-		if err := rows.Scan(&id, &refs, &want); err != nil {
+		var seq, refs, want int64
+		var id *string
+		if err := rows.Scan(&seq, &id, &refs, &want); err != nil {
 			t.Fatal(err)
 		}
-		if refs != want || refs == 0 {
-			t.Errorf("commit %s has refs %d, its references count %d", id, refs, want)
+		switch {
+		case id == nil:
+			t.Errorf("commit seq %d is gone; %d references to it are left", seq, want)
+		case refs != want || refs == 0:
+			t.Errorf("commit %s has refs %d, its references count %d", *id, refs, want)
 		}
 	}
 	if err := rows.Err(); err != nil {
