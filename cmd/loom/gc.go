@@ -115,3 +115,100 @@ func collect(ctx context.Context, db *thread.DB, every time.Duration, log interf
 		}
 	}
 }
+
+// ThreadsRetentionCommand shows a thread's retention and expiry, or sets
+// its own.
+type ThreadsRetentionCommand struct {
+	base
+	ret   retentionFlags
+	clear bool
+	fs    *pflag.FlagSet // to tell a flag given as 0 from one not given
+}
+
+// Flags implements Command.
+func (c *ThreadsRetentionCommand) Flags() *pflag.FlagSet {
+	fs := c.flagSet()
+	c.ret.flags(fs)
+	fs.BoolVar(&c.clear, "clear", false, "drop the thread's own retention: the store-wide default applies again")
+	c.fs = fs
+	return fs
+}
+
+type retentionJSON struct {
+	Thread    string    `json:"thread"`
+	Version   int64     `json:"version"`
+	TTL       string    `json:"ttl"`
+	KeepLast  int64     `json:"keep_last"`
+	KeepFor   string    `json:"keep_for"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// Run implements Command.
+func (c *ThreadsRetentionCommand) Run(ctx context.Context, args []string) error {
+	pos, err := c.positional(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	fs := c.fs
+	set := fs.Changed("ttl") || fs.Changed("keep-last") || fs.Changed("keep-for")
+	if set && c.clear {
+		return c.usage("--clear takes no --ttl, --keep-last or --keep-for")
+	}
+	ret, err := c.ret.retention()
+	if err != nil {
+		return c.usage("%v", err)
+	}
+	db, th, err := c.openThread(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch {
+	case c.clear:
+		err = th.ClearRetention(ctx)
+	case set:
+		// The flags not given keep what the thread has.
+		own, _ := th.Retention()
+		if fs.Changed("ttl") {
+			own.TTL = ret.TTL
+		}
+		if fs.Changed("keep-last") {
+			own.KeepLast = ret.KeepLast
+		}
+		if fs.Changed("keep-for") {
+			own.KeepFor = ret.KeepFor
+		}
+		err = th.SetRetention(ctx, own)
+	}
+	if err != nil {
+		return fmt.Errorf("retention of %s: %w", th.ID(), err)
+	}
+	cur, err := th.Retention()
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "loom: %v\n", err)
+	}
+	rec := th.Record()
+	out := retentionJSON{Thread: th.ID(), Version: rec.Version, TTL: formatDur(cur.TTL), KeepLast: cur.KeepLast,
+		KeepFor: formatDur(cur.KeepFor), ExpiresAt: cur.Expires(rec.UpdatedAt)}
+	if c.JSON {
+		return writeJSON(c.Stdout, out)
+	}
+	expires := "never"
+	if !out.ExpiresAt.IsZero() {
+		expires = formatTime(out.ExpiresAt)
+	}
+	keepLast := "all"
+	if cur.KeepLast > 0 {
+		keepLast = fmt.Sprint(cur.KeepLast)
+	}
+	fmt.Fprintf(c.Stdout, "%s (version %d): ttl %s, keep last %s versions, keep for %s; expires %s\n",
+		th.ID(), rec.Version, out.TTL, keepLast, out.KeepFor, expires)
+	return nil
+}
+
+func formatDur(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	return d.String()
+}

@@ -135,3 +135,38 @@ func TestServeCollects(t *testing.T) {
 		t.Errorf("the server logged no gc:\n%s", s.stderr.String())
 	}
 }
+
+// TestThreadsRetention: loom threads retention shows the retention and
+// expiry, sets the thread's own field by field (a 0 given overrides the
+// default), and --clear goes back to the default.
+func TestThreadsRetention(t *testing.T) {
+	store := "sqlite://" + filepath.Join(t.TempDir(), "ret.db")
+	loom(t, "threads", "create", "--id", "r", "--store", store).ok(t)
+	var got retentionJSON
+	loom(t, "threads", "retention", "r", "--store", store, "--json").ok(t).decode(t, &got)
+	if got.TTL != "0" || got.KeepLast != 0 || !got.ExpiresAt.IsZero() {
+		t.Errorf("a new thread: %+v; want no retention", got)
+	}
+	loom(t, "threads", "retention", "r", "--ttl", "720h", "--store", store, "--json").ok(t).decode(t, &got)
+	if got.TTL != "720h0m0s" || got.ExpiresAt.IsZero() || got.Version != 2 {
+		t.Errorf("after --ttl 720h: %+v", got)
+	}
+	loom(t, "threads", "retention", "r", "--keep-last", "10", "--store", store, "--json").ok(t).decode(t, &got)
+	if got.TTL != "720h0m0s" || got.KeepLast != 10 {
+		t.Errorf("after --keep-last 10: %+v; want the TTL kept", got)
+	}
+	r := loom(t, "threads", "show", "r", "--store", store, "--json").ok(t)
+	if !strings.Contains(r.stdout, `"loom.keep_last": "10"`) {
+		t.Errorf("the labels do not hold the retention: %s", r.stdout)
+	}
+	loom(t, "threads", "retention", "r", "--clear", "--store", store, "--json").ok(t).decode(t, &got)
+	if got.TTL != "0" || got.KeepLast != 0 {
+		t.Errorf("after --clear: %+v", got)
+	}
+	if r := loom(t, "threads", "retention", "r", "--clear", "--ttl", "1h", "--store", store); r.code != 2 {
+		t.Errorf("--clear with --ttl: exit %d, want 2", r.code)
+	}
+	if r := loom(t, "threads", "retention", "nope", "--store", store); r.code == 0 {
+		t.Errorf("an unknown thread: exit 0")
+	}
+}

@@ -162,6 +162,18 @@ var commands = []spec{
 			"loom threads reset th_01jq…",
 		},
 		New: func(b base) Command { return &ThreadsResetCommand{base: b} }},
+	{Name: "threads retention", Synopsis: "ID [--ttl D] [--keep-last N] [--keep-for D] [--clear]",
+		Summary: "show a thread's retention and expiry, or set its own",
+		Help: "Without flags, shows how long the thread is kept (its own loom.ttl, loom.keep_last and\n" +
+			"loom.keep_for labels, over the defaults this command is given) and when it expires.\n" +
+			"--ttl, --keep-last and --keep-for set the thread's own (the others it has stay; 0 keeps\n" +
+			"for ever, whatever the server's default); --clear drops them. loom gc applies them.",
+		Examples: []string{
+			"loom threads retention th_01jq…",
+			"loom threads retention th_01jq… --ttl 720h --keep-last 100",
+			"loom threads retention th_01jq… --clear",
+		},
+		New: func(b base) Command { return &ThreadsRetentionCommand{base: b} }},
 	{Name: "threads view", Synopsis: "ID [--model M] [--budget N] [--max-messages N] [--strategy S]...",
 		Summary: "show what a model would be sent: the thread within a token budget",
 		Help: "Strategies, applied in order (then the oldest is dropped until it fits):\n" +
