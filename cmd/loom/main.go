@@ -24,7 +24,9 @@
 //	loom threads rollback ID (NAME | --version V)
 //	loom threads reset ID
 //	loom threads view ID [--model M] [--budget N] [--max-messages N] [--strategy S]...
+//	loom threads retention ID [--ttl D] [--keep-last N] [--keep-for D] [--clear]
 //	loom threads delete ID [--yes]
+//	loom gc [--ttl D] [--keep-last N] [--keep-for D] [--dry-run]
 //	loom chat [--thread ID] [--provider P] [--model M]
 //	loom workflows list [--limit N]
 //	loom workflows show ID [--version V | --checkpoint NAME] [--last N]
