@@ -22,6 +22,10 @@ var (
 	// given yet. A step returns it as it is: the runner then records the
 	// step as waiting, and the workflow waits, durably, for Provide.
 	ErrWaiting = errors.New("waiting for input")
+	// ErrStepLimit is returned by Run, as a *StepLimitError, when the run
+	// reached its RunOptions.MaxRounds with steps still to run: a loop
+	// that did not end. The workflow is left resumable.
+	ErrStepLimit = fmt.Errorf("step limit reached: %w", thread.ErrConflict)
 	// ErrNotWorkflow is returned by Open for a thread that is not a
 	// workflow.
 	ErrNotWorkflow = fmt.Errorf("not a workflow: %w", thread.ErrNotFound)

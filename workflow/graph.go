@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/loomthreads/loom/thread"
 )
@@ -23,15 +22,24 @@ import (
 type StepFunc func(ctx context.Context, s *Step) (any, error)
 
 // Graph declares a workflow's steps and what may follow each. It is a
-// directed acyclic graph, run in rounds: the steps of a round run
-// concurrently (fan-out), and the successors they choose, each once, make
-// the next round, so that a step that several steps of a round choose waits
-// for all of them (fan-in). A step chooses among its declared successors
-// with Step.Goto (a conditional next); by default it chooses them all.
+// directed graph, run in rounds (LangGraph's super-steps): the steps of a
+// round run concurrently (fan-out), and the successors they choose, each
+// once, make the next round, so that a step that several steps of a round
+// choose waits for all of them (fan-in). A step chooses among its declared
+// successors with Step.Goto (a conditional next); by default it chooses
+// them all. A step can also run another step as many times as it likes in
+// the next round, each instance with its own input (Step.Send, a dynamic
+// fan-out).
 //
-// A step chosen in several rounds (by steps of different lengths of path)
-// runs once in each, as in LangGraph; its input in each is the outputs of
-// the steps that chose it in the round before.
+// The graph may have cycles: a writer and a reviewer that pass a draft
+// back and forth until the reviewer approves are two steps that name each
+// other, and the loop ends when a step chooses to leave it (Goto). A Run
+// runs at most RunOptions.MaxRounds rounds, so that a loop that never ends
+// stops, resumably, with a *StepLimitError.
+//
+// A step chosen in several rounds (by steps of different lengths of path,
+// or around a loop) runs once in each, as in LangGraph; its input in each
+// is the outputs of the steps that chose it in the round before.
 //
 // Build it with NewGraph and Add; Run checks it first. A Graph is not
 // changed by running it and may run many workflows at once.
@@ -86,8 +94,10 @@ func (g *Graph) fail(err error) {
 }
 
 // Check reports what is wrong with the declaration: a bad or duplicate
-// step, a successor or start step that is not declared, a cycle, or no
-// step to start with. Each is thread.ErrInvalid.
+// step, a successor or start step that is not declared, or no step to
+// start with (a graph whose every step follows another, such as a loop,
+// names its first steps with Start). Each is thread.ErrInvalid. A cycle is
+// not an error: RunOptions.MaxRounds bounds a loop that never ends.
 func (g *Graph) Check() error {
 	if g.err != nil {
 		return g.err
@@ -107,11 +117,8 @@ func (g *Graph) Check() error {
 			return fmt.Errorf("start step %q is not a step: %w", clip(n), thread.ErrInvalid)
 		}
 	}
-	if cyc := g.cycle(); cyc != nil {
-		return fmt.Errorf("steps form a cycle: %s: %w", strings.Join(cyc, " → "), thread.ErrInvalid)
-	}
 	if len(g.starts()) == 0 {
-		return fmt.Errorf("graph has no step to start with: %w", thread.ErrInvalid)
+		return fmt.Errorf("graph has no step to start with (every step follows another: name the first with Start): %w", thread.ErrInvalid)
 	}
 	return nil
 }
@@ -134,44 +141,6 @@ func (g *Graph) starts() []string {
 		}
 	}
 	return out
-}
-
-// cycle returns a cycle of the graph, first step repeated last, or nil.
-func (g *Graph) cycle() []string {
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := map[string]int{}
-	var path []string
-	var visit func(string) []string
-	visit = func(n string) []string {
-		color[n] = grey
-		path = append(path, n)
-		for _, s := range g.steps[n].next {
-			switch color[s] {
-			case grey:
-				i := slices.Index(path, s)
-				return append(slices.Clone(path[i:]), s)
-			case white:
-				if c := visit(s); c != nil {
-					return c
-				}
-			}
-		}
-		path = path[:len(path)-1]
-		color[n] = black
-		return nil
-	}
-	for _, n := range g.order {
-		if color[n] == white {
-			if c := visit(n); c != nil {
-				return c
-			}
-		}
-	}
-	return nil
 }
 
 // check reports whether the execution state can run on g: every step it

@@ -32,7 +32,39 @@ type RunOptions struct {
 	// means time.Now. Whether a lease has run out is always judged by the
 	// wall clock.
 	Now func() time.Time
+	// MaxRounds is how many rounds this Run may run (LangGraph's
+	// recursion_limit, which counts super-steps per invocation); 0 means
+	// DefaultMaxRounds. The round in progress when Run starts counts as
+	// the first. A Run that would start one more stops before it with a
+	// *StepLimitError and lets its lease go: nothing of the next round has
+	// started, and a later Run, with the same limit or a higher one, goes
+	// on from exactly there. It is what stops a loop that never ends.
+	MaxRounds int
 }
+
+// DefaultMaxRounds is the number of rounds a Run runs at most when
+// RunOptions.MaxRounds is 0: far more than a graph without loops needs
+// (one round per step of its longest path), few enough that a loop that
+// never ends stops within seconds of commits.
+const DefaultMaxRounds = 100
+
+// StepLimitError is the error of Run when it reached its RunOptions.MaxRounds
+// with steps still to run. The workflow stays StatusRunning, with no
+// runner: the next Run goes on from Round, where it stopped. It is
+// ErrStepLimit.
+type StepLimitError struct {
+	Workflow string
+	// Limit is the number of rounds the Run ran; Round is the round it
+	// stopped before, which the next Run starts with.
+	Limit int
+	Round int
+}
+
+func (e *StepLimitError) Error() string {
+	return fmt.Sprintf("workflow %s: ran %d rounds, stopped before round %d: %v", e.Workflow, e.Limit, e.Round, ErrStepLimit)
+}
+
+func (e *StepLimitError) Unwrap() error { return ErrStepLimit }
 
 // StepError is the error of Run when a step failed: the workflow is then
 // StatusFailed, and the next Run runs the failed steps again.
@@ -80,8 +112,14 @@ func (w *Workflow) Run(ctx context.Context, g *Graph, opts *RunOptions) (*Execut
 	if err := g.Check(); err != nil {
 		return nil, fmt.Errorf("run workflow %s: %w", w.ID(), err)
 	}
-	r := &runner{w: w, g: g, id: ids.New("run_"), ttl: 30 * time.Second, now: time.Now}
+	r := &runner{w: w, g: g, id: ids.New("run_"), ttl: 30 * time.Second, now: time.Now, limit: DefaultMaxRounds}
 	if opts != nil {
+		if opts.MaxRounds < 0 {
+			return nil, fmt.Errorf("run workflow %s: max rounds %d: %w", w.ID(), opts.MaxRounds, thread.ErrInvalid)
+		}
+		if opts.MaxRounds > 0 {
+			r.limit = opts.MaxRounds
+		}
 		if opts.LeaseTTL > 0 {
 			r.ttl = opts.LeaseTTL
 		}
@@ -142,6 +180,10 @@ type runner struct {
 	started    map[string]StepRun
 	lastCommit time.Time
 	fatal      error // the workflow moved under the runner
+	// rounds counts the rounds this run started, up to limit; limited is
+	// set when a round ended with the next one left unstarted for it.
+	rounds, limit int
+	limited       bool
 }
 
 func (r *runner) lease() *Lease {
@@ -214,6 +256,9 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 			return nil, nil, err
 		}
 		starts = r.startRound(ex)
+		if ex.Status == StatusRunning && len(r.runnable(ex)) > 0 {
+			r.rounds = 1
+		}
 		return nil, starts, nil
 	}, nil)
 	if err != nil {
@@ -379,7 +424,7 @@ func (r *runner) run(ctx context.Context) error {
 		todo := r.runnable(ex)
 		status := ex.Status
 		w.mu.Unlock()
-		if status != StatusRunning || len(todo) == 0 {
+		if status != StatusRunning || len(todo) == 0 || r.limited {
 			return r.release(ctx)
 		}
 		if len(todo) == 1 {
@@ -446,6 +491,9 @@ func (r *runner) release(ctx context.Context) error {
 		}
 		clear(r.started)
 	}
+	if r.limited && w.ex.Status == StatusRunning {
+		return &StepLimitError{Workflow: w.ID(), Limit: r.rounds, Round: w.ex.Round}
+	}
 	if w.ex.Status == StatusFailed {
 		name := ""
 		if len(w.ex.Failed) > 0 {
@@ -510,8 +558,13 @@ func (r *runner) commitStarting(ctx context.Context, what string, recs []StepRun
 			}
 		}
 		starts = nil
-		if next && ex.Round != round && ctx.Err() == nil {
-			starts = r.startRound(ex)
+		if next && ex.Round != round && ctx.Err() == nil && ex.Status == StatusRunning {
+			if r.rounds >= r.limit {
+				r.limited = true
+			} else {
+				r.rounds++
+				starts = r.startRound(ex)
+			}
 		}
 		return recs, starts, nil
 	}, nil)
