@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/loomthreads/loom/thread"
 )
@@ -143,13 +145,13 @@ func (g *Graph) starts() []string {
 	return out
 }
 
-// check reports whether the execution state can run on g: every step it
-// names is declared.
+// checkState reports whether the execution state can run on g: every step
+// it names is declared.
 func (g *Graph) checkState(ex *execState) error {
 	var errs []error
 	for _, list := range [][]string{ex.Current, ex.Next} {
 		for _, n := range list {
-			if g.steps[n] == nil {
+			if step, _, ok := parseTask(n); !ok || g.steps[step] == nil {
 				errs = append(errs, fmt.Errorf("the workflow's execution names step %q, which the graph does not declare: %w", clip(n), thread.ErrInvalid))
 			}
 		}
@@ -165,4 +167,34 @@ func dedupe(names []string) []string {
 		}
 	}
 	return out
+}
+
+// maxSends caps the instances one step sends (Step.Send) in a round.
+const maxSends = 10_000
+
+// A task is what a round runs: a step, by its name, or an instance of a
+// step that a step sent (Step.Send), by the step's name and the instance's
+// index in the round, as "summarize[3]".
+func taskName(step string, instance int) string {
+	return step + "[" + strconv.Itoa(instance) + "]"
+}
+
+// parseTask returns the step of a task, and its instance's index (-1 for
+// a step run as itself); ok is false for a name that is neither.
+func parseTask(task string) (step string, instance int, ok bool) {
+	i := strings.IndexByte(task, '[')
+	if i < 0 {
+		return task, -1, validKey(task)
+	}
+	n, err := strconv.Atoi(task[i+1 : len(task)-1])
+	if !strings.HasSuffix(task, "]") || err != nil || n < 0 || n >= maxSends*maxSends || taskName(task[:i], n) != task {
+		return "", 0, false
+	}
+	return task[:i], n, validKey(task[:i])
+}
+
+// stepOf returns the step of a task.
+func stepOf(task string) string {
+	step, _, _ := parseTask(task)
+	return step
 }

@@ -584,7 +584,8 @@ func (r *runner) commitStarting(ctx context.Context, what string, recs []StepRun
 // moved, a store failed); a step's own failure is recorded, not returned.
 func (r *runner) step(ctx context.Context, name string) error {
 	w := r.w
-	s := &Step{r: r, name: name, next: r.g.steps[name].next}
+	step, instance, _ := parseTask(name)
+	s := &Step{r: r, name: step, task: name, instance: instance, next: r.g.steps[step].next}
 	w.mu.Lock()
 	ex := w.ex
 	s.answer = ex.Inputs[name]
@@ -641,7 +642,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 		if rec.Output, ferr = marshalOutput(out); ferr != nil {
 			rec.Status, rec.Error = StatusFailed, asStored(ferr.Error())
 		}
-		rec.Next = s.chosen()
+		rec.Next, rec.Sends = s.chosen()
 	case errors.Is(ferr, ErrWaiting) && s.waiting:
 		rec.Status = StatusWaiting
 	default:
@@ -654,7 +655,9 @@ func (r *runner) step(ctx context.Context, name string) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return r.commitStarting(ctx, "end "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, subs map[string]subHead) error {
+	recs := []StepRun{rec}
+	return r.commitStarting(ctx, "end "+rec.ID, recs, func(_ *thread.Group, ex *execState, subs map[string]subHead) error {
+		rec := &recs[0]
 		switch rec.Status {
 		case StatusDone:
 			ex.Done = append(ex.Done, name)
@@ -662,6 +665,20 @@ func (r *runner) step(ctx context.Context, name string) error {
 				if !slices.Contains(ex.Next, n) {
 					ex.Next = append(ex.Next, n)
 				}
+			}
+			// The instances sent are numbered in the round, in the order
+			// the senders' ends are committed.
+			count := map[string]int{}
+			for _, n := range ex.Next {
+				if step, i, _ := parseTask(n); i >= 0 {
+					count[step] = max(count[step], i+1)
+				}
+			}
+			for i := range rec.Sends {
+				step := rec.Sends[i].Task
+				rec.Sends[i].Task = taskName(step, count[step])
+				count[step]++
+				ex.Next = append(ex.Next, rec.Sends[i].Task)
 			}
 			delete(ex.Uses, name)
 			delete(ex.Inputs, name)
@@ -679,7 +696,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 					subs[k] = h
 				}
 			}
-			r.keep(rec, ex.Round)
+			r.keep(*rec, ex.Round)
 		case StatusWaiting:
 			ex.Waiting = append(ex.Waiting, Waiting{Step: name, Prompt: s.prompt, Since: rec.End})
 		case StatusFailed:
@@ -741,22 +758,57 @@ func asStored(s string) string {
 	return s
 }
 
-// inputOf returns the input of a step of the current round: the
-// workflow's input in the first round, and after it an object of the
-// outputs of the previous round's steps that chose it, by name.
-func (r *runner) inputOf(ex *execState, name string) json.RawMessage {
+// inputOf returns the input of a task of the current round: what was sent
+// to an instance; the workflow's input in the first round; and after it
+// an object of the outputs of the previous round's tasks that chose it, by
+// step name, the outputs of a step's instances as an array in instance
+// order.
+func (r *runner) inputOf(ex *execState, task string) json.RawMessage {
+	if _, instance, _ := parseTask(task); instance >= 0 {
+		for _, rec := range r.ended[ex.Round-1] {
+			for _, sd := range rec.Sends {
+				if sd.Task == task {
+					if sd.Input == nil {
+						return json.RawMessage("null")
+					}
+					return sd.Input
+				}
+			}
+		}
+		return json.RawMessage("null")
+	}
 	if ex.Round <= 1 {
 		return ex.Input
 	}
-	in := map[string]json.RawMessage{}
-	for _, pred := range r.g.preds[name] {
-		rec, ok := r.ended[ex.Round-1][pred]
-		if ok && slices.Contains(rec.Next, name) {
-			in[pred] = rec.Output
-			if in[pred] == nil {
-				in[pred] = json.RawMessage("null")
-			}
+	type out struct {
+		instance int
+		output   json.RawMessage
+	}
+	by := map[string][]out{}
+	for _, rec := range r.ended[ex.Round-1] {
+		if !slices.Contains(rec.Next, task) {
+			continue
 		}
+		step, instance, _ := parseTask(rec.Name)
+		o := rec.Output
+		if o == nil {
+			o = json.RawMessage("null")
+		}
+		by[step] = append(by[step], out{instance, o})
+	}
+	in := map[string]any{}
+	for step, outs := range by {
+		if len(outs) == 1 && outs[0].instance < 0 {
+			in[step] = outs[0].output
+			continue
+		}
+		// Instances, and the step run as itself (first) if it was too.
+		slices.SortFunc(outs, func(a, b out) int { return a.instance - b.instance })
+		list := make([]json.RawMessage, len(outs))
+		for i, o := range outs {
+			list[i] = o.output
+		}
+		in[step] = list
 	}
 	b, _ := json.Marshal(in)
 	return b
@@ -766,9 +818,11 @@ func (r *runner) inputOf(ex *execState, name string) json.RawMessage {
 // before it, the workflow's sub-threads, a way to choose its successors,
 // and a way to ask for input and wait for it.
 type Step struct {
-	r       *runner
-	name    string
-	round   int
+	r        *runner
+	name     string
+	task     string // name, or name[instance]
+	instance int    // -1 for a step run as itself
+	round    int
 	attempt int
 	input   json.RawMessage
 	next    []string
@@ -781,10 +835,18 @@ type Step struct {
 	answer  json.RawMessage
 	waiting bool
 	prompt  json.RawMessage
+	sends   []Sent
 }
 
 // Name returns the step's name.
 func (s *Step) Name() string { return s.name }
+
+// Instance returns the index of the instance, for a step that runs as an
+// instance another step sent (Send), and whether it is one: the index
+// numbers the instances of the step sent in the previous round, from 0,
+// and is stable across attempts, so that an instance can key its own
+// sub-thread by it.
+func (s *Step) Instance() (int, bool) { return s.instance, s.instance >= 0 }
 
 // Round returns the round the step runs in, from 1.
 func (s *Step) Round() int { return s.round }
@@ -797,8 +859,10 @@ func (s *Step) Attempt() int { return s.attempt }
 func (s *Step) Workflow() *Workflow { return s.r.w }
 
 // Input returns the step's input as JSON: the workflow's input for a step
-// of the first round, and an object of the outputs of the steps that chose
-// it, by name, for a later one.
+// of the first round; for a later one, an object of the outputs of the
+// steps that chose it, by name — the outputs of a step's instances (Send)
+// under its name as an array, in instance order; and for an instance, the
+// input it was sent.
 func (s *Step) Input() json.RawMessage { return s.input }
 
 // DecodeInput decodes the step's input into v.
@@ -809,8 +873,9 @@ func (s *Step) DecodeInput(v any) error {
 	return json.Unmarshal(s.input, v)
 }
 
-// Output returns the output of the newest ended attempt of the step name,
-// and whether there is one.
+// Output returns the output of the newest ended attempt of the step name
+// (an instance by its task name, as "summarize[3]"), and whether there is
+// one.
 func (s *Step) Output(name string) (json.RawMessage, bool) {
 	w := s.r.w
 	w.mu.Lock()
@@ -843,7 +908,7 @@ func (s *Step) SubThread(ctx context.Context, key string) (*thread.Thread, error
 				return fmt.Errorf("the runner lost its lease: %w", thread.ErrConflict)
 			}
 			ex.Runner = r.lease()
-			use(ex, s.name, key, 1)
+			use(ex, s.task, key, 1)
 			return nil
 		})
 		if err != nil {
@@ -852,7 +917,7 @@ func (s *Step) SubThread(ctx context.Context, key string) (*thread.Thread, error
 		// A sub-thread taken up again starts past version 1, empty.
 		if th.Version() != 1 {
 			if err := r.commit(ctx, "use "+key, nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
-				use(ex, s.name, key, th.Version())
+				use(ex, s.task, key, th.Version())
 				return nil
 			}); err != nil {
 				return nil, err
@@ -864,8 +929,8 @@ func (s *Step) SubThread(ctx context.Context, key string) (*thread.Thread, error
 			return nil, fmt.Errorf("workflow %s: sub-thread %q: %w", w.ID(), key, err)
 		}
 		if err := r.commit(ctx, "use "+key, nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
-			if _, ok := ex.Uses[s.name][key]; !ok {
-				use(ex, s.name, key, th.Version())
+			if _, ok := ex.Uses[s.task][key]; !ok {
+				use(ex, s.task, key, th.Version())
 			}
 			return nil
 		}); err != nil {
@@ -914,13 +979,58 @@ func (s *Step) Goto(names ...string) error {
 	return nil
 }
 
-func (s *Step) chosen() []string {
+// chosen returns the successors the step chose, and the instances it
+// sent (their tasks named by step only, until the end is committed).
+func (s *Step) chosen() ([]string, []Sent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gotoSet {
-		return slices.Clone(s.goto_)
+	if s.gotoSet || len(s.sends) > 0 {
+		return slices.Clone(s.goto_), slices.Clone(s.sends)
 	}
-	return slices.Clone(s.next)
+	return slices.Clone(s.next), nil
+}
+
+// Send runs step once more in the next round, as an instance of its own
+// whose input is input (encoded as JSON): LangGraph's Send, a fan-out
+// decided at run time. A step may send any number of instances, to one
+// step or several, up to 10,000; they run concurrently, each with its own
+// attempts (a crash re-runs only the instances that had not ended), and
+// are named by step and index in the round, "summarize[3]"
+// (Step.Instance), in the order sent.
+//
+// The successors the instances choose fan in as any step's do: a step
+// they all choose (by default, each chooses its step's declared
+// successors) runs once after all of them, and its input holds their
+// outputs under the step's name as an array, in instance order:
+// {"summarize": [out0, out1, …]}.
+//
+// A step that sends chooses only what it sends, unless it calls Goto too:
+// its declared successors are no longer its default. A step that sends no
+// instance (a fan-out of zero) therefore ends its branch, unless it goes
+// on with Goto — to the fan-in step, say, which then gets no outputs of
+// the instances, only the sender's.
+//
+// Step must be one of the step's declared successors, and input must
+// encode as JSON; otherwise Send returns thread.ErrInvalid and the step
+// fails, as with Goto. What was sent is recorded with the step's end.
+func (s *Step) Send(step string, input any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.next, step) {
+		s.gotoErr = fmt.Errorf("send to %q: not one of its successors %v: %w", clip(step), s.next, thread.ErrInvalid)
+		return s.gotoErr
+	}
+	if len(s.sends) >= maxSends {
+		s.gotoErr = fmt.Errorf("send to %q: more than %d instances: %w", step, maxSends, thread.ErrInvalid)
+		return s.gotoErr
+	}
+	b, err := json.Marshal(input)
+	if err != nil {
+		s.gotoErr = fmt.Errorf("send to %q: input: %v: %w", step, err, thread.ErrInvalid)
+		return s.gotoErr
+	}
+	s.sends = append(s.sends, Sent{Task: step, Input: b})
+	return nil
 }
 
 // Ask returns the input given to the step (Provide), or, when none was

@@ -92,8 +92,11 @@ type subHead struct {
 
 // StepRun is one attempt of a step, as the workflow thread records it.
 type StepRun struct {
-	// ID names the attempt: round, step and attempt, as "2/write#1".
-	ID      string          `json:"id"`
+	// ID names the attempt: round, step and attempt, as "2/write#1", or
+	// "3/summarize[4]#1" for an instance that a step sent (Step.Send).
+	ID string `json:"id"`
+	// Name is the step's name, with the instance's index in the round for
+	// an instance of a dynamic fan-out: "summarize[4]".
 	Name    string          `json:"name"`
 	Round   int             `json:"round"`
 	Attempt int             `json:"attempt"`
@@ -109,6 +112,18 @@ type StepRun struct {
 	SubThreads []string `json:"sub_threads,omitzero"`
 	// Answer is the input given to it (Provide) that its Ask returned.
 	Answer json.RawMessage `json:"answer,omitzero"`
+	// Sends are the instances it sent (Step.Send), which ran in the next
+	// round, in the order it sent them.
+	Sends []Sent `json:"sends,omitzero"`
+}
+
+// Sent is an instance of a step that a step sent (Step.Send).
+type Sent struct {
+	// Task names the instance, as "summarize[4]": its index counts the
+	// instances of that step sent in the round, by all steps, in the order
+	// their ends were committed.
+	Task  string          `json:"task"`
+	Input json.RawMessage `json:"input,omitzero"`
 }
 
 func stepID(round int, name string, attempt int) string {
@@ -131,11 +146,25 @@ func stepMessage(r StepRun) (message.Message, error) {
 	switch {
 	case r.Error != "":
 		line += ": " + r.Error
-	case r.Status == StatusDone && len(r.Next) > 0:
-		line += " → " + strings.Join(r.Next, ", ")
+	case r.Status == StatusDone && len(r.Next)+len(r.Sends) > 0:
+		next := slices.Clone(r.Next)
+		sent := map[string]int{}
+		for _, sd := range r.Sends {
+			step := stepOf(sd.Task)
+			if sent[step] == 0 {
+				next = append(next, step)
+			}
+			sent[step]++
+		}
+		for i, n := range next {
+			if sent[n] > 0 && i >= len(r.Next) {
+				next[i] = fmt.Sprintf("%s×%d", n, sent[n])
+			}
+		}
+		line += " → " + strings.Join(next, ", ")
 	}
 	m := message.New(stepRole, message.Text{Text: line})
-	m.AuthorName = r.Name
+	m.AuthorName = stepOf(r.Name)
 	m.Metadata = map[string]any{metaStep: string(b)}
 	return m, nil
 }
