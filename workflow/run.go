@@ -823,9 +823,9 @@ type Step struct {
 	task     string // name, or name[instance]
 	instance int    // -1 for a step run as itself
 	round    int
-	attempt int
-	input   json.RawMessage
-	next    []string
+	attempt  int
+	input    json.RawMessage
+	next     []string
 
 	mu      sync.Mutex
 	used    map[string]*thread.Thread
