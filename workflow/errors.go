@@ -11,9 +11,10 @@ import (
 // (errors.Is against thread.ErrNotFound, ErrConflict, ErrInvalid) maps them
 // to HTTP statuses and MCP errors.
 var (
-	// ErrBusy is returned by Run, Checkpoint, Restore, Provide, Delete,
+	// ErrBusy is returned by Run, Restore, Update, Provide, Delete,
 	// CreateSubThread and DeleteSubThread when another runner holds the
-	// workflow's lease: it is running elsewhere.
+	// workflow's lease: it is running elsewhere. (Checkpoint is not
+	// refused: it records the workflow between steps.)
 	ErrBusy = fmt.Errorf("workflow is being run by another runner: %w", thread.ErrConflict)
 	// ErrNotWaiting is returned by Provide when the step named is not
 	// waiting for input.

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -70,9 +71,18 @@ func (w *Workflow) stateAt(ctx context.Context, v int64) (*execState, map[string
 // each sub-thread that has messages (so that a sub-thread alone can be
 // rolled back to it too). A sub-thread that a step is writing (it started
 // and has not ended) is kept as the workflow last recorded it, before the
-// step, and gets no checkpoint of its own: the step runs again from there. A name taken on any of them is
-// thread.ErrConflict; a runner of another handle running the workflow is
-// ErrBusy. Neither changes anything.
+// step, and gets no checkpoint of its own: the step runs again from there.
+// A name taken on any of them is thread.ErrConflict, and changes nothing.
+//
+// While a runner of another handle (or process) runs the workflow,
+// Checkpoint does not wait for it nor get in its way: it commits nothing,
+// and records the workflow as of its last committed step — a checkpoint
+// taken between steps. The checkpoint names the workflow thread's head,
+// whose state records each sub-thread at its version as of the last step
+// end, and each sub-thread that is still at that version gets a
+// checkpoint of its own too, all in one batch of checkpoints that moves no
+// thread, so the runner goes on unaware. Restore to it brings back that
+// consistent state: steps that had not ended there run again.
 func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoint, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -80,7 +90,10 @@ func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoi
 		return thread.Checkpoint{}, err
 	}
 	if err := w.refuseBusy(ctx, true); err != nil {
-		return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+		if !errors.Is(err, ErrBusy) {
+			return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+		}
+		return w.checkpointBeside(ctx, name)
 	}
 	err := w.commitThen(ctx, "checkpoint "+name, nil, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
 		inUse := map[string]bool{}
@@ -115,6 +128,45 @@ func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoi
 	}
 	r := w.th.Record()
 	return thread.Checkpoint{Thread: w.ID(), Name: name, Commit: r.Head, Version: r.Version, CreatedAt: r.UpdatedAt}, nil
+}
+
+// checkpointBeside is Checkpoint while another runner runs the workflow:
+// checkpoints of the workflow thread at the handle's version and of each
+// sub-thread at the version recorded there, when it is still at it, in
+// one batch that moves no thread. Callers hold mu.
+func (w *Workflow) checkpointBeside(ctx context.Context, name string) (thread.Checkpoint, error) {
+	g := w.db.Group()
+	if err := g.Checkpoint(ctx, w.th, name); err != nil {
+		return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+	}
+	for _, key := range slices.Sorted(maps.Keys(w.subs)) {
+		h := w.subs[key]
+		if h.Head == "" {
+			continue
+		}
+		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
+		if err != nil {
+			return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: sub-thread %s: %w", w.ID(), key, err)
+		}
+		// A step writing it moved it past the recorded head: the
+		// workflow's checkpoint records the version, and a restore
+		// brings it back there.
+		if r := sub.Record(); r.Head == h.Head && r.Version == h.Version {
+			if err := g.Checkpoint(ctx, sub, name); err != nil {
+				return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+			}
+		}
+	}
+	if err := g.Apply(ctx); err != nil {
+		return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+	}
+	for cp, err := range w.th.Checkpoints(ctx) {
+		if err == nil && cp.Name == name {
+			return cp, nil
+		}
+	}
+	r := w.th.Record()
+	return thread.Checkpoint{Thread: w.ID(), Name: name, Commit: r.Head, Version: r.Version}, nil
 }
 
 // Checkpoints yields the workflow's checkpoints, in name order.
