@@ -228,7 +228,7 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 	}
 	// The handle keeps the records through the run's commits, for the
 	// execution state Run returns.
-	w.recs, w.recsAt = recs, w.th.Version()
+	w.recs, w.recsAt, w.edits = recs, w.th.Version(), editRecords(msgs)
 	var starts []StepRun
 	err = w.commitRecs(ctx, "claim", func(g *thread.Group, ex *execState, subs map[string]subHead) ([]StepRun, []StepRun, error) {
 		ex.Runner = r.lease()
@@ -248,7 +248,7 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 			delete(ex.Uses, step)
 		}
 		for _, key := range slices.Sorted(maps.Keys(back)) {
-			if err := r.moveBack(ctx, g, subs, key, back[key]); err != nil {
+			if err := w.moveBack(ctx, g, subs, key, back[key]); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -318,8 +318,8 @@ func restartPoints(ex *execState, subs map[string]subHead, steps []string) map[s
 
 // moveBack adds to g the move of sub-thread key back to its version v,
 // unless it is at v's head.
-func (r *runner) moveBack(ctx context.Context, g *thread.Group, subs map[string]subHead, key string, v int64) error {
-	sub, err := r.w.db.Thread(ctx, subID(r.w.ID(), key))
+func (w *Workflow) moveBack(ctx context.Context, g *thread.Group, subs map[string]subHead, key string, v int64) error {
+	sub, err := w.db.Thread(ctx, subID(w.ID(), key))
 	if err != nil {
 		return fmt.Errorf("sub-thread %s: %w", key, err)
 	}
@@ -397,7 +397,7 @@ func (r *runner) took(starts []StepRun) {
 func (r *runner) advance(ex *execState) error {
 	for ex.Status == StatusRunning && len(ex.Current) > 0 && len(ex.Done) == len(ex.Current) {
 		ex.Round++
-		ex.Current, ex.Done, ex.Next, ex.Attempts = ex.Next, nil, nil, nil
+		ex.Current, ex.Done, ex.Next, ex.Attempts, ex.Given = ex.Next, nil, nil, nil, nil
 	}
 	if ex.Status == StatusRunning && len(ex.Current) == 0 {
 		ex.Status, ex.Runner, ex.Uses, ex.Inputs = StatusDone, nil, nil, nil
@@ -758,12 +758,16 @@ func asStored(s string) string {
 	return s
 }
 
-// inputOf returns the input of a task of the current round: what was sent
+// inputOf returns the input of a task of the current round: the input an
+// edit gave it (Update.Next); what was sent
 // to an instance; the workflow's input in the first round; and after it
 // an object of the outputs of the previous round's tasks that chose it, by
 // step name, the outputs of a step's instances as an array in instance
 // order.
 func (r *runner) inputOf(ex *execState, task string) json.RawMessage {
+	if in, ok := ex.Given[task]; ok {
+		return in
+	}
 	if _, instance, _ := parseTask(task); instance >= 0 {
 		for _, rec := range r.ended[ex.Round-1] {
 			for _, sd := range rec.Sends {

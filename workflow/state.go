@@ -62,6 +62,9 @@ type execState struct {
 	Waiting []Waiting                   `json:"waiting,omitzero"`
 	// Inputs are the inputs given to waiting steps, until they end.
 	Inputs map[string]json.RawMessage `json:"inputs,omitzero"`
+	// Given are the inputs of the round's steps that an edit chose
+	// (Update.Next), which no step of the round before chose.
+	Given map[string]json.RawMessage `json:"given,omitzero"`
 	Failed []string                   `json:"failed,omitzero"`
 	Error  string                     `json:"error,omitzero"`
 	Runner *Lease                     `json:"runner,omitzero"`
@@ -112,6 +115,10 @@ type StepRun struct {
 	SubThreads []string `json:"sub_threads,omitzero"`
 	// Answer is the input given to it (Provide) that its Ask returned.
 	Answer json.RawMessage `json:"answer,omitzero"`
+	// EditedBy names the person who set this output (Update.Outputs): the
+	// record is then not an attempt but an edit of the attempt its ID
+	// names ("2/write#1/edit1"), which it supersedes.
+	EditedBy string `json:"edited_by,omitzero"`
 	// Sends are the instances it sent (Step.Send), which ran in the next
 	// round, in the order it sent them.
 	Sends []Sent `json:"sends,omitzero"`
@@ -243,6 +250,8 @@ type Execution struct {
 	Steps []StepRun `json:"steps"`
 	// SubThreads are the sub-threads, by key.
 	SubThreads []SubThread `json:"sub_threads"`
+	// Edits are the edits people made (Update), in order.
+	Edits []Edit `json:"edits,omitzero"`
 }
 
 // SubThread is a sub-thread of a workflow as the workflow recorded it.
@@ -313,10 +322,10 @@ func encodeExec(ex *execState, subs json.RawMessage) (map[string]json.RawMessage
 
 // execution builds the Execution of workflow id at a version, of the step
 // records recs (one a message of the thread, in order).
-func execution(id string, version int64, ex *execState, subs map[string]subHead, recs []StepRun) *Execution {
+func execution(id string, version int64, ex *execState, subs map[string]subHead, recs []StepRun, edits []Edit) *Execution {
 	e := &Execution{Workflow: id, Version: version, Status: ex.Status, Input: ex.Input, Round: ex.Round,
 		Current: nonNil(ex.Current), Completed: nonNil(ex.Done), Next: nonNil(ex.Next), Waiting: ex.Waiting,
-		Error: ex.Error, Runner: ex.Runner, Steps: foldRuns(recs), SubThreads: subList(id, subs)}
+		Error: ex.Error, Runner: ex.Runner, Steps: foldRuns(recs), SubThreads: subList(id, subs), Edits: edits}
 	if e.Steps == nil {
 		e.Steps = []StepRun{}
 	}

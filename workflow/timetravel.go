@@ -211,52 +211,9 @@ func (w *Workflow) Restore(ctx context.Context, p Point) error {
 		return err
 	}
 	g := w.db.Group()
-	if p.Checkpoint != "" {
-		err = g.Rollback(ctx, w.th, p.Checkpoint)
-	} else {
-		err = g.Restore(ctx, w.th, v)
-	}
+	now, err := w.restoreInto(ctx, g, p, v, subsAt)
 	if err != nil {
-		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
-	}
-	// Each sub-thread goes back to the head recorded there, and is
-	// recorded at the version that brings it back.
-	now := map[string]subHead{}
-	for _, key := range slices.Sorted(maps.Keys(subsAt)) {
-		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
-		if err != nil {
-			return fmt.Errorf("restore workflow %s to %s: sub-thread %s was deleted since: %w", w.ID(), p, key, err)
-		}
-		h := subsAt[key]
-		if sub.Record().Head == h.Head {
-			// There already (if it is the thread recorded, not one made
-			// anew since).
-			if sub.Version() != h.Version {
-				if _, err := w.recordedSub(ctx, key, h); err != nil {
-					return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
-				}
-			}
-			now[key] = subHead{Version: sub.Version(), Head: h.Head}
-			continue
-		}
-		if err := g.RestoreChecked(ctx, sub, h.Version, func(e thread.HistoryEntry) error { return recorded(key, h, e) }); err != nil {
-			return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
-		}
-		now[key] = subHead{Version: sub.Version() + 1, Head: h.Head}
-	}
-	for key := range w.subs {
-		if _, ok := subsAt[key]; ok {
-			continue
-		}
-		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
-		if err != nil {
-			return fmt.Errorf("restore workflow %s to %s: sub-thread %s: %w", w.ID(), p, key, err)
-		}
-		if sub.Record().Head != "" {
-			if err := g.Reset(ctx, sub); err != nil {
-				return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
-			}
-		}
+		return err
 	}
 	// In the same move of the workflow thread: no runner holds what comes
 	// back (a lease there is of a run long gone), and the sub-threads are
@@ -273,6 +230,64 @@ func (w *Workflow) Restore(ctx context.Context, p Point) error {
 		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
 	}
 	return w.load(ctx)
+}
+
+// restoreInto adds to g the moves that bring the workflow back to p, at
+// version v of its thread where the sub-threads were subsAt: the
+// workflow thread's, and each sub-thread's to the head recorded there (an
+// emptying for one made since). It returns the sub-threads as the group
+// leaves them, for the commit on the workflow thread that the caller adds.
+// Callers hold mu.
+func (w *Workflow) restoreInto(ctx context.Context, g *thread.Group, p Point, v int64, subsAt map[string]subHead) (map[string]subHead, error) {
+	var err error
+	if p.Checkpoint != "" {
+		err = g.Rollback(ctx, w.th, p.Checkpoint)
+	} else {
+		err = g.Restore(ctx, w.th, v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+	}
+	// Each sub-thread goes back to the head recorded there, and is
+	// recorded at the version that brings it back.
+	now := map[string]subHead{}
+	for _, key := range slices.Sorted(maps.Keys(subsAt)) {
+		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
+		if err != nil {
+			return nil, fmt.Errorf("restore workflow %s to %s: sub-thread %s was deleted since: %w", w.ID(), p, key, err)
+		}
+		h := subsAt[key]
+		if sub.Record().Head == h.Head {
+			// There already (if it is the thread recorded, not one made
+			// anew since).
+			if sub.Version() != h.Version {
+				if _, err := w.recordedSub(ctx, key, h); err != nil {
+					return nil, fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+				}
+			}
+			now[key] = subHead{Version: sub.Version(), Head: h.Head}
+			continue
+		}
+		if err := g.RestoreChecked(ctx, sub, h.Version, func(e thread.HistoryEntry) error { return recorded(key, h, e) }); err != nil {
+			return nil, fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+		}
+		now[key] = subHead{Version: sub.Version() + 1, Head: h.Head}
+	}
+	for key := range w.subs {
+		if _, ok := subsAt[key]; ok {
+			continue
+		}
+		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
+		if err != nil {
+			return nil, fmt.Errorf("restore workflow %s to %s: sub-thread %s: %w", w.ID(), p, key, err)
+		}
+		if sub.Record().Head != "" {
+			if err := g.Reset(ctx, sub); err != nil {
+				return nil, fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+			}
+		}
+	}
+	return now, nil
 }
 
 // recordedSub opens the sub-thread key and checks that its version h is
