@@ -64,7 +64,7 @@ type execState struct {
 	Inputs map[string]json.RawMessage `json:"inputs,omitzero"`
 	// Given are the inputs of the round's steps that an edit chose
 	// (Update.Next), which no step of the round before chose.
-	Given map[string]json.RawMessage `json:"given,omitzero"`
+	Given  map[string]json.RawMessage `json:"given,omitzero"`
 	Failed []string                   `json:"failed,omitzero"`
 	Error  string                     `json:"error,omitzero"`
 	Runner *Lease                     `json:"runner,omitzero"`
