@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -82,6 +83,10 @@ func TestUpdateOutputInThePast(t *testing.T) {
 	ex, err = w.Run(ctx, threeSteps(), nil)
 	if err != nil || ex.Status != workflow.StatusDone {
 		t.Fatalf("run after the edit: %v", err)
+	}
+	// What Run returns is what a read returns, edits and all.
+	if got, want := must[[]byte](t)(json.Marshal(ex)), must[[]byte](t)(json.Marshal(must[*workflow.Execution](t)(w.Execution(ctx, 0)))); string(got) != string(want) {
+		t.Fatalf("Run returned\n%s\na read returns\n%s", got, want)
 	}
 	c := lastRun(ex, "c")
 	if string(c.Input) != `{"b":"b, edited"}` || string(c.Output) != `"c of {\"b\":\"b, edited\"}"` {

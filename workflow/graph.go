@@ -186,8 +186,11 @@ func parseTask(task string) (step string, instance int, ok bool) {
 	if i < 0 {
 		return task, -1, validKey(task)
 	}
+	if !strings.HasSuffix(task, "]") || len(task) < i+3 {
+		return "", 0, false
+	}
 	n, err := strconv.Atoi(task[i+1 : len(task)-1])
-	if !strings.HasSuffix(task, "]") || err != nil || n < 0 || n >= maxSends*maxSends || taskName(task[:i], n) != task {
+	if err != nil || n < 0 || n >= maxSends*maxSends || taskName(task[:i], n) != task {
 		return "", 0, false
 	}
 	return task[:i], n, validKey(task[:i])
