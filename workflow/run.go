@@ -1006,7 +1006,9 @@ func (s *Step) chosen() ([]string, []Sent) {
 // they all choose (by default, each chooses its step's declared
 // successors) runs once after all of them, and its input holds their
 // outputs under the step's name as an array, in instance order:
-// {"summarize": [out0, out1, …]}.
+// {"summarize": [out0, out1, …]}. (A step that is also chosen as itself in
+// the same round, by Goto or by default, runs once more as itself, and its
+// output comes first in that array.)
 //
 // A step that sends chooses only what it sends, unless it calls Goto too:
 // its declared successors are no longer its default. A step that sends no

@@ -195,3 +195,33 @@ func TestSendRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A step both chosen and sent to in one round runs as itself and as each
+// instance; the fan-in gets its own output first, then the instances'.
+func TestSendBesideGoto(t *testing.T) {
+	ctx := t.Context()
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, memDB(t), workflow.CreateOptions{}))
+	g := workflow.NewGraph().
+		Add("a", func(ctx context.Context, s *workflow.Step) (any, error) {
+			s.Send("b", "x")
+			s.Send("b", "y")
+			return nil, s.Goto("b")
+		}, "b").
+		Add("b", func(ctx context.Context, s *workflow.Step) (any, error) {
+			if _, ok := s.Instance(); !ok {
+				return "as itself", nil
+			}
+			return s.Input(), nil
+		}, "c").
+		Add("c", func(ctx context.Context, s *workflow.Step) (any, error) { return s.Input(), nil })
+	ex, err := w.Run(ctx, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ended(ex); !slices.Equal(got, []string{"1/a", "2/b", "2/b[0]", "2/b[1]", "3/c"}) {
+		t.Fatalf("steps %v", got)
+	}
+	if c := ex.Steps[len(ex.Steps)-1]; string(c.Output) != `{"b":["as itself","x","y"]}` {
+		t.Fatalf("c got %s", c.Output)
+	}
+}
