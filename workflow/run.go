@@ -107,7 +107,9 @@ func (e *StepError) Unwrap() error { return e.Err }
 //
 // A workflow waiting for input returns with StatusWaiting and no error;
 // Provide gives the input, and the next Run (in any process) goes on. A
-// failed step returns a *StepError. A done workflow returns at once.
+// failed step returns a *StepError. A Run that ran RunOptions.MaxRounds
+// rounds with more to run returns a *StepLimitError, the workflow left to
+// the next Run. A done workflow returns at once.
 func (w *Workflow) Run(ctx context.Context, g *Graph, opts *RunOptions) (*Execution, error) {
 	if err := g.Check(); err != nil {
 		return nil, fmt.Errorf("run workflow %s: %w", w.ID(), err)
