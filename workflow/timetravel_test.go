@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -483,8 +485,27 @@ func TestRestoreBringsBackNoLease(t *testing.T) {
 // as of its last step end, and restoring it and running again ends as the
 // first run did.
 func TestCheckpointBesideARunner(t *testing.T) {
+	for _, store := range []string{"memory", "sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			url := "memory://"
+			switch store {
+			case "sqlite":
+				url = "sqlite://" + filepath.Join(t.TempDir(), "wf.db")
+			case "postgres":
+				url = testserver.Postgres(t)
+			}
+			db, err := thread.Open(t.Context(), url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			checkpointBesideARunner(t, db)
+		})
+	}
+}
+
+func checkpointBesideARunner(t *testing.T, db *thread.DB) {
 	ctx := t.Context()
-	db := memDB(t)
 	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "wf"}))
 	inB, outB := make(chan struct{}), make(chan struct{})
 	blocked := true
