@@ -249,3 +249,85 @@ func BenchmarkStepBesideTurn(b *testing.B) {
 	b.ReportMetric(float64(stepCPU.Microseconds())/float64(runs*steps), "cpu-µs/step")
 	b.ReportMetric(float64(turnCPU.Microseconds())/float64(turns), "cpu-µs/turn")
 }
+
+// BenchmarkLoop is a round of a writer ↔ reviewer loop whose steps do
+// nothing: a Run of 100 rounds (50 drafts), the last leaving the loop.
+// It reports ns/round; each workflow is created off the clock.
+func BenchmarkLoop(b *testing.B) {
+	const rounds = 100
+	for _, store := range []string{"sqlite", "memory"} {
+		b.Run(store, func(b *testing.B) {
+			ctx := b.Context()
+			db := sqliteDB(b)
+			if store == "memory" {
+				db = thread.New(thread.NewMemoryStore(), nil)
+			}
+			g := workflow.NewGraph().
+				Add("write", func(context.Context, *workflow.Step) (any, error) { return nil, nil }, "review").
+				Add("review", func(ctx context.Context, s *workflow.Step) (any, error) {
+					if s.Round() == rounds {
+						return nil, s.Goto()
+					}
+					return nil, nil
+				}, "write").
+				Start("write")
+			n := 0
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: fmt.Sprintf("wf%d", n)})
+				n++
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if ex, err := w.Run(ctx, g, nil); err != nil || ex.Round != rounds+1 {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*rounds), "ns/round")
+		})
+	}
+}
+
+// BenchmarkSend is a fan-out of 50 instances that do nothing, fanned in:
+// a Run of three rounds (the sender, the 50 instances, the fan-in). It
+// reports ns/instance; each workflow is created off the clock.
+func BenchmarkSend(b *testing.B) {
+	const instances = 50
+	for _, store := range []string{"sqlite", "memory"} {
+		b.Run(store, func(b *testing.B) {
+			ctx := b.Context()
+			db := sqliteDB(b)
+			if store == "memory" {
+				db = thread.New(thread.NewMemoryStore(), nil)
+			}
+			g := workflow.NewGraph().
+				Add("split", func(ctx context.Context, s *workflow.Step) (any, error) {
+					for i := range instances {
+						if err := s.Send("part", i); err != nil {
+							return nil, err
+						}
+					}
+					return nil, nil
+				}, "part").
+				Add("part", func(context.Context, *workflow.Step) (any, error) { return "done", nil }, "join").
+				Add("join", func(context.Context, *workflow.Step) (any, error) { return nil, nil })
+			n := 0
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: fmt.Sprintf("wf%d", n)})
+				n++
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if ex, err := w.Run(ctx, g, nil); err != nil || len(ex.Steps) != instances+2 {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*instances), "ns/instance")
+		})
+	}
+}

@@ -33,7 +33,7 @@ const envChild = "LOOM_WORKFLOW_CHILD"
 type childSpec struct {
 	URL      string `json:"url"`
 	Workflow string `json:"workflow"`
-	Graph    string `json:"graph"` // "trip" or "review"
+	Graph    string `json:"graph"` // "trip", "review", "loop" or "fanout"
 }
 
 // jitter is a deliberate random delay in the child's steps, so that the
@@ -100,8 +100,16 @@ func tripGraph() *workflow.Graph {
 }
 
 func graphNamed(name string) *workflow.Graph {
-	if name == "review" {
+	switch name {
+	case "review":
 		return reviewGraph(new(atomic.Int32))
+	case "loop":
+		// The reviewer approves the third draft.
+		approve := new(atomic.Int32)
+		approve.Store(3)
+		return loopGraph(approve, func(json.RawMessage) { jitter() })
+	case "fanout":
+		return fanOutGraph(func(int, int) error { jitter(); return nil })
 	}
 	return tripGraph()
 }
@@ -213,32 +221,58 @@ func outcome(t *testing.T, w *workflow.Workflow) string {
 	return b.String()
 }
 
-// crash runs the trip workflow to its end in child processes killed with
-// SIGKILL at random moments, then compares it with a run that was never
+// crashCase is a workflow for crash to run: its graph (graphNamed), its
+// input, what to do to it before the run that is killed (the same for the
+// reference run), and the longest time before a kill.
+type crashCase struct {
+	graph   string
+	input   any
+	prepare func(t *testing.T, w *workflow.Workflow)
+	window  time.Duration
+}
+
+// crash runs a workflow to its end in child processes killed with SIGKILL
+// at random moments, then compares it with a run that was never
 // interrupted.
-func crash(t *testing.T, url string, kills int) {
+func crash(t *testing.T, url string, kills int, c crashCase) {
 	ctx := t.Context()
 	db, err := thread.Open(ctx, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	ref := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "reference"}))
-	if ex, err := ref.Run(ctx, tripGraph(), nil); err != nil || ex.Status != workflow.StatusDone {
+	if c.window == 0 {
+		c.window = 25 * time.Millisecond
+	}
+	ref := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "reference", Input: c.input}))
+	if c.prepare != nil {
+		c.prepare(t, ref)
+	}
+	refStart := ref.Version()
+	if ex, err := ref.Run(ctx, graphNamed(c.graph), nil); err != nil || ex.Status != workflow.StatusDone {
 		t.Fatalf("reference run: %v", err)
 	}
-	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "crashed"}))
-	spec := childSpec{URL: url, Workflow: "crashed", Graph: "trip"}
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "crashed", Input: c.input}))
+	if c.prepare != nil {
+		c.prepare(t, w)
+	}
+	start := w.Version()
+	spec := childSpec{URL: url, Workflow: "crashed", Graph: c.graph}
 	// traced counts the kills that landed mid-run, after the child had
 	// committed and before it had ended the run: a kill before its first
 	// commit, or after its last, leaves nothing to see.
 	killed, traced, finished := 0, 0, false
-	execution := func() *workflow.Execution { return must[*workflow.Execution](t)(w.Execution(ctx, 0)) }
+	execution := func() *workflow.Execution {
+		if err := w.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return must[*workflow.Execution](t)(w.Execution(ctx, 0))
+	}
 	for killed < kills && !finished {
 		before := execution().Version
 		cmd, done, out := child(t, spec)
 		// Deliberate: a random moment of the run to kill the child at.
-		time.Sleep(time.Duration(rand.IntN(25_000)) * time.Microsecond)
+		time.Sleep(time.Duration(rand.Int64N(int64(c.window))))
 		select {
 		case err := <-done:
 			if err != nil {
@@ -272,17 +306,54 @@ func crash(t *testing.T, url string, kills int) {
 		}
 	}
 	t.Logf("%d kills (%d after a commit), %d step attempts interrupted, %d versions", killed, traced, interrupted, ex.Version)
-	if traced > 0 && ex.Version <= must[*workflow.Execution](t)(ref.Execution(ctx, 0)).Version {
+	refEx := must[*workflow.Execution](t)(ref.Execution(ctx, 0))
+	if traced > 0 && ex.Version-start <= refEx.Version-refStart {
 		t.Errorf("%d kills after a commit left no trace in the history", traced)
 	}
 }
 
+// crashCases are the workflows the crash tests kill: the trip (fan-out
+// and fan-in of agents), a writer ↔ reviewer loop, a dynamic fan-out of
+// 50, and the trip edited in its past (its plan's output set after plan
+// ended), then resumed.
+func crashCases() map[string]crashCase {
+	return map[string]crashCase{
+		"trip":   {graph: "trip"},
+		"loop":   {graph: "loop"},
+		"fanout": {graph: "fanout", input: 50, window: 150 * time.Millisecond},
+		"edit": {graph: "trip", prepare: func(t *testing.T, w *workflow.Workflow) {
+			ctx := t.Context()
+			if _, err := w.Run(ctx, tripGraph(), nil); err != nil {
+				t.Fatal(err)
+			}
+			at := versionWhere(t, w, stepDone("plan"))
+			if err := w.Update(ctx, workflow.Point{Version: at}, workflow.Update{By: "alice", Outputs: map[string]any{"plan": "Rome"}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+}
+
+// crashAll runs every crash case on the store at url(t): the trip with
+// tripKills kills, the others with fewer, to keep the suite short.
+func crashAll(t *testing.T, url func(t *testing.T) string, tripKills int) {
+	for name, c := range crashCases() {
+		t.Run(name, func(t *testing.T) {
+			kills := 4
+			if name == "trip" {
+				kills = tripKills
+			}
+			crash(t, url(t), kills, c)
+		})
+	}
+}
+
 func TestCrashSQLite(t *testing.T) {
-	crash(t, "sqlite://"+filepath.Join(t.TempDir(), "wf.db"), 12)
+	crashAll(t, func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "wf.db") }, 12)
 }
 
 func TestCrashPostgres(t *testing.T) {
-	crash(t, testserver.Postgres(t), 12)
+	crashAll(t, func(t *testing.T) string { return testserver.Postgres(t) }, 12)
 }
 
 // A workflow waits for input in one process, the input is given in

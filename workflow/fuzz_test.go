@@ -28,6 +28,8 @@ func FuzzState(f *testing.F) {
 		{`{"status":"running","round":1,"current":["zzz"]}`, `{"main":null}`},
 		{`{"status":"done"}`, `null`},
 		{`null`, `{}`},
+		{`{"status":"running","round":2,"current":["b[0]","b[1]"],"done":["b[1]"],"next":["b[","]"],"given":{"b[0]":1}}`, `{"main":{"version":1}}`},
+		{`{"status":"running","round":1,"current":["a[","a]","[0]","a[-1]","a[01]"]}`, `{}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -81,6 +83,12 @@ func FuzzState(f *testing.F) {
 			}
 		}
 		w.Provide(ctx, "a", 1)
+		v = w.Version()
+		if err := w.Update(ctx, workflow.Point{Version: 2}, workflow.Update{By: "fuzz", Outputs: map[string]any{"a": 1}, Next: []string{"b"}}); err != nil {
+			if w.Refresh(ctx); w.Version() != v {
+				t.Fatalf("a refused update (%v) moved the workflow", err)
+			}
+		}
 		w.CreateSubThread(ctx, "new", workflow.SubThreadOptions{})
 		w.DeleteSubThread(ctx, "a")
 		w.Delete(ctx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/loomthreads/loom/thread"
@@ -23,15 +24,24 @@ import (
 type StepFunc func(ctx context.Context, s *Step) (any, error)
 
 // Graph declares a workflow's steps and what may follow each. It is a
-// directed acyclic graph, run in rounds: the steps of a round run
-// concurrently (fan-out), and the successors they choose, each once, make
-// the next round, so that a step that several steps of a round choose waits
-// for all of them (fan-in). A step chooses among its declared successors
-// with Step.Goto (a conditional next); by default it chooses them all.
+// directed graph, run in rounds (LangGraph's super-steps): the steps of a
+// round run concurrently (fan-out), and the successors they choose, each
+// once, make the next round, so that a step that several steps of a round
+// choose waits for all of them (fan-in). A step chooses among its declared
+// successors with Step.Goto (a conditional next); by default it chooses
+// them all. A step can also run another step as many times as it likes in
+// the next round, each instance with its own input (Step.Send, a dynamic
+// fan-out).
 //
-// A step chosen in several rounds (by steps of different lengths of path)
-// runs once in each, as in LangGraph; its input in each is the outputs of
-// the steps that chose it in the round before.
+// The graph may have cycles: a writer and a reviewer that pass a draft
+// back and forth until the reviewer approves are two steps that name each
+// other, and the loop ends when a step chooses to leave it (Goto). A Run
+// runs at most RunOptions.MaxRounds rounds, so that a loop that never ends
+// stops, resumably, with a *StepLimitError.
+//
+// A step chosen in several rounds (by steps of different lengths of path,
+// or around a loop) runs once in each, as in LangGraph; its input in each
+// is the outputs of the steps that chose it in the round before.
 //
 // Build it with NewGraph and Add; Run checks it first. A Graph is not
 // changed by running it and may run many workflows at once.
@@ -86,8 +96,10 @@ func (g *Graph) fail(err error) {
 }
 
 // Check reports what is wrong with the declaration: a bad or duplicate
-// step, a successor or start step that is not declared, a cycle, or no
-// step to start with. Each is thread.ErrInvalid.
+// step, a successor or start step that is not declared, or no step to
+// start with (a graph whose every step follows another, such as a loop,
+// names its first steps with Start). Each is thread.ErrInvalid. A cycle is
+// not an error: RunOptions.MaxRounds bounds a loop that never ends.
 func (g *Graph) Check() error {
 	if g.err != nil {
 		return g.err
@@ -107,11 +119,8 @@ func (g *Graph) Check() error {
 			return fmt.Errorf("start step %q is not a step: %w", clip(n), thread.ErrInvalid)
 		}
 	}
-	if cyc := g.cycle(); cyc != nil {
-		return fmt.Errorf("steps form a cycle: %s: %w", strings.Join(cyc, " → "), thread.ErrInvalid)
-	}
 	if len(g.starts()) == 0 {
-		return fmt.Errorf("graph has no step to start with: %w", thread.ErrInvalid)
+		return fmt.Errorf("graph has no step to start with (every step follows another: name the first with Start): %w", thread.ErrInvalid)
 	}
 	return nil
 }
@@ -136,51 +145,13 @@ func (g *Graph) starts() []string {
 	return out
 }
 
-// cycle returns a cycle of the graph, first step repeated last, or nil.
-func (g *Graph) cycle() []string {
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := map[string]int{}
-	var path []string
-	var visit func(string) []string
-	visit = func(n string) []string {
-		color[n] = grey
-		path = append(path, n)
-		for _, s := range g.steps[n].next {
-			switch color[s] {
-			case grey:
-				i := slices.Index(path, s)
-				return append(slices.Clone(path[i:]), s)
-			case white:
-				if c := visit(s); c != nil {
-					return c
-				}
-			}
-		}
-		path = path[:len(path)-1]
-		color[n] = black
-		return nil
-	}
-	for _, n := range g.order {
-		if color[n] == white {
-			if c := visit(n); c != nil {
-				return c
-			}
-		}
-	}
-	return nil
-}
-
-// check reports whether the execution state can run on g: every step it
-// names is declared.
+// checkState reports whether the execution state can run on g: every step
+// it names is declared.
 func (g *Graph) checkState(ex *execState) error {
 	var errs []error
 	for _, list := range [][]string{ex.Current, ex.Next} {
 		for _, n := range list {
-			if g.steps[n] == nil {
+			if step, _, ok := parseTask(n); !ok || g.steps[step] == nil {
 				errs = append(errs, fmt.Errorf("the workflow's execution names step %q, which the graph does not declare: %w", clip(n), thread.ErrInvalid))
 			}
 		}
@@ -196,4 +167,37 @@ func dedupe(names []string) []string {
 		}
 	}
 	return out
+}
+
+// maxSends caps the instances one step sends (Step.Send) in a round.
+const maxSends = 10_000
+
+// A task is what a round runs: a step, by its name, or an instance of a
+// step that a step sent (Step.Send), by the step's name and the instance's
+// index in the round, as "summarize[3]".
+func taskName(step string, instance int) string {
+	return step + "[" + strconv.Itoa(instance) + "]"
+}
+
+// parseTask returns the step of a task, and its instance's index (-1 for
+// a step run as itself); ok is false for a name that is neither.
+func parseTask(task string) (step string, instance int, ok bool) {
+	i := strings.IndexByte(task, '[')
+	if i < 0 {
+		return task, -1, validKey(task)
+	}
+	if !strings.HasSuffix(task, "]") || len(task) < i+3 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(task[i+1 : len(task)-1])
+	if err != nil || n < 0 || n >= maxSends*maxSends || taskName(task[:i], n) != task {
+		return "", 0, false
+	}
+	return task[:i], n, validKey(task[:i])
+}
+
+// stepOf returns the step of a task.
+func stepOf(task string) string {
+	step, _, _ := parseTask(task)
+	return step
 }

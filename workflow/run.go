@@ -32,7 +32,39 @@ type RunOptions struct {
 	// means time.Now. Whether a lease has run out is always judged by the
 	// wall clock.
 	Now func() time.Time
+	// MaxRounds is how many rounds this Run may run (LangGraph's
+	// recursion_limit, which counts super-steps per invocation); 0 means
+	// DefaultMaxRounds. The round in progress when Run starts counts as
+	// the first. A Run that would start one more stops before it with a
+	// *StepLimitError and lets its lease go: nothing of the next round has
+	// started, and a later Run, with the same limit or a higher one, goes
+	// on from exactly there. It is what stops a loop that never ends.
+	MaxRounds int
 }
+
+// DefaultMaxRounds is the number of rounds a Run runs at most when
+// RunOptions.MaxRounds is 0: far more than a graph without loops needs
+// (one round per step of its longest path), few enough that a loop that
+// never ends stops within seconds of commits.
+const DefaultMaxRounds = 100
+
+// StepLimitError is the error of Run when it reached its RunOptions.MaxRounds
+// with steps still to run. The workflow stays StatusRunning, with no
+// runner: the next Run goes on from Round, where it stopped. It is
+// ErrStepLimit.
+type StepLimitError struct {
+	Workflow string
+	// Limit is the number of rounds the Run ran; Round is the round it
+	// stopped before, which the next Run starts with.
+	Limit int
+	Round int
+}
+
+func (e *StepLimitError) Error() string {
+	return fmt.Sprintf("workflow %s: ran %d rounds, stopped before round %d: %v", e.Workflow, e.Limit, e.Round, ErrStepLimit)
+}
+
+func (e *StepLimitError) Unwrap() error { return ErrStepLimit }
 
 // StepError is the error of Run when a step failed: the workflow is then
 // StatusFailed, and the next Run runs the failed steps again.
@@ -75,13 +107,21 @@ func (e *StepError) Unwrap() error { return e.Err }
 //
 // A workflow waiting for input returns with StatusWaiting and no error;
 // Provide gives the input, and the next Run (in any process) goes on. A
-// failed step returns a *StepError. A done workflow returns at once.
+// failed step returns a *StepError. A Run that ran RunOptions.MaxRounds
+// rounds with more to run returns a *StepLimitError, the workflow left to
+// the next Run. A done workflow returns at once.
 func (w *Workflow) Run(ctx context.Context, g *Graph, opts *RunOptions) (*Execution, error) {
 	if err := g.Check(); err != nil {
 		return nil, fmt.Errorf("run workflow %s: %w", w.ID(), err)
 	}
-	r := &runner{w: w, g: g, id: ids.New("run_"), ttl: 30 * time.Second, now: time.Now}
+	r := &runner{w: w, g: g, id: ids.New("run_"), ttl: 30 * time.Second, now: time.Now, limit: DefaultMaxRounds}
 	if opts != nil {
+		if opts.MaxRounds < 0 {
+			return nil, fmt.Errorf("run workflow %s: max rounds %d: %w", w.ID(), opts.MaxRounds, thread.ErrInvalid)
+		}
+		if opts.MaxRounds > 0 {
+			r.limit = opts.MaxRounds
+		}
 		if opts.LeaseTTL > 0 {
 			r.ttl = opts.LeaseTTL
 		}
@@ -142,6 +182,10 @@ type runner struct {
 	started    map[string]StepRun
 	lastCommit time.Time
 	fatal      error // the workflow moved under the runner
+	// rounds counts the rounds this run started, up to limit; limited is
+	// set when a round ended with the next one left unstarted for it.
+	rounds, limit int
+	limited       bool
 }
 
 func (r *runner) lease() *Lease {
@@ -186,7 +230,7 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 	}
 	// The handle keeps the records through the run's commits, for the
 	// execution state Run returns.
-	w.recs, w.recsAt = recs, w.th.Version()
+	w.recs, w.recsAt, w.edits = recs, w.th.Version(), editRecords(msgs)
 	var starts []StepRun
 	err = w.commitRecs(ctx, "claim", func(g *thread.Group, ex *execState, subs map[string]subHead) ([]StepRun, []StepRun, error) {
 		ex.Runner = r.lease()
@@ -206,7 +250,7 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 			delete(ex.Uses, step)
 		}
 		for _, key := range slices.Sorted(maps.Keys(back)) {
-			if err := r.moveBack(ctx, g, subs, key, back[key]); err != nil {
+			if err := w.moveBack(ctx, g, subs, key, back[key]); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -214,6 +258,9 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 			return nil, nil, err
 		}
 		starts = r.startRound(ex)
+		if ex.Status == StatusRunning && len(r.runnable(ex)) > 0 {
+			r.rounds = 1
+		}
 		return nil, starts, nil
 	}, nil)
 	if err != nil {
@@ -273,8 +320,8 @@ func restartPoints(ex *execState, subs map[string]subHead, steps []string) map[s
 
 // moveBack adds to g the move of sub-thread key back to its version v,
 // unless it is at v's head.
-func (r *runner) moveBack(ctx context.Context, g *thread.Group, subs map[string]subHead, key string, v int64) error {
-	sub, err := r.w.db.Thread(ctx, subID(r.w.ID(), key))
+func (w *Workflow) moveBack(ctx context.Context, g *thread.Group, subs map[string]subHead, key string, v int64) error {
+	sub, err := w.db.Thread(ctx, subID(w.ID(), key))
 	if err != nil {
 		return fmt.Errorf("sub-thread %s: %w", key, err)
 	}
@@ -352,7 +399,7 @@ func (r *runner) took(starts []StepRun) {
 func (r *runner) advance(ex *execState) error {
 	for ex.Status == StatusRunning && len(ex.Current) > 0 && len(ex.Done) == len(ex.Current) {
 		ex.Round++
-		ex.Current, ex.Done, ex.Next, ex.Attempts = ex.Next, nil, nil, nil
+		ex.Current, ex.Done, ex.Next, ex.Attempts, ex.Given = ex.Next, nil, nil, nil, nil
 	}
 	if ex.Status == StatusRunning && len(ex.Current) == 0 {
 		ex.Status, ex.Runner, ex.Uses, ex.Inputs = StatusDone, nil, nil, nil
@@ -379,7 +426,7 @@ func (r *runner) run(ctx context.Context) error {
 		todo := r.runnable(ex)
 		status := ex.Status
 		w.mu.Unlock()
-		if status != StatusRunning || len(todo) == 0 {
+		if status != StatusRunning || len(todo) == 0 || r.limited {
 			return r.release(ctx)
 		}
 		if len(todo) == 1 {
@@ -446,6 +493,9 @@ func (r *runner) release(ctx context.Context) error {
 		}
 		clear(r.started)
 	}
+	if r.limited && w.ex.Status == StatusRunning {
+		return &StepLimitError{Workflow: w.ID(), Limit: r.rounds, Round: w.ex.Round}
+	}
 	if w.ex.Status == StatusFailed {
 		name := ""
 		if len(w.ex.Failed) > 0 {
@@ -510,8 +560,13 @@ func (r *runner) commitStarting(ctx context.Context, what string, recs []StepRun
 			}
 		}
 		starts = nil
-		if next && ex.Round != round && ctx.Err() == nil {
-			starts = r.startRound(ex)
+		if next && ex.Round != round && ctx.Err() == nil && ex.Status == StatusRunning {
+			if r.rounds >= r.limit {
+				r.limited = true
+			} else {
+				r.rounds++
+				starts = r.startRound(ex)
+			}
 		}
 		return recs, starts, nil
 	}, nil)
@@ -531,7 +586,8 @@ func (r *runner) commitStarting(ctx context.Context, what string, recs []StepRun
 // moved, a store failed); a step's own failure is recorded, not returned.
 func (r *runner) step(ctx context.Context, name string) error {
 	w := r.w
-	s := &Step{r: r, name: name, next: r.g.steps[name].next}
+	step, instance, _ := parseTask(name)
+	s := &Step{r: r, name: step, task: name, instance: instance, next: r.g.steps[step].next}
 	w.mu.Lock()
 	ex := w.ex
 	s.answer = ex.Inputs[name]
@@ -588,7 +644,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 		if rec.Output, ferr = marshalOutput(out); ferr != nil {
 			rec.Status, rec.Error = StatusFailed, asStored(ferr.Error())
 		}
-		rec.Next = s.chosen()
+		rec.Next, rec.Sends = s.chosen()
 	case errors.Is(ferr, ErrWaiting) && s.waiting:
 		rec.Status = StatusWaiting
 	default:
@@ -601,7 +657,9 @@ func (r *runner) step(ctx context.Context, name string) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return r.commitStarting(ctx, "end "+rec.ID, []StepRun{rec}, func(_ *thread.Group, ex *execState, subs map[string]subHead) error {
+	recs := []StepRun{rec}
+	return r.commitStarting(ctx, "end "+rec.ID, recs, func(_ *thread.Group, ex *execState, subs map[string]subHead) error {
+		rec := &recs[0]
 		switch rec.Status {
 		case StatusDone:
 			ex.Done = append(ex.Done, name)
@@ -609,6 +667,20 @@ func (r *runner) step(ctx context.Context, name string) error {
 				if !slices.Contains(ex.Next, n) {
 					ex.Next = append(ex.Next, n)
 				}
+			}
+			// The instances sent are numbered in the round, in the order
+			// the senders' ends are committed.
+			count := map[string]int{}
+			for _, n := range ex.Next {
+				if step, i, _ := parseTask(n); i >= 0 {
+					count[step] = max(count[step], i+1)
+				}
+			}
+			for i := range rec.Sends {
+				step := rec.Sends[i].Task
+				rec.Sends[i].Task = taskName(step, count[step])
+				count[step]++
+				ex.Next = append(ex.Next, rec.Sends[i].Task)
 			}
 			delete(ex.Uses, name)
 			delete(ex.Inputs, name)
@@ -626,7 +698,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 					subs[k] = h
 				}
 			}
-			r.keep(rec, ex.Round)
+			r.keep(*rec, ex.Round)
 		case StatusWaiting:
 			ex.Waiting = append(ex.Waiting, Waiting{Step: name, Prompt: s.prompt, Since: rec.End})
 		case StatusFailed:
@@ -688,22 +760,61 @@ func asStored(s string) string {
 	return s
 }
 
-// inputOf returns the input of a step of the current round: the
-// workflow's input in the first round, and after it an object of the
-// outputs of the previous round's steps that chose it, by name.
-func (r *runner) inputOf(ex *execState, name string) json.RawMessage {
+// inputOf returns the input of a task of the current round: the input an
+// edit gave it (Update.Next); what was sent
+// to an instance; the workflow's input in the first round; and after it
+// an object of the outputs of the previous round's tasks that chose it, by
+// step name, the outputs of a step's instances as an array in instance
+// order.
+func (r *runner) inputOf(ex *execState, task string) json.RawMessage {
+	if in, ok := ex.Given[task]; ok {
+		return in
+	}
+	if _, instance, _ := parseTask(task); instance >= 0 {
+		for _, rec := range r.ended[ex.Round-1] {
+			for _, sd := range rec.Sends {
+				if sd.Task == task {
+					if sd.Input == nil {
+						return json.RawMessage("null")
+					}
+					return sd.Input
+				}
+			}
+		}
+		return json.RawMessage("null")
+	}
 	if ex.Round <= 1 {
 		return ex.Input
 	}
-	in := map[string]json.RawMessage{}
-	for _, pred := range r.g.preds[name] {
-		rec, ok := r.ended[ex.Round-1][pred]
-		if ok && slices.Contains(rec.Next, name) {
-			in[pred] = rec.Output
-			if in[pred] == nil {
-				in[pred] = json.RawMessage("null")
-			}
+	type out struct {
+		instance int
+		output   json.RawMessage
+	}
+	by := map[string][]out{}
+	for _, rec := range r.ended[ex.Round-1] {
+		if !slices.Contains(rec.Next, task) {
+			continue
 		}
+		step, instance, _ := parseTask(rec.Name)
+		o := rec.Output
+		if o == nil {
+			o = json.RawMessage("null")
+		}
+		by[step] = append(by[step], out{instance, o})
+	}
+	in := map[string]any{}
+	for step, outs := range by {
+		if len(outs) == 1 && outs[0].instance < 0 {
+			in[step] = outs[0].output
+			continue
+		}
+		// Instances, and the step run as itself (first) if it was too.
+		slices.SortFunc(outs, func(a, b out) int { return a.instance - b.instance })
+		list := make([]json.RawMessage, len(outs))
+		for i, o := range outs {
+			list[i] = o.output
+		}
+		in[step] = list
 	}
 	b, _ := json.Marshal(in)
 	return b
@@ -713,12 +824,14 @@ func (r *runner) inputOf(ex *execState, name string) json.RawMessage {
 // before it, the workflow's sub-threads, a way to choose its successors,
 // and a way to ask for input and wait for it.
 type Step struct {
-	r       *runner
-	name    string
-	round   int
-	attempt int
-	input   json.RawMessage
-	next    []string
+	r        *runner
+	name     string
+	task     string // name, or name[instance]
+	instance int    // -1 for a step run as itself
+	round    int
+	attempt  int
+	input    json.RawMessage
+	next     []string
 
 	mu      sync.Mutex
 	used    map[string]*thread.Thread
@@ -728,10 +841,18 @@ type Step struct {
 	answer  json.RawMessage
 	waiting bool
 	prompt  json.RawMessage
+	sends   []Sent
 }
 
 // Name returns the step's name.
 func (s *Step) Name() string { return s.name }
+
+// Instance returns the index of the instance, for a step that runs as an
+// instance another step sent (Send), and whether it is one: the index
+// numbers the instances of the step sent in the previous round, from 0,
+// and is stable across attempts, so that an instance can key its own
+// sub-thread by it.
+func (s *Step) Instance() (int, bool) { return s.instance, s.instance >= 0 }
 
 // Round returns the round the step runs in, from 1.
 func (s *Step) Round() int { return s.round }
@@ -744,8 +865,10 @@ func (s *Step) Attempt() int { return s.attempt }
 func (s *Step) Workflow() *Workflow { return s.r.w }
 
 // Input returns the step's input as JSON: the workflow's input for a step
-// of the first round, and an object of the outputs of the steps that chose
-// it, by name, for a later one.
+// of the first round; for a later one, an object of the outputs of the
+// steps that chose it, by name — the outputs of a step's instances (Send)
+// under its name as an array, in instance order; and for an instance, the
+// input it was sent.
 func (s *Step) Input() json.RawMessage { return s.input }
 
 // DecodeInput decodes the step's input into v.
@@ -756,8 +879,9 @@ func (s *Step) DecodeInput(v any) error {
 	return json.Unmarshal(s.input, v)
 }
 
-// Output returns the output of the newest ended attempt of the step name,
-// and whether there is one.
+// Output returns the output of the newest ended attempt of the step name
+// (an instance by its task name, as "summarize[3]"), and whether there is
+// one.
 func (s *Step) Output(name string) (json.RawMessage, bool) {
 	w := s.r.w
 	w.mu.Lock()
@@ -790,7 +914,7 @@ func (s *Step) SubThread(ctx context.Context, key string) (*thread.Thread, error
 				return fmt.Errorf("the runner lost its lease: %w", thread.ErrConflict)
 			}
 			ex.Runner = r.lease()
-			use(ex, s.name, key, 1)
+			use(ex, s.task, key, 1)
 			return nil
 		})
 		if err != nil {
@@ -799,7 +923,7 @@ func (s *Step) SubThread(ctx context.Context, key string) (*thread.Thread, error
 		// A sub-thread taken up again starts past version 1, empty.
 		if th.Version() != 1 {
 			if err := r.commit(ctx, "use "+key, nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
-				use(ex, s.name, key, th.Version())
+				use(ex, s.task, key, th.Version())
 				return nil
 			}); err != nil {
 				return nil, err
@@ -811,8 +935,8 @@ func (s *Step) SubThread(ctx context.Context, key string) (*thread.Thread, error
 			return nil, fmt.Errorf("workflow %s: sub-thread %q: %w", w.ID(), key, err)
 		}
 		if err := r.commit(ctx, "use "+key, nil, func(_ *thread.Group, ex *execState, _ map[string]subHead) error {
-			if _, ok := ex.Uses[s.name][key]; !ok {
-				use(ex, s.name, key, th.Version())
+			if _, ok := ex.Uses[s.task][key]; !ok {
+				use(ex, s.task, key, th.Version())
 			}
 			return nil
 		}); err != nil {
@@ -861,13 +985,60 @@ func (s *Step) Goto(names ...string) error {
 	return nil
 }
 
-func (s *Step) chosen() []string {
+// chosen returns the successors the step chose, and the instances it
+// sent (their tasks named by step only, until the end is committed).
+func (s *Step) chosen() ([]string, []Sent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gotoSet {
-		return slices.Clone(s.goto_)
+	if s.gotoSet || len(s.sends) > 0 {
+		return slices.Clone(s.goto_), slices.Clone(s.sends)
 	}
-	return slices.Clone(s.next)
+	return slices.Clone(s.next), nil
+}
+
+// Send runs step once more in the next round, as an instance of its own
+// whose input is input (encoded as JSON): LangGraph's Send, a fan-out
+// decided at run time. A step may send any number of instances, to one
+// step or several, up to 10,000; they run concurrently, each with its own
+// attempts (a crash re-runs only the instances that had not ended), and
+// are named by step and index in the round, "summarize[3]"
+// (Step.Instance), in the order sent.
+//
+// The successors the instances choose fan in as any step's do: a step
+// they all choose (by default, each chooses its step's declared
+// successors) runs once after all of them, and its input holds their
+// outputs under the step's name as an array, in instance order:
+// {"summarize": [out0, out1, …]}. (A step that is also chosen as itself in
+// the same round, by Goto or by default, runs once more as itself, and its
+// output comes first in that array.)
+//
+// A step that sends chooses only what it sends, unless it calls Goto too:
+// its declared successors are no longer its default. A step that sends no
+// instance (a fan-out of zero) therefore ends its branch, unless it goes
+// on with Goto — to the fan-in step, say, which then gets no outputs of
+// the instances, only the sender's.
+//
+// Step must be one of the step's declared successors, and input must
+// encode as JSON; otherwise Send returns thread.ErrInvalid and the step
+// fails, as with Goto. What was sent is recorded with the step's end.
+func (s *Step) Send(step string, input any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.next, step) {
+		s.gotoErr = fmt.Errorf("send to %q: not one of its successors %v: %w", clip(step), s.next, thread.ErrInvalid)
+		return s.gotoErr
+	}
+	if len(s.sends) >= maxSends {
+		s.gotoErr = fmt.Errorf("send to %q: more than %d instances: %w", step, maxSends, thread.ErrInvalid)
+		return s.gotoErr
+	}
+	b, err := json.Marshal(input)
+	if err != nil {
+		s.gotoErr = fmt.Errorf("send to %q: input: %v: %w", step, err, thread.ErrInvalid)
+		return s.gotoErr
+	}
+	s.sends = append(s.sends, Sent{Task: step, Input: b})
+	return nil
 }
 
 // Ask returns the input given to the step (Provide), or, when none was

@@ -62,6 +62,9 @@ type execState struct {
 	Waiting []Waiting                   `json:"waiting,omitzero"`
 	// Inputs are the inputs given to waiting steps, until they end.
 	Inputs map[string]json.RawMessage `json:"inputs,omitzero"`
+	// Given are the inputs of the round's steps that an edit chose
+	// (Update.Next), which no step of the round before chose.
+	Given  map[string]json.RawMessage `json:"given,omitzero"`
 	Failed []string                   `json:"failed,omitzero"`
 	Error  string                     `json:"error,omitzero"`
 	Runner *Lease                     `json:"runner,omitzero"`
@@ -92,8 +95,11 @@ type subHead struct {
 
 // StepRun is one attempt of a step, as the workflow thread records it.
 type StepRun struct {
-	// ID names the attempt: round, step and attempt, as "2/write#1".
-	ID      string          `json:"id"`
+	// ID names the attempt: round, step and attempt, as "2/write#1", or
+	// "3/summarize[4]#1" for an instance that a step sent (Step.Send).
+	ID string `json:"id"`
+	// Name is the step's name, with the instance's index in the round for
+	// an instance of a dynamic fan-out: "summarize[4]".
 	Name    string          `json:"name"`
 	Round   int             `json:"round"`
 	Attempt int             `json:"attempt"`
@@ -109,6 +115,22 @@ type StepRun struct {
 	SubThreads []string `json:"sub_threads,omitzero"`
 	// Answer is the input given to it (Provide) that its Ask returned.
 	Answer json.RawMessage `json:"answer,omitzero"`
+	// EditedBy names the person who set this output (Update.Outputs): the
+	// record is then not an attempt but an edit of the attempt its ID
+	// names ("2/write#1/edit1"), which it supersedes.
+	EditedBy string `json:"edited_by,omitzero"`
+	// Sends are the instances it sent (Step.Send), which ran in the next
+	// round, in the order it sent them.
+	Sends []Sent `json:"sends,omitzero"`
+}
+
+// Sent is an instance of a step that a step sent (Step.Send).
+type Sent struct {
+	// Task names the instance, as "summarize[4]": its index counts the
+	// instances of that step sent in the round, by all steps, in the order
+	// their ends were committed.
+	Task  string          `json:"task"`
+	Input json.RawMessage `json:"input,omitzero"`
 }
 
 func stepID(round int, name string, attempt int) string {
@@ -131,11 +153,25 @@ func stepMessage(r StepRun) (message.Message, error) {
 	switch {
 	case r.Error != "":
 		line += ": " + r.Error
-	case r.Status == StatusDone && len(r.Next) > 0:
-		line += " → " + strings.Join(r.Next, ", ")
+	case r.Status == StatusDone && len(r.Next)+len(r.Sends) > 0:
+		next := slices.Clone(r.Next)
+		sent := map[string]int{}
+		for _, sd := range r.Sends {
+			step := stepOf(sd.Task)
+			if sent[step] == 0 {
+				next = append(next, step)
+			}
+			sent[step]++
+		}
+		for i, n := range next {
+			if sent[n] > 0 && i >= len(r.Next) {
+				next[i] = fmt.Sprintf("%s×%d", n, sent[n])
+			}
+		}
+		line += " → " + strings.Join(next, ", ")
 	}
 	m := message.New(stepRole, message.Text{Text: line})
-	m.AuthorName = r.Name
+	m.AuthorName = stepOf(r.Name)
 	m.Metadata = map[string]any{metaStep: string(b)}
 	return m, nil
 }
@@ -214,6 +250,8 @@ type Execution struct {
 	Steps []StepRun `json:"steps"`
 	// SubThreads are the sub-threads, by key.
 	SubThreads []SubThread `json:"sub_threads"`
+	// Edits are the edits people made (Update), in order.
+	Edits []Edit `json:"edits,omitzero"`
 }
 
 // SubThread is a sub-thread of a workflow as the workflow recorded it.
@@ -284,10 +322,10 @@ func encodeExec(ex *execState, subs json.RawMessage) (map[string]json.RawMessage
 
 // execution builds the Execution of workflow id at a version, of the step
 // records recs (one a message of the thread, in order).
-func execution(id string, version int64, ex *execState, subs map[string]subHead, recs []StepRun) *Execution {
+func execution(id string, version int64, ex *execState, subs map[string]subHead, recs []StepRun, edits []Edit) *Execution {
 	e := &Execution{Workflow: id, Version: version, Status: ex.Status, Input: ex.Input, Round: ex.Round,
 		Current: nonNil(ex.Current), Completed: nonNil(ex.Done), Next: nonNil(ex.Next), Waiting: ex.Waiting,
-		Error: ex.Error, Runner: ex.Runner, Steps: foldRuns(recs), SubThreads: subList(id, subs)}
+		Error: ex.Error, Runner: ex.Runner, Steps: foldRuns(recs), SubThreads: subList(id, subs), Edits: edits}
 	if e.Steps == nil {
 		e.Steps = []StepRun{}
 	}

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -70,9 +71,18 @@ func (w *Workflow) stateAt(ctx context.Context, v int64) (*execState, map[string
 // each sub-thread that has messages (so that a sub-thread alone can be
 // rolled back to it too). A sub-thread that a step is writing (it started
 // and has not ended) is kept as the workflow last recorded it, before the
-// step, and gets no checkpoint of its own: the step runs again from there. A name taken on any of them is
-// thread.ErrConflict; a runner of another handle running the workflow is
-// ErrBusy. Neither changes anything.
+// step, and gets no checkpoint of its own: the step runs again from there.
+// A name taken on any of them is thread.ErrConflict, and changes nothing.
+//
+// While a runner of another handle (or process) runs the workflow,
+// Checkpoint does not wait for it nor get in its way: it commits nothing,
+// and records the workflow as of its last committed step — a checkpoint
+// taken between steps. The checkpoint names the workflow thread's head,
+// whose state records each sub-thread at its version as of the last step
+// end, and each sub-thread that is still at that version gets a
+// checkpoint of its own too, all in one batch of checkpoints that moves no
+// thread, so the runner goes on unaware. Restore to it brings back that
+// consistent state: steps that had not ended there run again.
 func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoint, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -80,7 +90,10 @@ func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoi
 		return thread.Checkpoint{}, err
 	}
 	if err := w.refuseBusy(ctx, true); err != nil {
-		return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+		if !errors.Is(err, ErrBusy) {
+			return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+		}
+		return w.checkpointBeside(ctx, name)
 	}
 	err := w.commitThen(ctx, "checkpoint "+name, nil, func(g *thread.Group, ex *execState, subs map[string]subHead) error {
 		inUse := map[string]bool{}
@@ -115,6 +128,45 @@ func (w *Workflow) Checkpoint(ctx context.Context, name string) (thread.Checkpoi
 	}
 	r := w.th.Record()
 	return thread.Checkpoint{Thread: w.ID(), Name: name, Commit: r.Head, Version: r.Version, CreatedAt: r.UpdatedAt}, nil
+}
+
+// checkpointBeside is Checkpoint while another runner runs the workflow:
+// checkpoints of the workflow thread at the handle's version and of each
+// sub-thread at the version recorded there, when it is still at it, in
+// one batch that moves no thread. Callers hold mu.
+func (w *Workflow) checkpointBeside(ctx context.Context, name string) (thread.Checkpoint, error) {
+	g := w.db.Group()
+	if err := g.Checkpoint(ctx, w.th, name); err != nil {
+		return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+	}
+	for _, key := range slices.Sorted(maps.Keys(w.subs)) {
+		h := w.subs[key]
+		if h.Head == "" {
+			continue
+		}
+		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
+		if err != nil {
+			return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: sub-thread %s: %w", w.ID(), key, err)
+		}
+		// A step writing it moved it past the recorded head: the
+		// workflow's checkpoint records the version, and a restore
+		// brings it back there.
+		if r := sub.Record(); r.Head == h.Head && r.Version == h.Version {
+			if err := g.Checkpoint(ctx, sub, name); err != nil {
+				return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+			}
+		}
+	}
+	if err := g.Apply(ctx); err != nil {
+		return thread.Checkpoint{}, fmt.Errorf("checkpoint workflow %s: %w", w.ID(), err)
+	}
+	for cp, err := range w.th.Checkpoints(ctx) {
+		if err == nil && cp.Name == name {
+			return cp, nil
+		}
+	}
+	r := w.th.Record()
+	return thread.Checkpoint{Thread: w.ID(), Name: name, Commit: r.Head, Version: r.Version}, nil
 }
 
 // Checkpoints yields the workflow's checkpoints, in name order.
@@ -159,52 +211,9 @@ func (w *Workflow) Restore(ctx context.Context, p Point) error {
 		return err
 	}
 	g := w.db.Group()
-	if p.Checkpoint != "" {
-		err = g.Rollback(ctx, w.th, p.Checkpoint)
-	} else {
-		err = g.Restore(ctx, w.th, v)
-	}
+	now, err := w.restoreInto(ctx, g, p, v, subsAt)
 	if err != nil {
-		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
-	}
-	// Each sub-thread goes back to the head recorded there, and is
-	// recorded at the version that brings it back.
-	now := map[string]subHead{}
-	for _, key := range slices.Sorted(maps.Keys(subsAt)) {
-		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
-		if err != nil {
-			return fmt.Errorf("restore workflow %s to %s: sub-thread %s was deleted since: %w", w.ID(), p, key, err)
-		}
-		h := subsAt[key]
-		if sub.Record().Head == h.Head {
-			// There already (if it is the thread recorded, not one made
-			// anew since).
-			if sub.Version() != h.Version {
-				if _, err := w.recordedSub(ctx, key, h); err != nil {
-					return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
-				}
-			}
-			now[key] = subHead{Version: sub.Version(), Head: h.Head}
-			continue
-		}
-		if err := g.RestoreChecked(ctx, sub, h.Version, func(e thread.HistoryEntry) error { return recorded(key, h, e) }); err != nil {
-			return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
-		}
-		now[key] = subHead{Version: sub.Version() + 1, Head: h.Head}
-	}
-	for key := range w.subs {
-		if _, ok := subsAt[key]; ok {
-			continue
-		}
-		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
-		if err != nil {
-			return fmt.Errorf("restore workflow %s to %s: sub-thread %s: %w", w.ID(), p, key, err)
-		}
-		if sub.Record().Head != "" {
-			if err := g.Reset(ctx, sub); err != nil {
-				return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
-			}
-		}
+		return err
 	}
 	// In the same move of the workflow thread: no runner holds what comes
 	// back (a lease there is of a run long gone), and the sub-threads are
@@ -221,6 +230,64 @@ func (w *Workflow) Restore(ctx context.Context, p Point) error {
 		return fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
 	}
 	return w.load(ctx)
+}
+
+// restoreInto adds to g the moves that bring the workflow back to p, at
+// version v of its thread where the sub-threads were subsAt: the
+// workflow thread's, and each sub-thread's to the head recorded there (an
+// emptying for one made since). It returns the sub-threads as the group
+// leaves them, for the commit on the workflow thread that the caller adds.
+// Callers hold mu.
+func (w *Workflow) restoreInto(ctx context.Context, g *thread.Group, p Point, v int64, subsAt map[string]subHead) (map[string]subHead, error) {
+	var err error
+	if p.Checkpoint != "" {
+		err = g.Rollback(ctx, w.th, p.Checkpoint)
+	} else {
+		err = g.Restore(ctx, w.th, v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+	}
+	// Each sub-thread goes back to the head recorded there, and is
+	// recorded at the version that brings it back.
+	now := map[string]subHead{}
+	for _, key := range slices.Sorted(maps.Keys(subsAt)) {
+		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
+		if err != nil {
+			return nil, fmt.Errorf("restore workflow %s to %s: sub-thread %s was deleted since: %w", w.ID(), p, key, err)
+		}
+		h := subsAt[key]
+		if sub.Record().Head == h.Head {
+			// There already (if it is the thread recorded, not one made
+			// anew since).
+			if sub.Version() != h.Version {
+				if _, err := w.recordedSub(ctx, key, h); err != nil {
+					return nil, fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+				}
+			}
+			now[key] = subHead{Version: sub.Version(), Head: h.Head}
+			continue
+		}
+		if err := g.RestoreChecked(ctx, sub, h.Version, func(e thread.HistoryEntry) error { return recorded(key, h, e) }); err != nil {
+			return nil, fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+		}
+		now[key] = subHead{Version: sub.Version() + 1, Head: h.Head}
+	}
+	for key := range w.subs {
+		if _, ok := subsAt[key]; ok {
+			continue
+		}
+		sub, err := w.db.Thread(ctx, subID(w.ID(), key))
+		if err != nil {
+			return nil, fmt.Errorf("restore workflow %s to %s: sub-thread %s: %w", w.ID(), p, key, err)
+		}
+		if sub.Record().Head != "" {
+			if err := g.Reset(ctx, sub); err != nil {
+				return nil, fmt.Errorf("restore workflow %s to %s: %w", w.ID(), p, err)
+			}
+		}
+	}
+	return now, nil
 }
 
 // recordedSub opens the sub-thread key and checks that its version h is

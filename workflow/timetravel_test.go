@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
+	"github.com/loomthreads/loom/internal/testserver"
 	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
@@ -475,5 +477,100 @@ func TestRestoreBringsBackNoLease(t *testing.T) {
 	}
 	if got := subTexts(t, other, "main"); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("main: %q", got)
+	}
+}
+
+// A checkpoint taken from another handle while a runner works succeeds
+// without moving the workflow under the runner; it records the workflow
+// as of its last step end, and restoring it and running again ends as the
+// first run did.
+func TestCheckpointBesideARunner(t *testing.T) {
+	for _, store := range []string{"memory", "sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			url := "memory://"
+			switch store {
+			case "sqlite":
+				url = "sqlite://" + filepath.Join(t.TempDir(), "wf.db")
+			case "postgres":
+				url = testserver.Postgres(t)
+			}
+			db, err := thread.Open(t.Context(), url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			checkpointBesideARunner(t, db)
+		})
+	}
+}
+
+func checkpointBesideARunner(t *testing.T, db *thread.DB) {
+	ctx := t.Context()
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "wf"}))
+	inB, outB := make(chan struct{}), make(chan struct{})
+	blocked := true
+	g := workflow.NewGraph().
+		Add("a", appendStep(workflow.MainKey, "a on main"), "b").
+		Add("b", func(ctx context.Context, s *workflow.Step) (any, error) {
+			out, err := appendStep("writer", "b on writer")(ctx, s)
+			if blocked {
+				// Written, not yet ended: the checkpoint is taken now.
+				blocked = false
+				close(inB)
+				<-outB
+			}
+			return out, err
+		}, "c").
+		Add("c", appendStep(workflow.MainKey, "c on main"))
+	errs := make(chan error, 1)
+	go func() { _, err := w.Run(ctx, g, nil); errs <- err }()
+	<-inB
+	other := must[*workflow.Workflow](t)(workflow.Open(ctx, db, "wf"))
+	cp, err := other.Checkpoint(ctx, "mid-run")
+	if err != nil {
+		t.Fatalf("checkpoint beside the runner: %v", err)
+	}
+	if _, err := other.Checkpoint(ctx, "mid-run"); !errors.Is(err, thread.ErrConflict) {
+		t.Fatalf("a name taken: %v", err)
+	}
+	close(outB)
+	if err := <-errs; err != nil {
+		t.Fatalf("the runner: %v", err)
+	}
+	first := outcome(t, w)
+	if cp.Version >= w.Version() {
+		t.Fatalf("checkpoint at version %d, the run ended at %d", cp.Version, w.Version())
+	}
+	// Each sub-thread at its version as of a's end: main holds a's line,
+	// writer nothing (b had not ended); only main has a checkpoint.
+	ex := must[*workflow.Execution](t)(w.Execution(ctx, cp.Version))
+	if len(ex.Completed) != 0 || ex.Round != 2 || ex.Runner == nil {
+		t.Fatalf("the checkpoint's execution: %+v", ex)
+	}
+	for _, key := range []string{"main", "writer"} {
+		sub := must[*thread.Thread](t)(w.SubThread(ctx, key))
+		has := false
+		for c, err := range sub.Checkpoints(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			has = has || c.Name == "mid-run"
+		}
+		if has != (key == "main") {
+			t.Fatalf("sub-thread %s has a checkpoint: %v", key, has)
+		}
+	}
+	must[any](t)(nil, w.Restore(ctx, workflow.Point{Checkpoint: "mid-run"}))
+	if got := subTexts(t, w, "writer"); len(got) != 0 {
+		t.Fatalf("writer after the restore: %q", got)
+	}
+	if got := subTexts(t, w, "main"); !slices.Equal(got, []string{"a on main"}) {
+		t.Fatalf("main after the restore: %q", got)
+	}
+	if ex, err := w.Run(ctx, g, nil); err != nil || ex.Status != workflow.StatusDone {
+		t.Fatalf("run again: %v", err)
+	}
+	if again := outcome(t, w); again != first {
+		t.Fatalf("after restore and run:\n%s\nwant, as the first run:\n%s", again, first)
 	}
 }

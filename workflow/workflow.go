@@ -77,6 +77,7 @@ type Workflow struct {
 	// back; recsAt is 0 when they are not kept.
 	recs   []StepRun
 	recsAt int64
+	edits  []Edit // the edits recorded, with recs
 }
 
 // CreateOptions describe a new workflow.
@@ -521,6 +522,7 @@ func cloneExec(ex *execState) *execState {
 	c.Waiting = slices.Clone(ex.Waiting)
 	c.Attempts = maps.Clone(ex.Attempts)
 	c.Inputs = maps.Clone(ex.Inputs)
+	c.Given = maps.Clone(ex.Given)
 	if ex.Uses != nil {
 		c.Uses = make(map[string]map[string]int64, len(ex.Uses))
 		for k, v := range ex.Uses {
@@ -553,7 +555,7 @@ func (w *Workflow) Execution(ctx context.Context, version int64) (*Execution, er
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", w.ID(), err)
 	}
-	return execution(w.ID(), version, ex, subs, stepRecords(msgs)), nil
+	return execution(w.ID(), version, ex, subs, stepRecords(msgs), editRecords(msgs)), nil
 }
 
 // keptExecution returns the execution state at the handle's version from
@@ -566,7 +568,7 @@ func (w *Workflow) keptExecution() *Execution {
 	}
 	ex := cloneExec(w.ex)
 	ex.Input = slices.Clone(ex.Input)
-	e := execution(w.ID(), v, ex, w.subs, w.recs)
-	w.recs, w.recsAt = nil, 0
+	e := execution(w.ID(), v, ex, w.subs, w.recs, w.edits)
+	w.recs, w.recsAt, w.edits = nil, 0, nil
 	return e
 }
