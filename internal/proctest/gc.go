@@ -49,11 +49,27 @@ func gcChild(t *testing.T, url string) {
 	defer db.Close()
 	fmt.Fprintln(os.Stdout, "gc start")
 	start := time.Now()
-	rep, err := db.GC(ctx, thread.GCOptions{})
+	rep, err := thread.New(telling{db.Store()}, nil).GC(ctx, thread.GCOptions{})
 	if err != nil {
 		t.Fatalf("gc child: %v", err)
 	}
 	fmt.Fprintf(os.Stdout, "gc done %d %d %d\n", time.Since(start).Nanoseconds(), rep.Expired, rep.Versions)
+}
+
+// telling is a store that says each batch it applied, in a line.
+type telling struct{ store.Store }
+
+func (s telling) Apply(ctx context.Context, b *store.Batch) error {
+	if err := s.Store.Apply(ctx, b); err != nil {
+		return err
+	}
+	for _, pr := range b.Prune {
+		fmt.Fprintf(os.Stdout, "gc prune %s\n", pr.Thread)
+	}
+	for _, d := range b.Delete {
+		fmt.Fprintf(os.Stdout, "gc delete %s\n", d.Thread)
+	}
+	return nil
 }
 
 // GCCrash checks that DB.GC is crash-safe on the store at url. It grows a
@@ -105,13 +121,14 @@ func GCCrash(t *testing.T, url string, o GCOptions) {
 		db.Close()
 
 		c, delay := startGC(t, url, est)
-		done, took := c.finished()
+		done, took, batches, pruned := c.finished()
 		if done {
 			est = took
 		} else {
-			est += est / 2
+			est *= 2 // a GC longer than thought: kill later too
 		}
-		t.Logf("round %d: the GC child was killed %v after it started; it had finished: %v (in %v)", round, delay, done, took)
+		t.Logf("round %d: the GC child was killed %v after it started, after %d batches (the large thread's prune among them: %v); it had finished: %v (in %v)",
+			round, delay, batches, pruned, done, took)
 
 		db = open(t, url)
 		b.st = db.Store()
@@ -196,16 +213,20 @@ func startGC(t *testing.T, url string, est time.Duration) (*gcRun, time.Duration
 	return r, delay
 }
 
-// finished reports whether the child said it was done, and how long its
-// GC took.
-func (r *gcRun) finished() (bool, time.Duration) {
+// finished reports whether the child said it was done, how long its GC
+// took, and the batches it said it applied.
+func (r *gcRun) finished() (done bool, took time.Duration, batches int, pruned bool) {
 	for line := range r.lines {
-		if f := strings.Fields(line); len(f) == 5 && f[0] == "gc" && f[1] == "done" {
+		switch f := strings.Fields(line); {
+		case len(f) == 5 && f[0] == "gc" && f[1] == "done":
 			ns, _ := strconv.ParseInt(f[2], 10, 64)
-			return true, time.Duration(ns)
+			done, took = true, time.Duration(ns)
+		case len(f) == 3 && f[0] == "gc":
+			batches++
+			pruned = pruned || (f[1] == "prune" && f[2] == gcBig)
 		}
 	}
-	return false, 0
+	return done, took, batches, pruned
 }
 
 // textNode is a message text and the texts before it: what a commit reads.
@@ -350,9 +371,11 @@ func (b *gcData) expired(round, n int) {
 	b.apply(batch)
 }
 
-func readTexts(t *testing.T, th *thread.Thread, v int64, what string) []string {
+// readTexts reads the texts of the last messages of th at version v (all
+// of them with last 0).
+func readTexts(t *testing.T, th *thread.Thread, v int64, last int, what string) []string {
 	t.Helper()
-	msgs, err := th.Messages(t.Context(), thread.ReadOptions{Version: v})
+	msgs, err := th.Messages(t.Context(), thread.ReadOptions{Version: v, Last: last})
 	if err != nil {
 		t.Fatalf("%s: read version %d: %v", what, v, err)
 	}
@@ -391,18 +414,27 @@ func (b *gcData) verify(ctx context.Context, db *thread.DB, what string) {
 	if len(vs) < 10 {
 		t.Fatalf("%s: %d versions kept; want at least the last 10", what, len(vs))
 	}
-	// Every kept version when there are few; else the oldest, the newest
-	// and a few between.
-	check := vs
-	if len(vs) > 12 {
-		check = []int64{vs[0], vs[len(vs)-1]}
+	// The newest and the oldest kept versions read whole; the last
+	// messages of every other kept version when there are few, else of a
+	// few of them. (vs is newest first.)
+	check := vs[1 : len(vs)-1]
+	if len(check) > 10 {
+		check = nil
 		for range 6 {
 			check = append(check, vs[rand.IntN(len(vs))])
 		}
 	}
-	for _, v := range check {
-		if got, want := readTexts(t, th, v, what), b.texts[b.hist[v]].texts(); !slices.Equal(got, want) {
-			t.Fatalf("%s: version %d reads %d messages, want %d (%q…)", what, v, len(got), len(want), want[:min(len(want), 3)])
+	for i, v := range append([]int64{vs[0], vs[len(vs)-1]}, check...) {
+		last := 0
+		if i >= 2 {
+			last = 64
+		}
+		want := b.texts[b.hist[v]].texts()
+		if last > 0 && len(want) > last {
+			want = want[len(want)-last:]
+		}
+		if got := readTexts(t, th, v, last, what); !slices.Equal(got, want) {
+			t.Fatalf("%s: version %d reads %d messages, want %d (…%q)", what, v, len(got), len(want), want[max(len(want)-3, 0):])
 		}
 	}
 	cps := map[string]string{}
@@ -431,8 +463,10 @@ func (b *gcData) verify(ctx context.Context, db *thread.DB, what string) {
 			}
 			continue
 		}
-		if got, want := readTexts(t, e, 0, what), b.texts[e.Record().Head].texts(); !slices.Equal(got, want) {
-			t.Fatalf("%s: expired thread %s reads %d messages, want %d", what, id, len(got), len(want))
+		want := b.texts[e.Record().Head].texts()
+		want = want[max(len(want)-3, 0):]
+		if got := readTexts(t, e, 0, 3, what); !slices.Equal(got, want) {
+			t.Fatalf("%s: expired thread %s ends with %q, want %q", what, id, got, want)
 		}
 	}
 	if _, err := db.Thread(ctx, gcStaying); err != nil {
