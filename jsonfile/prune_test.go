@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/loomthreads/loom/internal/proctest"
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/thread/store"
@@ -229,4 +232,105 @@ func TestGCCrash(t *testing.T) {
 		}
 		s.Close()
 	}})
+}
+
+// TestGroupPrune: prunes grouped with appends to the same thread (one
+// intent) as its history crosses a chunk boundary, in both orders: a
+// prune after the appends reads the chunk the group seals; appends after
+// a prune seal a chunk that starts where the prune left the history.
+// Either way the history is whole from the highest Before on, chunk 0
+// (wholly pruned) is gone, and the counts match the references.
+func TestGroupPrune(t *testing.T) {
+	for _, prunesFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("PrunesFirst=%v", prunesFirst), func(t *testing.T) { groupPrune(t, prunesFirst) })
+	}
+}
+
+func groupPrune(t *testing.T, prunesFirst bool) {
+	ctx := t.Context()
+	s := openTest(t, t.TempDir(), &Options{NoSync: true})
+	db := thread.New(s, nil)
+	hot, err := db.Create(ctx, thread.CreateOptions{ID: "hot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for hot.Version() < 120 {
+		if _, err := hot.Append(ctx, message.User(fmt.Sprint(hot.Version()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.lock(ctx); err != nil { // the requests queue up behind it
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	queued := 0
+	// queue starts f and waits until its request is in the queue, so that
+	// the group takes them in this order.
+	queue := func(f func() error) {
+		wg.Go(func() { errs <- f() })
+		queued++
+		testwait.Until(t, 10*time.Second, "the request queues", func() bool {
+			s.wmu.Lock()
+			defer s.wmu.Unlock()
+			return len(s.w.queue) >= queued
+		})
+	}
+	appends := func() {
+		for i := range 10 {
+			queue(func() error {
+				return s.AppendAt(ctx, "hot", func(r *thread.Record, head *thread.Commit) (*store.Batch, error) {
+					c := &thread.Commit{ID: fmt.Sprintf("c_hot%d", i), Parent: r.Head, Depth: head.Depth + 1, Op: thread.OpAppend,
+						Messages: []message.Message{message.User(fmt.Sprint("hot", i))}}
+					return &store.Batch{Commits: []*thread.Commit{c},
+						Moves: []store.Move{{Thread: r.ID, From: r.Version, Head: c.ID, Op: thread.OpAppend, Time: time.Now()}}}, nil
+				})
+			})
+		}
+	}
+	prunes := func() {
+		for _, before := range []int64{30, 110} {
+			queue(func() error { return s.Apply(ctx, &store.Batch{Prune: []store.Prune{{Thread: "hot", Before: before}}}) })
+		}
+	}
+	if prunesFirst {
+		prunes()
+		appends()
+	} else {
+		appends()
+		prunes()
+	}
+	s.unlock()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got, want := versionsOf(t, s, "hot"), versionRange(110, 130); !slices.Equal(got, want) {
+		t.Fatalf("history after the group: %v; want %v", got, want)
+	}
+	if err := consistent(s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.root.Lstat(chunkPath("hot", 0)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("chunk 0, wholly pruned: %v", err)
+	}
+	// Sealed whole by the appends, or from where the prune left it.
+	chunk, err := s.readChunk("hot", 1)
+	if want := map[bool]int64{false: 65, true: 110}[prunesFirst]; err != nil || chunk[0].Version != want {
+		t.Fatalf("chunk 1 starts at version %v (%v); want %d", chunk, err, want)
+	}
+	// The messages of the kept versions read whole.
+	th, err := db.Thread(ctx, "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int64{110, 128, 130} {
+		msgs, err := th.Messages(ctx, thread.ReadOptions{Version: v})
+		if err != nil || int64(len(msgs)) != v-1 {
+			t.Fatalf("version %d: %d messages, %v; want %d", v, len(msgs), err, v-1)
+		}
+	}
 }
