@@ -579,4 +579,15 @@ func clusterPrune(t *testing.T, s *redis.Store) {
 	if err := redis.Consistent(ctx, s); err != nil {
 		t.Fatal(err)
 	}
+	// Deleting the pruned thread lets go of what its kept versions and
+	// checkpoints held: nothing of the family is left.
+	if err := a.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := redis.Consistent(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Client().Exists(ctx, "cp:{a}:m", "cp:{a}:n", "cp:{a}:c").Result(); err != nil || n != 0 {
+		t.Fatalf("%d keys of the family's commits left after every thread is deleted (%v)", n, err)
+	}
 }
