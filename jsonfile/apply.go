@@ -68,6 +68,8 @@ type tx struct {
 	refIDs     []string
 	newCommits []newCommit
 	chunks     []chunkWrite
+	// pruned are the history chunks that prunes let go whole.
+	pruned []chunkWrite
 	// written is set once a batch's plan is written into the tx.
 	written bool
 }
@@ -309,7 +311,13 @@ func (tx *tx) write(p *store.Plan, data [][]byte) error {
 			Head: rec.Head, Version: rec.Version, CreatedAt: utc(rec.CreatedAt), UpdatedAt: utc(rec.UpdatedAt), ForkedFrom: rec.ForkedFrom,
 			History: []entryFile{}}
 		t.changed, t.reindex = true, true
-		for _, e := range cr.Entries() {
+		entries := cr.Entries()
+		if first := entries[0].Version; first > 1 {
+			// The history of a pruned thread: the chunks below its first
+			// version's count as sealed, and are not there.
+			t.f.First, t.f.Sealed = first, (first-1)/historyChunk
+		}
+		for _, e := range entries {
 			tx.addEntry(rec.ID, t, e)
 		}
 	}
@@ -356,6 +364,15 @@ func (tx *tx) write(p *store.Plan, data [][]byte) error {
 		f := t.change()
 		j, _ := f.checkpoint(cp.Name)
 		f.Checkpoints = slices.Insert(f.Checkpoints, j, checkpointFile{Name: cp.Name, Commit: cp.Commit, Version: cp.Version, CreatedAt: utc(cp.CreatedAt)})
+	}
+	for _, pr := range b.Prune {
+		t, err := tx.thread(pr.Thread)
+		if err != nil {
+			return err
+		}
+		if err := tx.prune(pr.Thread, t, pr.Before); err != nil {
+			return err
+		}
 	}
 	for _, d := range b.Delete {
 		t, err := tx.thread(d.Thread)
@@ -412,14 +429,74 @@ func clip(s string) string {
 	return s
 }
 
-// addEntry appends a history entry to t, sealing a full chunk.
+// addEntry appends a history entry to t, sealing a full chunk: the
+// entries up to a multiple of historyChunk (fewer than historyChunk when
+// the history starts within the chunk).
 func (tx *tx) addEntry(id string, t *txThread, e thread.HistoryEntry) {
-	t.f.History = append(t.f.History, entryFile{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: utc(e.Time)})
-	for len(t.f.History) >= historyChunk {
-		tx.chunks = append(tx.chunks, chunkWrite{thread: id, n: t.f.Sealed, entries: slices.Clone(t.f.History[:historyChunk])})
-		t.f.History = slices.Clone(t.f.History[historyChunk:])
-		t.f.Sealed++
+	f := t.f
+	f.History = append(f.History, entryFile{Version: e.Version, Commit: e.Commit, Op: e.Op, Time: utc(e.Time)})
+	for len(f.History) > 0 && f.History[len(f.History)-1].Version >= (f.Sealed+1)*historyChunk {
+		if k := (f.Sealed+1)*historyChunk - f.History[0].Version + 1; k > 0 {
+			tx.chunks = append(tx.chunks, chunkWrite{thread: id, n: f.Sealed, entries: slices.Clone(f.History[:k])})
+			f.History = slices.Clone(f.History[k:])
+		}
+		f.Sealed++
 	}
+}
+
+// chunk returns the entries of history chunk n of thread id as the tx
+// leaves them: sealed by it, or on disk.
+func (tx *tx) chunk(id string, t *txThread, n int64) ([]entryFile, error) {
+	for _, c := range tx.chunks {
+		if c.thread == id && c.n == n {
+			return c.entries, nil
+		}
+	}
+	if n < t.sealedOnDisk {
+		return tx.s.readChunk(id, n)
+	}
+	return nil, nil
+}
+
+// prune drops t's history entries below version before, each letting go
+// of its reference (the plan's step 7): the chunks wholly below before go
+// (O(versions dropped) to read them), the thread file's older entries too,
+// and First says where the history now starts. Entries gone already are
+// skipped, so a prune may be repeated.
+func (tx *tx) prune(id string, t *txThread, before int64) error {
+	f := t.change()
+	first := f.first()
+	if before <= first {
+		return nil
+	}
+	for n := (first - 1) / historyChunk; n < f.Sealed && n*historyChunk+1 < before; n++ {
+		entries, err := tx.chunk(id, t, n)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.Version >= first && e.Version < before {
+				if err := tx.unref(e.Commit); err != nil {
+					return err
+				}
+			}
+		}
+		if (n+1)*historyChunk < before {
+			// Wholly below: the chunk goes.
+			tx.chunks = slices.DeleteFunc(tx.chunks, func(c chunkWrite) bool { return c.thread == id && c.n == n })
+			tx.pruned = append(tx.pruned, chunkWrite{thread: id, n: n})
+		}
+	}
+	k := 0
+	for k < len(f.History) && f.History[k].Version < before {
+		if err := tx.unref(f.History[k].Commit); err != nil {
+			return err
+		}
+		k++
+	}
+	f.History = slices.Clone(f.History[k:])
+	f.First = before
+	return nil
 }
 
 // change returns t's file ready to be changed: a copy of what was read.
@@ -450,7 +527,8 @@ func cloneMap(m map[string]string) map[string]string {
 // sealed chunks are read for it: O(versions)) and each checkpoint.
 func (tx *tx) deleteThread(id string, t *txThread) error {
 	var entries []entryFile
-	for n := range t.f.Sealed {
+	first := t.f.first()
+	for n := (first - 1) / historyChunk; n < t.f.Sealed; n++ {
 		if n < t.sealedOnDisk {
 			chunk, err := tx.s.readChunk(id, n)
 			if err != nil {
@@ -470,6 +548,9 @@ func (tx *tx) deleteThread(id string, t *txThread) error {
 	tx.chunks = kept
 	entries = append(entries, t.f.History...)
 	for _, e := range entries {
+		if e.Version < first {
+			continue // pruned already: its reference is gone
+		}
 		if err := tx.unref(e.Commit); err != nil {
 			return err
 		}
@@ -536,6 +617,11 @@ func (tx *tx) commit() (err error) {
 			return err
 		}
 		ops = append(ops, intentOp{Path: chunkPath(c.thread, c.n), Data: string(data)})
+	}
+	for _, c := range tx.pruned {
+		if !tx.threads[c.thread].deleted { // else its directory goes
+			removes = append(removes, intentOp{Path: chunkPath(c.thread, c.n), Remove: true})
+		}
 	}
 	for _, id := range tx.threadIDs {
 		t := tx.threads[id]

@@ -32,7 +32,7 @@
 //
 // # Layout
 //
-//	DIR/loom.json                 {"format": "loom.jsonfile", "schema": 3}
+//	DIR/loom.json                 {"format": "loom.jsonfile", "schema": 4}
 //	DIR/.lock                     flock(2)ed by every writer
 //	DIR/intent.json               the last batch's write-ahead intent (empty when done)
 //	DIR/changes                   the change log that keeps indexes current: an
@@ -54,7 +54,14 @@
 //
 // A thread file holds at most 63 history entries; each 64th move seals them
 // into a history chunk that never changes again, so a move rewrites a small
-// file whatever the thread's age. Ids are checked (ids.Valid) before they
+// file whatever the thread's age. Chunk n holds versions 64n+1 to 64n+64.
+// A thread's history may start above version 1 (schema 4): a prune
+// (retention, store.Batch.Prune) drops the entries below a version, and a
+// copy or load of a pruned thread starts where it does. The thread file
+// then names its first version (first_version); the chunks below that
+// version's are removed, the entries below it in that chunk are not read,
+// and a thread made from a pruned history seals a first chunk of fewer
+// than 64 entries, ending at a multiple of 64. Ids are checked (ids.Valid) before they
 // become file names, and every file is opened through an os.Root on DIR, so
 // no id can name a file outside it. Files whose names start with "." are
 // temporary and ignored; Open removes the ".tmp-" files a killed writer
@@ -147,7 +154,10 @@
 // changed in the same intent as what changes them. Deleting a thread reads
 // its history (O(versions)), drops each reference, and removes every commit
 // whose count reaches zero, walking up the parents while that frees them:
-// O(commits freed), never a scan of the store.
+// O(commits freed), never a scan of the store. A prune does the same for
+// the entries it drops, in one intent: O(versions dropped) reads and refs
+// files rewritten (3 to 4 s for 10,000 versions on a 2-core VM's ext4,
+// during which the store's other writers wait).
 //
 // # Indexes
 //
@@ -176,5 +186,7 @@
 // thread.ErrUnsupported. Schema 2 renames commit files in the intent;
 // its migration from schema 1 removes the commit files that a failed batch
 // of schema 1 left without a refs file. A schema 2 directory is refused
-// by the versions that wrote schema 1.
+// by the versions that wrote schema 1. Schema 4 moves nothing: it only
+// keeps the versions that read every history from version 1 from opening
+// a directory where a prune made one start later.
 package jsonfile

@@ -48,11 +48,21 @@ type threadFile struct {
 	UpdatedAt   time.Time         `json:"updated_at"`
 	ForkedFrom  thread.ForkPoint  `json:"forked_from,omitzero"`
 	Checkpoints []checkpointFile  `json:"checkpoints,omitzero"` // in name order
-	// Sealed counts the history chunks in history/<id>/: versions 1 to
-	// Sealed*historyChunk.
-	Sealed  int64       `json:"sealed_chunks,omitzero"`
-	History []entryFile `json:"history"` // versions Sealed*historyChunk+1 to Version
+	// First is the oldest version kept, when above 1 (schema 4): a prune
+	// (retention) let the versions below it go, or the thread was made
+	// from a pruned one's history.
+	First int64 `json:"first_version,omitzero"`
+	// Sealed counts the history chunks of history/<id>/: chunk n holds
+	// versions up to n*historyChunk+historyChunk. The chunks below the one
+	// of version First are gone, and entries below First in that one are
+	// not read.
+	Sealed int64 `json:"sealed_chunks,omitzero"`
+	// History holds versions max(First, Sealed*historyChunk+1) to Version.
+	History []entryFile `json:"history"`
 }
+
+// first returns the oldest version of the thread's history.
+func (f *threadFile) first() int64 { return max(f.First, 1) }
 
 type checkpointFile struct {
 	Name      string    `json:"name"`
@@ -68,7 +78,10 @@ type entryFile struct {
 	Time    time.Time `json:"time"`
 }
 
-// chunkFile is history/<thread>/<n>.json: historyChunk entries, oldest first.
+// chunkFile is history/<thread>/<n>.json: the entries of versions
+// n*historyChunk+1 to n*historyChunk+historyChunk, oldest first; fewer,
+// ending there, when the thread's history starts within the chunk (a
+// thread made from a pruned one's history).
 type chunkFile struct {
 	Thread  string      `json:"thread"`
 	History []entryFile `json:"history"`

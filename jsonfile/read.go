@@ -113,7 +113,8 @@ func (s *Store) readChunk(th string, n int64) ([]entryFile, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("history of thread %q: corrupt chunk %d: %v", th, n, err)
 	}
-	if f.Thread != th || len(f.History) != historyChunk || f.History[0].Version != n*historyChunk+1 {
+	if k := len(f.History); f.Thread != th || k == 0 || k > historyChunk || f.History[k-1].Version != (n+1)*historyChunk ||
+		f.History[0].Version != (n+1)*historyChunk-int64(k)+1 {
 		// A chunk of a deleted thread of the same id that a crash left
 		// behind; the thread file says what is sealed, so this is a race
 		// with a delete.
@@ -312,15 +313,22 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 		n := 0
 		var chunk []entryFile
 		chunkNo := int64(-1)
-		for ; v >= 1; v-- {
+		missing := func(v int64) {
+			yield(thread.HistoryEntry{}, fmt.Errorf("thread %q: history misses version %d", th, v))
+		}
+		for ; v >= f.first(); v-- {
 			if opts.Limit > 0 && n >= opts.Limit {
 				return
 			}
 			var e entryFile
 			if sealed := f.Sealed * historyChunk; v > sealed {
-				i := v - sealed - 1
-				if i >= int64(len(f.History)) {
-					yield(thread.HistoryEntry{}, fmt.Errorf("thread %q: history misses version %d", th, v))
+				if len(f.History) == 0 {
+					missing(v)
+					return
+				}
+				i := v - f.History[0].Version
+				if i < 0 || i >= int64(len(f.History)) {
+					missing(v)
 					return
 				}
 				e = f.History[i]
@@ -331,12 +339,24 @@ func (s *Store) History(ctx context.Context, th string, opts thread.HistoryOptio
 						return
 					}
 					if chunk, err = s.readChunk(th, c); err != nil {
+						if errors.Is(err, thread.ErrNotFound) {
+							// Pruned since the thread file was read? Then
+							// the history ends here.
+							if now, rerr := s.readThread(th); rerr == nil && now.first() > v {
+								return
+							}
+						}
 						yield(thread.HistoryEntry{}, err)
 						return
 					}
 					chunkNo = c
 				}
-				e = chunk[(v-1)%historyChunk]
+				i := v - chunk[0].Version
+				if i < 0 {
+					missing(v)
+					return
+				}
+				e = chunk[i]
 			}
 			n++
 			if !yield(e.entry(), nil) {

@@ -33,7 +33,7 @@ func init() {
 
 // SchemaVersion is the version of the directory layout this package writes.
 // Open migrates older directories to it and refuses newer ones.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // DefaultLockTimeout is how long a write, an Open, or a read that finds an
 // unfinished batch waits for the store's lock when Options.LockTimeout is
@@ -386,6 +386,10 @@ var migrations = []func(ctx context.Context, s *Store) error{
 	// of a tenant other than the default is kept under its key tenant/id,
 	// in threads/tenant~id.json with its history in history/tenant~id.
 	2: migrateTenantKeys,
+	// Schema 4 lets a thread's history start above version 1 (retention
+	// prunes it; threadFile.First): nothing to move, but a version that
+	// reads every history from version 1 must not open such a directory.
+	3: func(context.Context, *Store) error { return nil },
 }
 
 // readMeta reads loom.json and refuses a directory that is not a store's or

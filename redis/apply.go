@@ -117,6 +117,11 @@ func validate(b *store.Batch) error {
 			return fmt.Errorf("checkpoint %q: commit %q: %w", clip(cp.Name), clip(cp.Commit), thread.ErrNotFound)
 		}
 	}
+	for _, pr := range b.Prune {
+		if !ids.ValidKey(pr.Thread) {
+			return fmt.Errorf("prune: thread %q: %w", clip(pr.Thread), thread.ErrNotFound)
+		}
+	}
 	for _, d := range b.Delete {
 		if !ids.ValidKey(d.Thread) {
 			return fmt.Errorf("delete: thread %q: %w", clip(d.Thread), thread.ErrNotFound)
@@ -193,6 +198,9 @@ func (s *Store) resolve(ctx context.Context, b *store.Batch, fresh bool) (*plan,
 	for _, cp := range b.Checkpoints {
 		want("t", cp.Thread)
 		want("c", cp.Commit)
+	}
+	for _, pr := range b.Prune {
+		want("t", pr.Thread)
 	}
 	for _, d := range b.Delete {
 		want("t", d.Thread)
@@ -296,7 +304,7 @@ func (s *Store) resolve(ctx context.Context, b *store.Batch, fresh bool) (*plan,
 			p.primary = f
 		}
 	}
-	for _, id := range append(append(append(threadIDs(b.Moves), dropIDs(b.DropCheckpoints)...), cpIDs(b.Checkpoints)...), delIDs(b.Delete)...) {
+	for _, id := range namedThreads(b) {
 		if f := threadFam(id); f != "" && p.primary == "" {
 			p.primary = f
 		}
@@ -312,7 +320,7 @@ func (s *Store) resolve(ctx context.Context, b *store.Batch, fresh bool) (*plan,
 	// A batch that names only threads without a family: they do not exist,
 	// and the script, looking for them in a family named after the first,
 	// says so.
-	for _, id := range append(append(append(threadIDs(b.Moves), dropIDs(b.DropCheckpoints)...), cpIDs(b.Checkpoints)...), delIDs(b.Delete)...) {
+	for _, id := range namedThreads(b) {
 		if p.primary == "" {
 			p.primary = id
 		}
@@ -350,6 +358,16 @@ func cpIDs(cps []thread.Checkpoint) []string {
 		out[i] = cp.Thread
 	}
 	return out
+}
+
+// namedThreads returns the threads a batch names that must exist already
+// (or be made by it): those it moves, checkpoints, prunes and deletes.
+func namedThreads(b *store.Batch) []string {
+	out := append(append(threadIDs(b.Moves), dropIDs(b.DropCheckpoints)...), cpIDs(b.Checkpoints)...)
+	for _, pr := range b.Prune {
+		out = append(out, pr.Thread)
+	}
+	return append(out, delIDs(b.Delete)...)
 }
 
 func delIDs(ds []store.Deletion) []string {
@@ -426,6 +444,9 @@ func (p *plan) families(b *store.Batch) []string {
 		add(p.thread(cp.Thread))
 		add(p.commit(cp.Commit))
 	}
+	for _, pr := range b.Prune {
+		add(p.thread(pr.Thread))
+	}
 	for _, d := range b.Delete {
 		add(p.thread(d.Thread))
 	}
@@ -471,7 +492,7 @@ type listed struct{ key, id string }
 const maxAttempts = 8
 
 func (s *Store) apply(ctx context.Context, b *store.Batch, fresh, sweep bool) (err error, cached bool) {
-	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Delete) == 0 {
+	if len(b.Commits)+len(b.Create)+len(b.Moves)+len(b.DropCheckpoints)+len(b.Checkpoints)+len(b.Prune)+len(b.Delete) == 0 {
 		return nil, false // an empty batch
 	}
 	for attempt := 1; ; attempt++ {
@@ -1044,7 +1065,7 @@ func (s *Store) forget(probes []probe) {
 func (s *Store) scriptArgs(pl *store.Plan, p *plan, fs *facts, inline bool, now, expires int64) ([]any, error) {
 	b := pl.Batch
 	args := make([]any, 0, 32+4*len(fs.probes)+len(fs.index)+7*len(b.Commits)+len(pl.Refs)*3+
-		24*len(b.Create)+20*len(b.Moves)+3*len(b.DropCheckpoints)+4*len(b.Checkpoints)+2*len(b.Delete))
+		24*len(b.Create)+20*len(b.Moves)+3*len(b.DropCheckpoints)+4*len(b.Checkpoints)+3*len(b.Prune)+2*len(b.Delete))
 	args = append(args, s.prefix, now, flag(inline), expires, len(fs.probes)+len(fs.index)/4)
 	for _, pr := range fs.probes {
 		args = append(args, pr.kind, pr.key, pr.field, pr.val)
@@ -1078,7 +1099,7 @@ func (s *Store) scriptArgs(pl *store.Plan, p *plan, fs *facts, inline bool, now,
 			args = append(args, x)
 		}
 		hist := cr.Entries()
-		args = append(args, len(hist))
+		args = append(args, hist[0].Version, len(hist))
 		for _, e := range hist {
 			args = append(args, entryValue(e.Time, e.Op, e.Commit, rel(p.commit(e.Commit), f)))
 		}
@@ -1121,6 +1142,10 @@ func (s *Store) scriptArgs(pl *store.Plan, p *plan, fs *facts, inline bool, now,
 	for _, cp := range b.Checkpoints {
 		f, cf := p.thread(cp.Thread), p.commit(cp.Commit)
 		args = append(args, f, cp.Thread, cp.Name, checkpointValue(cp, rel(cf, f)))
+	}
+	args = append(args, len(b.Prune))
+	for _, pr := range b.Prune {
+		args = append(args, p.thread(pr.Thread), pr.Thread, pr.Before)
 	}
 	args = append(args, len(b.Delete))
 	for _, d := range b.Delete {

@@ -57,7 +57,7 @@
 //	P:{F}:m         hash commit id -> "depth \t parent \t parent's family"
 //	P:{F}:n         hash commit id -> references (children + history entries + checkpoints)
 //	P:{F}:r:<id>    hash: a thread's record (times in µs)
-//	P:{F}:h:<id>    hash version -> "µs \t op \t commit \t family"
+//	P:{F}:h:<id>    hash version -> "µs \t op \t commit \t family" (from the oldest version kept)
 //	P:{F}:k:<id>    hash checkpoint name -> "µs \t version \t commit \t family"
 //
 // Small index keys outside the families find them: P:t:<thread> and
@@ -126,7 +126,17 @@
 // new threads and commits are written before the script (see Known
 // limits). The plan's reference counts are written with its commits;
 // letting go of the last reference to a commit (a deletion, a dropped
-// checkpoint) deletes it, walking up the parents, inside the same script.
+// checkpoint, a prune) deletes it, walking up the parents, inside the same
+// script.
+//
+// A prune (retention, store.Batch.Prune) deletes a thread's history
+// entries below its Before, newest first down to the first one missing
+// (a history is a contiguous run of versions, so what is below a gap is
+// gone already: a prune may be repeated), each letting go of its
+// reference. It is one script, so Redis serves nothing else while it
+// runs: 0.1 to 0.3 s for 10,000 versions on a 2-core VM. History reads end
+// at the oldest entry kept; a thread made from a pruned history (a copy
+// or load) keeps its versions' numbers.
 //
 // With Options.Cluster (set for a *redis.ClusterClient or ?cluster=true) a
 // batch whose threads and commits span several families is refused with

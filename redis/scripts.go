@@ -28,8 +28,8 @@ end
 // and plans again. Then it writes, in the plan's order: commits with their
 // new references, references to stored commits, creations (first letting
 // go of the expired records they replace, as a deletion would), moves,
-// dropped checkpoints, new checkpoints, deletions, and the commits left
-// without references. It returns {"OK", freed commits {id, family, ...},
+// dropped checkpoints, new checkpoints, prunes, deletions, and the commits
+// left without references. It returns {"OK", freed commits {id, family, ...},
 // deleted threads' tenants, {id, tenant, ...} of the expired records
 // creations replaced, {key, id, ...} of the index entries (fork and label
 // sets) of deleted and replaced threads that the client is to remove}.
@@ -57,10 +57,16 @@ end
 //	     at a family that does not hold the object
 //	ncommits, per commit: family id parent parentFamily depth blob references
 //	nrefs, per stored commit: family id count
-//	ncreations, per creation: family id tenantKey tenant forkKey nfields fields... nentries values... npurge families... nlabels (k v)...
+//	ncreations, per creation: family id tenantKey tenant forkKey nfields fields... first nentries values... npurge families... nlabels (k v)...
+//	  (first is the version of the first history entry: 1, or above for a
+//	  pruned thread's copy or load)
 //	nmoves, per move: family thread from entry nfields fields... relabel nlabels (k v)...
 //	ndrops, per drop: family thread name
 //	ncheckpoints, per checkpoint: family thread name value
+//	nprunes, per prune: family thread before (the history entries below
+//	  before go, newest first, down to the first one missing: a pruned
+//	  history is a contiguous run of versions, so what is below the first
+//	  gap is gone already)
 //	ndeletes, per delete: family thread
 //	channel notice: once the batch is written, the script PUBLISHes notice
 //	(the JSON of the batch's changes; "" for none) on channel
@@ -159,6 +165,7 @@ for _ = 1, tonumber(nx()) do
   local f, id, tk, tenant, fk = nx(), nx(), nx(), nx(), nx()
   local fields, hist, labels = {}, {}, {}
   for k = 1, tonumber(nx()) * 2 do fields[k] = nx() end
+  local first = tonumber(nx())
   for k = 1, tonumber(nx()) do hist[k] = nx() end
   local purge = {}
   for k = 1, tonumber(nx()) do purge[k] = nx() end
@@ -184,7 +191,7 @@ for _ = 1, tonumber(nx()) do
     for _, key in ipairs(sets) do redis.call('ZADD', key, 0, id) end
   end
   local hk = K(f, 'h:' .. id)
-  for v, e in ipairs(hist) do redis.call('HSET', hk, v, e) end
+  for k, e in ipairs(hist) do redis.call('HSET', hk, first + k - 1, e) end
   if inline then
     redis.call('SET', P .. ':t:' .. id, f)
     redis.call('ZADD', P .. ':a', 0, id)
@@ -241,7 +248,19 @@ end
 for _, r in ipairs(released) do
   for _, v in ipairs(r.vals) do unref(target(v, r.f)) end
 end
--- 7, 8: deletions, and the commits nothing reaches any more.
+-- 7: prunes, each entry letting go of its reference.
+for _ = 1, tonumber(nx()) do
+  local f, t, v = nx(), nx(), tonumber(nx()) - 1
+  local hk = K(f, 'h:' .. t)
+  while v >= 1 do
+    local e = redis.call('HGET', hk, v)
+    if not e then break end
+    redis.call('HDEL', hk, v)
+    unref(target(e, f))
+    v = v - 1
+  end
+end
+-- 8, 9: deletions, and the commits nothing reaches any more.
 for _ = 1, tonumber(nx()) do
   local f, t = nx(), nx()
   local rk, hk, kk = K(f, 'r:' .. t), K(f, 'h:' .. t), K(f, 'k:' .. t)
@@ -301,7 +320,9 @@ return {'C', id, f, out}
 `)
 
 // historyScript reads a page of a thread's history, newest first:
-// {top version, {values...}} for versions top, top-1, ..., or nil when the
+// {top version, {values...}} for versions top, top-1, ..., down to the
+// oldest entry a prune left (fewer values than asked for end the
+// history), or nil when the
 // thread does not exist or has expired. KEYS: record, history. ARGV:
 // before, limit, now (µs).
 var historyScript = goredis.NewScript(`
@@ -314,7 +335,14 @@ if before > 0 and before - 1 < top then top = before - 1 end
 local fields = {}
 for x = top, math.max(1, top - limit + 1), -1 do fields[#fields + 1] = x end
 if #fields == 0 then return {top, {}} end
-return {top, redis.call('HMGET', KEYS[2], unpack(fields))}
+local vals = redis.call('HMGET', KEYS[2], unpack(fields))
+-- A pruned history (retention) ends at its first missing entry.
+local out = {}
+for k = 1, #vals do
+  if not vals[k] then break end
+  out[k] = vals[k]
+end
+return {top, out}
 `)
 
 // claimScript points an index key at a family: 1 when it was free, 0 when

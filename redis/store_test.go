@@ -3,6 +3,8 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -479,5 +481,113 @@ func TestRefusedBatchLeavesNothing(t *testing.T) {
 	}
 	if after, _ := s.Client().ZScore(ctx, "loom:x", "x").Result(); after != before {
 		t.Errorf("a refused move moved the deadline from %v to %v", before, after)
+	}
+}
+
+// TestGCCrash kills DB.GC at random moments while it prunes a long thread
+// and deletes expired ones: each batch's script is atomic, so the threads
+// stay whole, the reference counts match the references, and a later GC
+// ends where one uninterrupted GC does.
+func TestGCCrash(t *testing.T) {
+	url := testserver.Redis(t)
+	s := open(t, url, nil)
+	proctest.GCCrash(t, url, proctest.GCOptions{Rounds: 4, Check: func(t *testing.T) {
+		if err := redis.Consistent(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	}})
+}
+
+// TestClusterPrune prunes a thread of a family with a fork in cluster mode
+// (index keys written outside the script), on one server and on a real
+// three-node cluster (the script touches only the family's slot): the
+// versions go, the commits only they reached are freed with their index
+// keys, the fork keeps what it shares, and the counts match the
+// references.
+func TestClusterPrune(t *testing.T) {
+	t.Run("OneServer", func(t *testing.T) {
+		clusterPrune(t, open(t, testserver.Redis(t)+"?prefix=cp", &redis.Options{Cluster: true}))
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		clusterPrune(t, open(t, startCluster(t, 3)+"&prefix=cp", nil))
+	})
+}
+
+func clusterPrune(t *testing.T, s *redis.Store) {
+	ctx := t.Context()
+	db := thread.New(s, nil)
+	a, err := db.Create(ctx, thread.CreateOptions{ID: "a", Messages: []message.Message{message.User("a0")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := a.Version()
+	lost, err := a.Append(ctx, message.User("lost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := a.Fork(ctx, thread.ForkOptions{ID: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	abandoned, err := a.Append(ctx, message.User("abandoned"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Restore(ctx, start); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := a.Append(ctx, message.User(fmt.Sprint("a", i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.SetRetention(ctx, thread.Retention{KeepLast: 2}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.GC(ctx, thread.GCOptions{})
+	if err != nil || rep.Pruned != 1 {
+		t.Fatalf("gc: %+v, %v", rep, err)
+	}
+	var vs []int64
+	for e, err := range s.History(ctx, "a", thread.HistoryOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, e.Version)
+	}
+	if want := []int64{a.Version(), a.Version() - 1}; !slices.Equal(vs, want) {
+		t.Fatalf("history after gc: %v; want %v", vs, want)
+	}
+	if _, err := s.Commit(ctx, abandoned.ID); !errors.Is(err, thread.ErrNotFound) {
+		t.Fatalf("the abandoned commit after gc: %v", err)
+	}
+	if n, _ := s.Client().Exists(ctx, "cp:c:"+abandoned.ID).Result(); n != 0 {
+		t.Fatalf("the index key of the freed commit is left")
+	}
+	if _, err := s.Commit(ctx, lost.ID); err != nil {
+		t.Fatalf("the commit the fork shares: %v", err)
+	}
+	if err := redis.Consistent(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, lost.ID); !errors.Is(err, thread.ErrNotFound) {
+		t.Fatalf("the commit only the fork kept, after its delete: %v", err)
+	}
+	if err := redis.Consistent(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// Deleting the pruned thread lets go of what its kept versions and
+	// checkpoints held: nothing of the family is left.
+	if err := a.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := redis.Consistent(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Client().Exists(ctx, "cp:{a}:m", "cp:{a}:n", "cp:{a}:c").Result(); err != nil || n != 0 {
+		t.Fatalf("%d keys of the family's commits left after every thread is deleted (%v)", n, err)
 	}
 }

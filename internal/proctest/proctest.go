@@ -53,11 +53,15 @@ type spec struct {
 }
 
 // Child runs the work of a child process when the test binary was started
-// by Crash or Concurrent, and skips otherwise.
+// by Crash, Concurrent or GCCrash, and skips otherwise.
 func Child(t *testing.T) {
+	if url := os.Getenv(envGC); url != "" {
+		gcChild(t, url)
+		return
+	}
 	raw := os.Getenv(envSpec)
 	if raw == "" {
-		t.Skip("runs only as a child process of proctest.Crash or proctest.Concurrent")
+		t.Skip("runs only as a child process of proctest.Crash, proctest.Concurrent or proctest.GCCrash")
 	}
 	var s spec
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
