@@ -97,7 +97,9 @@ type Cursor struct {
 }
 
 // String returns the cursor as Event.Cursor has it.
-func (c Cursor) String() string { return strconv.FormatInt(c.Version, 10) + "." + strconv.Itoa(c.Index) }
+func (c Cursor) String() string {
+	return strconv.FormatInt(c.Version, 10) + "." + strconv.Itoa(c.Index)
+}
 
 // ParseCursor parses an Event.Cursor; "" is the zero Cursor (the start).
 func ParseCursor(s string) (Cursor, error) {
