@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,12 +34,18 @@ type Definition struct {
 	// SubThreads are the sub-threads made with each workflow started, as
 	// CreateOptions.SubThreads.
 	SubThreads []string
+	// CheckInput, when not nil, checks the input of a workflow being
+	// started (as JSON; nil when none is given) before it is made: its
+	// error refuses the start, as thread.ErrInvalid.
+	CheckInput func(input json.RawMessage) error
 }
 
 // RegisterOptions describe a workflow being registered; nil means none.
+// Their fields are Definition's.
 type RegisterOptions struct {
 	Title, Description string
 	SubThreads         []string
+	CheckInput         func(input json.RawMessage) error
 }
 
 // Registry holds named workflows, each a Graph, that a server (httpapi,
@@ -69,6 +76,7 @@ func (r *Registry) Register(name string, g *Graph, opts *RegisterOptions) error 
 	d := Definition{Name: name, Graph: g}
 	if opts != nil {
 		d.Title, d.Description, d.SubThreads = opts.Title, opts.Description, slices.Clone(opts.SubThreads)
+		d.CheckInput = opts.CheckInput
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -119,11 +127,26 @@ func (r *Registry) Definitions() []Definition {
 
 // Create makes a workflow of the one registered under name (Create, with
 // the definition's title and sub-threads where opts gives none, and
-// LabelName set to name), without running it.
+// LabelName set to name), without running it. An input the definition's
+// CheckInput refuses is thread.ErrInvalid.
 func (r *Registry) Create(ctx context.Context, db *thread.DB, name string, opts CreateOptions) (*Workflow, error) {
 	d, err := r.Lookup(name)
 	if err != nil {
 		return nil, fmt.Errorf("create workflow: %w", err)
+	}
+	if d.CheckInput != nil {
+		var in json.RawMessage
+		if opts.Input != nil {
+			if in, err = json.Marshal(opts.Input); err != nil {
+				return nil, fmt.Errorf("create workflow %s: input: %v: %w", name, err, thread.ErrInvalid)
+			}
+		}
+		if err := d.CheckInput(in); err != nil {
+			if errors.Is(err, thread.ErrInvalid) {
+				return nil, fmt.Errorf("create workflow %s: input: %w", name, err)
+			}
+			return nil, fmt.Errorf("create workflow %s: input: %v: %w", name, err, thread.ErrInvalid)
+		}
 	}
 	if opts.Title == "" {
 		opts.Title = d.Title
@@ -181,7 +204,7 @@ type Runner struct {
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
-	runs   map[string]chan struct{} // tenant/id → closed when its run ends
+	runs   map[string]*bgRun // by tenant/id
 	closed bool
 }
 
@@ -191,7 +214,7 @@ var ErrClosed = errors.New("the workflow runner is closed")
 // NewRunner returns a Runner of the workflows of reg.
 func NewRunner(reg *Registry, opts *RunnerOptions) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runner{reg: reg, log: slog.Default(), ctx: ctx, cancel: cancel, runs: map[string]chan struct{}{}}
+	r := &Runner{reg: reg, log: slog.Default(), ctx: ctx, cancel: cancel, runs: map[string]*bgRun{}}
 	if opts != nil {
 		if opts.Logger != nil {
 			r.log = opts.Logger
@@ -233,9 +256,11 @@ func (r *Runner) Start(ctx context.Context, db *thread.DB, name string, opts Cre
 // it stands (after input was given to its waiting steps, after its runner
 // crashed or was cancelled, after a step failed), on the graph it was
 // started with (LabelName). A workflow that is done is returned as it is,
-// and nothing runs. One that a runner holds (this Runner, or a live lease
-// elsewhere) is ErrBusy; one not started by name, or by a name not
-// registered, ErrUnknown; a missing one thread.ErrNotFound.
+// and nothing runs. One that a runner holds (a live lease: this Runner's
+// run, or another's) is ErrBusy; one whose run by this Runner is starting
+// or ending (no lease held) is run once more after it. One not started by
+// name, or by a name not registered, is ErrUnknown; a missing one
+// thread.ErrNotFound.
 func (r *Runner) Resume(ctx context.Context, db *thread.DB, id string) (*Workflow, error) {
 	if err := r.open(); err != nil {
 		return nil, err
@@ -275,46 +300,65 @@ func (r *Runner) open() error {
 	return nil
 }
 
-// launch runs w in the background, unless this runner runs it already.
+// bgRun is a run of a Runner, in the background.
+type bgRun struct {
+	// again asks the run to run once more when it returns: a Resume came
+	// while it was starting or ending (no live lease).
+	again bool
+}
+
+// launch runs w in the background. When this runner runs w already (it
+// holds no live lease, or Resume would have refused: the run is starting,
+// or ending), the run runs once more when it returns, to go on from what
+// it would have missed.
 func (r *Runner) launch(db *thread.DB, w *Workflow, d Definition) error {
 	key := thread.Key(db.Tenant(), w.ID())
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
 		return ErrClosed
 	}
-	if _, ok := r.runs[key]; ok {
-		r.mu.Unlock()
-		return fmt.Errorf("resume workflow %s: %w (running on this server)", w.ID(), ErrBusy)
+	if run, ok := r.runs[key]; ok {
+		run.again = true
+		return nil
 	}
-	done := make(chan struct{})
-	r.runs[key] = done
+	run := &bgRun{}
+	r.runs[key] = run
 	r.wg.Add(1)
-	r.mu.Unlock()
 	opts := r.opts
 	go func() {
 		defer r.wg.Done()
-		defer func() {
+		for {
+			ex, err := w.Run(r.ctx, d.Graph, &opts)
+			r.logEnd(db, w, d, ex, err)
 			r.mu.Lock()
-			delete(r.runs, key)
+			again := run.again && !r.closed
+			run.again = false
+			if !again {
+				delete(r.runs, key)
+			}
 			r.mu.Unlock()
-			close(done)
-		}()
-		ex, err := w.Run(r.ctx, d.Graph, &opts)
-		attrs := []any{"workflow", w.ID(), "name", d.Name, "tenant", db.Tenant()}
-		var se *StepError
-		switch {
-		case err == nil:
-			r.log.Info("workflow run ended", append(attrs, "status", string(ex.Status), "version", ex.Version)...)
-		case r.ctx.Err() != nil:
-			r.log.Info("workflow run cancelled: it resumes at the next resume", attrs...)
-		case errors.As(err, &se):
-			r.log.Info("workflow run ended: a step failed", append(attrs, "step", se.Step, "err", strings.TrimSpace(se.Error()))...)
-		default:
-			r.log.Warn("workflow run stopped", append(attrs, "err", err)...)
+			if !again {
+				return
+			}
 		}
 	}()
 	return nil
+}
+
+func (r *Runner) logEnd(db *thread.DB, w *Workflow, d Definition, ex *Execution, err error) {
+	attrs := []any{"workflow", w.ID(), "name", d.Name, "tenant", db.Tenant()}
+	var se *StepError
+	switch {
+	case err == nil:
+		r.log.Info("workflow run ended", append(attrs, "status", string(ex.Status), "version", ex.Version)...)
+	case r.ctx.Err() != nil:
+		r.log.Info("workflow run cancelled: it resumes at the next resume", attrs...)
+	case errors.As(err, &se):
+		r.log.Info("workflow run ended: a step failed", append(attrs, "step", se.Step, "err", strings.TrimSpace(se.Error()))...)
+	default:
+		r.log.Warn("workflow run stopped", append(attrs, "err", err)...)
+	}
 }
 
 // Running reports whether this runner runs the workflow id of db now.

@@ -12,6 +12,7 @@
 package trip
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,12 +59,26 @@ type Approval struct {
 func Register(r *workflow.Registry) error {
 	if err := r.Register(Name, Graph(nil), &workflow.RegisterOptions{Title: "a weekend away",
 		Description: "plans a weekend: two researchers fanned out on their own sub-threads, a writer fanned in; input {\"city\": …}",
-		SubThreads:  []string{"hotels", "food"}}); err != nil {
+		SubThreads:  []string{"hotels", "food"}, CheckInput: CheckInput}); err != nil {
 		return err
 	}
 	return r.Register(ApprovalName, Graph(&Options{Approve: true}), &workflow.RegisterOptions{Title: "a weekend away, approved",
 		Description: "the trip, then a step that waits for approval (input {\"approved\": true|false}) before booking",
-		SubThreads:  []string{"hotels", "food"}})
+		SubThreads:  []string{"hotels", "food"}, CheckInput: CheckInput})
+}
+
+// CheckInput accepts no input (null), or an Input object.
+func CheckInput(in json.RawMessage) error {
+	if len(in) == 0 || string(in) == "null" {
+		return nil
+	}
+	var v Input
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("want {\"city\": \"…\"}: %v", err)
+	}
+	return nil
 }
 
 // researcher is a step that runs an agent on its own sub-thread.
