@@ -45,7 +45,9 @@ func TestWorkflowPageStartAndResume(t *testing.T) {
 	}
 	rn := workflow.NewRunner(reg, &workflow.RunnerOptions{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(func() { rn.Close() })
-	e := serveEnv(t, func(*thread.DB) httpapi.Options { return httpapi.Options{Workflows: rn, WorkflowPoll: 20 * time.Millisecond} })
+	e := serveEnv(t, func(*thread.DB) httpapi.Options {
+		return httpapi.Options{Workflows: rn, WorkflowPoll: 20 * time.Millisecond}
+	})
 	ctx := tab(t, browser, 90*time.Second)
 
 	run(t, ctx, "the list offers to start one",
