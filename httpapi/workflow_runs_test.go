@@ -188,6 +188,11 @@ func TestWorkflowRunRoutes(t *testing.T) {
 
 	// A workflow being run is busy; one not started by name is unknown.
 	must(t, s, req{method: "POST", path: "/v1/workflows", key: keyA, body: map[string]any{"name": "held", "id": "held"}}, http.StatusAccepted, nil)
+	// Once its runner has claimed it (its first step started): busy. (A
+	// resume before the claim makes the run go once more instead.)
+	evs, stop = streamEvents(t, ts.URL+"/v1/workflows/held/events", keyA, "")
+	progressUntil(t, evs, workflow.EventStepStarted)
+	stop()
 	wantError(t, s, req{method: "POST", path: "/v1/workflows/held/resume", key: keyA}, http.StatusConflict, "busy")
 	close(hold)
 	if _, err := workflow.Create(t.Context(), s.db.WithTenant("a"), workflow.CreateOptions{ID: "plain"}); err != nil {

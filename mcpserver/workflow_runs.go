@@ -120,11 +120,13 @@ func (r *runTools) input(ctx context.Context, in workflowInputIn) (workflowInput
 	if in.Step == "" || in.Input == nil {
 		return workflowInputOut{}, fmt.Errorf("step and input are required: %w", thread.ErrInvalid)
 	}
-	w, err := r.workflow(ctx, in.ID)
-	if err != nil {
-		return workflowInputOut{}, err
+	if in.ID == "" {
+		return workflowInputOut{}, fmt.Errorf("id is required: %w", thread.ErrInvalid)
 	}
-	if err := w.Provide(context.WithoutCancel(ctx), in.Step, in.Input); err != nil {
+	// A run of this server that left the workflow waiting may hold it a
+	// moment longer: the input waits for it to let go.
+	w, err := r.rn.Provide(ctx, r.scoped(ctx), in.ID, in.Step, in.Input)
+	if err != nil {
 		return workflowInputOut{}, err
 	}
 	return workflowInputOut{Workflow: workflowOf(w)}, nil

@@ -74,8 +74,9 @@ type EventsOptions struct {
 	NoFollow bool
 	// UntilSettled ends the sequence once the workflow, as of the events
 	// yielded, is done, waiting for input, or failed (right away when it
-	// already is): what a caller that started a run and wants to see it
-	// through waits for.
+	// already is), and its runner has let it go (no live lease: input can
+	// be given, a Run can take it): what a caller that started a run and
+	// wants to see it through waits for.
 	UntilSettled bool
 	// PollInterval is how often the workflow thread's version is read when
 	// the store cannot tell this process about other processes' writes
@@ -162,6 +163,7 @@ type eventer struct {
 	at       int64
 	head     string
 	status   Status
+	runner   *Lease
 	attempts map[string]StepRun
 }
 
@@ -215,7 +217,7 @@ func (e *eventer) run(ctx context.Context, opts EventsOptions, yield func(Event,
 		if err != nil || !ok {
 			return err
 		}
-		if opts.UntilSettled && (e.status == StatusDone || e.status == StatusWaiting || e.status == StatusFailed) {
+		if opts.UntilSettled && (e.status == StatusDone || e.status == StatusWaiting || e.status == StatusFailed) && !e.runner.Live(time.Now()) {
 			return nil
 		}
 		if !follow {
@@ -258,7 +260,7 @@ func (e *eventer) start(ctx context.Context) error {
 	if err := e.reline(ctx, v); err != nil {
 		return err
 	}
-	e.at, e.head, e.status = v, ent.Commit, ex.Status
+	e.at, e.head, e.status, e.runner = v, ent.Commit, ex.Status, ex.Runner
 	return nil
 }
 
@@ -420,7 +422,7 @@ func (e *eventer) version(ctx context.Context, ent thread.HistoryEntry) ([]Event
 			out = append(out, ev)
 		}
 	}
-	e.at, e.head, e.status = ent.Version, ent.Commit, ex.Status
+	e.at, e.head, e.status, e.runner = ent.Version, ent.Commit, ex.Status, ex.Runner
 	return out, nil
 }
 

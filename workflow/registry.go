@@ -305,6 +305,36 @@ type bgRun struct {
 	// again asks the run to run once more when it returns: a Resume came
 	// while it was starting or ending (no live lease).
 	again bool
+	done  chan struct{} // closed when the run (and any again) ends
+}
+
+// Provide gives input to the step of the workflow id of db that waits for
+// it, as Workflow.Provide does — except that when this Runner's run of the
+// workflow has left it waiting and is letting it go (its lease is held a
+// moment longer, which Provide would refuse as ErrBusy), it waits for that
+// run to end first, or for ctx.
+func (r *Runner) Provide(ctx context.Context, db *thread.DB, id, step string, input any) (*Workflow, error) {
+	for {
+		w, err := Open(ctx, db, id)
+		if err != nil {
+			return nil, fmt.Errorf("input for workflow: %w", err)
+		}
+		err = w.Provide(context.WithoutCancel(ctx), step, input)
+		if err == nil || !errors.Is(err, ErrBusy) || w.Status() != StatusWaiting {
+			return w, err
+		}
+		r.mu.Lock()
+		run, ok := r.runs[thread.Key(db.Tenant(), id)]
+		r.mu.Unlock()
+		if !ok {
+			return w, err
+		}
+		select {
+		case <-run.done:
+		case <-ctx.Done():
+			return w, err
+		}
+	}
 }
 
 // launch runs w in the background. When this runner runs w already (it
@@ -322,7 +352,7 @@ func (r *Runner) launch(db *thread.DB, w *Workflow, d Definition) error {
 		run.again = true
 		return nil
 	}
-	run := &bgRun{}
+	run := &bgRun{done: make(chan struct{})}
 	r.runs[key] = run
 	r.wg.Add(1)
 	opts := r.opts
@@ -339,6 +369,7 @@ func (r *Runner) launch(db *thread.DB, w *Workflow, d Definition) error {
 			}
 			r.mu.Unlock()
 			if !again {
+				close(run.done)
 				return
 			}
 		}

@@ -3,7 +3,7 @@
 // version, its progress step by step (GET /v1/workflows/{id}/events),
 // input for its waiting steps, checkpoints, restore and fork, and what to
 // do when its runner is gone (resume it, when the server can); live from
-// its thread's change feed and its progress stream.
+// its progress stream.
 
 import { get, post, watch, APIError } from './api.js';
 import { h, fmtTime, enc, json, announce, showError, confirmDialog, throttle, setLive, changes } from './dom.js';
@@ -562,8 +562,9 @@ export async function workflowPage(main, id, params) {
     throw e;
   }
   await Promise.all([loadHistory(), loadCheckpoints(), definitions().then((d) => { st.defs = d; render(); })]);
-  stops.push(watch(`/v1/threads/${enc(id)}/events`, { lastId: String(st.w.version), onChange: flush, onGap: refreshAll, onStatus: setLive }));
-  stops.push(watch(`${base}/events`, { onEvent: onProgress, onGap: refreshAll }));
+  // One stream: the workflow's progress, each event of which reads the
+  // workflow again (a browser holds few connections to a server).
+  stops.push(watch(`${base}/events`, { onEvent: onProgress, onGap: refreshAll, onStatus: setLive }));
 
   return {
     cleanup() { stops.forEach((f) => f()); document.title = 'loom'; },
