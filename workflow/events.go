@@ -217,27 +217,50 @@ func (e *eventer) run(ctx context.Context, opts EventsOptions, yield func(Event,
 		if err != nil || !ok {
 			return err
 		}
-		if opts.UntilSettled && (e.status == StatusDone || e.status == StatusWaiting || e.status == StatusFailed) && !e.runner.Live(time.Now()) {
+		settled := e.status == StatusDone || e.status == StatusWaiting || e.status == StatusFailed
+		if opts.UntilSettled && settled && !e.runner.Live(time.Now()) {
 			return nil
 		}
 		if !follow {
 			return nil
 		}
-		for v := th.Version(); th.Version() == v; {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-moved:
-			case <-tick:
-			}
-			if err := th.Refresh(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("workflow %s: events: %w", e.id, err)
-			}
+		// Settled but held: the lease running out (its runner gone
+		// elsewhere) lets it go without a new version.
+		var expiry <-chan time.Time
+		stop := func() bool { return false }
+		if opts.UntilSettled && settled {
+			t := time.NewTimer(time.Until(e.runner.Until) + time.Millisecond)
+			expiry, stop = t.C, t.Stop
+		}
+		done, err := e.wait(ctx, th, moved, tick, expiry)
+		stop()
+		if done || err != nil {
+			return err
 		}
 	}
+}
+
+// wait waits for the workflow thread to move past its version: done
+// reports that the sequence ends (ctx ended, or the lease of a settled
+// workflow ran out).
+func (e *eventer) wait(ctx context.Context, th *thread.Thread, moved <-chan struct{}, tick, expiry <-chan time.Time) (done bool, err error) {
+	for v := th.Version(); th.Version() == v; {
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case <-moved:
+		case <-tick:
+		case <-expiry:
+			return true, nil
+		}
+		if err := th.Refresh(ctx); err != nil {
+			if ctx.Err() != nil {
+				return true, nil
+			}
+			return true, fmt.Errorf("workflow %s: events: %w", e.id, err)
+		}
+	}
+	return false, nil
 }
 
 // start sets the derivation at the version before the cursor's (whose
