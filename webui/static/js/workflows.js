@@ -301,10 +301,10 @@ export async function workflowPage(main, id, params) {
         ? h('p', {}, `Input was given to ${names(given)}, and no runner has taken the workflow on since: it says running, but nothing runs it.`)
         : h('p', {}, 'It says running, but no runner holds it: the program that ran it stopped (killed, crashed, or cut off long enough to lose its lease) before the workflow ended.'),
       r ? h('p', { class: 'muted small' }, `Its last runner: ${r.id}${r.pid ? `, pid ${r.pid}` : ''}${r.host ? ` on ${r.host}` : ''}, lease until `, fmtTime(r.until), '.') : '',
-      resumable()
-        ? h('p', {}, 'Resume it on this server (below): it goes on from its last committed step, and steps that ended do not run again.')
+      ...(resumable()
+        ? [h('p', {}, 'Resume it on this server (below): it goes on from its last committed step, and steps that ended do not run again.')]
         : [h('p', {}, 'To resume it, run the workflow again from its program (workflow.Run with the same steps): it goes on from its last committed step, and steps that ended do not run again.'),
-          h('p', { class: 'muted' }, 'This server cannot run workflows itself yet: their steps are Go functions in the program that declares them.')]);
+          h('p', { class: 'muted' }, 'This server cannot run this workflow: it was not started by a name it has registered, and its steps are Go functions in the program that declares them.')]));
     stalledBox.hidden = false;
   }
 
