@@ -307,3 +307,27 @@ func TestEventsFollowAnotherProcess(t *testing.T) {
 		t.Fatalf("events after %s (-want +got):\n%s", after, diff)
 	}
 }
+
+// FuzzParseCursor: a cursor that parses prints back as one that parses to
+// the same place, and nothing panics.
+func FuzzParseCursor(f *testing.F) {
+	for _, s := range []string{"", "1.0", "12.3", "0.0", "1.-1", "x", "1", "99999999999999999999.1", "1.0.0", " 1.0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := workflow.ParseCursor(s)
+		if err != nil {
+			if !errors.Is(err, workflow.ErrCursor) {
+				t.Fatalf("%q: %v, not ErrCursor", s, err)
+			}
+			return
+		}
+		if s == "" {
+			return
+		}
+		again, err := workflow.ParseCursor(c.String())
+		if err != nil || again != c {
+			t.Fatalf("%q → %v → %q → %v, %v", s, c, c.String(), again, err)
+		}
+	})
+}
