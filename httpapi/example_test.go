@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/workflow"
 )
 
 func Example() {
@@ -64,4 +65,49 @@ func Example() {
 	// {"error":{"code":"not_found","message":"thread \"elsewhere\": not found"}}
 	// 200
 	// {"status":"ok","version":"v0.1.0"}
+}
+
+// ExampleOptions_workflows serves workflows of the program's own, which
+// clients start by name (POST /v1/workflows) and follow step by step
+// (GET /v1/workflows/{id}/events, here read with Workflow.Events).
+// examples/workflowserver is a whole main that does so.
+func ExampleOptions_workflows() {
+	ctx := context.Background()
+	db, _ := thread.Open(ctx, "memory://", nil)
+	defer db.Close()
+	reg := workflow.NewRegistry()
+	reg.Register("greet", workflow.NewGraph().
+		Add("hello", func(ctx context.Context, s *workflow.Step) (any, error) { return "hello " + string(s.Input()), nil }, "bye").
+		Add("bye", func(ctx context.Context, s *workflow.Step) (any, error) { return "bye", nil }), nil)
+	runner := workflow.NewRunner(reg, &workflow.RunnerOptions{Logger: slog.New(slog.DiscardHandler)})
+	defer runner.Close() // cancels the runs under way, which resume next time
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{DB: db, Workflows: runner, Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
+
+	resp, err := http.Post(srv.URL+"/v1/workflows", "application/json", strings.NewReader(`{"name":"greet","id":"g1","input":"you"}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, resp.Header.Get("Location"))
+	w, _ := workflow.Open(ctx, db, "g1")
+	for ev, err := range w.Events(ctx, workflow.EventsOptions{UntilSettled: true}) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if ev.Step != nil {
+			fmt.Println(strings.TrimSpace(fmt.Sprint(ev.Kind, " ", ev.Step.ID, " ", string(ev.Step.Output))))
+		} else {
+			fmt.Println(ev.Kind)
+		}
+	}
+	// Output:
+	// 202 /v1/workflows/g1
+	// step_started 1/hello#1
+	// step_done 1/hello#1 "hello \"you\""
+	// step_started 2/bye#1
+	// step_done 2/bye#1 "bye"
+	// workflow_done
 }

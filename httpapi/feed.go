@@ -129,23 +129,12 @@ func (f *feed) takeGap() bool {
 // subscribe listens to db's changes that match, for a handler; release
 // gives back the tenant's feed slot.
 func (s *Server) subscribe(ctx context.Context, r *http.Request, db *thread.DB, match func(thread.Change) bool) (*feed, func(), error) {
-	t := tenant(r)
-	s.feeds.mu.Lock()
-	if s.feeds.n[t] >= maxFeeds {
-		s.feeds.mu.Unlock()
-		return nil, nil, errf(http.StatusTooManyRequests, "too_many_feeds", "this tenant has %d change feeds open, the most a server serves it", maxFeeds)
-	}
-	s.feeds.n[t]++
-	s.feeds.mu.Unlock()
-	release := func() {
-		s.feeds.mu.Lock()
-		if s.feeds.n[t]--; s.feeds.n[t] == 0 {
-			delete(s.feeds.n, t)
-		}
-		s.feeds.mu.Unlock()
+	release, err := s.feedSlot(r)
+	if err != nil {
+		return nil, nil, err
 	}
 	f := &feed{ch: make(chan thread.Change, feedBuffer), gap: make(chan struct{}, 1)}
-	err := db.Watch(ctx, func(c thread.Change) {
+	err = db.Watch(ctx, func(c thread.Change) {
 		if c.Kind != thread.ChangeGap && !match(c) {
 			return
 		}
@@ -171,6 +160,27 @@ func (s *Server) subscribe(ctx context.Context, r *http.Request, db *thread.DB, 
 		return nil, nil, err
 	}
 	return f, release, nil
+}
+
+// feedSlot takes one of the feeds the request's tenant may hold open
+// (change feeds and workflow event streams), or answers 429; release
+// gives it back.
+func (s *Server) feedSlot(r *http.Request) (release func(), err error) {
+	t := tenant(r)
+	s.feeds.mu.Lock()
+	if s.feeds.n[t] >= maxFeeds {
+		s.feeds.mu.Unlock()
+		return nil, errf(http.StatusTooManyRequests, "too_many_feeds", "this tenant has %d change feeds open, the most a server serves it", maxFeeds)
+	}
+	s.feeds.n[t]++
+	s.feeds.mu.Unlock()
+	return func() {
+		s.feeds.mu.Lock()
+		if s.feeds.n[t]--; s.feeds.n[t] == 0 {
+			delete(s.feeds.n, t)
+		}
+		s.feeds.mu.Unlock()
+	}, nil
 }
 
 // sendChange writes c as an SSE event with id.

@@ -18,6 +18,7 @@ import (
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/internal/auth"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/workflow"
 	"github.com/loomthreads/loom/worklog"
 )
 
@@ -88,6 +89,19 @@ type Options struct {
 	// own to record into them from outside the server, such as the tool
 	// calls of Agent (agent.Options.OnToolCall: Metrics.ObserveToolCall).
 	Metrics *Metrics
+	// Workflows runs the workflows of its registry that POST /v1/workflows
+	// starts and POST /v1/workflows/{id}/resume resumes, in the
+	// background; GET /v1/workflow-definitions lists them. nil answers
+	// those two with 501 (code "unsupported") and lists none. The caller
+	// closes it (workflow.Runner.Close) when it shuts the server down,
+	// which cancels the runs under way: they resume at the next resume.
+	// See the example of a main that serves its own workflows.
+	Workflows *workflow.Runner
+	// WorkflowPoll is how often a workflow's event stream
+	// (GET /v1/workflows/{id}/events) reads the workflow's version on a
+	// store that does not tell of other processes' writes (SQLite, JSON
+	// files); 0 means 200 ms.
+	WorkflowPoll time.Duration
 }
 
 // Server is loom's JSON API over HTTP: /v1/… for threads, runs and work
@@ -120,6 +134,9 @@ type Server struct {
 	// tenants holds the DB of each tenant served so far (tenantDB): a
 	// tenant string to a *thread.DB, s.db.WithTenant of it.
 	tenants sync.Map
+	// workflows is Options.Workflows; wfPoll Options.WorkflowPoll.
+	workflows *workflow.Runner
+	wfPoll    time.Duration
 	// closing is closed by Close: the change feeds end.
 	closing chan struct{}
 	// feeds counts each tenant's open change feeds.
@@ -183,6 +200,8 @@ var routes = []route{
 	{pattern: "POST /v1/conversations/{id}/commands", handle: (*Server).conversationCommand},
 	{pattern: "GET /v1/conversations/{id}/events", handle: (*Server).conversationEvents},
 	{pattern: "GET /v1/workflows", handle: (*Server).listWorkflows, query: []string{"limit", "cursor"}},
+	{pattern: "POST /v1/workflows", handle: (*Server).startWorkflow},
+	{pattern: "GET /v1/workflow-definitions", handle: (*Server).workflowDefinitions},
 	{pattern: "GET /v1/workflows/{id}", handle: (*Server).getWorkflow, query: []string{"version"}},
 	{pattern: "DELETE /v1/workflows/{id}", handle: (*Server).deleteWorkflow},
 	{pattern: "GET /v1/workflows/{id}/history", handle: (*Server).workflowHistory, query: []string{"limit", "before"}},
@@ -191,6 +210,8 @@ var routes = []route{
 	{pattern: "POST /v1/workflows/{id}/restore", handle: (*Server).restoreWorkflow},
 	{pattern: "POST /v1/workflows/{id}/fork", handle: (*Server).forkWorkflow},
 	{pattern: "POST /v1/workflows/{id}/input", handle: (*Server).workflowInput},
+	{pattern: "POST /v1/workflows/{id}/resume", handle: (*Server).resumeWorkflow},
+	{pattern: "GET /v1/workflows/{id}/events", handle: (*Server).workflowEvents, query: []string{"after"}},
 	{pattern: "GET /v1/workflows/{id}/at", handle: (*Server).workflowAt, query: []string{"checkpoint", "version", "last"}},
 	{pattern: "GET /v1/items", handle: (*Server).listItems, query: []string{"project", "status", "include_resolved"}},
 	{pattern: "POST /v1/items", handle: (*Server).createItem, query: []string{"project"}},
@@ -223,6 +244,10 @@ func New(opts Options) *Server {
 		db: opts.DB, keys: opts.Keys, agent: opts.Agent, chat: opts.Chat, worklog: opts.Worklog, maxBody: opts.MaxBodyBytes,
 		origins: map[string]bool{}, log: opts.Logger, version: opts.Version, provider: opts.Provider, metrics: opts.Metrics,
 		mux: http.NewServeMux(), publicPaths: map[string]bool{}, closing: make(chan struct{}),
+		workflows: opts.Workflows, wfPoll: opts.WorkflowPoll,
+	}
+	if s.wfPoll <= 0 {
+		s.wfPoll = defaultWorkflowPoll
 	}
 	s.feeds.n = map[string]int{}
 	if s.metrics == nil {

@@ -254,7 +254,14 @@ func (s *Server) workflowInput(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := wf.Provide(write(r), req.Step, req.Input); err != nil {
+	if s.workflows != nil {
+		// A run of this server that left the workflow waiting may hold it
+		// a moment longer: the input waits for it to let go.
+		wf, err = s.workflows.Provide(r.Context(), s.tenantDB(r), wf.ID(), req.Step, req.Input)
+	} else {
+		err = wf.Provide(write(r), req.Step, req.Input)
+	}
+	if err != nil {
 		return err
 	}
 	return s.answerWorkflow(w, r, http.StatusOK, wf, 0)

@@ -16,7 +16,7 @@ import (
 
 func isWorkflowRoute(pattern string) bool {
 	_, path, _ := strings.Cut(pattern, " ")
-	return strings.HasPrefix(path, "/v1/workflows")
+	return strings.HasPrefix(path, "/v1/workflow")
 }
 
 type workflowResponse struct {
@@ -181,7 +181,7 @@ func TestWorkflowRoutes(t *testing.T) {
 	s.Metrics().WriteTo(&out)
 	for _, rt := range routes {
 		method, _, _ := strings.Cut(rt.pattern, " ")
-		if isWorkflowRoute(rt.pattern) && !answered2xx(out.String(), rt.pattern, method) {
+		if isWorkflowRoute(rt.pattern) && !isWorkflowRunRoute(rt.pattern) && !answered2xx(out.String(), rt.pattern, method) {
 			t.Errorf("route %s never answered a 2xx", rt.pattern)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/workflow"
 )
 
 // Name is the server's implementation name, as clients see it.
@@ -38,6 +39,11 @@ type Options struct {
 	// rather than AddTool leaves it unnamed ("execute_tool"). nil means no
 	// spans; the global provider is not used.
 	TracerProvider trace.TracerProvider
+	// Workflows, when set, adds the tools that run the workflows of its
+	// registry in the background: workflow_start (by name),
+	// workflow_input and workflow_resume. The caller closes it when it
+	// shuts down (workflow.Runner.Close).
+	Workflows *workflow.Runner
 }
 
 func (o *Options) logger() *slog.Logger {
@@ -69,7 +75,10 @@ func New(db *thread.DB, opts *Options) *mcp.Server {
 	if opts != nil && opts.TracerProvider != nil {
 		s.AddReceivingMiddleware(traceTools(opts.TracerProvider))
 	}
-	register(s, db, logger)
+	t := register(s, db, logger)
+	if opts != nil && opts.Workflows != nil {
+		registerWorkflowRuns(s, t, opts.Workflows, logger)
+	}
 	if opts != nil && opts.AddTools != nil {
 		opts.AddTools(s)
 	}

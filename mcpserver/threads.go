@@ -56,7 +56,7 @@ func (t *threadTools) thread(ctx context.Context, id string) (*thread.Thread, er
 	return t.scoped(ctx).Thread(ctx, id)
 }
 
-func register(s *mcp.Server, db *thread.DB, logger *slog.Logger) {
+func register(s *mcp.Server, db *thread.DB, logger *slog.Logger) *threadTools {
 	t := &threadTools{db: db}
 	no := new(bool)
 	read := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: no}
@@ -122,6 +122,7 @@ func register(s *mcp.Server, db *thread.DB, logger *slog.Logger) {
 		Annotations: read,
 	}, logger, t.search)
 	registerWorkflows(s, t, logger)
+	return t
 }
 
 // pageLimit checks a page size: 0 means defaultLimit, more than maxLimit

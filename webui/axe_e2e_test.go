@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -58,8 +59,16 @@ func axeScript(t testing.TB) string {
 func newDemoEnv(t testing.TB) *env {
 	t.Helper()
 	model := scripted.Demo()
+	// The server runs one workflow by name: the failed import, which the
+	// page offers to resume, and the list's form to start.
+	reg := workflow.NewRegistry()
+	if err := reg.Register("import-orders", importGraph(), &workflow.RegisterOptions{Title: "Import orders", Description: "reads last month's orders file"}); err != nil {
+		t.Fatal(err)
+	}
+	rn := workflow.NewRunner(reg, &workflow.RunnerOptions{Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { rn.Close() })
 	return serveEnv(t, func(db *thread.DB) httpapi.Options {
-		return httpapi.Options{Agent: agent.New(model, &agent.Options{Name: "loom"}), Chat: model, Worklog: worklog.NewLogs(db, nil)}
+		return httpapi.Options{Agent: agent.New(model, &agent.Options{Name: "loom"}), Chat: model, Worklog: worklog.NewLogs(db, nil), Workflows: rn}
 	})
 }
 
@@ -167,10 +176,15 @@ func seedWorkflows(t testing.TB, e *env) {
 			Add("write", func(ctx context.Context, s *workflow.Step) (any, error) {
 				return "A three-day plan: Alfama, Belém, Sintra.", nil
 			}))
-	mk(workflow.StatusFailed, workflow.CreateOptions{ID: "import", Title: "Import last month's orders"},
-		workflow.NewGraph().Add("fetch", func(ctx context.Context, s *workflow.Step) (any, error) {
-			return nil, errors.New("the orders file has no header line")
-		}))
+	mk(workflow.StatusFailed, workflow.CreateOptions{ID: "import", Title: "Import last month's orders", Labels: map[string]string{workflow.LabelName: "import-orders"}},
+		importGraph())
+}
+
+// importGraph fails in its one step.
+func importGraph() *workflow.Graph {
+	return workflow.NewGraph().Add("fetch", func(ctx context.Context, s *workflow.Step) (any, error) {
+		return nil, errors.New("the orders file has no header line")
+	})
 }
 
 // seedConversation opens the live conversation "launch", has a turn with
@@ -266,10 +280,10 @@ func auditPages(s seeded) []auditPage {
 		{"ThreadLongTexts", "#/threads/long-texts", mainHas("Leipzig"), "", false},
 		{"ThreadPastVersion", fmt.Sprintf("#/threads/drafts?v=%d", s.past), mainHas("A draft nobody wanted"), "", false},
 		{"Diff", "#/threads/support-4172/diff?to=support-4172-express", mainHas("same address"), "", false},
-		{"Workflows", "#/workflows", mainHas("Plan a trip to Lisbon"), "", false},
+		{"Workflows", "#/workflows", mainHas("Plan a trip to Lisbon") + ` && !!document.querySelector('#start-form')`, "", false},
 		{"WorkflowWaiting", "#/workflows/refund-4172", mainHas("Approve a refund"), "", false},
 		{"WorkflowDone", "#/workflows/trip", mainHas("Plan a trip to Lisbon"), "", false},
-		{"WorkflowFailed", "#/workflows/import", mainHas("Import last month"), "", false},
+		{"WorkflowFailed", "#/workflows/import", mainHas("Import last month") + ` && !!document.querySelector('#resume-button') && !!document.querySelector('#progress li[data-kind="workflow_failed"]')`, "", false},
 		{"Conversations", "#/conversations", mainHas("Plan the launch"), "", false},
 		{"Conversation", "#/conversations/launch", mainHas("Which channels"), "", false},
 		{"WorkItems", "#/items?project=web", mainHas("fix the flaky deploy"), "", false},

@@ -334,7 +334,7 @@ func TestWorkflowPageStalled(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#stalled h2 time`)),
 		waitJS(`document.querySelector('#stalled h2').textContent.startsWith('Stalled since')`),
 		waitJS(`document.querySelector('#stalled').innerText.includes('run the workflow again from its program')`),
-		waitJS(`document.querySelector('#stalled').innerText.includes('This server cannot run workflows itself yet')`),
+		waitJS(`document.querySelector('#stalled').innerText.includes('This server cannot run this workflow')`),
 		waitJS(`document.querySelector('#workflow-facts .status-stalled')?.textContent === 'stalled'`),
 		waitJS(factsHave("work (to run again)")),
 		waitJS(noNonsense),

@@ -60,6 +60,15 @@
 // sub-thread's messages at any point. These move several threads at once
 // through thread.Group, which every store runs as one batch.
 //
+// Workflow.Events yields a workflow's progress — a step started, done,
+// waiting, failed, interrupted; the workflow done, waiting, failed — derived
+// from the step records of its thread, version by version, each event with
+// a cursor to resume after; it follows the workflow live until its context
+// ends. A Registry names graphs, and a Runner starts and resumes them by
+// name in the background, for a server (httpapi.Options.Workflows,
+// mcpserver.Options.Workflows): a workflow started by name carries it
+// (LabelName), which finds its graph when it is resumed.
+//
 // What each operation costs (n sub-threads):
 //
 //	a step of Run           one commit of the workflow thread (its end, with the next round's starts),

@@ -34,11 +34,14 @@
 //	loom workflows checkpoint ID (NAME | --list)
 //	loom workflows restore ID (NAME | --version V)
 //	loom workflows fork ID (NAME | --version V) [--id NEW] [--title T]
+//	loom workflows start NAME [--input JSON] [--id ID] [--title T]
+//	loom workflows input ID STEP JSON
+//	loom workflows resume ID
 //	loom export ID [--history] [-o FILE]
 //	loom import [FILE|-] [--id NEW]
 //	loom copy --from URL --to URL [--thread ID]... [--all-tenants]
 //	loom bench [--duration D] [--writers N]
-//	loom serve, loom mcp            the HTTP and MCP servers
+//	loom serve [--example-workflows], loom mcp   the HTTP and MCP servers
 //	loom version
 //	loom completion bash|zsh|fish|powershell
 //	loom help [COMMAND]

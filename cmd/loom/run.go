@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/loomthreads/loom/examples/workflow/trip"
 	"github.com/loomthreads/loom/thread"
 
 	// The stores, so that --store takes any of their URLs.
@@ -59,7 +60,7 @@ type spec struct {
 // groups are the names that hold subcommands.
 var groups = map[string]string{
 	"threads":   "read and change the threads of a store",
-	"workflows": "read workflows, and checkpoint, restore and fork them whole, sub-threads and all",
+	"workflows": "read workflows, checkpoint, restore and fork them whole, sub-threads and all, and start and resume them by name",
 	"items":     "list, create and resolve the work items an agent carries across sessions (--dir, default .gitmem)",
 	"session":   "start and close the working sessions that carry the work items of --dir",
 }
@@ -289,6 +290,34 @@ var commands = []spec{
 			"loom workflows fork wf_01jq… researched --id wf_what_if",
 		},
 		New: func(b base) Command { return &WorkflowsForkCommand{base: b} }},
+	{Name: "workflows start", Synopsis: "NAME [--input JSON] [--id ID] [--title T]",
+		Summary: "start a workflow by name (the examples': trip, trip-approval) and run it here",
+		Help: "Makes a workflow of the one registered under NAME and runs it in this process until it\n" +
+			"is done, waits for input or fails, printing each step's events as they come (JSON\n" +
+			"lines with --json). Killed or interrupted, it goes on with loom workflows resume. The\n" +
+			"names are the examples' (examples/workflow/trip); loom serve --example-workflows serves\n" +
+			"them over HTTP and MCP, and a program serves its own with httpapi.Options.Workflows.",
+		Examples: []string{
+			"loom workflows start trip --input '{\"city\": \"Porto\"}' --id porto",
+			"loom workflows start trip-approval --id weekend",
+		},
+		Words: []string{trip.Name, trip.ApprovalName},
+		New:   func(b base) Command { return &WorkflowsStartCommand{base: b} }},
+	{Name: "workflows input", Synopsis: "ID STEP JSON",
+		Summary: "give a waiting step the input it asks for (loom workflows show says what)",
+		Examples: []string{
+			"loom workflows input weekend approve '{\"approved\": true}'",
+		},
+		New: func(b base) Command { return &WorkflowsInputCommand{base: b} }},
+	{Name: "workflows resume", Synopsis: "ID",
+		Summary: "run a workflow started by name again, here, from where it stands",
+		Help: "Runs the workflow on from its last committed step: after input was given, after its\n" +
+			"runner was killed, after a step failed; a done one has nothing to run. Refused (busy)\n" +
+			"while another runner holds it.",
+		Examples: []string{
+			"loom workflows resume weekend",
+		},
+		New: func(b base) Command { return &WorkflowsResumeCommand{base: b} }},
 	{Name: "items list", Synopsis: "[--status open|resolved] [--all] [--dir DIR]",
 		Summary: "list work items (id, status, created, text)",
 		Help: "Lists the open work items of --dir (default .gitmem, as loom mcp --worklog uses),\n" +

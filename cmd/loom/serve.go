@@ -18,6 +18,7 @@ import (
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/agent/scripted"
 	"github.com/loomthreads/loom/anthropic"
+	"github.com/loomthreads/loom/examples/workflow/trip"
 	"github.com/loomthreads/loom/foundry"
 	"github.com/loomthreads/loom/httpapi"
 	"github.com/loomthreads/loom/internal/auth"
@@ -27,6 +28,7 @@ import (
 	"github.com/loomthreads/loom/telemetry"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/webui"
+	"github.com/loomthreads/loom/workflow"
 	"github.com/loomthreads/loom/worklog"
 )
 
@@ -48,6 +50,32 @@ type serveConfig struct {
 	tracer trace.TracerProvider
 	// tools are the agent's tools. The command gives it none; tests do.
 	tools []agent.Tool
+	// exampleWorkflows is --example-workflows: the examples' workflows
+	// (examples/workflow/trip) are registered, for POST /v1/workflows and
+	// the MCP tool workflow_start.
+	exampleWorkflows bool
+	// workflows are registered besides; tests give some.
+	workflows func(*workflow.Registry) error
+}
+
+// workflowRunner returns the runner of the workflows cfg registers, or
+// nil when it registers none.
+func (cfg serveConfig) workflowRunner(log *slog.Logger) (*workflow.Runner, error) {
+	if !cfg.exampleWorkflows && cfg.workflows == nil {
+		return nil, nil
+	}
+	reg := workflow.NewRegistry()
+	if cfg.exampleWorkflows {
+		if err := trip.Register(reg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.workflows != nil {
+		if err := cfg.workflows(reg); err != nil {
+			return nil, err
+		}
+	}
+	return workflow.NewRunner(reg, &workflow.RunnerOptions{Logger: log}), nil
 }
 
 // isLoopback reports whether addr's host only ever listens on loopback.
@@ -125,6 +153,15 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	if err != nil {
 		return err
 	}
+	runner, err := cfg.workflowRunner(log)
+	if err != nil {
+		return err
+	}
+	if runner != nil {
+		// The runs under way are cancelled before the store closes: their
+		// steps cut short run again at the next resume.
+		defer runner.Close()
+	}
 	metrics := httpapi.NewMetrics()
 	var ag *agent.Agent
 	if client != nil {
@@ -133,8 +170,8 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	}
 	api := httpapi.New(httpapi.Options{DB: db, Keys: keys, Agent: ag, Chat: client, MaxBodyBytes: cfg.maxBody,
 		AllowOrigins: cfg.origins, Worklog: wl, Logger: log, Version: version, Provider: provider(cfg.provider, client),
-		TracerProvider: cfg.tracer, Metrics: metrics})
-	mcpOpts := &mcpserver.Options{Logger: log, Version: version, TracerProvider: cfg.tracer}
+		TracerProvider: cfg.tracer, Metrics: metrics, Workflows: runner})
+	mcpOpts := &mcpserver.Options{Logger: log, Version: version, TracerProvider: cfg.tracer, Workflows: runner}
 	if wl != nil {
 		mcpOpts.AddTools = worklogTools(db, wl, log)
 	}
@@ -201,6 +238,9 @@ func serveOn(ctx context.Context, l net.Listener, db *thread.DB, wl *worklog.Log
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
 	defer cancel()
 	api.Close() // live conversations stop, and their event streams end
+	if runner != nil {
+		runner.Close() // workflow runs are cancelled, and let their leases go
+	}
 	err = srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		stopBase()
@@ -304,6 +344,7 @@ func (c *ServeCommand) Flags() *pflag.FlagSet {
 	fs.DurationVar(&c.cfg.shutdown, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
 	c.cfg.retention.flags(fs)
 	fs.DurationVar(&c.cfg.gcEvery, "gc-every", 10*time.Minute, "apply retention (what loom gc does) every `DURATION` in the background; 0 never")
+	fs.BoolVar(&c.cfg.exampleWorkflows, "example-workflows", false, "register the examples' workflows (trip, trip-approval), which POST /v1/workflows and the MCP tool workflow_start start by name")
 	fs.StringVar(&c.logLevel, "log-level", "", "the least `LEVEL` logged: debug, info, warn or error ($LOOM_LOG_LEVEL; default info); /healthz and /metrics requests are debug")
 	return fs
 }

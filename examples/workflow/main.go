@@ -25,9 +25,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/loomthreads/loom/agent"
-	"github.com/loomthreads/loom/agent/scripted"
-	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/examples/workflow/trip"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
 
@@ -56,59 +54,19 @@ type options struct {
 	crash, reset    bool
 }
 
-// researcher is a step that runs an agent on its own sub-thread.
-func researcher(out io.Writer, key, topic, finding string) workflow.StepFunc {
-	return func(ctx context.Context, s *workflow.Step) (any, error) {
-		th, err := s.SubThread(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(out, "%s researches %s (attempt %d)\n", key, topic, s.Attempt())
-		a := agent.New(scripted.New(scripted.Text(finding)), &agent.Options{Instructions: "You research " + topic + "."})
-		res, err := a.Run(ctx, th, message.User("What should a visitor to Lisbon know about "+topic+"?"))
-		if err != nil {
-			return nil, err
-		}
-		return res.Text(), nil
-	}
-}
-
+// graph is the trip (package trip, which `loom serve --example-workflows`
+// runs by name); with crash, the process kills itself (SIGKILL) in the
+// middle of the writer's step, which has started (and is committed) but
+// not ended: the next run runs it again, and only it.
 func graph(out io.Writer, crash bool) *workflow.Graph {
-	return workflow.NewGraph().
-		Add("plan", func(ctx context.Context, s *workflow.Step) (any, error) {
-			main, err := s.SubThread(ctx, workflow.MainKey)
-			if err != nil {
-				return nil, err
-			}
-			fmt.Fprintln(out, "plan: a weekend in Lisbon")
-			_, err = main.Append(ctx, message.User("Plan a weekend in Lisbon."))
-			return "Lisbon", err
-		}, "hotels", "food").
-		Add("hotels", researcher(out, "hotels", "hotels", "Stay in Alfama: small hotels, views over the river."), "write").
-		Add("food", researcher(out, "food", "food", "Eat pastéis de nata in Belém, grilled sardines in June."), "write").
-		Add("write", func(ctx context.Context, s *workflow.Step) (any, error) {
-			var found map[string]string
-			if err := s.DecodeInput(&found); err != nil {
-				return nil, err
-			}
-			main, err := s.SubThread(ctx, workflow.MainKey)
-			if err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(out, "writer writes from %d findings (attempt %d)\n", len(found), s.Attempt())
-			if crash {
-				// The writer's step has started (and is committed) but not
-				// ended: the next run runs it again, and only it.
-				fmt.Fprintln(out, "crashing now, in the middle of the writer's step")
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			}
-			a := agent.New(scripted.New(scripted.Text("Your weekend: "+found["hotels"]+" "+found["food"])), nil)
-			res, err := a.Run(ctx, main, message.User("Write the plan from the findings."))
-			if err != nil {
-				return nil, err
-			}
-			return res.Text(), nil
-		})
+	opts := &trip.Options{Out: out}
+	if crash {
+		opts.BeforeWrite = func() {
+			fmt.Fprintln(out, "crashing now, in the middle of the writer's step")
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+	}
+	return trip.Graph(opts)
 }
 
 func run(ctx context.Context, out io.Writer, o options) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomthreads/loom/agent"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/workflow"
 	"github.com/loomthreads/loom/worklog"
 )
 
@@ -94,6 +95,11 @@ var errorTable = []errorRow{
 	sentinel(agent.ErrMaxRounds, http.StatusUnprocessableEntity, "max_rounds"),
 	sentinel(agent.ErrNoConversationID, http.StatusBadGateway, "provider_error"),
 	sentinel(agent.ErrApprovalRequired, http.StatusConflict, "approval_required"),
+	// A workflow another runner holds, a name no workflow is registered
+	// under, a server that is shutting down its workflow runs.
+	sentinel(workflow.ErrBusy, http.StatusConflict, "busy"),
+	sentinel(workflow.ErrUnknown, http.StatusNotFound, "unknown_workflow"),
+	sentinel(workflow.ErrClosed, http.StatusServiceUnavailable, "shutting_down"),
 	// A text that matches several work items: the message lists them.
 	sentinel(worklog.ErrAmbiguous, http.StatusConflict, "ambiguous"),
 	{

@@ -112,8 +112,10 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 // It reconnects with backoff, sending the last event id as Last-Event-ID
 // (lastId, when given, from the first connection on). A 404 is final: the
 // thread is gone.
+// Events of other names (a workflow's progress, GET
+// /v1/workflows/{id}/events) go to onEvent(name, data) when it is given.
 // It returns the function that stops it.
-export function watch(path, { onChange, onGap, onStatus = () => {}, lastId = null }) {
+export function watch(path, { onChange = () => {}, onGap, onEvent = null, onStatus = () => {}, lastId = null }) {
   const ac = new AbortController();
   let connected = false;
   (async () => {
@@ -133,6 +135,8 @@ export function watch(path, { onChange, onGap, onStatus = () => {}, lastId = nul
             try { onChange(JSON.parse(ev.data)); } catch (e) { console.error(e); }
           } else if (ev.event === 'gap') {
             onGap();
+          } else if (onEvent) {
+            try { onEvent(ev.event, JSON.parse(ev.data)); } catch (e) { console.error(e); }
           }
         }
         if (!ac.signal.aborted) onStatus('reconnecting');

@@ -1,12 +1,86 @@
-// The workflows pages: the list, and one workflow — its execution state at
-// any version, input for its waiting steps, checkpoints, restore and fork,
-// and what to do when its runner is gone; live from its thread's change
-// feed.
+// The workflows pages: the list (and a form that starts a workflow the
+// server has registered), and one workflow — its execution state at any
+// version, its progress step by step (GET /v1/workflows/{id}/events),
+// input for its waiting steps, checkpoints, restore and fork, and what to
+// do when its runner is gone (resume it, when the server can); live from
+// its progress stream.
 
 import { get, post, watch, APIError } from './api.js';
 import { h, fmtTime, enc, json, announce, showError, confirmDialog, throttle, setLive, changes } from './dom.js';
 
 const PAGE = 50;
+
+// The label that names the registered workflow a workflow was started as.
+const NAME_LABEL = 'loom.workflow.name';
+
+// definitions reads the workflows the server can start, by name; none when
+// it cannot say.
+async function definitions() {
+  try {
+    return (await get('/v1/workflow-definitions')).definitions || [];
+  } catch (e) {
+    if (e instanceof APIError && (e.status === 404 || e.status === 405)) return [];
+    throw e;
+  }
+}
+
+// startForm is the form that starts a registered workflow.
+function startForm(defs) {
+  const name = h('select', { id: 'start-name', name: 'name' }, defs.map((d) => h('option', { value: d.name }, d.title ? `${d.name} — ${d.title}` : d.name)));
+  const about = h('p', { class: 'muted small', id: 'start-about' });
+  const sayAbout = () => { const d = defs.find((x) => x.name === name.value); about.textContent = d && d.description ? d.description : ''; };
+  name.addEventListener('change', sayAbout);
+  sayAbout();
+  const wid = h('input', { id: 'start-id', name: 'id', autocomplete: 'off', placeholder: 'optional', maxlength: 95, pattern: '[A-Za-z0-9_][A-Za-z0-9_.\\-]{0,94}' });
+  const input = h('textarea', { id: 'start-input', name: 'input', rows: 2, placeholder: 'optional, JSON', 'aria-describedby': 'start-about start-error' });
+  const err = h('p', { class: 'msg-error small', id: 'start-error', 'aria-live': 'polite' });
+  const btn = h('button', { type: 'submit' }, 'Start');
+  const form = h('form', { id: 'start-form', class: 'wf-start' },
+    h('label', { for: 'start-name' }, 'Workflow'), name, about,
+    h('label', { for: 'start-id' }, 'Id'), wid,
+    h('label', { for: 'start-input' }, 'Input'), input, err, btn);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    if (!form.reportValidity()) return;
+    const body = { name: name.value };
+    if (wid.value.trim()) body.id = wid.value.trim();
+    if (input.value.trim()) {
+      try {
+        body.input = JSON.parse(input.value);
+      } catch (x) {
+        input.setAttribute('aria-invalid', 'true');
+        err.textContent = `Not JSON: ${x.message}`;
+        input.focus();
+        return;
+      }
+    }
+    input.removeAttribute('aria-invalid');
+    err.textContent = '';
+    btn.disabled = true;
+    try {
+      const w = await post('/v1/workflows', body);
+      announce(`Started ${w.id}`);
+      location.hash = `#/workflows/${enc(w.id)}`;
+    } catch (x) {
+      err.textContent = x.message;
+    } finally {
+      btn.disabled = false;
+    }
+  });
+  return h('section', { class: 'panel', 'aria-labelledby': 'start-title' }, h('h2', { id: 'start-title' }, 'Start a workflow'), form);
+}
+
+// progressItem shows one event of a workflow's progress.
+function progressItem(ev) {
+  const what = ev.kind.replace(/^(step|workflow)_/, '');
+  const kindClass = { started: 'running', done: 'done', waiting: 'waiting', failed: 'failed', interrupted: 'interrupted', moved: 'pending' }[what] || 'pending';
+  return h('li', { dataset: { cursor: ev.cursor, kind: ev.kind } },
+    fmtTime(ev.time), ' ',
+    ev.step ? h('code', {}, ev.step.id) : h('strong', {}, 'workflow'), ' ',
+    h('span', { class: `status status-${kindClass}` }, what),
+    ev.step && ev.step.error ? [' ', h('span', { class: 'msg-error' }, ev.step.error)] : null,
+    ev.error ? [' ', h('span', { class: 'msg-error' }, ev.error)] : null);
+}
 
 const status = (s) => h('span', { class: `status status-${s}` }, s);
 
@@ -45,6 +119,8 @@ export async function workflowsPage(main) {
   prev.addEventListener('click', () => { page--; load().catch(showError); });
   next.addEventListener('click', () => { page++; load().catch(showError); });
   await load();
+  const defs = await definitions();
+  if (defs.length) main.append(startForm(defs));
   return null;
 }
 
@@ -85,6 +161,7 @@ export async function workflowPage(main, id, params) {
     w: null, // the workflow as last read, at st.version
     history: [],
     histNext: null,
+    defs: [], // the workflows the server can run, by name
   };
   const changed = changes();
   const stops = [];
@@ -100,6 +177,10 @@ export async function workflowPage(main, id, params) {
   const waitingBox = h('section', { class: 'panel', id: 'waiting', 'aria-labelledby': 'waiting-title', hidden: true });
   const stepsBody = h('tbody');
   const subList = h('ul', { id: 'sub-threads' });
+  const resumeBox = h('div', { id: 'workflow-resume', class: 'row', hidden: true });
+  // The events scroll in the list's own box, which the keyboard can reach.
+  const progressList = h('ol', { id: 'progress', class: 'timeline wf-progress', tabindex: 0, 'aria-label': 'Progress, step by step' });
+  const PROGRESS_KEPT = 200;
 
   const histList = h('ol', { id: 'history', class: 'timeline wf-timeline' });
   const histMore = h('button', { type: 'button', class: 'link', id: 'history-older', hidden: true }, 'Older versions');
@@ -121,7 +202,8 @@ export async function workflowPage(main, id, params) {
     title, meta,
     h('div', { class: 'wf-layout' },
       h('div', { class: 'wf-main' },
-        banner, stalledBox, facts, inputBox, waitingBox,
+        banner, stalledBox, facts, resumeBox, inputBox, waitingBox,
+        h('section', { class: 'panel', 'aria-labelledby': 'progress-title' }, h('h2', { id: 'progress-title' }, 'Progress'), progressList),
         h('section', { class: 'panel', 'aria-labelledby': 'steps-title' }, h('h2', { id: 'steps-title' }, 'Steps'),
           h('div', { class: 'wf-scroll', tabindex: 0, role: 'region', 'aria-label': 'Steps table, scrolls sideways' }, h('table', { class: 'list', id: 'steps' },
             h('thead', {}, h('tr', {}, ['Step', 'Status', 'Started', 'Ended', 'Details'].map((c) => h('th', { scope: 'col' }, c)))),
@@ -151,6 +233,7 @@ export async function workflowPage(main, id, params) {
     }
     renderBanner();
     renderStalled();
+    renderResume();
     if (changed('facts', [x, w.stalled])) renderFacts(x);
     if (changed('input', x.input)) inputBox.replaceChildren(...[value('Workflow input', x.input)].filter(Boolean));
     if (changed('waiting', [x.waiting, past])) renderWaiting(x, past);
@@ -210,7 +293,7 @@ export async function workflowPage(main, id, params) {
     if (!w.stalled || st.version) { stalledBox.hidden = true; changed.forget('stalled'); return; }
     const x = w.execution;
     const given = givenInput(x);
-    if (!changed('stalled', [w.stalled, given, x.runner])) { stalledBox.hidden = false; return; }
+    if (!changed('stalled', [w.stalled, given, x.runner, resumable()])) { stalledBox.hidden = false; return; }
     const r = x.runner;
     stalledBox.replaceChildren(
       h('h2', { id: 'stalled-title' }, 'Stalled since ', fmtTime(w.stalled.since)),
@@ -218,9 +301,56 @@ export async function workflowPage(main, id, params) {
         ? h('p', {}, `Input was given to ${names(given)}, and no runner has taken the workflow on since: it says running, but nothing runs it.`)
         : h('p', {}, 'It says running, but no runner holds it: the program that ran it stopped (killed, crashed, or cut off long enough to lose its lease) before the workflow ended.'),
       r ? h('p', { class: 'muted small' }, `Its last runner: ${r.id}${r.pid ? `, pid ${r.pid}` : ''}${r.host ? ` on ${r.host}` : ''}, lease until `, fmtTime(r.until), '.') : '',
-      h('p', {}, 'To resume it, run the workflow again from its program (workflow.Run with the same steps): it goes on from its last committed step, and steps that ended do not run again.'),
-      h('p', { class: 'muted' }, 'This server cannot run workflows itself yet: their steps are Go functions in the program that declares them.'));
+      ...(resumable()
+        ? [h('p', {}, 'Resume it on this server (below): it goes on from its last committed step, and steps that ended do not run again.')]
+        : [h('p', {}, 'To resume it, run the workflow again from its program (workflow.Run with the same steps): it goes on from its last committed step, and steps that ended do not run again.'),
+          h('p', { class: 'muted' }, 'This server cannot run this workflow: it was not started by a name it has registered, and its steps are Go functions in the program that declares them.')]));
     stalledBox.hidden = false;
+  }
+
+  // resumable says whether this server can run the workflow: it was
+  // started by a name the server has registered.
+  function resumable() {
+    const n = st.w && st.w.labels && st.w.labels[NAME_LABEL];
+    return !!n && st.defs.some((d) => d.name === n);
+  }
+
+  // renderResume offers to resume a workflow the server can run that no
+  // runner runs: stalled (killed, or given input since), or failed.
+  function renderResume() {
+    const w = st.w;
+    const show = !st.version && resumable() && (!!w.stalled || w.execution.status === 'failed');
+    resumeBox.hidden = !show;
+    if (!changed('resume', [show, w.execution.status])) return;
+    resumeBox.replaceChildren(...(show ? [
+      h('button', { type: 'button', id: 'resume-button', on: { click: resume } }, 'Resume'),
+      h('span', { class: 'muted small' }, w.execution.status === 'failed' ? ' runs the failed steps again.' : ' runs it on from its last committed step.'),
+    ] : []));
+  }
+
+  async function resume() {
+    const btn = resumeBox.querySelector('button');
+    if (btn) btn.disabled = true;
+    try {
+      st.w = await post(`${base}/resume`, {});
+      announce(`Resumed ${id}`);
+      render();
+    } catch (e) {
+      showError(e);
+    } finally {
+      if (btn) btn.disabled = false;
+    }
+  }
+
+  // onProgress adds an event of the workflow's progress, and reads the
+  // workflow again.
+  function onProgress(name, ev) {
+    if (name === 'reset') { progressList.replaceChildren(); return; }
+    if (name !== 'progress') return;
+    progressList.append(progressItem(ev));
+    while (progressList.childElementCount > PROGRESS_KEPT) progressList.firstElementChild.remove();
+    if (!ev.step && Date.now() - new Date(ev.time).getTime() < 10000) announce(`Workflow ${ev.kind.replace('workflow_', '')}`);
+    flush();
   }
 
   function renderWaiting(x, past) {
@@ -431,8 +561,10 @@ export async function workflowPage(main, id, params) {
     }
     throw e;
   }
-  await Promise.all([loadHistory(), loadCheckpoints()]);
-  stops.push(watch(`/v1/threads/${enc(id)}/events`, { lastId: String(st.w.version), onChange: flush, onGap: refreshAll, onStatus: setLive }));
+  await Promise.all([loadHistory(), loadCheckpoints(), definitions().then((d) => { st.defs = d; render(); })]);
+  // One stream: the workflow's progress, each event of which reads the
+  // workflow again (a browser holds few connections to a server).
+  stops.push(watch(`${base}/events`, { onEvent: onProgress, onGap: refreshAll, onStatus: setLive }));
 
   return {
     cleanup() { stops.forEach((f) => f()); document.title = 'loom'; },

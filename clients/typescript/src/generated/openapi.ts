@@ -527,7 +527,11 @@ export interface paths {
          */
         get: operations["listWorkflows"];
         put?: never;
-        post?: never;
+        /**
+         * Start a registered workflow
+         * @description Makes a workflow of the one the server has registered under name (GET /v1/workflow-definitions), with id (a fresh "wf_…" when omitted), title, labels and input, and runs it in the server's background: the answer comes at once, and the run goes on after the request. Its progress is GET /v1/workflows/{id}/events. A run the server's shutdown cuts short resumes with POST /v1/workflows/{id}/resume. An unknown name is 404 (code unknown_workflow), an id taken 409, a server started without workflows 501.
+         */
+        post: operations["startWorkflow"];
         delete?: never;
         options?: never;
         head?: never;
@@ -671,6 +675,72 @@ export interface paths {
          * @description The step runs again with it when the program that runs the workflow runs it next. A step that is not waiting is 409.
          */
         post: operations["provideWorkflowInput"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflows/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workflow's id. */
+                id: components["parameters"]["WorkflowID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a registered workflow
+         * @description Runs the workflow again in the server's background from where it stands — after input was given to its waiting steps, after its runner crashed or the server shut down, after a step failed — on the graph registered under the name it was started with. 202, or 200 for a done workflow, which has nothing to run. A workflow a runner holds is 409 (code busy); one not started by name, or by a name this server has not registered, 404 (code unknown_workflow); a server started without workflows 501.
+         */
+        post: operations["resumeWorkflow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflows/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workflow's id. */
+                id: components["parameters"]["WorkflowID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Follow a workflow's progress (Server-Sent Events)
+         * @description Events named progress (data: a WorkflowEvent), one for each step started, done, waiting, failed or interrupted, and for the workflow reaching done, waiting or failed, or moved back (a restore), in the order of the workflow thread's versions: first those of its history, then live as it moves, whichever process runs it (on SQLite and JSON files another process's writes are seen by polling, every 200 ms by default). The id of each event is its cursor: a client that reconnects with Last-Event-ID (or ?after=) gets exactly the events after it, none twice. A cursor past the workflow's version (a workflow deleted and made again) is answered with an event named reset, then every event from the start. An error after the stream started is an event named error (data: an ErrorDetail), which ends it. Comments (: ping) keep the connection open; the stream ends when the client goes or the server shuts down. A tenant holds at most 64 feeds on a server (429 past that).
+         */
+        get: operations["workflowEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/workflow-definitions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the workflows this server can start
+         * @description The names the server's registry holds (loom serve --example-workflows, or a program's own, httpapi.Options.Workflows), each with a title and what it does; none when the server runs no workflows.
+         */
+        get: operations["listWorkflowDefinitions"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1740,6 +1810,61 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
+        };
+        WorkflowStartRequest: {
+            /** @description A registered workflow's name. */
+            name: string;
+            /** @description The new workflow's id; a fresh "wf_…" when omitted. */
+            id?: string;
+            /** @description Its title; the registered one's when omitted. */
+            title?: string;
+            labels?: {
+                [key: string]: string;
+            };
+            /** @description Any JSON value: the workflow's input, given to its first steps. */
+            input?: unknown;
+        };
+        WorkflowDefinition: {
+            name: string;
+            title: string;
+            description: string;
+        };
+        WorkflowDefinitionList: {
+            definitions: components["schemas"]["WorkflowDefinition"][];
+        };
+        /** @description One step of a workflow's progress (workflow.Event). */
+        WorkflowEvent: {
+            /** @description "<version>.<index>": the event's place, to resume after. */
+            cursor: string;
+            /** @enum {string} */
+            kind: "step_started" | "step_done" | "step_waiting" | "step_failed" | "step_interrupted" | "workflow_done" | "workflow_waiting" | "workflow_failed" | "workflow_moved";
+            workflow: string;
+            /**
+             * Format: int64
+             * @description The workflow thread's version the event comes from.
+             */
+            version: number;
+            /** Format: date-time */
+            time: string;
+            status: components["schemas"]["WorkflowStatus"];
+            step?: components["schemas"]["StepRun"];
+            error?: string;
+            waiting?: components["schemas"]["Waiting"][];
+        };
+        /** @description One Server-Sent Event of a workflow's progress: progress (data: a WorkflowEvent, id: its cursor), reset (data {"kind":"reset"}: what follows starts over), or error (data: an ErrorDetail; the stream ends). */
+        WorkflowEventStream: {
+            /** @constant */
+            event: "progress";
+            data: string;
+            id: string;
+        } | {
+            /** @constant */
+            event: "reset";
+            data: string;
+        } | {
+            /** @constant */
+            event: "error";
+            data: string;
         };
         WorkflowInputRequest: {
             step: string;
@@ -3522,6 +3647,44 @@ export interface operations {
             504: components["responses"]["Timeout"];
         };
     };
+    startWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkflowStartRequest"];
+            };
+        };
+        responses: {
+            /** @description The workflow, pending: it runs in the background. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The workflow. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowWithExecution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            501: components["responses"]["Unsupported"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["Timeout"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getWorkflow: {
         parameters: {
             query?: {
@@ -3808,6 +3971,124 @@ export interface operations {
             503: components["responses"]["Unavailable"];
             504: components["responses"]["Timeout"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    resumeWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workflow's id. */
+                id: components["parameters"]["WorkflowID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workflow, done: nothing ran. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The workflow. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowWithExecution"];
+                };
+            };
+            /** @description The workflow: it runs in the background. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The workflow. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowWithExecution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            501: components["responses"]["Unsupported"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["Timeout"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    workflowEvents: {
+        parameters: {
+            query?: {
+                /** @description A cursor to resume after, for clients that cannot set Last-Event-ID; the header wins when both are given. */
+                after?: string;
+            };
+            header?: {
+                /** @description The id (cursor) of the last event received, to resume after it. */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description The workflow's id. */
+                id: components["parameters"]["WorkflowID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["WorkflowEventStream"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The tenant has too many feeds open. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["Timeout"];
+        };
+    };
+    listWorkflowDefinitions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The registered workflows, by name. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowDefinitionList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
         };
     };
     getWorkflowAt: {
