@@ -1199,7 +1199,7 @@ export interface components {
             id: string;
             kind: components["schemas"]["Kind"];
             title: string;
-            /** @description Filterable key-value pairs. Keys: 1 to 128 letters, digits, '_', '-', '.'; values: printable UTF-8 of at most 256 bytes; at most 64 labels. */
+            /** @description Filterable key-value pairs. Keys: 1 to 128 letters, digits, '_', '-', '.'; values: printable UTF-8 of at most 256 bytes; at most 64 labels. loom.ttl, loom.keep_last and loom.keep_for hold the thread's own retention (a duration such as 720h, a count of versions, a duration; 0 keeps for ever), applied by loom gc. */
             labels: {
                 [key: string]: string;
             };
@@ -1215,6 +1215,11 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             forked_from?: components["schemas"]["ForkPoint"];
+            /**
+             * Format: date-time
+             * @description When the thread expires if it does not change: updated_at plus its retention's TTL (its label loom.ttl, else the server's --ttl). Absent when it never expires. loom gc, or the server's background GC, deletes it then.
+             */
+            expires_at?: string;
         };
         ThreadList: {
             threads: components["schemas"]["Thread"][];
@@ -1733,6 +1738,15 @@ export interface components {
             sub_threads?: string[];
             /** @description Any JSON value. */
             answer?: unknown;
+            /** @description Who set this output (an edit, Update): the record supersedes the attempt its id names, as "2/write#1/edit1". */
+            edited_by?: string;
+            /** @description The instances the step sent (Step.Send), which ran in the next round, in the order sent. */
+            sends?: {
+                /** @description The instance, as "summarize[3]". */
+                task: string;
+                /** @description Any JSON value. */
+                input?: unknown;
+            }[];
         };
         WorkflowSubThread: {
             key: string;
@@ -1772,6 +1786,16 @@ export interface components {
             runner?: components["schemas"]["Lease"];
             steps: components["schemas"]["StepRun"][];
             sub_threads: components["schemas"]["WorkflowSubThread"][];
+            /** @description The edits people made (Update), in order. */
+            edits?: {
+                by: string;
+                version?: number;
+                /** @description Any JSON value. */
+                input?: unknown;
+                outputs?: string[];
+                next?: string[];
+                ended?: boolean;
+            }[];
         };
         WorkflowWithExecution: {
             execution: components["schemas"]["Execution"];
