@@ -345,6 +345,11 @@ func (a *applier) write(p *store.Plan, f *facts, enc []encodedCommit) error {
 			return err
 		}
 	}
+	for _, pr := range b.Prune {
+		if err := a.prune(f, pr); err != nil {
+			return err
+		}
+	}
 	for _, d := range b.Delete {
 		if err := a.delete(f, d); err != nil {
 			return err
@@ -500,6 +505,35 @@ func (a *applier) delete(f *facts, d store.Deletion) error {
 	}
 	if t := f.thread(d.Thread); t != nil {
 		*t = threadRow{id: d.Thread}
+	}
+	return nil
+}
+
+// prune drops the history entries of a thread below a version (retention)
+// and the references they held, in one statement each; the commits left
+// without references are freed with the batch's others, in collect, which
+// takes their search entries with them (the commits_unindex trigger).
+// Entries already gone are no error: there is nothing to drop.
+func (a *applier) prune(f *facts, pr store.Prune) error {
+	k, err := a.threadKey(f, pr.Thread)
+	if err != nil {
+		return err
+	}
+	err = a.each(a.st.unrefHistory, []any{k, pr.Before}, func(row []driver.Value) error {
+		var k, refs int64
+		if err := assign(row, &k, &refs); err != nil {
+			return err
+		}
+		if refs <= 0 {
+			a.unreferenced = append(a.unreferenced, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("prune thread %q: references: %w", clip(pr.Thread), err)
+	}
+	if _, err := a.exec(a.st.pruneHistory, k, pr.Before); err != nil {
+		return fmt.Errorf("prune thread %q: %w", clip(pr.Thread), err)
 	}
 	return nil
 }
@@ -807,6 +841,7 @@ type wstmts struct {
 	deleteLabels, insertLabel                                   wstmt
 	dropCheckpoint, insertCheckpoint                            wstmt
 	unrefThread, deleteHistory, deleteCheckpoints, deleteThread wstmt
+	unrefHistory, pruneHistory                                  wstmt
 	insertPending, claimPending, insertEntry, insertSearch      wstmt
 	savepoint, release, rollbackTo, appendRecord                wstmt
 }
@@ -860,6 +895,15 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 			WHERE commits.k = d.c
 			RETURNING commits.k, commits.refs`},
 		{&s.deleteHistory, `DELETE FROM history WHERE thread = ?`},
+		// A prune: the entries below ?2 drop one reference each, in one
+		// statement (the rows that reach 0 come back), then go.
+		{&s.unrefHistory, `UPDATE commits SET refs = commits.refs - d.n
+			FROM (SELECT commit_key AS c, count(*) AS n FROM history
+				WHERE thread = ?1 AND version < ?2 AND commit_key IS NOT NULL
+				GROUP BY commit_key) AS d
+			WHERE commits.k = d.c
+			RETURNING commits.k, commits.refs`},
+		{&s.pruneHistory, `DELETE FROM history WHERE thread = ?1 AND version < ?2`},
 		{&s.deleteCheckpoints, `DELETE FROM checkpoints WHERE thread = ?`},
 		{&s.deleteThread, `DELETE FROM threads WHERE k = ?`},
 		{&s.insertPending, qInsertPending},
