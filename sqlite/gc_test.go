@@ -19,6 +19,7 @@ import (
 
 	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/thread/storetest"
 )
 
 // gcChildEnv tells the test binary, run again, to be TestGCCrashChild.
@@ -356,4 +357,12 @@ func TestGCCrash(t *testing.T) {
 		t.Logf("round %d: big pruned before the kill: %v; child said %q", round, len(kept) == 10, rest)
 	}
 	t.Logf("%d of %d rounds killed after the prune", pruned, rounds)
+}
+
+// TestStoreBulkFree runs the suite with every collection of commits a set
+// at a time (freeAll), as a large prune or deletion is.
+func TestStoreBulkFree(t *testing.T) {
+	defer func(n int) { bulkFree = n }(bulkFree)
+	bulkFree = 1
+	storetest.Run(t, newStore, nil)
 }
