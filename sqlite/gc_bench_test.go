@@ -15,24 +15,24 @@ import (
 	"github.com/loomthreads/loom/thread/store"
 )
 
-// gcText returns a message text of about 1 KB: i, then words of a
+// gcText returns a message text of about n bytes: i, then words of a
 // vocabulary of 512, so that the search index holds what a chat's would.
-func gcText(r *rand.Rand, i int) string {
+func gcText(r *rand.Rand, i, n int) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d", i)
-	for sb.Len() < 1000 {
+	for sb.Len() < n {
 		fmt.Fprintf(&sb, " w%x", r.IntN(512))
 	}
 	return sb.String()
 }
 
 // gcThread writes, in batches of 1,000 commits, a thread "t" whose
-// history is chain versions, each a commit of one ~1 KB message on the
-// previous one, then regen versions, each a new ~1 KB commit on the
-// parent of the chain's last (a regenerated last answer), keeping its
-// last 100 versions. It returns the text bytes of the messages the last
-// 100 versions reach.
-func gcThread(b *testing.B, s *Store, chain, regen int) int64 {
+// history is chain versions, each a commit of one message of about size
+// bytes on the previous one, then regen versions, each a new commit of
+// that size on the parent of the chain's last (a regenerated last
+// answer), keeping its last 100 versions. It returns the text bytes of
+// the messages the last 100 versions reach.
+func gcThread(b testing.TB, s *Store, chain, regen, size int) int64 {
 	b.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -51,7 +51,7 @@ func gcThread(b *testing.B, s *Store, chain, regen int) int64 {
 		batch = store.Batch{}
 	}
 	add := func(i int, parentID string, d int64) string {
-		text := gcText(r, i)
+		text := gcText(r, i, size)
 		c := &store.Commit{ID: fmt.Sprintf("c%07d", i), Parent: parentID, Depth: d, Op: thread.OpAppend, Time: now,
 			Messages: []message.Message{{ID: fmt.Sprintf("m%07d", i), Role: message.RoleAssistant, CreatedAt: now,
 				Contents: []message.Content{message.Text{Text: text}}}}}
@@ -142,7 +142,7 @@ func BenchmarkGC100k(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				raw = gcThread(b, s, c.chain, c.regen)
+				raw = gcThread(b, s, c.chain, c.regen, 1000)
 				if err := s.foldAll(ctx); err != nil {
 					b.Fatal(err)
 				}

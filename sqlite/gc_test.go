@@ -364,5 +364,34 @@ func TestGCCrash(t *testing.T) {
 func TestStoreBulkFree(t *testing.T) {
 	defer func(n int) { bulkFree = n }(bulkFree)
 	bulkFree = 1
-	storetest.Run(t, newStore, nil)
+	storetest.Run(t, newStore, &storetest.Options{Writers: 8, ForkDepth: 100})
+}
+
+// TestPruneGivesSpaceBack: a GC that frees most of a new file gives the
+// pages back (vacuum.go): the file is cut in the prune's transaction, and
+// few free pages are left.
+func TestPruneGivesSpaceBack(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t).(*Store)
+	gcThread(t, s, 2, 1500, 8000) // 12 MB that only old versions reach
+	pages := func() (n, free int64) {
+		t.Helper()
+		if err := s.w.QueryRowContext(ctx, "PRAGMA page_count").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.w.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil {
+			t.Fatal(err)
+		}
+		return n, free
+	}
+	before, _ := pages()
+	rep, err := thread.New(s, nil).GC(ctx, thread.GCOptions{})
+	if err != nil || rep.Pruned != 1 {
+		t.Fatalf("GC: %+v, %v", rep, err)
+	}
+	after, free := pages()
+	if after*4 > before || free >= vacuumMinPages {
+		t.Fatalf("%d pages before the GC, %d after with %d free: want a quarter at most, and fewer than %d free", before, after, free, vacuumMinPages)
+	}
+	checkRefs(t, s)
 }
