@@ -227,11 +227,28 @@ func TestGCCrash(t *testing.T) {
 	version, sample := gcBuild(t, pristine, 3000)
 	t.Logf("built in %v", time.Since(start))
 	gcNow := gcClock.Add(2 * time.Hour)
+	// big's history before any GC: the commit of each version.
+	before := map[int64]string{}
+	s, err := Open(ctx, pristine, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigBefore, err := thread.New(s, nil).Thread(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range bigBefore.History(ctx, thread.HistoryOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[e.Version] = e.Commit
+	}
+	s.Close()
 
 	// One GC not interrupted: the state every GC must end at.
 	ref := filepath.Join(dir, "ref.db")
 	copyDB(t, pristine, ref)
-	s, err := Open(ctx, ref, nil)
+	s, err = Open(ctx, ref, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,6 +325,9 @@ func TestGCCrash(t *testing.T) {
 		for e, err := range big.History(ctx, thread.HistoryOptions{}) {
 			if err != nil {
 				t.Fatalf("round %d: history: %v", round, err)
+			}
+			if before[e.Version] != e.Commit {
+				t.Fatalf("round %d: version %d at commit %s, was %s", round, e.Version, e.Commit, before[e.Version])
 			}
 			kept = append(kept, e.Version)
 		}
