@@ -106,7 +106,7 @@
 // are freed as a deletion frees them, with their search entries. Past a
 // few dozen, commits are freed a set at a time, two statements per level
 // of shared ancestors, not per commit: pruning 100,000 regenerated answers
-// takes about 5 s (BenchmarkGC100k). A file this package makes gives the
+// takes about 3 s (BenchmarkGC100k). A file this package makes gives the
 // pages back: a transaction that freed commits ends with an incremental
 // vacuum when a quarter of the file or more is free (vacuum.go); a file
 // made by an older loom keeps its free pages for later writes until it is
