@@ -437,3 +437,57 @@ func TestPruneGivesSpaceBack(t *testing.T) {
 	}
 	checkRefs(t, s)
 }
+
+// TestPruneOnOldFile: a file made before auto_vacuum was set (by an older
+// loom) prunes as well, keeps the freed pages for later writes instead of
+// cutting the file, and a VACUUM with the setting gives them back.
+func TestPruneOnOldFile(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "old.db")
+	raw := rawDB(t, path)
+	if _, err := raw.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, raw, migrations); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	s, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var av int64
+	if err := s.w.QueryRowContext(ctx, "PRAGMA auto_vacuum").Scan(&av); err != nil || av != 0 {
+		t.Fatalf("auto_vacuum %d, %v: want the old file's 0", av, err)
+	}
+	gcThread(t, s, 2, 1500, 8000)
+	pages := func() (n, free int64) {
+		t.Helper()
+		s.w.QueryRowContext(ctx, "PRAGMA page_count").Scan(&n)
+		s.w.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free)
+		return n, free
+	}
+	before, _ := pages()
+	rep, err := thread.New(s, nil).GC(ctx, thread.GCOptions{})
+	if err != nil || rep.Pruned != 1 {
+		t.Fatalf("GC: %+v, %v", rep, err)
+	}
+	after, free := pages()
+	if after != before || free*2 < before {
+		t.Fatalf("%d pages before the GC, %d after with %d free: want the file kept, most of it free", before, after, free)
+	}
+	checkRefs(t, s)
+	if _, err := s.w.ExecContext(ctx, "PRAGMA auto_vacuum=INCREMENTAL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(ctx, "VACUUM"); err != nil {
+		t.Fatal(err)
+	}
+	if n, free := pages(); n*4 > before || free != 0 {
+		t.Fatalf("%d pages, %d free after VACUUM; %d before the GC", n, free, before)
+	}
+	if err := s.w.QueryRowContext(ctx, "PRAGMA auto_vacuum").Scan(&av); err != nil || av != 2 {
+		t.Fatalf("auto_vacuum %d, %v after VACUUM: want 2 (incremental)", av, err)
+	}
+}
