@@ -116,14 +116,14 @@ func (s *Store) writeGroup(ws []*write) {
 	// its savepoint is released.
 	ctx := context.WithoutCancel(ws[0].ctx)
 	err := s.wc.do(ctx, s.w, func(st *wstmts) error {
-		a := &applier{ctx: ctx, st: st}
 		if len(ws) == 1 {
 			w := ws[0]
 			if w.err = s.applyGuarded(st, w); w.err != nil {
 				return w.err
 			}
-			return s.vacuumFreed(a, ws)
+			return vacuumFreed(ctx, st, ws)
 		}
+		a := &applier{ctx: ctx, st: st}
 		for _, w := range ws {
 			if _, err := a.exec(st.savepoint); err != nil {
 				return fmt.Errorf("sqlite: savepoint: %w", err)
@@ -142,7 +142,7 @@ func (s *Store) writeGroup(ws []*write) {
 				return fmt.Errorf("sqlite: release savepoint: %w", err)
 			}
 		}
-		return s.vacuumFreed(a, ws)
+		return vacuumFreed(ctx, st, ws)
 	})
 	if err != nil {
 		// Nothing was committed: a batch that had succeeded inside the
@@ -157,9 +157,10 @@ func (s *Store) writeGroup(ws []*write) {
 
 // vacuumFreed gives the file back the pages of what the group's batches
 // freed, if that was much (vacuum.go).
-func (s *Store) vacuumFreed(a *applier, ws []*write) error {
+func vacuumFreed(ctx context.Context, st *wstmts, ws []*write) error {
 	for _, w := range ws {
 		if w.err == nil && w.a != nil && w.a.freed > 0 {
+			a := &applier{ctx: ctx, st: st}
 			if err := a.vacuumFreed(); err != nil {
 				return fmt.Errorf("sqlite: %w", err)
 			}
