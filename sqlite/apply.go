@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -90,6 +91,8 @@ type applier struct {
 	added map[string]int64
 	// unreferenced are commits whose last reference the batch dropped.
 	unreferenced []int64
+	// freed counts the commits the batch deleted.
+	freed int
 	// search is the thread to queue each commit of the batch for the
 	// index under, by index ("" or nil: none).
 	search []string
@@ -345,6 +348,11 @@ func (a *applier) write(p *store.Plan, f *facts, enc []encodedCommit) error {
 			return err
 		}
 	}
+	for _, pr := range b.Prune {
+		if err := a.prune(f, pr); err != nil {
+			return err
+		}
+	}
 	for _, d := range b.Delete {
 		if err := a.delete(f, d); err != nil {
 			return err
@@ -500,6 +508,35 @@ func (a *applier) delete(f *facts, d store.Deletion) error {
 	}
 	if t := f.thread(d.Thread); t != nil {
 		*t = threadRow{id: d.Thread}
+	}
+	return nil
+}
+
+// prune drops the history entries of a thread below a version (retention)
+// and the references they held, in one statement each; the commits left
+// without references are freed with the batch's others, in collect, which
+// takes their search entries with them (the commits_unindex trigger).
+// Entries already gone are no error: there is nothing to drop.
+func (a *applier) prune(f *facts, pr store.Prune) error {
+	k, err := a.threadKey(f, pr.Thread)
+	if err != nil {
+		return err
+	}
+	err = a.each(a.st.unrefHistory, []any{k, pr.Before}, func(row []driver.Value) error {
+		var k, refs int64
+		if err := assign(row, &k, &refs); err != nil {
+			return err
+		}
+		if refs <= 0 {
+			a.unreferenced = append(a.unreferenced, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("prune thread %q: references: %w", clip(pr.Thread), err)
+	}
+	if _, err := a.exec(a.st.pruneHistory, k, pr.Before); err != nil {
+		return fmt.Errorf("prune thread %q: %w", clip(pr.Thread), err)
 	}
 	return nil
 }
@@ -678,6 +715,9 @@ func (a *applier) release(k int64) error {
 
 // collect frees the commits that the batch left without references.
 func (a *applier) collect() error {
+	if len(a.unreferenced) >= bulkFree {
+		return a.freeAll(a.unreferenced)
+	}
 	for _, k := range a.unreferenced {
 		var refs int64
 		ok, err := a.scan(a.st.refs, []any{k}, &refs)
@@ -691,6 +731,107 @@ func (a *applier) collect() error {
 		}
 	}
 	return nil
+}
+
+// bulkFree is the number of commits left without references from which
+// collect frees them a set at a time (freeAll) rather than one by one: a
+// prune of a long history, or the deletion of a thread of many branches.
+// A variable: tests set it to 1, to run every collection through freeAll.
+var bulkFree = 32
+
+// freeAll frees the commits ks that still have no references, and the
+// commits that only they kept, a set at a time: each round deletes the set
+// with the runs of ancestors only they kept (freeRuns, one statement),
+// then lets go of one reference per deleted child of each ancestor where
+// a run stopped (unrefAll, one statement); those left without any are the
+// next round's set. The rounds are as many as the levels of shared
+// ancestors freed, and the statements two per round, whatever the number
+// of commits.
+func (a *applier) freeAll(ks []int64) error {
+	var buf []byte
+	for len(ks) > 0 {
+		deleted := make(map[int64]bool, len(ks))
+		parents := map[int64]int64{} // k -> parent of each deleted commit
+		err := a.each(a.st.freeRuns, []any{keyList(&buf, ks)}, func(row []driver.Value) error {
+			var k int64
+			var parent sql.NullInt64
+			if err := assign(row, &k, &parent); err != nil {
+				return err
+			}
+			deleted[k] = true
+			a.freed++
+			if parent.Valid {
+				parents[k] = parent.Int64
+			}
+			a.cache.forget(k)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("free %d commits: %w", len(ks), err)
+		}
+		// Each deleted child lets go of its parent, unless the parent went
+		// with it.
+		drop := map[int64]int64{}
+		for _, p := range parents {
+			if !deleted[p] {
+				drop[p]++
+			}
+		}
+		if len(drop) == 0 {
+			return nil
+		}
+		pairs := make([][2]int64, 0, len(drop))
+		for p, n := range drop {
+			pairs = append(pairs, [2]int64{p, n})
+		}
+		ks = ks[:0]
+		err = a.each(a.st.unrefAll, []any{pairList(&buf, pairs)}, func(row []driver.Value) error {
+			var k, refs int64
+			if err := assign(row, &k, &refs); err != nil {
+				return err
+			}
+			if refs <= 0 {
+				ks = append(ks, k)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("unref %d commits: %w", len(drop), err)
+		}
+	}
+	return nil
+}
+
+// pairList writes ps as a JSON array of pairs into *buf, for json_each.
+func pairList(buf *[]byte, ps [][2]int64) string {
+	b := append((*buf)[:0], '[')
+	for i, p := range ps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, p[0], 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, p[1], 10)
+		b = append(b, ']')
+	}
+	b = append(b, ']')
+	*buf = b
+	return string(b)
+}
+
+// keyList writes ks as a JSON array into *buf, for json_each.
+func keyList(buf *[]byte, ks []int64) string {
+	b := append((*buf)[:0], '[')
+	for i, k := range ks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, k, 10)
+	}
+	b = append(b, ']')
+	*buf = b
+	return string(b)
 }
 
 // free deletes commit k, which nothing references any more, and the
@@ -709,6 +850,7 @@ func (a *applier) free(k int64) error {
 			}
 			g.parent = parent.Int64
 			gone = append(gone, g)
+			a.freed++
 			a.cache.forget(g.k)
 			return nil
 		})
@@ -807,6 +949,8 @@ type wstmts struct {
 	deleteLabels, insertLabel                                   wstmt
 	dropCheckpoint, insertCheckpoint                            wstmt
 	unrefThread, deleteHistory, deleteCheckpoints, deleteThread wstmt
+	unrefHistory, pruneHistory, freeRuns, unrefAll              wstmt
+	freelistCount, pageCount, incrementalVacuum                 wstmt
 	insertPending, claimPending, insertEntry, insertSearch      wstmt
 	savepoint, release, rollbackTo, appendRecord                wstmt
 }
@@ -836,6 +980,21 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 				SELECT c.k, c.parent FROM run JOIN commits c ON c.k = run.parent WHERE c.refs = 1
 			)
 			DELETE FROM commits WHERE k IN (SELECT k FROM run) RETURNING k, parent`},
+		// freeRuns is freeRun from each of a JSON array of commits that
+		// have no references left (a commit with one reference is on one
+		// run at most: the runs do not meet).
+		{&s.freeRuns, `WITH RECURSIVE run(k, parent) AS (
+				SELECT k, parent FROM commits WHERE k IN (SELECT value FROM json_each(?1)) AND refs <= 0
+				UNION ALL
+				SELECT c.k, c.parent FROM run JOIN commits c ON c.k = run.parent WHERE c.refs = 1
+			)
+			DELETE FROM commits WHERE k IN (SELECT k FROM run) RETURNING k, parent`},
+		// unrefAll drops references of many commits: ?1 is a JSON array of
+		// pairs, a commit's key and the number to drop.
+		{&s.unrefAll, `UPDATE commits SET refs = commits.refs - d.n
+			FROM (SELECT json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS n FROM json_each(?1)) AS d
+			WHERE commits.k = d.k
+			RETURNING commits.k, commits.refs`},
 		{&s.insertThread, `INSERT INTO threads (id, tenant, kind, title, labels, head, version, created, updated,
 			forked_thread, forked_commit, forked_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`},
@@ -860,6 +1019,15 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 			WHERE commits.k = d.c
 			RETURNING commits.k, commits.refs`},
 		{&s.deleteHistory, `DELETE FROM history WHERE thread = ?`},
+		// A prune: the entries below ?2 drop one reference each, in one
+		// statement (the rows that reach 0 come back), then go.
+		{&s.unrefHistory, `UPDATE commits SET refs = commits.refs - d.n
+			FROM (SELECT commit_key AS c, count(*) AS n FROM history
+				WHERE thread = ?1 AND version < ?2 AND commit_key IS NOT NULL
+				GROUP BY commit_key) AS d
+			WHERE commits.k = d.c
+			RETURNING commits.k, commits.refs`},
+		{&s.pruneHistory, `DELETE FROM history WHERE thread = ?1 AND version < ?2`},
 		{&s.deleteCheckpoints, `DELETE FROM checkpoints WHERE thread = ?`},
 		{&s.deleteThread, `DELETE FROM threads WHERE k = ?`},
 		{&s.insertPending, qInsertPending},
@@ -870,6 +1038,9 @@ func (s *wstmts) prepare(ctx context.Context, dc driver.ConnPrepareContext) erro
 		// that one that fails is undone alone (group.go).
 		{&s.appendRecord, `SELECT ` + recordCols + `, t.k, coalesce(t.head, 0), coalesce(h.depth, 0), h.state_from
 			FROM threads t LEFT JOIN commits h ON h.k = t.head WHERE t.id = ?`},
+		{&s.freelistCount, `PRAGMA freelist_count`},
+		{&s.pageCount, `PRAGMA page_count`},
+		{&s.incrementalVacuum, `PRAGMA incremental_vacuum`},
 		{&s.savepoint, `SAVEPOINT batch`},
 		{&s.release, `RELEASE batch`},
 		{&s.rollbackTo, `ROLLBACK TO batch`},

@@ -100,6 +100,18 @@
 // walking up their parents for as long as that frees them: a commit that
 // another thread or a checkpoint reaches survives.
 //
+// Retention (thread.DB.GC) prunes a thread's history in the batch's one
+// transaction: the entries below the version kept drop their references
+// in one statement and go in another, and the commits left without any
+// are freed as a deletion frees them, with their search entries. Past a
+// few dozen, commits are freed a set at a time, two statements per level
+// of shared ancestors, not per commit: pruning 100,000 regenerated answers
+// takes about 3 s (BenchmarkGC100k). A file this package makes gives the
+// pages back: a transaction that freed commits ends with an incremental
+// vacuum when a quarter of the file or more is free (vacuum.go); a file
+// made by an older loom keeps its free pages for later writes until it is
+// vacuumed once.
+//
 // Forks are indexed by the thread they were forked from: the store is a
 // store.DescendantIndex, and thread.DB.Family is one recursive query that
 // costs the family, not the store. Each label is kept with its thread's

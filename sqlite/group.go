@@ -118,8 +118,10 @@ func (s *Store) writeGroup(ws []*write) {
 	err := s.wc.do(ctx, s.w, func(st *wstmts) error {
 		if len(ws) == 1 {
 			w := ws[0]
-			w.err = s.applyGuarded(st, w)
-			return w.err
+			if w.err = s.applyGuarded(st, w); w.err != nil {
+				return w.err
+			}
+			return vacuumFreed(ctx, st, ws)
 		}
 		a := &applier{ctx: ctx, st: st}
 		for _, w := range ws {
@@ -140,7 +142,7 @@ func (s *Store) writeGroup(ws []*write) {
 				return fmt.Errorf("sqlite: release savepoint: %w", err)
 			}
 		}
-		return nil
+		return vacuumFreed(ctx, st, ws)
 	})
 	if err != nil {
 		// Nothing was committed: a batch that had succeeded inside the
@@ -151,6 +153,21 @@ func (s *Store) writeGroup(ws []*write) {
 			}
 		}
 	}
+}
+
+// vacuumFreed gives the file back the pages of what the group's batches
+// freed, if that was much (vacuum.go).
+func vacuumFreed(ctx context.Context, st *wstmts, ws []*write) error {
+	for _, w := range ws {
+		if w.err == nil && w.a != nil && w.a.freed > 0 {
+			a := &applier{ctx: ctx, st: st}
+			if err := a.vacuumFreed(); err != nil {
+				return fmt.Errorf("sqlite: %w", err)
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // applyGuarded is applyOne for a batch whose context may have ended while

@@ -188,6 +188,9 @@ func openDB(ctx context.Context, path string, opts *Options, migs []migration) (
 		wq[k] = v
 	}
 	wq.Set("_txlock", "immediate")
+	// A new file frees the pages of what retention drops (see vacuum.go);
+	// a file made before keeps them for its later writes.
+	wq.Add("_pragma", "auto_vacuum(incremental)")
 	writePragmas(wq) // no checkpoints in a write's COMMIT: the checkpointer's
 	w, err := sql.Open(writeDriver, name+"?"+wq.Encode())
 	if err != nil {

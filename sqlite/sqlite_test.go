@@ -366,17 +366,28 @@ func count(t *testing.T, s *Store, q string) int {
 	return n
 }
 
-// checkRefs checks every commit's count against the rows that point at it.
+// checkRefs checks every commit's count against the rows that point at it
+// (child commits, history entries, checkpoints), that every row points at
+// a commit there is, and that no search row outlives its commit.
 func checkRefs(t *testing.T, s *Store) {
 	t.Helper()
-	if n := count(t, s, `SELECT count(*) FROM commits c WHERE c.refs !=
-		(SELECT count(*) FROM commits x WHERE x.parent = c.k) +
-		(SELECT count(*) FROM history h WHERE h.commit_key = c.k) +
-		(SELECT count(*) FROM checkpoints p WHERE p.commit_key = c.k)`); n != 0 {
+	const pointers = `SELECT parent AS k FROM commits WHERE parent IS NOT NULL
+		UNION ALL SELECT commit_key FROM history WHERE commit_key IS NOT NULL
+		UNION ALL SELECT commit_key FROM checkpoints`
+	if n := count(t, s, `SELECT count(*) FROM commits c LEFT JOIN (
+			SELECT k, count(*) AS n FROM (`+pointers+`) GROUP BY k
+		) r ON r.k = c.k WHERE c.refs != coalesce(r.n, 0)`); n != 0 {
 		t.Fatalf("%d commits whose reference count is wrong", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM (`+pointers+`) p WHERE NOT EXISTS (SELECT 1 FROM commits c WHERE c.k = p.k)`); n != 0 {
+		t.Fatalf("%d references to commits that are gone", n)
 	}
 	if n := count(t, s, `SELECT count(*) FROM commits WHERE refs <= 0`); n != 0 {
 		t.Fatalf("%d unreachable commits kept", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM (SELECT commit_key FROM search_entries UNION ALL SELECT commit_key FROM search_pending) x
+		WHERE NOT EXISTS (SELECT 1 FROM commits c WHERE c.k = x.commit_key)`); n != 0 {
+		t.Fatalf("%d search rows of commits that are gone", n)
 	}
 }
 
