@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -133,6 +134,11 @@ func ParseCursor(s string) (Cursor, error) {
 // process's on a store that is a store.Watcher, and polls the thread's
 // version every opts.PollInterval otherwise. An error (the workflow
 // deleted, a store failing, a bad cursor: ErrCursor) is yielded last.
+//
+// A workflow whose oldest versions retention dropped (thread.Retention)
+// replays from the oldest version it keeps, whose state starts the
+// derivation: the events of the versions after it; a cursor in a dropped
+// version goes on from there too.
 //
 // Replaying costs a read of the workflow thread's history and one of each
 // version's commit (and of the step records at the cursor's version, to
@@ -273,17 +279,30 @@ func (e *eventer) start(ctx context.Context) error {
 		return nil
 	}
 	ent, err := e.entry(ctx, v)
+	if errors.Is(err, ErrCursor) && v < e.th.Version() {
+		// The cursor's version was dropped by retention (a history is a
+		// run of versions up to the current one): go on from the oldest
+		// kept, as a reader that starts afresh does.
+		e.after = Cursor{}
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	return e.baseline(ctx, ent)
+}
+
+// baseline sets the derivation at version ent: its head, status and the
+// attempts recorded on its line, with no event for it.
+func (e *eventer) baseline(ctx context.Context, ent thread.HistoryEntry) error {
 	_, ex, err := e.commit(ctx, ent.Commit)
 	if err != nil {
 		return err
 	}
-	if err := e.reline(ctx, v); err != nil {
+	if err := e.reline(ctx, ent.Version); err != nil {
 		return err
 	}
-	e.at, e.head, e.status, e.runner = v, ent.Commit, ex.Status, ex.Runner
+	e.at, e.head, e.status, e.runner = ent.Version, ent.Commit, ex.Status, ex.Runner
 	return nil
 }
 
@@ -359,6 +378,15 @@ func (e *eventer) upTo(ctx context.Context, head int64, yield func(Event, error)
 		ents = append(ents, ent)
 	}
 	slices.Reverse(ents)
+	if len(ents) > 0 && ents[0].Version > e.at+1 {
+		// The versions before it were dropped (retention): what they did
+		// is known only as the state of the oldest kept, which starts the
+		// derivation.
+		if err := e.baseline(ctx, ents[0]); err != nil {
+			return false, err
+		}
+		ents = ents[1:]
+	}
 	for _, ent := range ents {
 		evs, err := e.version(ctx, ent)
 		if err != nil {

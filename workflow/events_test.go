@@ -331,3 +331,62 @@ func FuzzParseCursor(f *testing.F) {
 		}
 	})
 }
+
+// TestEventsAfterRetention: once retention dropped a workflow's oldest
+// versions, its events start after the oldest kept one (its state is where
+// the derivation starts), the same events with the same cursors as before
+// the drop; a cursor in a dropped version goes on from there too, rather
+// than failing a reader that was behind.
+func TestEventsAfterRetention(t *testing.T) {
+	ctx := t.Context()
+	db := openDB(t, "memory://")
+	w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: "post"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := approvalGraph()
+	if _, err := w.Run(ctx, g, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Provide(ctx, "review", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Run(ctx, g, nil); err != nil {
+		t.Fatal(err)
+	}
+	all := collect(t, w, workflow.EventsOptions{NoFollow: true})
+	th, err := db.Thread(ctx, "post")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := th.SetRetention(ctx, thread.Retention{KeepLast: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GC(ctx, thread.GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	oldest := th.Version() - 3
+	var want []workflow.Event
+	for _, ev := range all {
+		if ev.Version > oldest {
+			want = append(want, ev)
+		}
+	}
+	if len(want) == 0 || len(want) == len(all) {
+		t.Fatalf("%d of %d events after version %d: the test keeps too much or too little", len(want), len(all), oldest)
+	}
+	got := collect(t, w, workflow.EventsOptions{NoFollow: true})
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events after the drop (-want +got):\n%s", diff)
+	}
+	got = collect(t, w, workflow.EventsOptions{NoFollow: true, After: all[1].Cursor})
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events after a cursor in a dropped version (-want +got):\n%s", diff)
+	}
+	// A cursor past the current version is still refused.
+	for _, err := range w.Events(ctx, workflow.EventsOptions{NoFollow: true, After: "99.0"}) {
+		if !errors.Is(err, workflow.ErrCursor) {
+			t.Errorf("a cursor past the workflow: %v, want ErrCursor", err)
+		}
+	}
+}
