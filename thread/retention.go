@@ -34,7 +34,9 @@ type Retention struct {
 	// UpdatedAt plus TTL): an idle conversation expires, one in use never
 	// does. The thread is deleted with its history and checkpoints, and so
 	// is every commit that no other thread reaches (a fork keeps what it
-	// shares). 0 keeps the thread for ever.
+	// shares). A thread linked to a parent (CreateOptions.Parent: a
+	// workflow's sub-thread) never goes before its parent, however idle:
+	// it goes with it, in the same batch. 0 keeps the thread for ever.
 	TTL time.Duration
 	// KeepLast keeps the newest KeepLast versions of the thread's history;
 	// older versions can no longer be read, restored or forked from, and
@@ -248,6 +250,9 @@ type gc struct {
 	now time.Time
 	dry bool
 	rep *GCReport
+	// gone are the threads this GC deleted with another (linked), which
+	// its listing may still hold.
+	gone map[string]bool
 }
 
 // apply applies b to the store GC reads, and makes its changes heard.
@@ -270,14 +275,34 @@ func (g *gc) apply(ctx context.Context, b *store.Batch) error {
 
 func (g *gc) thread(ctx context.Context, r *Record) error {
 	db, rep, now, dry := g.db, g.rep, g.now, g.dry
+	if g.gone[r.ID] {
+		return nil
+	}
 	rep.Threads++
 	ret, err := RetentionOf(r, db.retention)
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
 	if exp := ret.Expires(r.UpdatedAt); !exp.IsZero() && !now.Before(exp) {
+		if linked(r) {
+			// A thread made linked to a parent (a workflow's sub-thread)
+			// goes with its parent, never before it: a workflow whose
+			// steps left one idle still needs it. Alone, it goes on its
+			// own TTL.
+			_, err := g.st.Thread(ctx, r.ForkedFrom.Thread)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("gc: parent of %s: %w", r.ID, err)
+			}
+		}
+		dels, err := g.withLinked(ctx, r)
+		if err != nil {
+			return err
+		}
 		if !dry {
-			err := g.apply(ctx, &store.Batch{Delete: []store.Deletion{{Thread: r.ID, Version: r.Version}}})
+			err := g.apply(ctx, &store.Batch{Delete: dels})
 			switch {
 			case errors.Is(err, ErrConflict), errors.Is(err, ErrNotFound):
 				rep.Skipped++
@@ -286,7 +311,14 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 				return fmt.Errorf("gc: delete %s: %w", r.ID, err)
 			}
 		}
-		rep.Expired++
+		rep.Expired += len(dels)
+		if g.gone == nil {
+			g.gone = map[string]bool{}
+		}
+		for _, d := range dels[1:] {
+			g.gone[d.Thread] = true
+			rep.Threads++
+		}
 		return nil
 	}
 	if ret.KeepLast <= 0 && ret.KeepFor <= 0 {
@@ -332,4 +364,32 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 	rep.Pruned++
 	rep.Versions += n
 	return nil
+}
+
+// linked reports whether r was made linked to a parent
+// (CreateOptions.Parent, as a workflow's sub-threads are): it names the
+// parent and shares none of its commits.
+func linked(r *Record) bool { return r.ForkedFrom.Thread != "" && r.ForkedFrom.Commit == "" }
+
+// withLinked returns the deletions of r and of the threads linked to it,
+// and to those, at the versions read: one batch deletes them together, or
+// none of them if one moved. A store without a ForkIndex deletes r alone;
+// its linked threads then go on their own TTL.
+func (g *gc) withLinked(ctx context.Context, r *Record) ([]store.Deletion, error) {
+	dels := []store.Deletion{{Thread: r.ID, Version: r.Version}}
+	fi := forkIndex(g.st)
+	if fi == nil {
+		return dels, nil
+	}
+	for i := 0; i < len(dels); i++ {
+		for c, err := range fi.Forks(ctx, dels[i].Thread) {
+			if err != nil {
+				return nil, fmt.Errorf("gc: threads linked to %s: %w", dels[i].Thread, err)
+			}
+			if linked(c) {
+				dels = append(dels, store.Deletion{Thread: c.ID, Version: c.Version})
+			}
+		}
+	}
+	return dels, nil
 }

@@ -130,6 +130,31 @@ func retentionTTL(t T, s store.Store, _ *Options) {
 	_, err = db.Thread(ctx, "forever")
 	check(t, err, "forever after 74h")
 
+	// A thread linked to a parent (a workflow's sub-thread) does not go
+	// before its parent, however idle; it goes with it, in one batch.
+	parent, err := db.Create(ctx, thread.CreateOptions{ID: "parent"})
+	check(t, err, "create parent")
+	_, err = db.Create(ctx, thread.CreateOptions{ID: "parent.sub", Parent: "parent", Messages: numbered("sub", 1)})
+	check(t, err, "create the linked thread")
+	clk.advance(20 * time.Hour)
+	_, err = parent.Append(ctx, message.User("busy"))
+	check(t, err, "append parent")
+	clk.advance(20 * time.Hour) // the linked thread idle 40h, its parent 20h
+	_, err = db.GC(ctx, thread.GCOptions{})
+	check(t, err, "gc with an idle linked thread")
+	_, err = db.Thread(ctx, "parent.sub")
+	check(t, err, "the idle linked thread while its parent is in use")
+	clk.advance(5 * time.Hour)
+	rep, err = db.GC(ctx, thread.GCOptions{})
+	check(t, err, "gc after the parent's day")
+	if rep.Expired != 2 || rep.Skipped != 0 {
+		t.Errorf("gc after the parent's day: %+v; want the parent and its linked thread expired together", rep)
+	}
+	for _, id := range []string{"parent", "parent.sub"} {
+		_, err = db.Thread(ctx, id)
+		wantErr(t, err, thread.ErrNotFound, id+" after its parent expired")
+	}
+
 	// A label that does not parse leaves the thread to the default, and is
 	// reported.
 	bad, err := db.Create(ctx, thread.CreateOptions{ID: "bad", Labels: map[string]string{thread.LabelTTL: "soon"}})
