@@ -331,7 +331,7 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 	if ret.KeepLast > 0 {
 		before = max(r.Version-ret.KeepLast+1, 1)
 	}
-	var n int64
+	var n, oldest int64
 	cutoff := now.Add(-ret.KeepFor)
 	for e, err := range g.st.History(ctx, r.ID, HistoryOptions{Before: before}) {
 		if errors.Is(err, ErrNotFound) {
@@ -347,12 +347,18 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 			continue
 		}
 		n++
+		oldest = e.Version
 	}
 	if n == 0 {
 		return nil
 	}
-	if !dry {
-		err := g.apply(ctx, &store.Batch{Prune: []store.Prune{{Thread: r.ID, Before: before}}})
+	// Oldest first, at most pruneBatch versions a batch: a long history
+	// goes in several transactions, none of which holds the store (a
+	// Redis script, a PostgreSQL statement under its timeout, SQLite's
+	// write lock) for long; each leaves a run of versions up to the
+	// current one.
+	for b := min(oldest+pruneBatch, before); !dry; b = min(b+pruneBatch, before) {
+		err := g.apply(ctx, &store.Batch{Prune: []store.Prune{{Thread: r.ID, Before: b}}})
 		switch {
 		case errors.Is(err, ErrNotFound):
 			rep.Skipped++
@@ -360,11 +366,17 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 		case err != nil:
 			return fmt.Errorf("gc: prune %s: %w", r.ID, err)
 		}
+		if b == before {
+			break
+		}
 	}
 	rep.Pruned++
 	rep.Versions += n
 	return nil
 }
+
+// pruneBatch is the most versions GC drops in one batch.
+const pruneBatch = 10_000
 
 // linked reports whether r was made linked to a parent
 // (CreateOptions.Parent, as a workflow's sub-threads are): it names the
