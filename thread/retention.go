@@ -325,33 +325,32 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 		return nil
 	}
 	// The versions below before are dropped: those that neither limit
-	// keeps. Entries are read newest first, from the newest that the count
-	// does not keep.
+	// keeps. KeepFor reads down from the newest the count does not keep,
+	// while they are young; what is below is found by bisection, not read.
 	before := r.Version
 	if ret.KeepLast > 0 {
 		before = max(r.Version-ret.KeepLast+1, 1)
 	}
-	var n, oldest int64
-	cutoff := now.Add(-ret.KeepFor)
-	for e, err := range g.st.History(ctx, r.ID, HistoryOptions{Before: before}) {
-		if errors.Is(err, ErrNotFound) {
-			rep.Skipped++
-			return nil // deleted meanwhile
+	if ret.KeepFor > 0 {
+		cutoff := now.Add(-ret.KeepFor)
+		for e, err := range g.st.History(ctx, r.ID, HistoryOptions{Before: before}) {
+			if err != nil {
+				return g.historyErr(r, err)
+			}
+			if e.Time.Before(cutoff) {
+				break
+			}
+			before = e.Version // young enough: kept
 		}
-		if err != nil {
-			return fmt.Errorf("gc: history of %s: %w", r.ID, err)
-		}
-		if ret.KeepFor > 0 && n == 0 && !e.Time.Before(cutoff) {
-			// Young enough: kept, and so is what the count kept above it.
-			before = e.Version
-			continue
-		}
-		n++
-		oldest = e.Version
 	}
-	if n == 0 {
-		return nil
+	oldest, err := g.oldest(ctx, r.ID, before)
+	if err != nil {
+		return g.historyErr(r, err)
 	}
+	if oldest == 0 {
+		return nil // nothing below before
+	}
+	n := before - oldest
 	// Oldest first, at most pruneBatch versions a batch: a long history
 	// goes in several transactions, none of which holds the store (a
 	// Redis script, a PostgreSQL statement under its timeout, SQLite's
@@ -404,4 +403,51 @@ func (g *gc) withLinked(ctx context.Context, r *Record) ([]store.Deletion, error
 		}
 	}
 	return dels, nil
+}
+
+// oldest returns the oldest version of thread's history below before, or
+// 0 when there is none, in O(log versions) reads: a history is a run of
+// versions up to the current one, so an entry at or below v exists exactly
+// when the oldest is at or below v.
+func (g *gc) oldest(ctx context.Context, thread string, before int64) (int64, error) {
+	below := func(v int64) (int64, error) { // the newest entry at or below v, or 0
+		for e, err := range g.st.History(ctx, thread, HistoryOptions{Before: v + 1, Limit: 1}) {
+			if err != nil {
+				return 0, err
+			}
+			return e.Version, nil
+		}
+		return 0, nil
+	}
+	if before <= 1 {
+		return 0, nil
+	}
+	hi, err := below(before - 1)
+	if hi == 0 || err != nil {
+		return 0, err
+	}
+	lo := int64(1)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		v, err := below(mid)
+		if err != nil {
+			return 0, err
+		}
+		if v != 0 {
+			hi = v
+		} else {
+			lo = mid + 1
+		}
+	}
+	return hi, nil
+}
+
+// historyErr is the end of a thread's GC on an error reading its history:
+// a thread deleted meanwhile is skipped.
+func (g *gc) historyErr(r *Record, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		g.rep.Skipped++
+		return nil
+	}
+	return fmt.Errorf("gc: history of %s: %w", r.ID, err)
 }

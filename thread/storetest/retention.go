@@ -250,6 +250,13 @@ func retentionKeepLast(t T, s store.Store, _ *Options) {
 	if got, want := versions(t, s, "kept"), span(17, 21); !slices.Equal(got, want) {
 		t.Errorf("history after gc: %v; want %v", got, want)
 	}
+	// Below the oldest kept version there is nothing, and no error: GC
+	// finds the oldest by asking so.
+	for _, b := range []int64{17, 9, 1} {
+		for e, err := range s.History(ctx, "kept", thread.HistoryOptions{Before: b, Limit: 1}) {
+			t.Errorf("history before version %d of a thread kept from 17: %+v, %v; want nothing", b, e, err)
+		}
+	}
 	fresh, err := db.Thread(ctx, "kept")
 	check(t, err, "reopen kept")
 	for v := int64(17); v <= 20; v++ {
