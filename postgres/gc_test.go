@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -357,7 +358,7 @@ func TestGCCrash(t *testing.T) {
 	if !slices.Equal(threads, refThreads) {
 		t.Errorf("threads %v; the uninterrupted GC's %v", threads, refThreads)
 	}
-	if g, w := snapshot(t, s, w), snapshot(t, ref, wref); !mapsEqual(g, w) {
+	if g, w := snapshot(t, s, w), snapshot(t, ref, wref); !maps.EqualFunc(g, w, slices.Equal) {
 		t.Errorf("the threads read otherwise than after the uninterrupted GC")
 	}
 	// Every commit left is reached, and so many as the reference keeps.
@@ -368,18 +369,6 @@ func TestGCCrash(t *testing.T) {
 	if wantN := reachable(t, ref, refThreads); commits != wantN {
 		t.Errorf("%d commits stored; the uninterrupted GC keeps %d", commits, wantN)
 	}
-}
-
-func mapsEqual(a, b map[string][]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if !slices.Equal(b[k], v) {
-			return false
-		}
-	}
-	return true
 }
 
 // reachable counts the commits that the threads' history entries and

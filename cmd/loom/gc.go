@@ -188,8 +188,9 @@ func (c *ThreadsRetentionCommand) Run(ctx context.Context, args []string) error 
 		fmt.Fprintf(c.Stderr, "loom: %v\n", err)
 	}
 	rec := th.Record()
-	out := retentionJSON{Thread: th.ID(), Version: rec.Version, TTL: formatDur(cur.TTL), KeepLast: cur.KeepLast,
-		KeepFor: formatDur(cur.KeepFor), ExpiresAt: cur.Expires(rec.UpdatedAt)}
+	ls := cur.Labels() // the durations as the labels write them ("0" for none)
+	out := retentionJSON{Thread: th.ID(), Version: rec.Version, TTL: ls[thread.LabelTTL], KeepLast: cur.KeepLast,
+		KeepFor: ls[thread.LabelKeepFor], ExpiresAt: cur.Expires(rec.UpdatedAt)}
 	if c.JSON {
 		return writeJSON(c.Stdout, out)
 	}
@@ -204,11 +205,4 @@ func (c *ThreadsRetentionCommand) Run(ctx context.Context, args []string) error 
 	fmt.Fprintf(c.Stdout, "%s (version %d): ttl %s, keep last %s versions, keep for %s; expires %s\n",
 		th.ID(), rec.Version, out.TTL, keepLast, out.KeepFor, expires)
 	return nil
-}
-
-func formatDur(d time.Duration) string {
-	if d == 0 {
-		return "0"
-	}
-	return d.String()
 }
