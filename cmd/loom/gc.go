@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/loomthreads/loom/thread"
@@ -88,11 +89,7 @@ func (c *GCCommand) Run(ctx context.Context, args []string) error {
 // collect runs GC every interval (and once at start) until ctx ends, on
 // every tenant's threads, logging what it dropped: the server's own
 // upkeep, so that retention holds without a cron job.
-func collect(ctx context.Context, db *thread.DB, every time.Duration, log interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-	Error(string, ...any)
-}) {
+func collect(ctx context.Context, db *thread.DB, every time.Duration, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
