@@ -250,23 +250,8 @@ func crashFlow(kill bool) *workflow.Graph {
 // TestWorkflowRunChild is the runner TestWorkflowEventsAcrossACrash starts
 // in a process of its own: it runs the workflow of its spec.
 func TestWorkflowRunChild(t *testing.T) {
-	raw := os.Getenv(envRunChild)
-	if raw == "" {
-		t.Skip("runs only as a child process of TestWorkflowEventsAcrossACrash")
-	}
 	var spec runChildSpec
-	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
-		t.Fatal(err)
-	}
-	db, err := thread.Open(context.Background(), spec.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	w, err := workflow.Open(context.Background(), db, spec.Workflow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := childWorkflow(t, envRunChild, "TestWorkflowEventsAcrossACrash", &spec)
 	// Wait: the killed runner's lease is free at once on this host.
 	if _, err := w.Run(context.Background(), crashFlow(spec.Kill), &workflow.RunOptions{Wait: true}); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,35 @@ type stalledSpec struct {
 	Workflow string `json:"workflow"`
 }
 
+// childWorkflow is, in a child process a test started with env set to a
+// spec (JSON; stalledSpec's fields among its own), the workflow the spec
+// names, spec read into *into; a process without env skips the test, which
+// runs only as a child of parent.
+func childWorkflow(t *testing.T, env, parent string, into any) *workflow.Workflow {
+	t.Helper()
+	raw := os.Getenv(env)
+	if raw == "" {
+		t.Skip("runs only as a child process of " + parent)
+	}
+	var spec stalledSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(raw), into); err != nil {
+		t.Fatal(err)
+	}
+	db, err := thread.Open(context.Background(), spec.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	w, err := workflow.Open(context.Background(), db, spec.Workflow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // slowGraph is one step, "work", that says "in step" on stdout and, with
 // block, waits until its context ends: a runner to kill in the middle.
 func slowGraph(block bool) *workflow.Graph {
@@ -43,23 +72,8 @@ func slowGraph(block bool) *workflow.Graph {
 // TestWorkflowStalledChild is the runner that TestWorkflowStalled kills:
 // it runs the workflow of the spec until it is killed.
 func TestWorkflowStalledChild(t *testing.T) {
-	raw := os.Getenv(envStalledChild)
-	if raw == "" {
-		t.Skip("runs only as a child process of TestWorkflowStalled")
-	}
-	var spec stalledSpec
-	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
-		t.Fatal(err)
-	}
-	db, err := thread.Open(context.Background(), spec.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := workflow.Open(context.Background(), db, spec.Workflow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = w.Run(context.Background(), slowGraph(true), nil)
+	w := childWorkflow(t, envStalledChild, "TestWorkflowStalled", &stalledSpec{})
+	_, err := w.Run(context.Background(), slowGraph(true), nil)
 	t.Fatalf("the run ended: %v", err)
 }
 

@@ -7,27 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/internal/wftest"
 	"github.com/loomthreads/loom/workflow"
 )
-
-// settled waits, by the workflow's events, until it is done, waiting or
-// failed, and returns its status then.
-func settled(t *testing.T, db *thread.DB, id string) workflow.Status {
-	t.Helper()
-	w, err := workflow.Open(t.Context(), db, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last workflow.Event
-	for ev, err := range w.Events(t.Context(), workflow.EventsOptions{UntilSettled: true}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev
-	}
-	return last.Status
-}
 
 // TestWorkflowRunTools starts a registered workflow by MCP, gives its
 // waiting step the input it asks for and resumes it to its end.
@@ -76,7 +58,7 @@ func TestWorkflowRunTools(t *testing.T) {
 		t.Fatalf("start with an id taken: %s", msg)
 	}
 	alphaDB := db.WithTenant("alpha")
-	if st := settled(t, alphaDB, "post"); st != workflow.StatusWaiting {
+	if st := wftest.Settle(t, alphaDB, "post"); st != workflow.StatusWaiting {
 		t.Fatalf("status %s, want waiting", st)
 	}
 	if msg := fails(t, beta, "workflow_input", map[string]any{"id": "post", "step": "review", "input": true}); !strings.HasPrefix(msg, "not_found") {
@@ -89,7 +71,7 @@ func TestWorkflowRunTools(t *testing.T) {
 	if res := ok[workflowRunOut](t, alpha, "workflow_resume", map[string]any{"id": "post"}); !res.Running {
 		t.Fatalf("resume: %+v", res)
 	}
-	if st := settled(t, alphaDB, "post"); st != workflow.StatusDone {
+	if st := wftest.Settle(t, alphaDB, "post"); st != workflow.StatusDone {
 		t.Fatalf("status %s, want done", st)
 	}
 	got := ok[workflowGetOut](t, alpha, "workflow_get", map[string]any{"id": "post"})

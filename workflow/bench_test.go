@@ -24,6 +24,42 @@ func sqliteDB(b *testing.B) *thread.DB {
 	return db
 }
 
+// storeDB is a database on store: "memory", or SQLite in a temporary file.
+func storeDB(b *testing.B, store string) *thread.DB {
+	b.Helper()
+	if store == "memory" {
+		return thread.New(thread.NewMemoryStore(), nil)
+	}
+	return sqliteDB(b)
+}
+
+// runEach runs g on a new workflow of db each iteration, the workflow
+// created off the clock, fails unless ok holds of the execution, and
+// reports the time per unit, per units of a run.
+func runEach(b *testing.B, db *thread.DB, g *workflow.Graph, per int, unit string, ok func(*workflow.Execution) bool) {
+	b.Helper()
+	ctx := b.Context()
+	n := 0
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: fmt.Sprintf("wf%d", n)})
+		n++
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		ex, err := w.Run(ctx, g, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !ok(ex) {
+			b.Fatalf("run: %+v", ex)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*per), unit)
+}
+
 // tenSubs makes a workflow with 10 sub-threads of msgs messages each, two
 // to a commit.
 func tenSubs(b *testing.B, db *thread.DB, msgs int) *workflow.Workflow {
@@ -137,11 +173,6 @@ func BenchmarkStep(b *testing.B) {
 			name = c.store + "/append-to-a-sub-thread"
 		}
 		b.Run(name, func(b *testing.B) {
-			ctx := b.Context()
-			db := sqliteDB(b)
-			if c.store == "memory" {
-				db = thread.New(thread.NewMemoryStore(), nil)
-			}
 			g := workflow.NewGraph()
 			for i := range steps {
 				var next []string
@@ -160,23 +191,7 @@ func BenchmarkStep(b *testing.B) {
 					return nil, err
 				}, next...)
 			}
-			n := 0
-			var runs int
-			b.ResetTimer()
-			for b.Loop() {
-				b.StopTimer()
-				w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: fmt.Sprintf("wf%d", n)})
-				n++
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				if _, err := w.Run(ctx, g, nil); err != nil {
-					b.Fatal(err)
-				}
-				runs++
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(runs*steps), "ns/step")
+			runEach(b, storeDB(b, c.store), g, steps, "ns/step", func(*workflow.Execution) bool { return true })
 		})
 	}
 }
@@ -257,11 +272,6 @@ func BenchmarkLoop(b *testing.B) {
 	const rounds = 100
 	for _, store := range []string{"sqlite", "memory"} {
 		b.Run(store, func(b *testing.B) {
-			ctx := b.Context()
-			db := sqliteDB(b)
-			if store == "memory" {
-				db = thread.New(thread.NewMemoryStore(), nil)
-			}
 			g := workflow.NewGraph().
 				Add("write", func(context.Context, *workflow.Step) (any, error) { return nil, nil }, "review").
 				Add("review", func(ctx context.Context, s *workflow.Step) (any, error) {
@@ -271,21 +281,7 @@ func BenchmarkLoop(b *testing.B) {
 					return nil, nil
 				}, "write").
 				Start("write")
-			n := 0
-			b.ResetTimer()
-			for b.Loop() {
-				b.StopTimer()
-				w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: fmt.Sprintf("wf%d", n)})
-				n++
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				if ex, err := w.Run(ctx, g, nil); err != nil || ex.Round != rounds+1 {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*rounds), "ns/round")
+			runEach(b, storeDB(b, store), g, rounds, "ns/round", func(ex *workflow.Execution) bool { return ex.Round == rounds+1 })
 		})
 	}
 }
@@ -297,11 +293,6 @@ func BenchmarkSend(b *testing.B) {
 	const instances = 50
 	for _, store := range []string{"sqlite", "memory"} {
 		b.Run(store, func(b *testing.B) {
-			ctx := b.Context()
-			db := sqliteDB(b)
-			if store == "memory" {
-				db = thread.New(thread.NewMemoryStore(), nil)
-			}
 			g := workflow.NewGraph().
 				Add("split", func(ctx context.Context, s *workflow.Step) (any, error) {
 					for i := range instances {
@@ -313,21 +304,7 @@ func BenchmarkSend(b *testing.B) {
 				}, "part").
 				Add("part", func(context.Context, *workflow.Step) (any, error) { return "done", nil }, "join").
 				Add("join", func(context.Context, *workflow.Step) (any, error) { return nil, nil })
-			n := 0
-			b.ResetTimer()
-			for b.Loop() {
-				b.StopTimer()
-				w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: fmt.Sprintf("wf%d", n)})
-				n++
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				if ex, err := w.Run(ctx, g, nil); err != nil || len(ex.Steps) != instances+2 {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*instances), "ns/instance")
+			runEach(b, storeDB(b, store), g, instances, "ns/instance", func(ex *workflow.Execution) bool { return len(ex.Steps) == instances+2 })
 		})
 	}
 }

@@ -37,6 +37,32 @@ func approvalGraph() *workflow.Graph {
 		Add("publish", out("published"))
 }
 
+// waitingPost creates the workflow "post" on db and runs approvalGraph on
+// it to where review waits for its approval.
+func waitingPost(t *testing.T, db *thread.DB) (*workflow.Workflow, *workflow.Graph) {
+	t.Helper()
+	w, err := workflow.Create(t.Context(), db, workflow.CreateOptions{ID: "post"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := approvalGraph()
+	if _, err := w.Run(t.Context(), g, nil); err != nil {
+		t.Fatal(err)
+	}
+	return w, g
+}
+
+// approve provides answer to review on w and runs g to its end.
+func approve(t *testing.T, w *workflow.Workflow, g *workflow.Graph, answer any) {
+	t.Helper()
+	if err := w.Provide(t.Context(), "review", answer); err != nil {
+		t.Fatal(err)
+	}
+	if ex, err := w.Run(t.Context(), g, nil); err != nil || ex.Status != workflow.StatusDone {
+		t.Fatalf("run after the input: %v", err)
+	}
+}
+
 func openDB(t *testing.T, url string) *thread.DB {
 	t.Helper()
 	db, err := thread.Open(t.Context(), url, nil)
@@ -92,23 +118,9 @@ func sortedWithin(evs []workflow.Event) []string {
 }
 
 func TestEventsOfARun(t *testing.T) {
-	ctx := t.Context()
-	db := openDB(t, "memory://")
-	w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: "post"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := approvalGraph()
-	if _, err := w.Run(ctx, g, nil); err != nil {
-		t.Fatal(err)
-	}
+	w, g := waitingPost(t, openDB(t, "memory://"))
 	evs := collect(t, w, workflow.EventsOptions{NoFollow: true})
-	if err := w.Provide(ctx, "review", true); err != nil {
-		t.Fatal(err)
-	}
-	if ex, err := w.Run(ctx, g, nil); err != nil || ex.Status != workflow.StatusDone {
-		t.Fatalf("run after the input: %v", err)
-	}
+	approve(t, w, g, true)
 	all := collect(t, w, workflow.EventsOptions{NoFollow: true})
 	if !slices.EqualFunc(evs, all[:len(evs)], func(a, b workflow.Event) bool { return cmp.Equal(a, b) }) {
 		t.Fatal("the events replayed later differ from those read before")
@@ -163,17 +175,8 @@ func before(t *testing.T, a, b string) bool {
 
 func TestEventsResumeAfterACursor(t *testing.T) {
 	ctx := t.Context()
-	db := openDB(t, "memory://")
-	w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: "post"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := approvalGraph()
-	w.Run(ctx, g, nil)
-	w.Provide(ctx, "review", "yes")
-	if ex, err := w.Run(ctx, g, nil); err != nil || ex.Status != workflow.StatusDone {
-		t.Fatalf("run: %v", err)
-	}
+	w, g := waitingPost(t, openDB(t, "memory://"))
+	approve(t, w, g, "yes")
 	all := collect(t, w, workflow.EventsOptions{NoFollow: true})
 	for i, ev := range all {
 		rest := collect(t, w, workflow.EventsOptions{After: ev.Cursor, NoFollow: true})
@@ -340,20 +343,8 @@ func FuzzParseCursor(f *testing.F) {
 func TestEventsAfterRetention(t *testing.T) {
 	ctx := t.Context()
 	db := openDB(t, "memory://")
-	w, err := workflow.Create(ctx, db, workflow.CreateOptions{ID: "post"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := approvalGraph()
-	if _, err := w.Run(ctx, g, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Provide(ctx, "review", true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Run(ctx, g, nil); err != nil {
-		t.Fatal(err)
-	}
+	w, g := waitingPost(t, db)
+	approve(t, w, g, true)
 	all := collect(t, w, workflow.EventsOptions{NoFollow: true})
 	th, err := db.Thread(ctx, "post")
 	if err != nil {

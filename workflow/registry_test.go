@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/loomthreads/loom/internal/wftest"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
 )
@@ -63,24 +64,6 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// settle waits, by its events, until the workflow is done, waiting or
-// failed, and returns its status then.
-func settle(t *testing.T, db *thread.DB, id string) workflow.Status {
-	t.Helper()
-	w, err := workflow.Open(t.Context(), db, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last workflow.Event
-	for ev, err := range w.Events(t.Context(), workflow.EventsOptions{UntilSettled: true}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev
-	}
-	return last.Status
-}
-
 func TestRunnerStartsAndResumes(t *testing.T) {
 	ctx := t.Context()
 	db := openDB(t, "memory://")
@@ -115,7 +98,7 @@ func TestRunnerStartsAndResumes(t *testing.T) {
 	if _, err := rn.Start(ctx, db, "approval", workflow.CreateOptions{ID: "post"}); !errors.Is(err, thread.ErrConflict) {
 		t.Fatalf("an id taken: %v", err)
 	}
-	if st := settle(t, db, w.ID()); st != workflow.StatusWaiting {
+	if st := wftest.Settle(t, db, w.ID()); st != workflow.StatusWaiting {
 		t.Fatalf("status %s, want waiting", st)
 	}
 	if err := w.Provide(ctx, "review", true); err != nil {
@@ -124,7 +107,7 @@ func TestRunnerStartsAndResumes(t *testing.T) {
 	if _, err := rn.Resume(ctx, db, "post"); err != nil {
 		t.Fatal(err)
 	}
-	if st := settle(t, db, w.ID()); st != workflow.StatusDone {
+	if st := wftest.Settle(t, db, w.ID()); st != workflow.StatusDone {
 		t.Fatalf("status %s, want done", st)
 	}
 	// Done: a resume runs nothing.
@@ -167,7 +150,7 @@ func TestRunnerStartsAndResumes(t *testing.T) {
 	}
 	<-entered
 	close(block)
-	if st := settle(t, db, "long"); st != workflow.StatusDone {
+	if st := wftest.Settle(t, db, "long"); st != workflow.StatusDone {
 		t.Fatalf("status %s, want done", st)
 	}
 }

@@ -1,5 +1,6 @@
 // Package wftest helps the tests of the packages that show workflows
-// (httpapi, mcpserver, cmd/loom) make one in a given state.
+// (httpapi, mcpserver, cmd/loom) and of workflow make one in a given state
+// and wait for it.
 package wftest
 
 import (
@@ -40,3 +41,21 @@ func Hold(t testing.TB, db *thread.DB, id string, now func() time.Time) {
 // HourBehind is a runner's clock an hour behind: the lease it takes has
 // run out already.
 func HourBehind() time.Time { return time.Now().Add(-time.Hour) }
+
+// Settle waits, by its events, until the workflow id of db is done,
+// waiting or failed, and returns its status then.
+func Settle(t testing.TB, db *thread.DB, id string) workflow.Status {
+	t.Helper()
+	w, err := workflow.Open(t.Context(), db, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last workflow.Event
+	for ev, err := range w.Events(t.Context(), workflow.EventsOptions{UntilSettled: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	return last.Status
+}
