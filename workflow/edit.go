@@ -272,17 +272,5 @@ func editMessage(e Edit) (message.Message, error) {
 
 // editRecords returns the edits that msgs record, in order.
 func editRecords(msgs []message.Message) []Edit {
-	var out []Edit
-	for _, m := range msgs {
-		raw, ok := m.Metadata[metaEdit].(string)
-		if !ok || m.Role != stepRole {
-			continue
-		}
-		var e Edit
-		if json.Unmarshal([]byte(raw), &e) != nil || e.By == "" {
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
+	return records(msgs, metaEdit, func(e Edit) bool { return e.By != "" })
 }

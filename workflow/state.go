@@ -178,14 +178,21 @@ func stepMessage(r StepRun) (message.Message, error) {
 
 // stepRecords returns the step records of msgs, one a message, in order.
 func stepRecords(msgs []message.Message) []StepRun {
-	var out []StepRun
+	return records(msgs, metaStep, func(r StepRun) bool { return r.ID != "" })
+}
+
+// records returns the records of msgs kept as JSON under key in the
+// metadata of the workflow's own messages (role workflow), in order: those
+// that decode and that valid accepts.
+func records[T any](msgs []message.Message, key string, valid func(T) bool) []T {
+	var out []T
 	for _, m := range msgs {
-		raw, ok := m.Metadata[metaStep].(string)
+		raw, ok := m.Metadata[key].(string)
 		if !ok || m.Role != stepRole {
 			continue
 		}
-		var r StepRun
-		if json.Unmarshal([]byte(raw), &r) != nil || r.ID == "" {
+		var r T
+		if json.Unmarshal([]byte(raw), &r) != nil || !valid(r) {
 			continue
 		}
 		out = append(out, r)
