@@ -34,8 +34,10 @@
 // with thread.ErrUnavailable (a *thread.StoreError whose Reason, "cannot
 // reach PostgreSQL" or "PostgreSQL did not answer in time", names no
 // address), and a full disk (SQLSTATE 53100) with thread.ErrStorageFull.
-// A connection that timed out is closed; the pool dials a new one for the
-// next call, so the Store serves again as soon as the server does. A write
+// A connection that timed out is closed, within connect_timeout (pgx
+// alone would wait 15 s for the server to acknowledge, keeping the
+// connection's place in the pool); the pool dials a new one for the next
+// call, so the Store serves again as soon as the server does. A write
 // that timed out may or may not have been applied: its answer was lost.
 // The caller's own cancel or deadline is returned as it is.
 //

@@ -64,7 +64,7 @@ func BenchmarkOpenPage(b *testing.B) {
 				}
 				start := time.Now()
 				err := chromedp.Do(tabCtx, chromedp.Navigate(url),
-					chromedp.Poll[chromedp.Void](ready, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(2*time.Millisecond)))
+					pollJS(ready, 30*time.Second, 2*time.Millisecond))
 				total += time.Since(start)
 				cancel()
 				if err != nil {

@@ -356,7 +356,7 @@ func TestConversationWindow(t *testing.T) {
 	// Beside the other tests (a 100,000-message thread being made), the
 	// server may take more than waitJS's 10 s to open it.
 	waitLong := func(expr string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(time.Minute), chromedp.WithPollingInterval(50*time.Millisecond))
+		return pollJS(expr, time.Minute, 50*time.Millisecond)
 	}
 	ctx := tab(t, browser, 3*time.Minute)
 	run(t, ctx, "open",

@@ -141,7 +141,36 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 
 // waitJS waits until the JavaScript expression is true.
 func waitJS(expr string) chromedp.Action[chromedp.Void] {
-	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(10*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))
+	return pollJS(expr, 10*time.Second, 50*time.Millisecond)
+}
+
+// pollJS polls expr every interval until it is true or timeout passes.
+// A poll started just after a navigation can be sent to the execution
+// context of the page navigated away from, which chromedp has not yet
+// seen destroyed ("Cannot find context with specified id"); the poll is
+// then started again in the new one rather than failing the test.
+func pollJS(expr string, timeout, interval time.Duration) chromedp.Action[chromedp.Void] {
+	poll := chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(interval))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		for tries := 0; ; tries++ {
+			v, err := poll(ctx, t)
+			if err == nil || tries == 20 || !staleContext(err) {
+				return v, err
+			}
+			select {
+			case <-ctx.Done():
+				return v, err
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// staleContext reports whether err says the page's execution context
+// went away under an evaluation (a navigation).
+func staleContext(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") || strings.Contains(msg, "Execution context was destroyed")
 }
 
 // jsString quotes s for JavaScript.

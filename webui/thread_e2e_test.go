@@ -204,7 +204,7 @@ func TestThreadsListFirstPaint(t *testing.T) {
 		run(t, tctx, "blank", chromedp.Navigate("about:blank"))
 		start := time.Now()
 		run(t, tctx, "open the list", chromedp.Navigate(e.url+"/#/threads"),
-			chromedp.Poll[chromedp.Void](ready, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(2*time.Millisecond)))
+			pollJS(ready, 30*time.Second, 2*time.Millisecond))
 		d := time.Since(start)
 		page, _ := chromedp.Run(tctx, chromedp.Evaluate[float64](`performance.getEntriesByName('loom:threads')[0].startTime`))
 		t.Logf("open %d: first 50 rows of 10,000 threads after %v seen from the test, %.0f ms in the page from navigation to the rows", i+1, d.Round(time.Millisecond), page)
@@ -229,8 +229,7 @@ func BenchmarkThreadsListFirstPaint(b *testing.B) {
 	}
 	seedThreads(b, e, 10_000)
 	browser := newBrowser(b)
-	ready := chromedp.Poll[chromedp.Void](`document.querySelectorAll('#threads tbody tr a').length >= 50`,
-		chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(2*time.Millisecond))
+	ready := pollJS(`document.querySelectorAll('#threads tbody tr a').length >= 50`, 30*time.Second, 2*time.Millisecond)
 	var total time.Duration
 	var inPage float64
 	for b.Loop() {

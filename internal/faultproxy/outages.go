@@ -14,7 +14,8 @@ import (
 // Outages is a store's test under network faults: s reaches its server
 // through p, with deadlines of about limit/20. With the server
 // black-holed, down, or its connection reset in flight, every read and
-// write fails with thread.ErrUnavailable before limit, with a reason that
+// write, one at a time or many at once, fails with thread.ErrUnavailable
+// before limit, with a reason that
 // names the store (server, e.g. "PostgreSQL") and no address; once p
 // heals, the same Store serves again, and every append it acknowledged,
 // before, during or after the faults, reads back.
@@ -34,11 +35,12 @@ func Outages(t *testing.T, s store.Store, p *Proxy, server string, limit time.Du
 		}
 		return err
 	}
+	read := func() error { _, err := s.Thread(ctx, "outage"); return err }
 	calls := []struct {
 		name string
 		f    func() error
 	}{
-		{"read a thread", func() error { _, err := s.Thread(ctx, "outage"); return err }},
+		{"read a thread", read},
 		{"list threads", func() error {
 			for _, err := range s.Threads(ctx, thread.ListOptions{}) {
 				return err
@@ -53,6 +55,7 @@ func Outages(t *testing.T, s store.Store, p *Proxy, server string, limit time.Du
 			return err
 		}},
 		{"append", func() error { return appendOne("during") }},
+		{"16 reads at once", func() error { return atOnce(16, read) }},
 		{"create", func() error { _, err := db.Create(ctx, thread.CreateOptions{}); return err }},
 	}
 	for _, fault := range []struct {
@@ -72,6 +75,10 @@ func Outages(t *testing.T, s store.Store, p *Proxy, server string, limit time.Du
 		}},
 	} {
 		serves(t, limit, "append before "+fault.name, func() error { return appendOne("before " + fault.name) })
+		// Connections in the pool when the fault begins: closing one
+		// that timed out must not hold the callers behind it (pgx's
+		// close of a PostgreSQL connection waited 15 s for the server).
+		atOnce(16, read)
 		fault.make()
 		for _, c := range calls {
 			err := Within(t, limit, fault.name+": "+c.name, c.f)
@@ -140,4 +147,21 @@ func Within(t testing.TB, limit time.Duration, what string, f func() error) erro
 		t.Fatalf("%s did not return in %v", what, limit)
 		return nil
 	}
+}
+
+// atOnce makes n calls of f at once and returns an error of one that did
+// not fail with thread.ErrUnavailable if there is one, else one of theirs.
+func atOnce(n int, f func() error) error {
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- f() }()
+	}
+	var first error
+	for range n {
+		err := <-errs
+		if first == nil || errors.Is(first, thread.ErrUnavailable) && !errors.Is(err, thread.ErrUnavailable) {
+			first = err
+		}
+	}
+	return first
 }
