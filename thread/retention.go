@@ -2,9 +2,11 @@ package thread
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strconv"
 	"time"
 
@@ -20,6 +22,20 @@ const (
 	LabelKeepLast = "loom.keep_last" // a count of versions; "0" keeps them all
 	LabelKeepFor  = "loom.keep_for"  // a duration; "0" keeps them all
 )
+
+// StateLinks is the state key under which a thread names, for each thread
+// linked to it (CreateOptions.Parent), the oldest version of that thread
+// which this version of it, or any later one, may need: a JSON object of
+// thread id to version. Package workflow keeps it for its sub-threads,
+// whose versions its own versions record (a workflow restored to a
+// version moves each sub-thread back to the version recorded there).
+//
+// DB.GC keeps those versions of a linked thread, and every one after:
+// its history limits drop only versions that no version its parent keeps
+// (the oldest in the parent's history, and the parent's checkpoints) may
+// need. A linked thread whose parent keeps a version whose state has no
+// StateLinks keeps its whole history while that version is kept.
+const StateLinks = "loom.links"
 
 // Retention says how long a thread is kept, and how much of its history.
 // Every thread keeps every version until a retention says otherwise:
@@ -41,7 +57,9 @@ type Retention struct {
 	// KeepLast keeps the newest KeepLast versions of the thread's history;
 	// older versions can no longer be read, restored or forked from, and
 	// the commits that only they reached are freed. Named checkpoints are
-	// always kept, and so is the current version. 0 sets no count.
+	// always kept, and so is the current version; a thread linked to a
+	// parent keeps besides what the parent's kept versions may need (see
+	// StateLinks). 0 sets no count.
 	KeepLast int64
 	// KeepFor keeps the versions younger than KeepFor (by the time of
 	// their history entry). With KeepLast too, a version either keeps is
@@ -343,6 +361,13 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 			before = e.Version // young enough: kept
 		}
 	}
+	if linked(r) {
+		floor, err := g.linkFloor(ctx, r)
+		if err != nil {
+			return g.historyErr(r, err)
+		}
+		before = min(before, floor)
+	}
 	oldest, err := g.oldest(ctx, r.ID, before)
 	if err != nil {
 		return g.historyErr(r, err)
@@ -372,6 +397,88 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 	rep.Pruned++
 	rep.Versions += n
 	return nil
+}
+
+// linkFloor returns the oldest version of the linked thread r that a
+// version its parent keeps may need (StateLinks): the versions below it
+// may go. Its parent keeps its history from the oldest entry on, and its
+// checkpoints; each names, in its state, the oldest version of r that it
+// or a later version of the parent needs. A parent version that names
+// nothing (a state without StateLinks, as a workflow made before the key
+// was written has) keeps all of r: floor 0. A parent that is gone names
+// nothing: r keeps what its own limits keep.
+func (g *gc) linkFloor(ctx context.Context, r *Record) (int64, error) {
+	parent := r.ForkedFrom.Thread
+	p, err := g.st.Thread(ctx, parent)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return math.MaxInt64, nil
+	case err != nil:
+		return 0, err
+	}
+	var heads []string
+	oldest, err := g.oldest(ctx, parent, p.Version+1)
+	if err != nil {
+		return 0, err
+	}
+	for e, err := range g.st.History(ctx, parent, HistoryOptions{Before: oldest + 1, Limit: 1}) {
+		if err != nil {
+			return 0, err
+		}
+		heads = append(heads, e.Commit)
+	}
+	for cp, err := range g.st.Checkpoints(ctx, parent) {
+		if err != nil {
+			return 0, err
+		}
+		heads = append(heads, cp.Commit)
+	}
+	// The parent names r by the id its own DB sees.
+	id := r.ID
+	if g.raw {
+		_, id = SplitKey(r.ID)
+	}
+	floor := int64(math.MaxInt64)
+	for _, h := range heads {
+		links, err := g.links(ctx, h)
+		if err != nil || links == nil {
+			return 0, err
+		}
+		if v, ok := links[id]; ok {
+			floor = min(floor, v)
+		}
+	}
+	return floor, nil
+}
+
+// links returns the StateLinks of the state in effect at commit id; nil
+// when it has none.
+func (g *gc) links(ctx context.Context, id string) (map[string]int64, error) {
+	if id == "" {
+		return nil, nil
+	}
+	c, err := g.st.Commit(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch c.StateFrom {
+	case "":
+		return nil, nil
+	case c.ID:
+	default:
+		if c, err = g.st.Commit(ctx, c.StateFrom); err != nil {
+			return nil, err
+		}
+	}
+	raw, ok := c.State[StateLinks]
+	if !ok {
+		return nil, nil
+	}
+	var links map[string]int64
+	if err := json.Unmarshal(raw, &links); err != nil || links == nil {
+		return nil, nil // not the key's shape: it names nothing GC can keep
+	}
+	return links, nil
 }
 
 // pruneBatch is the most versions GC drops in one batch.

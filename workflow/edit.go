@@ -184,7 +184,7 @@ func (w *Workflow) Update(ctx context.Context, p Point, u Update) error {
 	if err != nil {
 		return err
 	}
-	st, err := encodeState(ex, subs)
+	st, err := encodeState(w.ID(), ex, subs)
 	if err != nil {
 		return err
 	}

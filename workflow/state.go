@@ -305,8 +305,12 @@ func decodeState(id string, st map[string]json.RawMessage) (*execState, map[stri
 	return &ex, subs, nil
 }
 
-// encodeState is the state patch that writes ex and subs.
-func encodeState(ex *execState, subs map[string]subHead) (map[string]json.RawMessage, error) {
+// encodeState is the state patch that writes ex and subs, of workflow
+// id, and the versions of the sub-threads that it names for GC
+// (thread.StateLinks): those subs record, which no later version of the
+// workflow records older (a restore records the version that brings a
+// sub-thread back).
+func encodeState(id string, ex *execState, subs map[string]subHead) (map[string]json.RawMessage, error) {
 	e, err := json.Marshal(ex)
 	if err != nil {
 		return nil, err
@@ -315,7 +319,15 @@ func encodeState(ex *execState, subs map[string]subHead) (map[string]json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	return map[string]json.RawMessage{keyExec: e, keySubs: s}, nil
+	links := make(map[string]int64, len(subs))
+	for k, h := range subs {
+		links[subID(id, k)] = h.Version
+	}
+	l, err := json.Marshal(links)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]json.RawMessage{keyExec: e, keySubs: s, thread.StateLinks: l}, nil
 }
 
 // encodeExec is the state patch that writes ex, and subs as JSON already.

@@ -219,7 +219,7 @@ func (w *Workflow) Restore(ctx context.Context, p Point) error {
 	// back (a lease there is of a run long gone), and the sub-threads are
 	// recorded where they now are.
 	exAt.Runner = nil
-	st, err := encodeState(exAt, now)
+	st, err := encodeState(w.ID(), exAt, now)
 	if err != nil {
 		return err
 	}
@@ -389,7 +389,7 @@ func (w *Workflow) Fork(ctx context.Context, p Point, opts ForkOptions) (*Workfl
 		}
 		subs[key] = subHead{Version: 1, Head: f.Record().Head}
 	}
-	st, err := encodeState(ex, subs)
+	st, err := encodeState(opts.ID, ex, subs)
 	if err != nil {
 		return nil, err
 	}

@@ -121,7 +121,7 @@ func Create(ctx context.Context, db *thread.DB, opts CreateOptions) (*Workflow, 
 	for _, k := range keys {
 		subs[k] = subHead{Version: 1}
 	}
-	st, err := encodeState(ex, subs)
+	st, err := encodeState(opts.ID, ex, subs)
 	if err != nil {
 		return nil, err
 	}
@@ -475,7 +475,7 @@ func (w *Workflow) commitRecs(ctx context.Context, what string, change func(g *t
 		// as they were: their JSON is kept from the last.
 		st, err = encodeExec(ex, w.subsJSON)
 	} else {
-		st, err = encodeState(ex, subs)
+		st, err = encodeState(w.ID(), ex, subs)
 	}
 	if err != nil {
 		return fmt.Errorf("workflow %s: %s: %w", w.ID(), what, err)

@@ -484,3 +484,70 @@ func retentionGCAfterCrash(t T, s store.Store, o *Options) {
 		wantTexts(t, read(t, th, thread.ReadOptions{}), texts(read(t, mustThread(t, ref, id), thread.ReadOptions{})), id+"'s messages")
 	}
 }
+
+// retentionLinkedKeepsNamed: a thread linked to a parent (a workflow's
+// sub-thread) keeps, whatever its own history limit, every version from
+// the oldest that a version its parent keeps names (thread.StateLinks) —
+// the parent's oldest kept version and its checkpoints — and loses what
+// none names; while a kept parent version names nothing, it keeps all. It
+// holds for GC of one tenant and of all tenants (keys, not ids).
+func retentionLinkedKeepsNamed(t T, s store.Store, _ *Options) {
+	ctx := t.Context()
+	for _, all := range []bool{false, true} {
+		db := thread.New(s, nil).WithTenant(fmt.Sprintf("linked%t", all)).WithRetention(thread.Retention{KeepLast: 2})
+		links := func(v int64) map[string]json.RawMessage {
+			return map[string]json.RawMessage{thread.StateLinks: json.RawMessage(fmt.Sprintf(`{"wf.sub":%d}`, v))}
+		}
+		wf, err := db.Create(ctx, thread.CreateOptions{ID: "wf", State: map[string]json.RawMessage{"x": json.RawMessage("1")}})
+		check(t, err, "create the parent")
+		sub, err := db.Create(ctx, thread.CreateOptions{ID: "wf.sub", Parent: "wf", Messages: numbered("sub", 1)})
+		check(t, err, "create the linked thread")
+		for range 9 { // sub at version 10
+			_, err := sub.Append(ctx, message.User("more"))
+			check(t, err, "append to the linked thread")
+		}
+		// Parent versions: 1 names nothing; 2 names sub 3; 3 names 5 and
+		// is checkpointed; 4 names 8; 5 names 9 (5 and 4 kept).
+		for _, v := range []int64{3, 5, 8, 9} {
+			_, err := wf.Commit(ctx, thread.CommitOptions{State: links(v)})
+			check(t, err, "commit the parent")
+			if v == 5 {
+				_, err := wf.Checkpoint(ctx, "named")
+				check(t, err, "checkpoint the parent")
+			}
+		}
+		gc := func(what string) {
+			t.Helper()
+			_, err := db.GC(ctx, thread.GCOptions{AllTenants: all})
+			check(t, err, what)
+		}
+		// The parent is collected first or after: either way, its
+		// checkpoint at version 3 names sub version 5.
+		gc("gc")
+		gc("gc again")
+		if got := versions(t, s, thread.Key(db.Tenant(), "wf.sub")); !slices.Equal(got, span(5, 10)) {
+			t.Errorf("all=%t: linked thread's history %v, want %v: what the parent's checkpoint names and after", all, got, span(5, 10))
+		}
+		// Without the checkpoint, the parent's oldest kept version (4)
+		// names sub version 8.
+		check(t, wf.DeleteCheckpoint(ctx, "named"), "drop the checkpoint")
+		gc("gc without the checkpoint")
+		gc("gc again without the checkpoint")
+		if got := versions(t, s, thread.Key(db.Tenant(), "wf.sub")); !slices.Equal(got, span(8, 10)) {
+			t.Errorf("all=%t: linked thread's history %v, want %v", all, got, span(8, 10))
+		}
+		// A parent whose kept version names nothing keeps it all.
+		_, err = db.Create(ctx, thread.CreateOptions{ID: "plain", Messages: numbered("p", 1)})
+		check(t, err, "create a parent without links")
+		osub, err := db.Create(ctx, thread.CreateOptions{ID: "plain.sub", Parent: "plain", Messages: numbered("ps", 1)})
+		check(t, err, "create its linked thread")
+		for range 4 {
+			_, err := osub.Append(ctx, message.User("more"))
+			check(t, err, "append")
+		}
+		gc("gc of a parent that names nothing")
+		if got := versions(t, s, thread.Key(db.Tenant(), "plain.sub")); !slices.Equal(got, span(1, 5)) {
+			t.Errorf("all=%t: linked thread of a parent naming nothing: %v, want all of %v", all, got, span(1, 5))
+		}
+	}
+}

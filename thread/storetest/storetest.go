@@ -130,6 +130,7 @@ var cases = []suiteCase{
 	{"RetentionForkKeepsShared", retentionForkKeepsShared},
 	{"RetentionPruneRules", retentionPruneRules},
 	{"RetentionGCAfterCrash", retentionGCAfterCrash},
+	{"RetentionLinkedKeepsNamed", retentionLinkedKeepsNamed},
 }
 
 // recorder is a T that records failures instead of failing, for running a

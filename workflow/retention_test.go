@@ -1,0 +1,97 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/loomthreads/loom/message"
+	"github.com/loomthreads/loom/thread"
+	"github.com/loomthreads/loom/workflow"
+)
+
+// TestRetentionKeepsWhatKeptVersionsName: under a store-wide history
+// limit, every version of a workflow that GC keeps still reads, forks and
+// restores whole, its sub-threads included. A sub-thread moves several
+// versions a step, so its own last N versions are fewer steps than the
+// workflow's last N: pruned on its own count, it lost the versions the
+// workflow's oldest kept versions name.
+func TestRetentionKeepsWhatKeptVersionsName(t *testing.T) {
+	for _, url := range []string{"memory://", "sqlite://" + t.TempDir() + "/wf.db"} {
+		t.Run(strings.SplitN(url, ":", 2)[0], func(t *testing.T) {
+			retentionKeepsWhatKeptVersionsName(t, openDB(t, url).WithRetention(thread.Retention{KeepLast: 4}))
+		})
+	}
+}
+
+func retentionKeepsWhatKeptVersionsName(t *testing.T, db *thread.DB) {
+	ctx := t.Context()
+	const rounds = 8
+	g := workflow.NewGraph().Add("write", func(ctx context.Context, s *workflow.Step) (any, error) {
+		th, err := s.SubThread(ctx, "writer")
+		if err != nil {
+			return nil, err
+		}
+		for i := range 3 {
+			if _, err := th.Append(ctx, message.Assistant(fmt.Sprintf("round %d line %d", s.Round(), i))); err != nil {
+				return nil, err
+			}
+		}
+		if s.Round() < rounds {
+			return s.Round(), nil
+		}
+		return s.Round(), s.Goto()
+	}, "write").Start("write")
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "loop"}))
+	ex := must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	if ex.Status != workflow.StatusDone {
+		t.Fatalf("run: %+v", ex)
+	}
+	head := ex.Version
+	kept := map[int64][]string{}
+	for v := head - 3; v <= head; v++ {
+		at := must[*workflow.Snapshot](t)(w.At(ctx, workflow.Point{Version: v}, workflow.AtOptions{}))
+		kept[v] = texts(at.Messages["writer"])
+	}
+	rep := must[thread.GCReport](t)(db.GC(ctx, thread.GCOptions{}))
+	if rep.Versions == 0 {
+		t.Fatalf("GC dropped nothing: %+v", rep)
+	}
+	if _, err := w.At(ctx, workflow.Point{Version: head - 4}, workflow.AtOptions{}); err == nil {
+		t.Fatalf("version %d is still readable: the workflow kept more than its last 4", head-4)
+	}
+	for v := head - 3; v <= head; v++ {
+		at, err := w.At(ctx, workflow.Point{Version: v}, workflow.AtOptions{})
+		if err != nil {
+			t.Fatalf("kept version %d: %v", v, err)
+		}
+		if got := texts(at.Messages["writer"]); !slices.Equal(got, kept[v]) {
+			t.Fatalf("kept version %d: writer %q, want %q", v, got, kept[v])
+		}
+		f, err := w.Fork(ctx, workflow.Point{Version: v}, workflow.ForkOptions{ID: fmt.Sprintf("fork%d", v)})
+		if err != nil {
+			t.Fatalf("fork at kept version %d: %v", v, err)
+		}
+		if got := subTexts(t, f, "writer"); !slices.Equal(got, kept[v]) {
+			t.Fatalf("fork at %d: writer %q, want %q", v, got, kept[v])
+		}
+	}
+	// The sub-thread is still bounded: what no kept version names went.
+	writer := must[*thread.Thread](t)(w.SubThread(ctx, "writer"))
+	var oldest int64
+	for e, err := range writer.History(ctx, thread.HistoryOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldest = e.Version
+	}
+	if oldest <= 1 {
+		t.Fatalf("the writer keeps its whole history (%d versions): GC kept more than the kept versions name", writer.Version())
+	}
+	must[any](t)(nil, w.Restore(ctx, workflow.Point{Version: head - 3}))
+	if got := subTexts(t, w, "writer"); !slices.Equal(got, kept[head-3]) {
+		t.Fatalf("restored to %d: writer %q, want %q", head-3, got, kept[head-3])
+	}
+}
