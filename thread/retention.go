@@ -34,7 +34,12 @@ const (
 // its history limits drop only versions that no version its parent keeps
 // (the oldest in the parent's history, and the parent's checkpoints) may
 // need. A linked thread whose parent keeps a version whose state has no
-// StateLinks keeps its whole history while that version is kept.
+// StateLinks keeps its whole history while that version is kept. A
+// thread that the head state of a workflow thread (KindWorkflow) names,
+// without being linked to it — a workflow's fork forks the source's
+// sub-threads — counts as linked to that workflow: it does not expire
+// while the workflow lives, and keeps what the workflow's kept versions
+// name.
 const StateLinks = "loom.links"
 
 // Retention says how long a thread is kept, and how much of its history.
@@ -235,7 +240,7 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	if opts.AllTenants {
 		st, list = db.raw, ListOptions{AllTenants: true}
 	}
-	g := gc{db: db, st: st, now: now, dry: opts.DryRun, raw: opts.AllTenants, rep: &rep}
+	g := gc{db: db, st: st, now: now, dry: opts.DryRun, raw: opts.AllTenants, rep: &rep, list: list}
 	// A page at a time, read before it is written to: a store's listing
 	// need not stand writes made while it iterates.
 	const page = 256
@@ -271,6 +276,11 @@ type gc struct {
 	// gone are the threads this GC deleted with another (linked), which
 	// its listing may still hold.
 	gone map[string]bool
+	// list lists the threads GC covers; named maps each thread that a
+	// workflow thread's StateLinks name to that workflow (read once, on
+	// first need: see parentOf).
+	list  ListOptions
+	named map[string]string
 }
 
 // apply applies b to the store GC reads, and makes its changes heard.
@@ -302,12 +312,16 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
 	if exp := ret.Expires(r.UpdatedAt); !exp.IsZero() && !now.Before(exp) {
-		if linked(r) {
-			// A thread made linked to a parent (a workflow's sub-thread)
-			// goes with its parent, never before it: a workflow whose
-			// steps left one idle still needs it. Alone, it goes on its
-			// own TTL.
-			_, err := g.st.Thread(ctx, r.ForkedFrom.Thread)
+		parent, err := g.parentOf(ctx, r)
+		if err != nil {
+			return err
+		}
+		if parent != "" {
+			// A thread linked to a parent (a workflow's sub-thread, or
+			// one a workflow's fork made) goes with its parent, never
+			// before it: a workflow whose steps left one idle still
+			// needs it. Alone, it goes on its own TTL.
+			_, err := g.st.Thread(ctx, parent)
 			if err == nil {
 				return nil
 			}
@@ -361,8 +375,10 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 			before = e.Version // young enough: kept
 		}
 	}
-	if linked(r) {
-		floor, err := g.linkFloor(ctx, r)
+	if parent, err := g.parentOf(ctx, r); err != nil {
+		return err
+	} else if parent != "" {
+		floor, err := g.linkFloor(ctx, r, parent)
 		if err != nil {
 			return g.historyErr(r, err)
 		}
@@ -407,8 +423,7 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 // nothing (a state without StateLinks, as a workflow made before the key
 // was written has) keeps all of r: floor 0. A parent that is gone names
 // nothing: r keeps what its own limits keep.
-func (g *gc) linkFloor(ctx context.Context, r *Record) (int64, error) {
-	parent := r.ForkedFrom.Thread
+func (g *gc) linkFloor(ctx context.Context, r *Record, parent string) (int64, error) {
 	p, err := g.st.Thread(ctx, parent)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -449,6 +464,45 @@ func (g *gc) linkFloor(ctx context.Context, r *Record) (int64, error) {
 		}
 	}
 	return floor, nil
+}
+
+// parentOf returns the thread r goes with and whose kept versions may need
+// its versions: the parent it was made linked to (CreateOptions.Parent),
+// or else the workflow thread whose head state names it in StateLinks (a
+// workflow's fork forks its sub-threads: they are forks of the source's,
+// linked to the fork by its state only); "" when none.
+func (g *gc) parentOf(ctx context.Context, r *Record) (string, error) {
+	if linked(r) {
+		return r.ForkedFrom.Thread, nil
+	}
+	if g.named == nil {
+		g.named = map[string]string{}
+		list := g.list
+		list.Kind, list.Limit = KindWorkflow, 0
+		for w, err := range g.st.Threads(ctx, list) {
+			if err != nil {
+				return "", fmt.Errorf("gc: workflow threads: %w", err)
+			}
+			links, err := g.links(ctx, w.Head)
+			if err != nil {
+				if errors.Is(err, ErrNotFound) {
+					continue // freed meanwhile: the workflow moved or went
+				}
+				return "", fmt.Errorf("gc: state of %s: %w", w.ID, err)
+			}
+			tenant, _ := SplitKey(w.ID)
+			for id := range links {
+				key := id
+				if g.raw {
+					key = Key(tenant, id)
+				}
+				if key != w.ID {
+					g.named[key] = w.ID
+				}
+			}
+		}
+	}
+	return g.named[r.ID], nil
 }
 
 // links returns the StateLinks of the state in effect at commit id; nil

@@ -50,11 +50,15 @@ func retentionKeepsWhatKeptVersionsName(t *testing.T, db *thread.DB) {
 		t.Fatalf("run: %+v", ex)
 	}
 	head := ex.Version
-	kept := map[int64][]string{}
-	for v := head - 3; v <= head; v++ {
-		at := must[*workflow.Snapshot](t)(w.At(ctx, workflow.Point{Version: v}, workflow.AtOptions{}))
-		kept[v] = texts(at.Messages["writer"])
+	kept := keptWriters(t, w, head)
+	// A fork from the middle of the run, run to its end: its sub-threads
+	// are forks of the source's, which only its state links to it.
+	f := must[*workflow.Workflow](t)(w.Fork(ctx, workflow.Point{Version: head / 2}, workflow.ForkOptions{ID: "loop-fork"}))
+	fex := must[*workflow.Execution](t)(f.Run(ctx, g, nil))
+	if fex.Status != workflow.StatusDone || fex.Version < 8 {
+		t.Fatalf("the fork's run: %+v", fex)
 	}
+	fkept := keptWriters(t, f, fex.Version)
 	rep := must[thread.GCReport](t)(db.GC(ctx, thread.GCOptions{}))
 	if rep.Versions == 0 {
 		t.Fatalf("GC dropped nothing: %+v", rep)
@@ -62,6 +66,7 @@ func retentionKeepsWhatKeptVersionsName(t *testing.T, db *thread.DB) {
 	if _, err := w.At(ctx, workflow.Point{Version: head - 4}, workflow.AtOptions{}); err == nil {
 		t.Fatalf("version %d is still readable: the workflow kept more than its last 4", head-4)
 	}
+	checkKept(t, f, fex.Version, fkept)
 	for v := head - 3; v <= head; v++ {
 		at, err := w.At(ctx, workflow.Point{Version: v}, workflow.AtOptions{})
 		if err != nil {
@@ -93,5 +98,31 @@ func retentionKeepsWhatKeptVersionsName(t *testing.T, db *thread.DB) {
 	must[any](t)(nil, w.Restore(ctx, workflow.Point{Version: head - 3}))
 	if got := subTexts(t, w, "writer"); !slices.Equal(got, kept[head-3]) {
 		t.Fatalf("restored to %d: writer %q, want %q", head-3, got, kept[head-3])
+	}
+}
+
+// keptWriters returns the writer sub-thread's messages at each of the last
+// four versions of w, up to head.
+func keptWriters(t *testing.T, w *workflow.Workflow, head int64) map[int64][]string {
+	t.Helper()
+	kept := map[int64][]string{}
+	for v := head - 3; v <= head; v++ {
+		at := must[*workflow.Snapshot](t)(w.At(t.Context(), workflow.Point{Version: v}, workflow.AtOptions{}))
+		kept[v] = texts(at.Messages["writer"])
+	}
+	return kept
+}
+
+// checkKept checks that each version of kept still reads as it did.
+func checkKept(t *testing.T, w *workflow.Workflow, head int64, kept map[int64][]string) {
+	t.Helper()
+	for v := head - 3; v <= head; v++ {
+		at, err := w.At(t.Context(), workflow.Point{Version: v}, workflow.AtOptions{})
+		if err != nil {
+			t.Fatalf("%s: kept version %d: %v", w.ID(), v, err)
+		}
+		if got := texts(at.Messages["writer"]); !slices.Equal(got, kept[v]) {
+			t.Fatalf("%s: kept version %d: writer %q, want %q", w.ID(), v, got, kept[v])
+		}
 	}
 }

@@ -551,3 +551,37 @@ func retentionLinkedKeepsNamed(t T, s store.Store, _ *Options) {
 		}
 	}
 }
+
+// retentionNamedLivesWithNamer: a thread that a workflow thread's state
+// names (thread.StateLinks) but that is not linked to it — a sub-thread a
+// workflow's fork made by forking the source's — does not expire while
+// the workflow is in use, and goes on its own TTL once the workflow is
+// gone.
+func retentionNamedLivesWithNamer(t T, s store.Store, _ *Options) {
+	ctx := t.Context()
+	clk := newClock()
+	db := thread.New(s, &thread.Options{Now: clk.now, Retention: thread.Retention{TTL: 24 * time.Hour}})
+	src, err := db.Create(ctx, thread.CreateOptions{ID: "src.sub", Messages: numbered("s", 2)})
+	check(t, err, "create the source's sub-thread")
+	sub, err := src.Fork(ctx, thread.ForkOptions{ID: "fork.sub"})
+	check(t, err, "fork it")
+	wf, err := db.Create(ctx, thread.CreateOptions{ID: "fork", Kind: thread.KindWorkflow,
+		State: map[string]json.RawMessage{thread.StateLinks: json.RawMessage(`{"fork.sub":1}`)}})
+	check(t, err, "create the workflow that names it")
+	for range 3 {
+		clk.advance(20 * time.Hour) // the workflow in use, its sub-thread idle 60h
+		_, err := wf.Commit(ctx, thread.CommitOptions{State: map[string]json.RawMessage{"x": json.RawMessage("1")}})
+		check(t, err, "use the workflow")
+		_, err = db.GC(ctx, thread.GCOptions{})
+		check(t, err, "gc")
+	}
+	_, err = db.Thread(ctx, sub.ID())
+	check(t, err, "the idle sub-thread the workflow in use names")
+	_, err = db.Thread(ctx, "src.sub")
+	wantErr(t, err, thread.ErrNotFound, "the idle source sub-thread no workflow names")
+	check(t, wf.Delete(ctx), "delete the workflow")
+	_, err = db.GC(ctx, thread.GCOptions{})
+	check(t, err, "gc after the workflow went")
+	_, err = db.Thread(ctx, sub.ID())
+	wantErr(t, err, thread.ErrNotFound, "the idle sub-thread once its workflow went")
+}

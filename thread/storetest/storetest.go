@@ -131,6 +131,7 @@ var cases = []suiteCase{
 	{"RetentionPruneRules", retentionPruneRules},
 	{"RetentionGCAfterCrash", retentionGCAfterCrash},
 	{"RetentionLinkedKeepsNamed", retentionLinkedKeepsNamed},
+	{"RetentionNamedLivesWithNamer", retentionNamedLivesWithNamer},
 }
 
 // recorder is a T that records failures instead of failing, for running a
