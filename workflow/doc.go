@@ -47,7 +47,9 @@
 // person can also edit the execution (Update, LangGraph's update_state):
 // set the workflow's input, a step's output, or which steps run next, at
 // its head or at any past version (or on a Fork), and the next Run goes
-// on from the edited execution; the edit is recorded with its author.
+// on from the edited execution; the edit is recorded with its author. The
+// output of a step that waits, failed or has not ended ends it (as_node):
+// it does not run, and its successors get that output.
 //
 // Time travel is for the whole workflow. The execution state is versioned
 // with the workflow thread, so Execution reads it at any version;

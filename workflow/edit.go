@@ -25,12 +25,15 @@ type Update struct {
 	// json.RawMessage("null") sets null), which the steps of the first
 	// round that have not ended get.
 	Input any
-	// Outputs replace the outputs of steps, by name (an instance by its
-	// task name, "summarize[3]"): each becomes the output of the step's
-	// newest ended attempt, as if the step had returned it, so that the
-	// steps after it that have not ended get it as their input, and
-	// Step.Output returns it. A step with no ended attempt is
-	// thread.ErrInvalid.
+	// Outputs set the outputs of steps, by name (an instance by its task
+	// name, "summarize[3]"), as if the step had returned it (LangGraph's
+	// as_node). A step of the round in progress that has not ended —
+	// not started, running, waiting for input or failed — ends with it:
+	// it does not run, what it had written to sub-threads is moved back,
+	// and the next Run goes on to the successors the graph declares for
+	// it. Any other step's newest ended attempt gets it, so that the steps
+	// after it that have not ended get it as their input, and Step.Output
+	// returns it. A step with neither is thread.ErrInvalid.
 	Outputs map[string]any
 	// Next, when not nil, sets which steps run next: the round in progress
 	// ends (its steps that had not ended do not run, and what they had
@@ -141,10 +144,66 @@ func (w *Workflow) Update(ctx context.Context, p Point, u Update) error {
 	now := time.Now().UTC()
 	edit.Version = w.th.Version() + 1
 
-	// Each output set is a record of the attempt it edits, under an id of
-	// its own ("2/write#1/edit1"), that supersedes it.
+	// A step of the round that has not ended ends by the edit: an attempt
+	// of its own, done, that its next successors follow (ex.Follow).
 	var recs []StepRun
+	var ending []string
 	for _, name := range edit.Outputs {
+		if ex.Status == StatusPending || ex.Status == StatusDone || !slices.Contains(ex.Current, name) || slices.Contains(ex.Done, name) {
+			continue
+		}
+		if ex.Attempts == nil {
+			ex.Attempts = map[string]int{}
+		}
+		ex.Attempts[name]++
+		a := ex.Attempts[name]
+		rec := StepRun{ID: stepID(ex.Round, name, a), Name: name, Round: ex.Round, Attempt: a, Status: StatusDone,
+			Start: now, End: now, Output: outputs[name], EditedBy: u.By}
+		recs = append(recs, rec)
+		runs = append(runs, rec)
+		ending = append(ending, name)
+	}
+	if len(ending) > 0 {
+		if v == w.th.Version() {
+			back := restartPoints(ex, subs, ending)
+			for _, key := range slices.Sorted(maps.Keys(back)) {
+				if err := w.moveBack(ctx, g, subs, key, back[key]); err != nil {
+					return fmt.Errorf("update workflow %s: %w", w.ID(), err)
+				}
+			}
+		}
+		for _, name := range ending {
+			delete(ex.Uses, name)
+			delete(ex.Inputs, name)
+		}
+		if len(ex.Uses) == 0 {
+			ex.Uses = nil
+		}
+		if len(ex.Inputs) == 0 {
+			ex.Inputs = nil
+		}
+		ended := func(n string) bool { return slices.Contains(ending, n) }
+		ex.Done = append(ex.Done, ending...)
+		ex.Follow = append(ex.Follow, ending...)
+		ex.Waiting = slices.DeleteFunc(ex.Waiting, func(wt Waiting) bool { return ended(wt.Step) })
+		ex.Failed = slices.DeleteFunc(ex.Failed, ended)
+		if len(ex.Waiting) == 0 {
+			ex.Waiting = nil
+		}
+		if len(ex.Failed) == 0 {
+			ex.Failed, ex.Error = nil, ""
+			ex.Status = StatusRunning
+			if len(ex.Waiting) > 0 && len(ex.Done)+len(ex.Waiting) == len(ex.Current) {
+				ex.Status = StatusWaiting
+			}
+		}
+	}
+	// Each other output set is a record of the attempt it edits, under an
+	// id of its own ("2/write#1/edit1"), that supersedes it.
+	for _, name := range edit.Outputs {
+		if slices.Contains(ending, name) {
+			continue
+		}
 		var last *StepRun
 		for j := len(runs) - 1; j >= 0; j-- {
 			if runs[j].Name == name && runs[j].Status == StatusDone {
@@ -230,7 +289,7 @@ func (w *Workflow) setNext(ctx context.Context, g *thread.Group, ex *execState, 
 		}
 		given, _ = json.Marshal(outs)
 	}
-	ex.Done, ex.Next, ex.Attempts, ex.Uses, ex.Waiting, ex.Inputs, ex.Failed, ex.Error, ex.Given = nil, nil, nil, nil, nil, nil, nil, "", nil
+	ex.Done, ex.Next, ex.Attempts, ex.Uses, ex.Waiting, ex.Inputs, ex.Failed, ex.Error, ex.Given, ex.Follow = nil, nil, nil, nil, nil, nil, nil, "", nil, nil
 	if len(next) == 0 {
 		ex.Status, ex.Current = StatusDone, nil
 		return nil

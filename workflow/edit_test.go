@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 
+	"github.com/loomthreads/loom/message"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
 )
@@ -195,5 +197,118 @@ func TestUpdateRefusals(t *testing.T) {
 	close(out)
 	if err := <-errs; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A person answers for a step that waits (LangGraph's update_state with
+// as_node): the step ends with that output, never runs, and the next Run
+// goes on to its declared successor, which gets it as input.
+func TestUpdateEndsAWaitingStep(t *testing.T) {
+	ctx := t.Context()
+	db := memDB(t)
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "post"}))
+	var gotInput json.RawMessage
+	g := workflow.NewGraph().
+		Add("draft", appendStep("writer", "draft"), "review").
+		Add("review", func(ctx context.Context, s *workflow.Step) (any, error) {
+			th, err := s.SubThread(ctx, "writer")
+			if err != nil {
+				return nil, err
+			}
+			if _, err := th.Append(ctx, message.Assistant("asking for review")); err != nil {
+				return nil, err
+			}
+			return s.Ask("publish the draft?")
+		}, "publish").
+		Add("publish", func(ctx context.Context, s *workflow.Step) (any, error) {
+			gotInput = s.Input()
+			if s.Attempt() == 1 {
+				// Its input is made again, by a Run that has only the
+				// records to go on.
+				return nil, errors.New("not yet")
+			}
+			return appendStep("main", "published")(ctx, s)
+		})
+	if ex := must[*workflow.Execution](t)(w.Run(ctx, g, nil)); ex.Status != workflow.StatusWaiting {
+		t.Fatalf("before the edit: %+v", ex)
+	}
+	must[any](t)(nil, w.Update(ctx, workflow.Point{}, workflow.Update{By: "ann", Outputs: map[string]any{"review": "approved by ann"}}))
+	ex := must[*workflow.Execution](t)(w.Execution(ctx, 0))
+	if ex.Status != workflow.StatusRunning || len(ex.Waiting) != 0 || !slices.Equal(ex.Completed, []string{"review"}) {
+		t.Fatalf("after the edit: %+v", ex)
+	}
+	rec := lastRun(ex, "review")
+	if rec.EditedBy != "ann" || string(rec.Output) != `"approved by ann"` {
+		t.Fatalf("review's record: %+v", rec)
+	}
+	if _, err := w.Run(ctx, g, nil); err == nil || string(gotInput) != `{"review":"approved by ann"}` {
+		t.Fatalf("publish's first attempt: %v, input %s", err, gotInput)
+	}
+	gotInput = nil
+	w = must[*workflow.Workflow](t)(workflow.Open(ctx, db, "post"))
+	ex = must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	if ex.Status != workflow.StatusDone {
+		t.Fatalf("after the run: %+v", ex)
+	}
+	if got := subTexts(t, w, "main"); !slices.Equal(got, []string{"published"}) {
+		t.Fatalf("main: %q", got)
+	}
+	if string(gotInput) != `{"review":"approved by ann"}` {
+		t.Fatalf("publish got %s, want review's edited output", gotInput)
+	}
+	// The waiting step never ran again, and what it wrote before asking
+	// is not there.
+	if got := subTexts(t, w, "writer"); !slices.Equal(got, []string{"draft"}) {
+		t.Fatalf("writer: %q", got)
+	}
+	for _, s := range ex.Steps {
+		if s.Name == "review" && s.Status == workflow.StatusRunning {
+			t.Fatalf("review ran after the edit: %+v", s)
+		}
+	}
+}
+
+// A step that failed is ended by an edit of its output: the failure is
+// cleared, and the next Run goes on to its successor with that output.
+func TestUpdateEndsAFailedStep(t *testing.T) {
+	ctx := t.Context()
+	db := memDB(t)
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "wf", Input: "in"}))
+	var calls atomic.Int32
+	pass := func(mark string) workflow.StepFunc {
+		return func(ctx context.Context, s *workflow.Step) (any, error) {
+			if _, err := appendStep(workflow.MainKey, mark)(ctx, s); err != nil {
+				return nil, err
+			}
+			return mark + " of " + string(s.Input()), nil
+		}
+	}
+	g := workflow.NewGraph().Add("a", pass("a"), "b").Add("b", func(ctx context.Context, s *workflow.Step) (any, error) {
+		calls.Add(1)
+		if _, err := appendStep(workflow.MainKey, "b half")(ctx, s); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("the service is down")
+	}, "c").Add("c", pass("c"))
+	if _, err := w.Run(ctx, g, nil); err == nil {
+		t.Fatal("b did not fail")
+	}
+	if got := subTexts(t, w, "main"); !slices.Equal(got, []string{"a", "b half"}) {
+		t.Fatalf("main after the failure: %q", got)
+	}
+	must[any](t)(nil, w.Update(ctx, workflow.Point{}, workflow.Update{By: "bob", Outputs: map[string]any{"b": "b by hand"}}))
+	ex := must[*workflow.Execution](t)(w.Execution(ctx, 0))
+	if ex.Status != workflow.StatusRunning || ex.Error != "" {
+		t.Fatalf("after the edit: %+v", ex)
+	}
+	if got := subTexts(t, w, "main"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("main after the edit (what the failed step wrote moves back): %q", got)
+	}
+	ex = must[*workflow.Execution](t)(w.Run(ctx, g, nil))
+	if ex.Status != workflow.StatusDone || calls.Load() != 1 {
+		t.Fatalf("after the run: %+v, b called %d times", ex, calls.Load())
+	}
+	if out := lastRun(ex, "c").Output; string(out) != `"c of {\"b\":\"b by hand\"}"` {
+		t.Fatalf("c's output %s, want made of b's edited output", out)
 	}
 }

@@ -149,7 +149,7 @@ func (g *Graph) starts() []string {
 // it names is declared.
 func (g *Graph) checkState(ex *execState) error {
 	var errs []error
-	for _, list := range [][]string{ex.Current, ex.Next} {
+	for _, list := range [][]string{ex.Current, ex.Next, ex.Follow} {
 		for _, n := range list {
 			if step, _, ok := parseTask(n); !ok || g.steps[step] == nil {
 				errs = append(errs, fmt.Errorf("the workflow's execution names step %q, which the graph does not declare: %w", clip(n), thread.ErrInvalid))

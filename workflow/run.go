@@ -244,6 +244,26 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 		if len(r.runnable(ex)) == 0 && len(ex.Waiting) > 0 {
 			ex.Status = StatusWaiting
 		}
+		// The steps an edit ended are followed by their declared
+		// successors, as a step that returned without Goto is; their
+		// records say so again, with the successors, for the inputs of
+		// the next round (in this run or, after a crash, the next).
+		var followed []StepRun
+		for _, name := range ex.Follow {
+			step, _, _ := parseTask(name)
+			next := r.g.steps[step].next
+			for _, n := range next {
+				if !slices.Contains(ex.Next, n) {
+					ex.Next = append(ex.Next, n)
+				}
+			}
+			if rec, ok := r.ended[ex.Round][name]; ok {
+				rec.Next = slices.Clone(next)
+				r.keep(rec, ex.Round)
+				followed = append(followed, rec)
+			}
+		}
+		ex.Follow = nil
 		// The steps that will run again start from what they saw.
 		back := restartPoints(ex, subs, r.runnable(ex))
 		for _, step := range r.runnable(ex) {
@@ -261,7 +281,7 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 		if ex.Status == StatusRunning && len(r.runnable(ex)) > 0 {
 			r.rounds = 1
 		}
-		return nil, starts, nil
+		return followed, starts, nil
 	}, nil)
 	if err != nil {
 		return false, err

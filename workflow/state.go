@@ -68,6 +68,10 @@ type execState struct {
 	Failed []string                   `json:"failed,omitzero"`
 	Error  string                     `json:"error,omitzero"`
 	Runner *Lease                     `json:"runner,omitzero"`
+	// Follow are steps of Current that an edit ended (Update.Outputs of a
+	// step that had not ended): the next Run chooses their declared
+	// successors, which the edit, without the graph, could not.
+	Follow []string `json:"follow,omitzero"`
 }
 
 // Waiting is a step waiting for input, with what it asked.

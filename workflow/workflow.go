@@ -523,6 +523,7 @@ func cloneExec(ex *execState) *execState {
 	c.Attempts = maps.Clone(ex.Attempts)
 	c.Inputs = maps.Clone(ex.Inputs)
 	c.Given = maps.Clone(ex.Given)
+	c.Follow = slices.Clone(ex.Follow)
 	if ex.Uses != nil {
 		c.Uses = make(map[string]map[string]int64, len(ex.Uses))
 		for k, v := range ex.Uses {
