@@ -210,6 +210,7 @@ var routes = []route{
 	{pattern: "POST /v1/workflows/{id}/restore", handle: (*Server).restoreWorkflow},
 	{pattern: "POST /v1/workflows/{id}/fork", handle: (*Server).forkWorkflow},
 	{pattern: "POST /v1/workflows/{id}/input", handle: (*Server).workflowInput},
+	{pattern: "POST /v1/workflows/{id}/edits", handle: (*Server).editWorkflow},
 	{pattern: "POST /v1/workflows/{id}/resume", handle: (*Server).resumeWorkflow},
 	{pattern: "GET /v1/workflows/{id}/events", handle: (*Server).workflowEvents, query: []string{"after"}},
 	{pattern: "GET /v1/workflows/{id}/at", handle: (*Server).workflowAt, query: []string{"checkpoint", "version", "last"}},

@@ -84,6 +84,60 @@ type workflowInputRequest struct {
 	Input json.RawMessage `json:"input"`
 }
 
+// workflowEditRequest is an Update: at a point (none: the head), by whom,
+// and what it sets. Next absent leaves the next steps; [] ends the
+// workflow.
+type workflowEditRequest struct {
+	By         string                     `json:"by"`
+	Checkpoint string                     `json:"checkpoint"`
+	Version    int64                      `json:"version"`
+	Input      json.RawMessage            `json:"input"`
+	Outputs    map[string]json.RawMessage `json:"outputs"`
+	Next       *[]string                  `json:"next"`
+}
+
+// editWorkflow: POST /v1/workflows/{id}/edits {by, checkpoint|version,
+// input, outputs, next} — a person's edit of the execution (Update,
+// LangGraph's update_state): recorded with its author, and the workflow's
+// next run goes on from it.
+func (s *Server) editWorkflow(w http.ResponseWriter, r *http.Request) error {
+	var req workflowEditRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	var p workflow.Point
+	if req.Checkpoint != "" || req.Version != 0 {
+		var err error
+		if p, err = (pointRequest{Checkpoint: req.Checkpoint, Version: req.Version}).point("edit"); err != nil {
+			return err
+		}
+	}
+	u := workflow.Update{By: req.By}
+	if req.Input != nil {
+		u.Input = req.Input
+	}
+	if len(req.Outputs) > 0 {
+		u.Outputs = make(map[string]any, len(req.Outputs))
+		for name, out := range req.Outputs {
+			u.Outputs[name] = out
+		}
+	}
+	if req.Next != nil {
+		u.Next = *req.Next
+		if u.Next == nil {
+			u.Next = []string{}
+		}
+	}
+	wf, err := s.workflow(r)
+	if err != nil {
+		return err
+	}
+	if err := wf.Update(write(r), p, u); err != nil {
+		return err
+	}
+	return s.answerWorkflow(w, r, http.StatusOK, wf, 0)
+}
+
 // workflow opens the workflow of the path's {id}.
 func (s *Server) workflow(r *http.Request) (*workflow.Workflow, error) {
 	id := r.PathValue("id")

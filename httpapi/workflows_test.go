@@ -173,6 +173,7 @@ func TestWorkflowRoutes(t *testing.T) {
 		t.Fatalf("get at a version: %+v", got.Execution)
 	}
 
+	must(t, s, req{method: "POST", path: "/v1/workflows/post/edits", key: keyA, body: map[string]any{"by": "ann", "input": "new"}}, http.StatusOK, nil) // TestWorkflowEdits for more
 	must(t, s, req{method: "DELETE", path: "/v1/workflows/post-b", key: keyA}, http.StatusNoContent, nil)
 	wantError(t, s, req{method: "GET", path: "/v1/threads/post-b.writer", key: keyA}, http.StatusNotFound, "not_found")
 
@@ -184,5 +185,73 @@ func TestWorkflowRoutes(t *testing.T) {
 		if isWorkflowRoute(rt.pattern) && !isWorkflowRunRoute(rt.pattern) && !answered2xx(out.String(), rt.pattern, method) {
 			t.Errorf("route %s never answered a 2xx", rt.pattern)
 		}
+	}
+}
+
+// TestWorkflowEdits: POST /v1/workflows/{id}/edits ends a waiting step
+// with the output a person gives (as_node), recorded with its author, and
+// the next run goes on from it; refusals change nothing.
+func TestWorkflowEdits(t *testing.T) {
+	keys := twoTenants(t)
+	db := thread.New(thread.NewMemoryStore(), nil)
+	s := newServer(t, Options{DB: db, Keys: keys})
+	ctx := t.Context()
+	g := runReview(t, db.WithTenant("a"), "post")
+	var before workflowResponse
+	must(t, s, req{method: "GET", path: "/v1/workflows/post", key: keyA}, http.StatusOK, &before)
+	for _, body := range []map[string]any{
+		{"outputs": map[string]any{"review": "yes"}}, // no author
+		{"by": "ann"}, // nothing to set
+		{"by": "ann", "outputs": map[string]any{"nope": 1}},        // a step that never began
+		{"by": "ann", "version": 1, "checkpoint": "x", "input": 1}, // two points
+	} {
+		wantError(t, s, req{method: "POST", path: "/v1/workflows/post/edits", key: keyA, body: body}, http.StatusBadRequest, "invalid")
+	}
+	wantError(t, s, req{method: "POST", path: "/v1/workflows/post/edits", key: keyA, body: map[string]any{"by": "ann", "input": 1, "extra": 1}}, http.StatusBadRequest, "invalid_json")
+	wantError(t, s, req{method: "POST", path: "/v1/workflows/post/edits", key: keyB, body: map[string]any{"by": "ann", "input": 1}}, http.StatusNotFound, "not_found")
+	var same workflowResponse
+	must(t, s, req{method: "GET", path: "/v1/workflows/post", key: keyA}, http.StatusOK, &same)
+	if same.Execution.Version != before.Execution.Version {
+		t.Fatalf("a refused edit moved the workflow: %d → %d", before.Execution.Version, same.Execution.Version)
+	}
+
+	var got workflowResponse
+	must(t, s, req{method: "POST", path: "/v1/workflows/post/edits", key: keyA,
+		body: map[string]any{"by": "ann", "outputs": map[string]any{"review": map[string]any{"ok": true}}}}, http.StatusOK, &got)
+	ex := got.Execution
+	if ex.Status != workflow.StatusRunning || len(ex.Waiting) != 0 || len(ex.Edits) != 1 || ex.Edits[0].By != "ann" {
+		t.Fatalf("after the edit: %+v", ex)
+	}
+	var review workflow.StepRun
+	for _, st := range ex.Steps {
+		if st.Name == "review" && st.Status == workflow.StatusDone {
+			review = st
+		}
+	}
+	if review.EditedBy != "ann" || string(review.Output) != `{"ok":true}` {
+		t.Fatalf("review as edited: %+v", review)
+	}
+	w, err := workflow.Open(ctx, db.WithTenant("a"), "post")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := w.Run(ctx, g, nil)
+	if err != nil || done.Status != workflow.StatusDone {
+		t.Fatalf("run after the edit: %+v, %v", done, err)
+	}
+	// The review never ran: nothing says "reviewed" on main.
+	sub, err := w.SubThread(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := sub.Messages(ctx, thread.ReadOptions{}); err != nil || len(msgs) != 0 {
+		t.Fatalf("main after the run: %d messages, %v", len(msgs), err)
+	}
+	// At a past version, with next: [] — the workflow ends there.
+	got = workflowResponse{}
+	must(t, s, req{method: "POST", path: "/v1/workflows/post/edits", key: keyA,
+		body: map[string]any{"by": "bob", "version": 2, "next": []string{}}}, http.StatusOK, &got)
+	if got.Execution.Status != workflow.StatusDone || len(got.Execution.Edits) != 1 || !got.Execution.Edits[0].Ended {
+		t.Fatalf("an edit that ends the workflow at version 2: %+v", got.Execution)
 	}
 }

@@ -24,6 +24,7 @@
 //	workflow_history     Workflow.History: id, limit, before
 //	workflow_checkpoint  Workflow.Checkpoint: id, name
 //	workflow_restore     Workflow.Restore: id, checkpoint or version
+//	workflow_edit        Workflow.Update: id, by, checkpoint or version, input, outputs, next
 //
 // The work items of package worklog are tools here too (list_threads,
 // create_thread, resolve_thread, session_start, session_close): see

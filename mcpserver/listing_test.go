@@ -56,8 +56,8 @@ func TestToolFamiliesAtAGlance(t *testing.T) {
 		}
 		titles[tool.Title] = tool.Name
 	}
-	if len(titles) != 20 {
-		t.Errorf("%d tools, want 20: %v", len(titles), titles)
+	if len(titles) != 21 {
+		t.Errorf("%d tools, want 21: %v", len(titles), titles)
 	}
 }
 

@@ -207,6 +207,7 @@ func TestToolListHasThreadToolsWithInputSchemas(t *testing.T) {
 			"workflow_history":    {"id"},
 			"workflow_checkpoint": {"id", "name"},
 			"workflow_restore":    {"id"},
+			"workflow_edit":       {"id", "by"},
 		}
 		var names []string
 		for _, tool := range res.Tools {
@@ -245,7 +246,7 @@ func TestToolListHasThreadToolsWithInputSchemas(t *testing.T) {
 		}
 		want := []string{"thread_append", "thread_checkpoint", "thread_create", "thread_fork", "thread_get",
 			"thread_history", "thread_list", "thread_rollback", "thread_search", "thread_view",
-			"workflow_checkpoint", "workflow_get", "workflow_history", "workflow_list", "workflow_restore"}
+			"workflow_checkpoint", "workflow_edit", "workflow_get", "workflow_history", "workflow_list", "workflow_restore"}
 		slices.Sort(names)
 		if !slices.Equal(names, want) {
 			t.Errorf("tools %v, want %v", names, want)

@@ -51,6 +51,12 @@ func registerWorkflows(s *mcp.Server, t *threadTools, logger *slog.Logger) {
 		Description: "Workflows: move a whole workflow — its execution state and every sub-thread — back to a checkpoint or a version, at once. It is a new version: nothing is lost, and a later restore can go forward again. Refused while the workflow runs.",
 		Annotations: write,
 	}, logger, t.workflowRestore)
+	AddTool(s, &mcp.Tool{
+		Name:        "workflow_edit",
+		Title:       "Workflows: edit",
+		Description: "Workflows: a person's edit of a workflow's execution (LangGraph's update_state), recorded with who made it (by): set its input, a step's output (a step that waits, failed or has not ended ends with it and does not run, as as_node; an ended step's output is replaced), or the steps that run next ([] ends it), at its head or at a checkpoint or version (moved back there at once). Its next run goes on from the edit. Refused while the workflow runs.",
+		Annotations: write,
+	}, logger, t.workflowEdit)
 }
 
 func (t *threadTools) workflow(ctx context.Context, id string) (*workflow.Workflow, error) {
@@ -274,4 +280,40 @@ func (t *threadTools) workflowRestore(ctx context.Context, in rollbackIn) (workf
 		return workflowRestoreOut{}, err
 	}
 	return workflowRestoreOut{Workflow: workflowOf(w)}, nil
+}
+
+// --- workflow_edit
+
+type workflowEditIn struct {
+	ID         string         `json:"id" jsonschema:"the workflow's id"`
+	By         string         `json:"by" jsonschema:"who edits: a person's name"`
+	Checkpoint string         `json:"checkpoint,omitzero" jsonschema:"edit at this checkpoint; with no checkpoint or version, at the head"`
+	Version    int64          `json:"version,omitzero" jsonschema:"edit at this version of the workflow"`
+	Input      any            `json:"input,omitzero" jsonschema:"the workflow's new input, any JSON value"`
+	Outputs    map[string]any `json:"outputs,omitzero" jsonschema:"steps' outputs by step name, each any JSON value"`
+	Next       *[]string      `json:"next,omitzero" jsonschema:"the steps that run next; [] ends the workflow"`
+}
+
+type workflowEditOut struct {
+	Workflow workflowInfo `json:"workflow" jsonschema:"the workflow after the edit"`
+}
+
+func (o workflowEditOut) Summary() string { return "edited workflow " + o.Workflow.line() }
+
+func (t *threadTools) workflowEdit(ctx context.Context, in workflowEditIn) (workflowEditOut, error) {
+	if in.Version < 0 || in.Checkpoint != "" && in.Version != 0 {
+		return workflowEditOut{}, fmt.Errorf("give checkpoint or version (at least 1), or neither for the head: %w", thread.ErrInvalid)
+	}
+	u := workflow.Update{By: in.By, Input: in.Input, Outputs: in.Outputs}
+	if in.Next != nil {
+		u.Next = append([]string{}, *in.Next...)
+	}
+	w, err := t.workflow(ctx, in.ID)
+	if err != nil {
+		return workflowEditOut{}, err
+	}
+	if err := w.Update(ctx, workflow.Point{Checkpoint: in.Checkpoint, Version: in.Version}, u); err != nil {
+		return workflowEditOut{}, err
+	}
+	return workflowEditOut{Workflow: workflowOf(w)}, nil
 }

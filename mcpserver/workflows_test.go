@@ -109,6 +109,29 @@ func TestWorkflowTools(t *testing.T) {
 	if ex, err := w.Execution(ctx, 0); err != nil || back.Workflow.Version != ex.Version || back.Workflow.Round != ex.Round {
 		t.Fatalf("restored %+v; the workflow is at version %d, round %d (%v)", back.Workflow, ex.Version, ex.Round, err)
 	}
+
+	// An edit answers for the waiting review (as_node): it ends, and the
+	// next run ends the workflow without asking again.
+	for _, bad := range []map[string]any{{"id": "post", "outputs": map[string]any{"review": true}}, {"id": "post", "by": "ann"},
+		{"id": "post", "by": "ann", "checkpoint": "drafted", "version": 1, "input": 1}} {
+		if msg := fails(t, alpha, "workflow_edit", bad); !strings.HasPrefix(msg, "invalid") {
+			t.Fatalf("edit %v: %s", bad, msg)
+		}
+	}
+	if msg := fails(t, beta, "workflow_edit", map[string]any{"id": "post", "by": "ann", "input": 1}); !strings.HasPrefix(msg, "not_found") {
+		t.Fatalf("beta edits alpha's workflow: %s", msg)
+	}
+	edited := ok[workflowEditOut](t, alpha, "workflow_edit", map[string]any{"id": "post", "by": "ann", "outputs": map[string]any{"review": "approved"}})
+	if edited.Workflow.Status != workflow.StatusRunning || edited.Workflow.Version != back.Workflow.Version+1 {
+		t.Fatalf("edited: %+v after %+v", edited.Workflow, back.Workflow)
+	}
+	if err := w.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ex, err = w.Run(ctx, g, nil)
+	if err != nil || ex.Status != workflow.StatusDone || len(ex.Edits) != 1 || ex.Edits[0].By != "ann" {
+		t.Fatalf("run after the edit: %+v, %v", ex, err)
+	}
 }
 
 // TestWorkflowToolsStalled: workflow_list and workflow_get say a workflow

@@ -266,6 +266,20 @@ func TestUpdateEndsAWaitingStep(t *testing.T) {
 			t.Fatalf("review ran after the edit: %+v", s)
 		}
 	}
+	// One event says the review ended, though the run restated its record
+	// with the successors it follows.
+	var reviewDone int
+	for _, ev := range collect(t, w, workflow.EventsOptions{NoFollow: true}) {
+		if ev.Kind == workflow.EventStepDone && ev.Step.Name == "review" {
+			reviewDone++
+			if ev.Step.EditedBy != "ann" {
+				t.Errorf("review's done event: %+v", ev.Step)
+			}
+		}
+	}
+	if reviewDone != 1 {
+		t.Fatalf("%d step_done events for review, want 1", reviewDone)
+	}
 }
 
 // A step that failed is ended by an edit of its output: the failure is

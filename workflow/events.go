@@ -430,6 +430,12 @@ func (e *eventer) version(ctx context.Context, ent thread.HistoryEntry) ([]Event
 					out = append(out, ev)
 				}
 			}
+			if prev, ok := e.attempts[r.ID]; ok && prev.Status == r.Status {
+				// Restated as it was (a run adds the successors of a step
+				// an edit ended): no new event.
+				e.attempts[r.ID] = r
+				continue
+			}
 			e.attempts[r.ID] = r
 			ev := base
 			ev.Step = &r

@@ -309,6 +309,18 @@ var commands = []spec{
 			"loom workflows input weekend approve '{\"approved\": true}'",
 		},
 		New: func(b base) Command { return &WorkflowsInputCommand{base: b} }},
+	{Name: "workflows edit", Synopsis: "ID --by NAME [--checkpoint C | --version N] [--input JSON] [--output STEP=JSON]… [--next STEPS | --end]",
+		Summary: "edit a workflow's execution, recorded with who made it (LangGraph's update_state)",
+		Help: "Sets the workflow's input, steps' outputs or the steps that run next, at its head or at a\n" +
+			"checkpoint or version (moved back there in the same operation). A step that waits,\n" +
+			"failed or has not ended ends with the output given and does not run (as_node); an ended\n" +
+			"step's output is replaced. The next run goes on from the edit. Refused (busy) while a\n" +
+			"runner holds the workflow.",
+		Examples: []string{
+			"loom workflows edit weekend --by ann --output 'approve={\"approved\": true}'",
+			"loom workflows edit weekend --by ann --version 3 --next plan",
+		},
+		New: func(b base) Command { return &WorkflowsEditCommand{base: b} }},
 	{Name: "workflows resume", Synopsis: "ID",
 		Summary: "run a workflow started by name again, here, from where it stands",
 		Help: "Runs the workflow on from its last committed step: after input was given, after its\n" +

@@ -240,3 +240,84 @@ func (c *WorkflowsInputCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.Stdout, "input given to %s of workflow %s (now %s): loom workflows resume %s runs it on\n", pos[1], w.ID(), w.Status(), w.ID())
 	return nil
 }
+
+// WorkflowsEditCommand is a person's edit of a workflow's execution
+// (workflow.Update): its input, steps' outputs, the steps that run next.
+type WorkflowsEditCommand struct {
+	base
+	By, Checkpoint, Input string
+	Version               int64
+	Outputs, Next         []string
+	End                   bool
+}
+
+// Flags implements Command.
+func (c *WorkflowsEditCommand) Flags() *pflag.FlagSet {
+	fs := c.flagSet()
+	fs.StringVar(&c.By, "by", "", "who edits: a person's `NAME`, recorded with the edit (required)")
+	fs.StringVar(&c.Checkpoint, "checkpoint", "", "edit at this checkpoint `NAME` (default: the head)")
+	fs.Int64Var(&c.Version, "version", 0, "edit at this `VERSION` (default: the head)")
+	fs.StringVar(&c.Input, "input", "", "the workflow's new input, as `JSON`")
+	fs.StringArrayVar(&c.Outputs, "output", nil, "a step's output, as `STEP=JSON` (repeatable); a step that waits, failed or has not ended ends with it")
+	fs.StringSliceVar(&c.Next, "next", nil, "the `STEPS` that run next, comma-separated")
+	fs.BoolVar(&c.End, "end", false, "end the workflow (no step runs next)")
+	return fs
+}
+
+// Run implements Command.
+func (c *WorkflowsEditCommand) Run(ctx context.Context, args []string) error {
+	pos, err := c.workflowArgs(args, 0)
+	if err != nil {
+		return err
+	}
+	if c.Checkpoint != "" && c.Version != 0 {
+		return c.usage("--checkpoint or --version, not both")
+	}
+	if c.End && len(c.Next) > 0 {
+		return c.usage("--next or --end, not both")
+	}
+	u := workflow.Update{By: c.By}
+	input, err := c.parseInput("--input", c.Input)
+	if err != nil {
+		return err
+	}
+	if input != nil {
+		u.Input = input
+	}
+	for _, o := range c.Outputs {
+		step, raw, ok := strings.Cut(o, "=")
+		if !ok || step == "" {
+			return c.usage("--output %q: want STEP=JSON", clip(o, 60))
+		}
+		out, err := c.parseInput("--output "+step, raw)
+		if err != nil {
+			return err
+		}
+		if out == nil {
+			return c.usage("--output %q: want STEP=JSON", clip(o, 60))
+		}
+		if u.Outputs == nil {
+			u.Outputs = map[string]any{}
+		}
+		u.Outputs[step] = out
+	}
+	switch {
+	case c.End:
+		u.Next = []string{}
+	case len(c.Next) > 0:
+		u.Next = c.Next
+	}
+	db, w, err := c.openWorkflow(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := w.Update(ctx, workflow.Point{Checkpoint: c.Checkpoint, Version: c.Version}, u); err != nil {
+		return err
+	}
+	if c.JSON {
+		return writeJSON(c.Stdout, workflowLine{ID: w.ID(), Title: w.Title(), Status: w.Status(), Round: w.Round(), Version: w.Version(), SubThreads: w.SubThreadKeys()})
+	}
+	fmt.Fprintf(c.Stdout, "edited workflow %s by %s (now %s at version %d): loom workflows resume %s runs it on\n", w.ID(), c.By, w.Status(), w.Version(), w.ID())
+	return nil
+}

@@ -195,3 +195,44 @@ func TestEndToEndWorkflowRuns(t *testing.T) {
 	followWorkflow(t, s.url+"/v1/workflows/c1/events", keyAcme, "", workflow.EventDone)
 	s.stop(t)
 }
+
+// TestWorkflowsEdit answers for the waiting approval from the command line
+// (loom workflows edit --output): the step ends with that output, and the
+// resume books without asking again. Bad edits change nothing.
+func TestWorkflowsEdit(t *testing.T) {
+	st := sqliteStore(t)
+	loom(t, "workflows", "start", trip.ApprovalName, "--id", "trip", "--input", `{"city":"Porto"}`, "--store", st).ok(t)
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--output", `approve={"approved":true}`}, 1, "by"},
+		{[]string{"--by", "ann"}, 1, "nothing to set"},
+		{[]string{"--by", "ann", "--output", "approve"}, 2, "want STEP=JSON"},
+		{[]string{"--by", "ann", "--output", "approve={"}, 2, "not JSON"},
+		{[]string{"--by", "ann", "--next", "plan", "--end"}, 2, "not both"},
+		{[]string{"--by", "ann", "--version", "1", "--checkpoint", "x", "--end"}, 2, "not both"},
+	} {
+		r := loom(t, append(append([]string{"workflows", "edit", "trip"}, c.args...), "--store", st)...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.msg) {
+			t.Errorf("loom workflows edit %s: exit %d, stderr %q; want %d and %q", strings.Join(c.args, " "), r.code, r.stderr, c.code, c.msg)
+		}
+	}
+	out := loom(t, "workflows", "edit", "trip", "--by", "ann", "--output", `approve={"approved":true}`, "--store", st).ok(t).stdout
+	if !strings.Contains(out, "edited workflow trip by ann (now running") {
+		t.Fatalf("edit:\n%s", out)
+	}
+	evs := lines[workflow.Event](t, loom(t, "workflows", "resume", "trip", "--store", st, "--json").ok(t))
+	var kinds []string
+	for _, ev := range evs {
+		k := string(ev.Kind)
+		if ev.Step != nil {
+			k += " " + ev.Step.ID
+		}
+		kinds = append(kinds, k)
+	}
+	if want := "step_started 5/book#1,step_done 5/book#1,workflow_done"; strings.Join(kinds, ",") != want {
+		t.Fatalf("resume after the edit: %q", kinds)
+	}
+}

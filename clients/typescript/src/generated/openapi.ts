@@ -681,6 +681,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows/{id}/edits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workflow's id. */
+                id: components["parameters"]["WorkflowID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Edit the execution (update_state)
+         * @description A person's edit, recorded with its author (by): the workflow's input, a step's output (outputs, by step name; a step of the round in progress that has not ended — waiting, failed, running or not started — ends with it and does not run, as LangGraph's as_node), or the steps that run next (next; [] ends the workflow), at the head or at a past checkpoint or version (the workflow moves back there in the same operation, as restore does). The next run goes on from the edit. A workflow a runner holds is 409; an edit without by or with nothing to set, or the output of a step that neither ended nor is in the round in progress, is 400.
+         */
+        post: operations["editWorkflow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workflows/{id}/resume": {
         parameters: {
             query?: never;
@@ -1894,6 +1917,25 @@ export interface components {
             step: string;
             /** @description Any JSON value. */
             input: unknown;
+        };
+        WorkflowEditRequest: {
+            /** @description Who edits: a person's name, at most 128 bytes. */
+            by: string;
+            /** @description Edit at this checkpoint; with no checkpoint or version, at the head. */
+            checkpoint?: string;
+            /**
+             * Format: int64
+             * @description Edit at this version of the workflow's thread.
+             */
+            version?: number;
+            /** @description Any JSON value: the workflow's new input, which the steps of its first round that have not ended get. */
+            input?: unknown;
+            /** @description Steps' outputs, by step name (an instance as "summarize[3]"). */
+            outputs?: {
+                [key: string]: unknown;
+            };
+            /** @description The steps that run next; [] ends the workflow. */
+            next?: string[];
         };
         /** @description The agent's status: streaming, stopped for a reason (end_turn, tool_use, max_tokens, aborted, interrupted — a turn cut short by a crash, left for continue where the client opened it so — or the provider's), or error (error says why: the model's stream failed, or the conversation could not be saved; it then shows what its thread holds, and the next command saves again). */
         AgentStatus: {
@@ -3976,6 +4018,44 @@ export interface operations {
         };
         responses: {
             /** @description The workflow after the input. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkflowWithExecution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            504: components["responses"]["Timeout"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    editWorkflow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workflow's id. */
+                id: components["parameters"]["WorkflowID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkflowEditRequest"];
+            };
+        };
+        responses: {
+            /** @description The workflow after the edit. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
