@@ -3,7 +3,9 @@ package workflow_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -290,7 +292,7 @@ func BenchmarkLoop(b *testing.B) {
 // a Run of three rounds (the sender, the 50 instances, the fan-in). It
 // reports ns/instance; each workflow is created off the clock.
 func BenchmarkSend(b *testing.B) {
-	const instances = 50
+	instances := benchInstances()
 	for _, store := range []string{"sqlite", "memory"} {
 		b.Run(store, func(b *testing.B) {
 			g := workflow.NewGraph().
@@ -307,4 +309,11 @@ func BenchmarkSend(b *testing.B) {
 			runEach(b, storeDB(b, store), g, instances, "ns/instance", func(ex *workflow.Execution) bool { return len(ex.Steps) == instances+2 })
 		})
 	}
+}
+
+func benchInstances() int {
+	if n, err := strconv.Atoi(os.Getenv("LOOM_BENCH_INSTANCES")); err == nil && n > 0 {
+		return n
+	}
+	return 50
 }

@@ -375,12 +375,23 @@ func (w *Workflow) moveBack(ctx context.Context, g *thread.Group, subs map[strin
 // runnable returns the steps of the current round that are to run: not
 // ended, and not waiting for an input not given yet.
 func (r *runner) runnable(ex *execState) []string {
+	if len(ex.Done)+len(ex.Waiting) == 0 {
+		return slices.Clone(ex.Current)
+	}
+	// A set, not a scan of Done per step: every commit of a fan-out of N
+	// asks, and N scans of N names a commit made its round O(N³).
+	skip := make(map[string]bool, len(ex.Done)+len(ex.Waiting))
+	for _, s := range ex.Done {
+		skip[s] = true
+	}
+	for _, wt := range ex.Waiting {
+		skip[wt.Step] = true
+	}
 	var out []string
 	for _, s := range ex.Current {
-		if slices.Contains(ex.Done, s) || slices.ContainsFunc(ex.Waiting, func(wt Waiting) bool { return wt.Step == s }) {
-			continue
+		if !skip[s] {
+			out = append(out, s)
 		}
-		out = append(out, s)
 	}
 	return out
 }
@@ -393,7 +404,11 @@ func (r *runner) startRound(ex *execState) []StepRun {
 		return nil
 	}
 	var recs []StepRun
-	for _, name := range r.runnable(ex) {
+	todo := r.runnable(ex)
+	// The rest start by a commit of their own when they run: a commit
+	// holds at most 10,000 messages, and a fan-out may send as many.
+	todo = todo[:min(len(todo), maxStartAhead)]
+	for _, name := range todo {
 		if ex.Attempts == nil {
 			ex.Attempts = map[string]int{}
 		}
@@ -404,6 +419,9 @@ func (r *runner) startRound(ex *execState) []StepRun {
 	}
 	return recs
 }
+
+// maxStartAhead is the most steps one commit starts ahead of their calls.
+const maxStartAhead = 1000
 
 // took keeps the start records of a commit that was applied, for the
 // steps' calls. Callers hold w.mu.

@@ -69,10 +69,13 @@ func fanOutGraph(fail func(instance, attempt int) error) *workflow.Graph {
 		})
 }
 
-// A step sends 0, 1 or 50 instances; they run, and the fan-in step runs
-// once after them with all their outputs, in order.
+// A step sends 0, 1, 50 or 300 instances; they run, and the fan-in step
+// runs once after them with all their outputs, in order. (300: the
+// commit that ends the sender starts them all, and its metadata once
+// named every start, past the 4 KB a metadata value may hold; a fan-out
+// of more than about 150 failed.)
 func TestSendFansOutAndIn(t *testing.T) {
-	for _, n := range []int{0, 1, 50} {
+	for _, n := range []int{0, 1, 50, 300} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			ctx := t.Context()
 			w := must[*workflow.Workflow](t)(workflow.Create(ctx, memDB(t), workflow.CreateOptions{Input: n}))
@@ -223,5 +226,44 @@ func TestSendBesideGoto(t *testing.T) {
 	}
 	if c := ex.Steps[len(ex.Steps)-1]; string(c.Output) != `{"b":["as itself","x","y"]}` {
 		t.Fatalf("c got %s", c.Output)
+	}
+}
+
+// A fan-out of more instances than one commit starts ahead of their calls
+// (1,000): the rest start by commits of their own, and all fan in.
+func TestSendMoreThanOneCommitStarts(t *testing.T) {
+	const n = 1001
+	ctx := t.Context()
+	g := workflow.NewGraph().
+		Add("split", func(ctx context.Context, s *workflow.Step) (any, error) {
+			for i := range n {
+				if err := s.Send("part", i); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
+		}, "part").
+		Add("part", func(ctx context.Context, s *workflow.Step) (any, error) { return s.Input(), nil }, "join").
+		Add("join", func(ctx context.Context, s *workflow.Step) (any, error) {
+			var in struct{ Part []int }
+			if err := s.DecodeInput(&in); err != nil {
+				return nil, err
+			}
+			sum := 0
+			for _, v := range in.Part {
+				sum += v
+			}
+			return sum, nil
+		})
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, memDB(t), workflow.CreateOptions{}))
+	ex, err := w.Run(ctx, g, nil)
+	if err != nil || ex.Status != workflow.StatusDone {
+		t.Fatalf("run: %v %+v", err, ex)
+	}
+	if out := lastRun(ex, "join").Output; string(out) != fmt.Sprint(n*(n-1)/2) {
+		t.Fatalf("join's output %s, want the sum of 0..%d", out, n-1)
+	}
+	if len(ex.Steps) != n+2 {
+		t.Fatalf("%d step records, want %d", len(ex.Steps), n+2)
 	}
 }

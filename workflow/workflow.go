@@ -459,6 +459,12 @@ func (w *Workflow) commitRecs(ctx context.Context, what string, change func(g *t
 	}
 	meta := what
 	for i, s := range starts {
+		if len(meta)+len(s.ID) > maxMetaLen {
+			// A fan-out of thousands starts more steps than a commit's
+			// metadata value holds (4 KB): the records name them all.
+			meta += fmt.Sprintf(" and %d more", len(starts)-i)
+			break
+		}
 		if i == 0 {
 			meta += ", start "
 		} else {
@@ -503,6 +509,10 @@ func (w *Workflow) commitRecs(ctx context.Context, what string, change func(g *t
 	w.ex, w.subs, w.subsJSON = ex, subs, st[keySubs]
 	return nil
 }
+
+// maxMetaLen is where the list of a commit's starts stops, in its
+// "workflow" metadata, whose values thread caps at 4,096 bytes.
+const maxMetaLen = 3000
 
 func stepMessages(recs []StepRun) ([]message.Message, error) {
 	out := make([]message.Message, 0, len(recs))
