@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loomthreads/loom/thread/store"
@@ -26,7 +27,11 @@ const (
 // StateLinks is the state key under which a thread names, for each thread
 // linked to it (CreateOptions.Parent), the oldest version of that thread
 // which this version of it, or any later one, may need: a JSON object of
-// thread id to version. Package workflow keeps it for its sub-threads,
+// thread id to version, in which a key that ends in "." is a group, its
+// value an object of the rest of each id to its version
+// ({"wf.": {"main": 3, "writer": 7}} names wf.main and wf.writer), so that
+// thousands of ids that share a prefix do not repeat it. Package workflow
+// keeps it for its sub-threads,
 // whose versions its own versions record (a workflow restored to a
 // version moves each sub-thread back to the version recorded there).
 //
@@ -528,9 +533,28 @@ func (g *gc) links(ctx context.Context, id string) (map[string]int64, error) {
 	if !ok {
 		return nil, nil
 	}
-	var links map[string]int64
-	if err := json.Unmarshal(raw, &links); err != nil || links == nil {
-		return nil, nil // not the key's shape: it names nothing GC can keep
+	// Not the key's shape: it names nothing GC can keep.
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		return nil, nil
+	}
+	links := make(map[string]int64, len(top))
+	for k, v := range top {
+		if !strings.HasSuffix(k, ".") {
+			var n int64
+			if json.Unmarshal(v, &n) != nil {
+				return nil, nil
+			}
+			links[k] = n
+			continue
+		}
+		var group map[string]int64
+		if json.Unmarshal(v, &group) != nil {
+			return nil, nil
+		}
+		for rest, n := range group {
+			links[k+rest] = n
+		}
 	}
 	return links, nil
 }

@@ -323,11 +323,11 @@ func encodeState(id string, ex *execState, subs map[string]subHead) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	links := make(map[string]int64, len(subs))
+	group := make(map[string]int64, len(subs))
 	for k, h := range subs {
-		links[subID(id, k)] = h.Version
+		group[k] = h.Version
 	}
-	l, err := json.Marshal(links)
+	l, err := json.Marshal(map[string]map[string]int64{subID(id, ""): group})
 	if err != nil {
 		return nil, err
 	}

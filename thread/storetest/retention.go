@@ -496,6 +496,9 @@ func retentionLinkedKeepsNamed(t T, s store.Store, _ *Options) {
 	for _, all := range []bool{false, true} {
 		db := thread.New(s, nil).WithTenant(fmt.Sprintf("linked%t", all)).WithRetention(thread.Retention{KeepLast: 2})
 		links := func(v int64) map[string]json.RawMessage {
+			if v%2 == 1 { // a group of the ids under "wf."
+				return map[string]json.RawMessage{thread.StateLinks: json.RawMessage(fmt.Sprintf(`{"wf.":{"sub":%d,"other":1}}`, v))}
+			}
 			return map[string]json.RawMessage{thread.StateLinks: json.RawMessage(fmt.Sprintf(`{"wf.sub":%d}`, v))}
 		}
 		wf, err := db.Create(ctx, thread.CreateOptions{ID: "wf", State: map[string]json.RawMessage{"x": json.RawMessage("1")}})
