@@ -347,7 +347,7 @@ func encodeExec(ex *execState, subs json.RawMessage) (map[string]json.RawMessage
 // records recs (one a message of the thread, in order).
 func execution(id string, version int64, ex *execState, subs map[string]subHead, recs []StepRun, edits []Edit) *Execution {
 	e := &Execution{Workflow: id, Version: version, Status: ex.Status, Input: ex.Input, Round: ex.Round,
-		Current: nonNil(ex.Current), Completed: nonNil(ex.Done), Next: nonNil(ex.Next), Waiting: ex.Waiting,
+		Current: nonNil(ex.Current), Completed: nonNil(inOrderOf(ex.Current, ex.Done)), Next: nonNil(ex.Next), Waiting: ex.Waiting,
 		Error: ex.Error, Runner: ex.Runner, Steps: foldRuns(recs), SubThreads: subList(id, subs), Edits: edits}
 	if e.Steps == nil {
 		e.Steps = []StepRun{}
