@@ -173,14 +173,7 @@ func (w *Workflow) Update(ctx context.Context, p Point, u Update) error {
 			}
 		}
 		for _, name := range ending {
-			delete(ex.Uses, name)
-			delete(ex.Inputs, name)
-		}
-		if len(ex.Uses) == 0 {
-			ex.Uses = nil
-		}
-		if len(ex.Inputs) == 0 {
-			ex.Inputs = nil
+			ex.forget(name)
 		}
 		ended := func(n string) bool { return slices.Contains(ending, n) }
 		ex.Done = append(ex.Done, ending...)

@@ -720,14 +720,7 @@ func (r *runner) step(ctx context.Context, name string) error {
 				count[step]++
 				ex.Next = append(ex.Next, rec.Sends[i].Task)
 			}
-			delete(ex.Uses, name)
-			delete(ex.Inputs, name)
-			if len(ex.Inputs) == 0 {
-				ex.Inputs = nil
-			}
-			if len(ex.Uses) == 0 {
-				ex.Uses = nil
-			}
+			ex.forget(name)
 			for k, h := range heads {
 				// Only newer: a step that shared the sub-thread may have
 				// recorded a later version meanwhile; and not a key

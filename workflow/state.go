@@ -74,6 +74,19 @@ type execState struct {
 	Follow []string `json:"follow,omitzero"`
 }
 
+// forget drops what ex keeps of a step of the round only until it ends:
+// the sub-thread versions it started from, and the input it was given.
+func (ex *execState) forget(step string) {
+	delete(ex.Uses, step)
+	delete(ex.Inputs, step)
+	if len(ex.Uses) == 0 {
+		ex.Uses = nil
+	}
+	if len(ex.Inputs) == 0 {
+		ex.Inputs = nil
+	}
+}
+
 // Waiting is a step waiting for input, with what it asked.
 type Waiting struct {
 	Step   string          `json:"step"`

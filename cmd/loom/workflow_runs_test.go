@@ -34,14 +34,7 @@ func TestWorkflowsStartInputResume(t *testing.T) {
 		t.Fatalf("input:\n%s", out)
 	}
 	evs := lines[workflow.Event](t, loom(t, "workflows", "resume", "weekend", "--store", st, "--json").ok(t))
-	var kinds []string
-	for _, ev := range evs {
-		k := string(ev.Kind)
-		if ev.Step != nil {
-			k += " " + ev.Step.ID
-		}
-		kinds = append(kinds, k)
-	}
+	kinds := eventKinds(evs)
 	if want := "step_started 4/approve#2,step_done 4/approve#2,step_started 5/book#1,step_done 5/book#1,workflow_done"; strings.Join(kinds, ",") != want {
 		t.Fatalf("resume's events: %q", kinds)
 	}
@@ -224,6 +217,14 @@ func TestWorkflowsEdit(t *testing.T) {
 		t.Fatalf("edit:\n%s", out)
 	}
 	evs := lines[workflow.Event](t, loom(t, "workflows", "resume", "trip", "--store", st, "--json").ok(t))
+	kinds := eventKinds(evs)
+	if want := "step_started 5/book#1,step_done 5/book#1,workflow_done"; strings.Join(kinds, ",") != want {
+		t.Fatalf("resume after the edit: %q", kinds)
+	}
+}
+
+// eventKinds is each event's kind, and its step's attempt if it has one.
+func eventKinds(evs []workflow.Event) []string {
 	var kinds []string
 	for _, ev := range evs {
 		k := string(ev.Kind)
@@ -232,7 +233,5 @@ func TestWorkflowsEdit(t *testing.T) {
 		}
 		kinds = append(kinds, k)
 	}
-	if want := "step_started 5/book#1,step_done 5/book#1,workflow_done"; strings.Join(kinds, ",") != want {
-		t.Fatalf("resume after the edit: %q", kinds)
-	}
+	return kinds
 }
