@@ -424,10 +424,20 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 // version its parent keeps may need (StateLinks): the versions below it
 // may go. Its parent keeps its history from the oldest entry on, and its
 // checkpoints; each names, in its state, the oldest version of r that it
-// or a later version of the parent needs. A parent version that names
-// nothing (a state without StateLinks, as a workflow made before the key
-// was written has) keeps all of r: floor 0. A parent that is gone names
-// nothing: r keeps what its own limits keep.
+// or a later version of the parent needs. When it cannot tell, it keeps
+// all of r (floor 0):
+//
+//   - r was made after the parent's oldest kept version: the versions
+//     after that one may name any of r's, its first included (a step's
+//     sub-thread made on first use, or one deleted and made again);
+//   - a kept version names no links at all (a workflow made before the
+//     key was written), or does not name r though r was there.
+//
+// A checkpoint older than r names another thread of its id, or none: it
+// constrains nothing. A parent whose head names no links does not use
+// them (a conversation and its sub-agents' threads): r keeps what its own
+// limits keep, unless the parent is a workflow that has not written them
+// yet. A parent that is gone names nothing.
 func (g *gc) linkFloor(ctx context.Context, r *Record, parent string) (int64, error) {
 	p, err := g.st.Thread(ctx, parent)
 	switch {
@@ -436,37 +446,55 @@ func (g *gc) linkFloor(ctx context.Context, r *Record, parent string) (int64, er
 	case err != nil:
 		return 0, err
 	}
-	var heads []string
-	oldest, err := g.oldest(ctx, parent, p.Version+1)
-	if err != nil {
-		return 0, err
-	}
-	for e, err := range g.st.History(ctx, parent, HistoryOptions{Before: oldest + 1, Limit: 1}) {
-		if err != nil {
+	if links, err := g.links(ctx, p.Head); err != nil || links == nil {
+		if err != nil || p.Kind == KindWorkflow {
 			return 0, err
 		}
-		heads = append(heads, e.Commit)
-	}
-	for cp, err := range g.st.Checkpoints(ctx, parent) {
-		if err != nil {
-			return 0, err
-		}
-		heads = append(heads, cp.Commit)
+		return math.MaxInt64, nil
 	}
 	// The parent names r by the id its own DB sees.
 	id := r.ID
 	if g.raw {
 		_, id = SplitKey(r.ID)
 	}
-	floor := int64(math.MaxInt64)
-	for _, h := range heads {
-		links, err := g.links(ctx, h)
+	named := func(commit string) (int64, bool, error) {
+		links, err := g.links(ctx, commit)
 		if err != nil || links == nil {
+			return 0, false, err
+		}
+		v, ok := links[id]
+		return v, ok, nil
+	}
+	oldest, err := g.oldest(ctx, parent, p.Version+1)
+	if err != nil {
+		return 0, err
+	}
+	floor := int64(math.MaxInt64)
+	for e, err := range g.st.History(ctx, parent, HistoryOptions{Before: oldest + 1, Limit: 1}) {
+		if err != nil {
 			return 0, err
 		}
-		if v, ok := links[id]; ok {
-			floor = min(floor, v)
+		if r.CreatedAt.After(e.Time) {
+			return 0, nil
 		}
+		v, ok, err := named(e.Commit)
+		if err != nil || !ok {
+			return 0, err
+		}
+		floor = v
+	}
+	for cp, err := range g.st.Checkpoints(ctx, parent) {
+		if err != nil {
+			return 0, err
+		}
+		if r.CreatedAt.After(cp.CreatedAt) {
+			continue
+		}
+		v, ok, err := named(cp.Commit)
+		if err != nil || !ok {
+			return 0, err
+		}
+		floor = min(floor, v)
 	}
 	return floor, nil
 }

@@ -42,6 +42,18 @@ func retentionKeepsWhatKeptVersionsName(t *testing.T, db *thread.DB) {
 		if s.Round() < rounds {
 			return s.Round(), nil
 		}
+		// A sub-thread made on first use in the last round: the oldest
+		// kept versions do not name it, the newest name its first
+		// version.
+		late, err := s.SubThread(ctx, "late")
+		if err != nil {
+			return nil, err
+		}
+		for i := range 10 {
+			if _, err := late.Append(ctx, message.Assistant(fmt.Sprintf("late %d", i))); err != nil {
+				return nil, err
+			}
+		}
 		return s.Round(), s.Goto()
 	}, "write").Start("write")
 	w := must[*workflow.Workflow](t)(workflow.Create(ctx, db, workflow.CreateOptions{ID: "loop"}))
@@ -67,14 +79,8 @@ func retentionKeepsWhatKeptVersionsName(t *testing.T, db *thread.DB) {
 		t.Fatalf("version %d is still readable: the workflow kept more than its last 4", head-4)
 	}
 	checkKept(t, f, fex.Version, fkept)
+	checkKept(t, w, head, kept)
 	for v := head - 3; v <= head; v++ {
-		at, err := w.At(ctx, workflow.Point{Version: v}, workflow.AtOptions{})
-		if err != nil {
-			t.Fatalf("kept version %d: %v", v, err)
-		}
-		if got := texts(at.Messages["writer"]); !slices.Equal(got, kept[v]) {
-			t.Fatalf("kept version %d: writer %q, want %q", v, got, kept[v])
-		}
 		f, err := w.Fork(ctx, workflow.Point{Version: v}, workflow.ForkOptions{ID: fmt.Sprintf("fork%d", v)})
 		if err != nil {
 			t.Fatalf("fork at kept version %d: %v", v, err)
@@ -109,6 +115,7 @@ func keptWriters(t *testing.T, w *workflow.Workflow, head int64) map[int64][]str
 	for v := head - 3; v <= head; v++ {
 		at := must[*workflow.Snapshot](t)(w.At(t.Context(), workflow.Point{Version: v}, workflow.AtOptions{}))
 		kept[v] = texts(at.Messages["writer"])
+		kept[-v] = texts(at.Messages["late"])
 	}
 	return kept
 }
@@ -123,6 +130,9 @@ func checkKept(t *testing.T, w *workflow.Workflow, head int64, kept map[int64][]
 		}
 		if got := texts(at.Messages["writer"]); !slices.Equal(got, kept[v]) {
 			t.Fatalf("%s: kept version %d: writer %q, want %q", w.ID(), v, got, kept[v])
+		}
+		if got := texts(at.Messages["late"]); !slices.Equal(got, kept[-v]) {
+			t.Fatalf("%s: kept version %d: late %q, want %q", w.ID(), v, got, kept[-v])
 		}
 	}
 }

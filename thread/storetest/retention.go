@@ -489,8 +489,10 @@ func retentionGCAfterCrash(t T, s store.Store, o *Options) {
 // sub-thread) keeps, whatever its own history limit, every version from
 // the oldest that a version its parent keeps names (thread.StateLinks) —
 // the parent's oldest kept version and its checkpoints — and loses what
-// none names; while a kept parent version names nothing, it keeps all. It
-// holds for GC of one tenant and of all tenants (keys, not ids).
+// none names; one made after the parent's oldest kept version keeps all;
+// under a parent that uses no links it keeps what its own limit keeps,
+// under a workflow that names nothing yet all. It holds for GC of one
+// tenant and of all tenants (keys, not ids).
 func retentionLinkedKeepsNamed(t T, s store.Store, _ *Options) {
 	ctx := t.Context()
 	for _, all := range []bool{false, true} {
@@ -539,18 +541,43 @@ func retentionLinkedKeepsNamed(t T, s store.Store, _ *Options) {
 		if got := versions(t, s, thread.Key(db.Tenant(), "wf.sub")); !slices.Equal(got, span(8, 10)) {
 			t.Errorf("all=%t: linked thread's history %v, want %v", all, got, span(8, 10))
 		}
-		// A parent whose kept version names nothing keeps it all.
-		_, err = db.Create(ctx, thread.CreateOptions{ID: "plain", Messages: numbered("p", 1)})
-		check(t, err, "create a parent without links")
-		osub, err := db.Create(ctx, thread.CreateOptions{ID: "plain.sub", Parent: "plain", Messages: numbered("ps", 1)})
-		check(t, err, "create its linked thread")
+		// A thread made after the parent's oldest kept version keeps all
+		// of it: the parent's later versions may name its first.
+		late, err := db.Create(ctx, thread.CreateOptions{ID: "wf.late", Parent: "wf", Messages: numbered("late", 1)})
+		check(t, err, "create a linked thread later")
 		for range 4 {
-			_, err := osub.Append(ctx, message.User("more"))
+			_, err := late.Append(ctx, message.User("more"))
 			check(t, err, "append")
 		}
-		gc("gc of a parent that names nothing")
-		if got := versions(t, s, thread.Key(db.Tenant(), "plain.sub")); !slices.Equal(got, span(1, 5)) {
-			t.Errorf("all=%t: linked thread of a parent naming nothing: %v, want all of %v", all, got, span(1, 5))
+		_, err = wf.Commit(ctx, thread.CommitOptions{State: map[string]json.RawMessage{
+			thread.StateLinks: json.RawMessage(`{"wf.":{"sub":9,"late":5}}`)}})
+		check(t, err, "commit the parent")
+		gc("gc of a thread made later")
+		if got := versions(t, s, thread.Key(db.Tenant(), "wf.late")); !slices.Equal(got, span(1, 5)) {
+			t.Errorf("all=%t: a linked thread made after the parent's oldest kept version: %v, want all of %v", all, got, span(1, 5))
+		}
+		// A parent that uses no links (a conversation and a sub-agent's
+		// thread): the linked thread keeps what its own limit keeps.
+		for _, kind := range []thread.Kind{thread.KindLocal, thread.KindWorkflow} {
+			pid := "plain-" + string(kind)
+			_, err = db.Create(ctx, thread.CreateOptions{ID: pid, Kind: kind, Messages: numbered("p", 1)})
+			check(t, err, "create a parent without links")
+			osub, err := db.Create(ctx, thread.CreateOptions{ID: pid + ".sub", Parent: pid, Messages: numbered("ps", 1)})
+			check(t, err, "create its linked thread")
+			for range 4 {
+				_, err := osub.Append(ctx, message.User("more"))
+				check(t, err, "append")
+			}
+			gc("gc of a parent that names nothing")
+			// A workflow that names nothing yet (made before the key)
+			// keeps all of it.
+			want := span(4, 5)
+			if kind == thread.KindWorkflow {
+				want = span(1, 5)
+			}
+			if got := versions(t, s, thread.Key(db.Tenant(), pid+".sub")); !slices.Equal(got, want) {
+				t.Errorf("all=%t: linked thread of a %s parent naming nothing: %v, want %v", all, kind, got, want)
+			}
 		}
 	}
 }
