@@ -146,10 +146,11 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if o.Timeout > 0 && cfg.PingTimeout == 0 {
 		cfg.PingTimeout = o.Timeout // the ping of an idle connection, in acquire
 	}
-	boundCloses(cfg.ConnConfig, cmp.Or(cfg.ConnConfig.ConnectTimeout, max(o.Timeout, 0)))
 	if o.Configure != nil {
 		o.Configure(cfg)
 	}
+	// After Configure: the hooks it sets are wrapped, not replaced.
+	boundCloses(cfg.ConnConfig, cmp.Or(cfg.ConnConfig.ConnectTimeout, max(o.Timeout, 0)))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -208,6 +209,10 @@ func boundCloses(cfg *pgx.ConnConfig, limit time.Duration) {
 	}
 	dial, after := cfg.DialFunc, cfg.AfterNetConnect
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// A cancel request's dial has pgx's 15 s, and a URL DSN's dialer
+		// no timeout of its own: a server that drops SYNs would hold it.
+		ctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
