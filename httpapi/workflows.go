@@ -132,7 +132,14 @@ func (s *Server) editWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := wf.Update(write(r), p, u); err != nil {
+	if s.workflows != nil {
+		// A run of this server that left the workflow waiting may hold it
+		// a moment longer: the edit waits for it to let go.
+		wf, err = s.workflows.Update(r.Context(), s.tenantDB(r), wf.ID(), p, u)
+	} else {
+		err = wf.Update(write(r), p, u)
+	}
+	if err != nil {
 		return err
 	}
 	return s.answerWorkflow(w, r, http.StatusOK, wf, 0)

@@ -189,6 +189,15 @@ func (w *Workflow) Update(ctx context.Context, p Point, u Update) error {
 			if len(ex.Waiting) > 0 && len(ex.Done)+len(ex.Waiting) == len(ex.Current) {
 				ex.Status = StatusWaiting
 			}
+		} else if slices.ContainsFunc(ending, func(n string) bool { return strings.HasPrefix(ex.Error, "step "+n+": ") }) {
+			// The error was the ended step's: it is now a step's that
+			// still failed.
+			for j := len(runs) - 1; j >= 0; j-- {
+				if s := runs[j]; s.Name == ex.Failed[0] && s.Status == StatusFailed {
+					ex.Error = fmt.Sprintf("step %s: %s", s.Name, s.Error)
+					break
+				}
+			}
 		}
 	}
 	// Each other output set is a record of the attempt it edits, under an

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -324,5 +325,29 @@ func TestUpdateEndsAFailedStep(t *testing.T) {
 	}
 	if out := lastRun(ex, "c").Output; string(out) != `"c of {\"b\":\"b by hand\"}"` {
 		t.Fatalf("c's output %s, want made of b's edited output", out)
+	}
+}
+
+// Two steps of a round failed; an edit ends the one the workflow's error
+// names: the error is now the other's, which still failed.
+func TestUpdateEndsOneOfTwoFailedSteps(t *testing.T) {
+	ctx := t.Context()
+	fail := func(ctx context.Context, s *workflow.Step) (any, error) {
+		return nil, errors.New(s.Name() + " is broken")
+	}
+	g := workflow.NewGraph().Add("a", fail).Add("b", fail).Start("a", "b")
+	w := must[*workflow.Workflow](t)(workflow.Create(ctx, memDB(t), workflow.CreateOptions{}))
+	if _, err := w.Run(ctx, g, nil); err == nil {
+		t.Fatal("the steps did not fail")
+	}
+	ex := must[*workflow.Execution](t)(w.Execution(ctx, 0))
+	named, other := "a", "b"
+	if strings.HasPrefix(ex.Error, "step b: ") {
+		named, other = "b", "a"
+	}
+	must[any](t)(nil, w.Update(ctx, workflow.Point{}, workflow.Update{By: "ann", Outputs: map[string]any{named: "fixed"}}))
+	ex = must[*workflow.Execution](t)(w.Execution(ctx, 0))
+	if want := "step " + other + ": " + other + " is broken"; ex.Status != workflow.StatusFailed || ex.Error != want {
+		t.Fatalf("after ending %s: %s %q, want failed %q", named, ex.Status, ex.Error, want)
 	}
 }

@@ -314,13 +314,33 @@ type bgRun struct {
 // moment longer, which Provide would refuse as ErrBusy), it waits for that
 // run to end first, or for ctx.
 func (r *Runner) Provide(ctx context.Context, db *thread.DB, id, step string, input any) (*Workflow, error) {
+	return r.whenLetGo(ctx, db, id, "input for workflow", func(w *Workflow) error {
+		return w.Provide(context.WithoutCancel(ctx), step, input)
+	})
+}
+
+// Update edits the workflow id of db as Workflow.Update does — except
+// that when this Runner's run of the workflow has stopped (waiting,
+// failed) and is letting it go, it waits for that run to end first, or
+// for ctx: an edit that answers for a step that just began to wait is not
+// refused as ErrBusy.
+func (r *Runner) Update(ctx context.Context, db *thread.DB, id string, p Point, u Update) (*Workflow, error) {
+	return r.whenLetGo(ctx, db, id, "edit workflow", func(w *Workflow) error {
+		return w.Update(context.WithoutCancel(ctx), p, u)
+	})
+}
+
+// whenLetGo opens the workflow id and calls f on it; while f says ErrBusy
+// because this Runner's run of it, which no longer runs steps, holds it a
+// moment longer, it waits for that run to end and calls f again.
+func (r *Runner) whenLetGo(ctx context.Context, db *thread.DB, id, what string, f func(*Workflow) error) (*Workflow, error) {
 	for {
 		w, err := Open(ctx, db, id)
 		if err != nil {
-			return nil, fmt.Errorf("input for workflow: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		err = w.Provide(context.WithoutCancel(ctx), step, input)
-		if err == nil || !errors.Is(err, ErrBusy) || w.Status() != StatusWaiting {
+		err = f(w)
+		if err == nil || !errors.Is(err, ErrBusy) || w.Status() == StatusRunning {
 			return w, err
 		}
 		r.mu.Lock()

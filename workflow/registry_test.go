@@ -3,9 +3,12 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/loomthreads/loom/internal/testwait"
 	"github.com/loomthreads/loom/internal/wftest"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
@@ -152,5 +155,43 @@ func TestRunnerStartsAndResumes(t *testing.T) {
 	close(block)
 	if st := wftest.Settle(t, db, "long"); st != workflow.StatusDone {
 		t.Fatalf("status %s, want done", st)
+	}
+}
+
+// An edit through the Runner answers for a step its run just left
+// waiting, as soon as the workflow says so, and a resume runs on from it.
+// (Runner.Update waits for its own run to let the workflow go rather than
+// answer ErrBusy; that window is too short for this test to hit at will.)
+func TestRunnerUpdateWaitsForItsRun(t *testing.T) {
+	ctx := t.Context()
+	db := openDB(t, "memory://")
+	reg := workflow.NewRegistry()
+	if err := reg.Register("approval", approvalGraph(), nil); err != nil {
+		t.Fatal(err)
+	}
+	rn := workflow.NewRunner(reg, nil)
+	t.Cleanup(func() { rn.Close() })
+	for i := range 10 {
+		id := fmt.Sprintf("post%d", i)
+		if _, err := rn.Start(ctx, db, "approval", workflow.CreateOptions{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		testwait.Until(t, 10*time.Second, "the review waits", func() bool {
+			w, err := workflow.Open(ctx, db, id)
+			return err == nil && w.Status() == workflow.StatusWaiting
+		})
+		w, err := rn.Update(ctx, db, id, workflow.Point{}, workflow.Update{By: "ann", Outputs: map[string]any{"review": "yes"}})
+		if err != nil {
+			t.Fatalf("%s: the edit: %v", id, err)
+		}
+		if w.Status() != workflow.StatusRunning {
+			t.Fatalf("%s after the edit: %s", id, w.Status())
+		}
+		if _, err := rn.Resume(ctx, db, id); err != nil {
+			t.Fatal(err)
+		}
+		if st := wftest.Settle(t, db, id); st != workflow.StatusDone {
+			t.Fatalf("%s: status %s, want done", id, st)
+		}
 	}
 }

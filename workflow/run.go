@@ -277,7 +277,9 @@ func (r *runner) claim(ctx context.Context) (bool, error) {
 		if err := r.advance(ex); err != nil {
 			return nil, nil, err
 		}
-		starts = r.startRound(ex)
+		// The records restated and the starts share the commit's
+		// messages.
+		starts = r.startRound(ex, maxStartAhead-len(followed))
 		if ex.Status == StatusRunning && len(r.runnable(ex)) > 0 {
 			r.rounds = 1
 		}
@@ -397,9 +399,9 @@ func (r *runner) runnable(ex *execState) []string {
 }
 
 // startRound makes the start records of the round's steps that are to run,
-// counting their attempts in ex, for the commit that leaves ex. Callers
-// hold w.mu.
-func (r *runner) startRound(ex *execState) []StepRun {
+// at most limit of them, counting their attempts in ex, for the commit
+// that leaves ex. Callers hold w.mu.
+func (r *runner) startRound(ex *execState, limit int) []StepRun {
 	if ex.Status != StatusRunning {
 		return nil
 	}
@@ -407,7 +409,7 @@ func (r *runner) startRound(ex *execState) []StepRun {
 	todo := r.runnable(ex)
 	// The rest start by a commit of their own when they run: a commit
 	// holds at most 10,000 messages, and a fan-out may send as many.
-	todo = todo[:min(len(todo), maxStartAhead)]
+	todo = todo[:max(0, min(len(todo), limit))]
 	for _, name := range todo {
 		if ex.Attempts == nil {
 			ex.Attempts = map[string]int{}
@@ -603,7 +605,7 @@ func (r *runner) commitStarting(ctx context.Context, what string, recs []StepRun
 				r.limited = true
 			} else {
 				r.rounds++
-				starts = r.startRound(ex)
+				starts = r.startRound(ex, maxStartAhead)
 			}
 		}
 		return recs, starts, nil

@@ -17,8 +17,9 @@ import (
 // attempts as an object whose keys are runs of instances with the same
 // count. A state written before is read as it was.
 
-// maxRun caps the instances a run names, against a state made by hand.
-const maxRun = maxSends * maxSends
+// maxRoundTasks caps the tasks a state's runs name in all, against a
+// state made by hand: a round of 100 steps that each sent the most.
+const maxRoundTasks = 100 * maxSends
 
 // execJSON is execState as its JSON holds it.
 type execJSON struct {
@@ -54,14 +55,15 @@ func (ex *execState) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*ex = execState(j.execFields)
+	budget := maxRoundTasks
 	var err error
-	if ex.Current, err = expand(j.Current); err != nil {
+	if ex.Current, err = expand(j.Current, &budget); err != nil {
 		return err
 	}
-	if ex.Done, err = expand(j.Done); err != nil {
+	if ex.Done, err = expand(j.Done, &budget); err != nil {
 		return err
 	}
-	if ex.Next, err = expand(j.Next); err != nil {
+	if ex.Next, err = expand(j.Next, &budget); err != nil {
 		return err
 	}
 	if j.Attempts != nil {
@@ -72,8 +74,8 @@ func (ex *execState) UnmarshalJSON(b []byte) error {
 				ex.Attempts[k] = n
 				continue
 			}
-			if to-from > maxRun-len(ex.Attempts) {
-				return fmt.Errorf("attempts of %q: more than %d tasks", k, maxRun)
+			if budget -= to - from; budget < 0 {
+				return fmt.Errorf("attempts of %q: the state names more than %d tasks", k, maxRoundTasks)
 			}
 			for i := from; i < to; i++ {
 				ex.Attempts[taskName(step, i)] = n
@@ -114,8 +116,9 @@ func runs(names []string) runList {
 	return out
 }
 
-// expand is the names of l, each run written out.
-func expand(l runList) ([]string, error) {
+// expand is the names of l, each run written out, taking what runs name
+// from budget.
+func expand(l runList, budget *int) ([]string, error) {
 	if l == nil {
 		return nil, nil
 	}
@@ -126,8 +129,8 @@ func expand(l runList) ([]string, error) {
 			out = append(out, name)
 			continue
 		}
-		if to-from > maxRun-len(out) {
-			return nil, fmt.Errorf("task run %q: more than %d tasks", name, maxRun)
+		if *budget -= to - from; *budget < 0 {
+			return nil, fmt.Errorf("task run %q: the state names more than %d tasks", name, maxRoundTasks)
 		}
 		for i := from; i < to; i++ {
 			out = append(out, taskName(step, i))

@@ -130,6 +130,10 @@ func TestTaskRunsReadOldStates(t *testing.T) {
 			t.Errorf("%q parsed as a run", name)
 		}
 	}
+	spread := `{"status":"running","current":["b[0:400000]"],"done":["b[0:400000]"],"attempts":{"b[0:400000]":1}}`
+	if err := json.Unmarshal([]byte(spread), &ex); err == nil {
+		t.Error("runs of 1,200,000 tasks in all were read")
+	}
 	huge := `{"status":"running","current":["b[0:2000000000]"]}`
 	if err := json.Unmarshal([]byte(huge), &ex); err == nil {
 		t.Error("a run of two billion tasks was read")
