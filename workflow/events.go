@@ -421,10 +421,13 @@ func (e *eventer) version(ctx context.Context, ent thread.HistoryEntry) ([]Event
 			recs = stepRecords(c.Messages)
 		}
 		for _, r := range recs {
-			if r.Status == StatusRunning && r.Attempt > 1 {
+			if r.Attempt > 1 {
+				// A later attempt — run again, or ended by an edit —
+				// interrupted one that had not ended.
 				prev, ok := e.attempts[stepID(r.Round, r.Name, r.Attempt-1)]
 				if ok && prev.Status == StatusRunning {
 					prev.Status = StatusInterrupted
+					e.attempts[prev.ID] = prev
 					ev := base
 					ev.Kind, ev.Step = EventStepInterrupted, &prev
 					out = append(out, ev)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/loomthreads/loom/internal/wftest"
 	_ "github.com/loomthreads/loom/sqlite"
 	"github.com/loomthreads/loom/thread"
 	"github.com/loomthreads/loom/workflow"
@@ -379,5 +380,29 @@ func TestEventsAfterRetention(t *testing.T) {
 		if !errors.Is(err, workflow.ErrCursor) {
 			t.Errorf("a cursor past the workflow: %v, want ErrCursor", err)
 		}
+	}
+}
+
+// A step whose runner went silent mid-step, ended by an edit: its attempt
+// is interrupted, once, and the edit's attempt is done.
+func TestEventsOfAnEditedRunningStep(t *testing.T) {
+	ctx := t.Context()
+	db := openDB(t, "memory://")
+	wftest.Hold(t, db, "stalled", wftest.HourBehind)
+	w, err := workflow.Open(ctx, db, "stalled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Update(ctx, workflow.Point{}, workflow.Update{By: "ann", Outputs: map[string]any{"work": "by hand"}}); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range collect(t, w, workflow.EventsOptions{NoFollow: true}) {
+		if ev.Step != nil {
+			kinds = append(kinds, string(ev.Kind)+" "+ev.Step.ID)
+		}
+	}
+	if want := []string{"step_started 1/work#1", "step_interrupted 1/work#1", "step_done 1/work#2"}; !slices.Equal(kinds, want) {
+		t.Fatalf("events %q, want %q", kinds, want)
 	}
 }
