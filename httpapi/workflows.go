@@ -123,10 +123,7 @@ func (s *Server) editWorkflow(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if req.Next != nil {
-		u.Next = *req.Next
-		if u.Next == nil {
-			u.Next = []string{}
-		}
+		u.Next = append([]string{}, *req.Next...) // [] ends the workflow: never nil
 	}
 	wf, err := s.workflow(r)
 	if err != nil {

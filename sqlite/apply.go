@@ -488,17 +488,7 @@ func (a *applier) delete(f *facts, d store.Deletion) error {
 	if err != nil {
 		return err
 	}
-	err = a.each(a.st.unrefThread, []any{k}, func(row []driver.Value) error {
-		var k, refs int64
-		if err := assign(row, &k, &refs); err != nil {
-			return err
-		}
-		if refs <= 0 {
-			a.unreferenced = append(a.unreferenced, k)
-		}
-		return nil
-	})
-	if err != nil {
+	if a.unreferenced, err = a.unrefs(a.st.unrefThread, a.unreferenced, k); err != nil {
 		return fmt.Errorf("delete thread %q: references: %w", clip(d.Thread), err)
 	}
 	for _, st := range []wstmt{a.st.deleteHistory, a.st.deleteCheckpoints, a.st.deleteLabels, a.st.deleteThread} {
@@ -512,6 +502,23 @@ func (a *applier) delete(f *facts, d store.Deletion) error {
 	return nil
 }
 
+// unrefs runs st, a statement that lets go of references and returns the
+// key and count of each commit it changed, and appends to out the keys of
+// those it left with none.
+func (a *applier) unrefs(st wstmt, out []int64, args ...any) ([]int64, error) {
+	err := a.each(st, args, func(row []driver.Value) error {
+		var k, refs int64
+		if err := assign(row, &k, &refs); err != nil {
+			return err
+		}
+		if refs <= 0 {
+			out = append(out, k)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // prune drops the history entries of a thread below a version (retention)
 // and the references they held, in one statement each; the commits left
 // without references are freed with the batch's others, in collect, which
@@ -522,17 +529,7 @@ func (a *applier) prune(f *facts, pr store.Prune) error {
 	if err != nil {
 		return err
 	}
-	err = a.each(a.st.unrefHistory, []any{k, pr.Before}, func(row []driver.Value) error {
-		var k, refs int64
-		if err := assign(row, &k, &refs); err != nil {
-			return err
-		}
-		if refs <= 0 {
-			a.unreferenced = append(a.unreferenced, k)
-		}
-		return nil
-	})
-	if err != nil {
+	if a.unreferenced, err = a.unrefs(a.st.unrefHistory, a.unreferenced, k, pr.Before); err != nil {
 		return fmt.Errorf("prune thread %q: references: %w", clip(pr.Thread), err)
 	}
 	if _, err := a.exec(a.st.pruneHistory, k, pr.Before); err != nil {
@@ -784,18 +781,7 @@ func (a *applier) freeAll(ks []int64) error {
 		for p, n := range drop {
 			pairs = append(pairs, [2]int64{p, n})
 		}
-		ks = ks[:0]
-		err = a.each(a.st.unrefAll, []any{pairList(&buf, pairs)}, func(row []driver.Value) error {
-			var k, refs int64
-			if err := assign(row, &k, &refs); err != nil {
-				return err
-			}
-			if refs <= 0 {
-				ks = append(ks, k)
-			}
-			return nil
-		})
-		if err != nil {
+		if ks, err = a.unrefs(a.st.unrefAll, ks[:0], pairList(&buf, pairs)); err != nil {
 			return fmt.Errorf("unref %d commits: %w", len(drop), err)
 		}
 	}

@@ -286,6 +286,8 @@ type gc struct {
 	// first need: see parentOf).
 	list  ListOptions
 	named map[string]string
+	// parents are what the parents of linked threads keep, read once.
+	parents map[string]*keptLinks
 }
 
 // apply applies b to the store GC reads, and makes its changes heard.
@@ -439,16 +441,15 @@ func (g *gc) thread(ctx context.Context, r *Record) error {
 // limits keep, unless the parent is a workflow that has not written them
 // yet. A parent that is gone names nothing.
 func (g *gc) linkFloor(ctx context.Context, r *Record, parent string) (int64, error) {
-	p, err := g.st.Thread(ctx, parent)
+	pk, err := g.kept(ctx, parent)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return math.MaxInt64, nil
 	case err != nil:
 		return 0, err
-	}
-	if links, err := g.links(ctx, p.Head); err != nil || links == nil {
-		if err != nil || p.Kind == KindWorkflow {
-			return 0, err
+	case pk == nil:
+		return math.MaxInt64, nil
+	case !pk.uses:
+		if pk.workflow {
+			return 0, nil
 		}
 		return math.MaxInt64, nil
 	}
@@ -457,46 +458,97 @@ func (g *gc) linkFloor(ctx context.Context, r *Record, parent string) (int64, er
 	if g.raw {
 		_, id = SplitKey(r.ID)
 	}
-	named := func(commit string) (int64, bool, error) {
-		links, err := g.links(ctx, commit)
-		if err != nil || links == nil {
-			return 0, false, err
-		}
-		v, ok := links[id]
-		return v, ok, nil
-	}
-	oldest, err := g.oldest(ctx, parent, p.Version+1)
-	if err != nil {
-		return 0, err
-	}
 	floor := int64(math.MaxInt64)
-	for e, err := range g.st.History(ctx, parent, HistoryOptions{Before: oldest + 1, Limit: 1}) {
-		if err != nil {
-			return 0, err
+	for i, v := range pk.versions {
+		if r.CreatedAt.After(v.at) {
+			if i == 0 {
+				return 0, nil // made after the oldest kept version
+			}
+			continue // a checkpoint older than r
 		}
-		if r.CreatedAt.After(e.Time) {
+		n, ok := v.links[id]
+		if v.links == nil || !ok {
 			return 0, nil
 		}
-		v, ok, err := named(e.Commit)
-		if err != nil || !ok {
-			return 0, err
+		floor = min(floor, n)
+	}
+	return floor, nil
+}
+
+// keptLinks is what the versions a parent keeps name of its linked
+// threads (see linkFloor), read once a GC pass however many they are.
+type keptLinks struct {
+	workflow bool // the parent is a workflow thread
+	uses     bool // its head names links: it uses them
+	// versions are its oldest kept version, then its checkpoints: when
+	// each was made, and its links (nil: none).
+	versions []keptVersion
+}
+
+type keptVersion struct {
+	at    time.Time
+	links map[string]int64
+}
+
+// kept returns the keptLinks of the thread parent, nil when it is gone.
+func (g *gc) kept(ctx context.Context, parent string) (*keptLinks, error) {
+	if pk, ok := g.parents[parent]; ok {
+		return pk, nil
+	}
+	pk, err := g.readKept(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	if g.parents == nil {
+		g.parents = map[string]*keptLinks{}
+	}
+	g.parents[parent] = pk
+	return pk, nil
+}
+
+func (g *gc) readKept(ctx context.Context, parent string) (*keptLinks, error) {
+	p, err := g.st.Thread(ctx, parent)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	pk := &keptLinks{workflow: p.Kind == KindWorkflow}
+	head, err := g.links(ctx, p.Head)
+	if err != nil || head == nil {
+		return pk, err
+	}
+	pk.uses = true
+	oldest, err := g.oldest(ctx, parent, p.Version+1)
+	if err != nil {
+		return nil, err
+	}
+	for e, err := range g.st.History(ctx, parent, HistoryOptions{Before: oldest + 1, Limit: 1}) {
+		if err != nil {
+			return nil, err
 		}
-		floor = v
+		links, err := g.links(ctx, e.Commit)
+		if err != nil {
+			return nil, err
+		}
+		pk.versions = append(pk.versions, keptVersion{at: e.Time, links: links})
+	}
+	if len(pk.versions) == 0 {
+		// No history to read (a store that lost it): keep everything.
+		pk.versions = append(pk.versions, keptVersion{})
 	}
 	for cp, err := range g.st.Checkpoints(ctx, parent) {
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		if r.CreatedAt.After(cp.CreatedAt) {
-			continue
+		links, err := g.links(ctx, cp.Commit)
+		if err != nil {
+			return nil, err
 		}
-		v, ok, err := named(cp.Commit)
-		if err != nil || !ok {
-			return 0, err
-		}
-		floor = min(floor, v)
+		pk.versions = append(pk.versions, keptVersion{at: cp.CreatedAt, links: links})
 	}
-	return floor, nil
+	return pk, nil
 }
 
 // parentOf returns the thread r goes with and whose kept versions may need
@@ -548,16 +600,11 @@ func (g *gc) links(ctx context.Context, id string) (map[string]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch c.StateFrom {
-	case "":
-		return nil, nil
-	case c.ID:
-	default:
-		if c, err = g.st.Commit(ctx, c.StateFrom); err != nil {
-			return nil, err
-		}
+	state, err := stateIn(ctx, g.st, c)
+	if err != nil {
+		return nil, err
 	}
-	raw, ok := c.State[StateLinks]
+	raw, ok := state[StateLinks]
 	if !ok {
 		return nil, nil
 	}

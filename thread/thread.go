@@ -572,13 +572,19 @@ func (t *Thread) State(ctx context.Context, version int64) (_ map[string]json.Ra
 // stateAt returns the state in effect at c (nil c: the empty root). The
 // result is the caller's to change.
 func (t *Thread) stateAt(ctx context.Context, c *Commit) (map[string]json.RawMessage, error) {
+	return stateIn(ctx, t.db.store, c)
+}
+
+// stateIn returns the state in effect at c, read from st: c's own, or
+// the commit's it names (StateFrom). The result is the caller's to change.
+func stateIn(ctx context.Context, st store.Store, c *Commit) (map[string]json.RawMessage, error) {
 	switch {
 	case c == nil || c.StateFrom == "":
 		return map[string]json.RawMessage{}, nil
 	case c.StateFrom == c.ID:
 		return cloneState(c.State), nil
 	}
-	s, err := t.db.store.Commit(ctx, c.StateFrom)
+	s, err := st.Commit(ctx, c.StateFrom)
 	if err != nil {
 		return nil, err
 	}

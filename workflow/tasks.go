@@ -95,25 +95,33 @@ func runs(names []string) runList {
 	}
 	var out runList
 	for i := 0; i < len(names); {
-		step, from, ok := instanceOf(names[i])
-		j := i + 1
-		if ok {
-			for j < len(names) {
-				s, n, ok := instanceOf(names[j])
-				if !ok || s != step || n != from+(j-i) {
-					break
-				}
-				j++
-			}
-		}
-		if j-i == 1 {
-			out = append(out, names[i])
-		} else {
-			out = append(out, runName(step, from, from+(j-i)))
-		}
+		name, j := runAt(names, i, nil)
+		out = append(out, name)
 		i = j
 	}
 	return out
+}
+
+// runAt returns the name of the run of instances of one step with
+// consecutive indices that begins at names[i] (and for which also, when
+// not nil, holds of each index after i), written as one, and the index
+// after it; a task that begins no run is its own name.
+func runAt(names []string, i int, also func(j int) bool) (string, int) {
+	step, from, ok := instanceOf(names[i])
+	j := i + 1
+	if ok {
+		for j < len(names) {
+			s, n, ok := instanceOf(names[j])
+			if !ok || s != step || n != from+(j-i) || also != nil && !also(j) {
+				break
+			}
+			j++
+		}
+	}
+	if j-i == 1 {
+		return names[i], j
+	}
+	return runName(step, from, from+(j-i)), j
 }
 
 // expand is the names of l, each run written out, taking what runs name
@@ -168,28 +176,13 @@ func attemptRuns(order []string, attempts map[string]int) map[string]int {
 	out := make(map[string]int)
 	covered := 0
 	for i := 0; i < len(order); {
-		name := order[i]
-		n, has := attempts[name]
+		n, has := attempts[order[i]]
 		if !has {
 			i++
 			continue
 		}
-		step, from, ok := instanceOf(name)
-		j := i + 1
-		if ok {
-			for j < len(order) {
-				s, k, ok := instanceOf(order[j])
-				if m, has := attempts[order[j]]; !ok || s != step || k != from+(j-i) || !has || m != n {
-					break
-				}
-				j++
-			}
-		}
-		if j-i == 1 {
-			out[name] = n
-		} else {
-			out[runName(step, from, from+(j-i))] = n
-		}
+		name, j := runAt(order, i, func(j int) bool { m, has := attempts[order[j]]; return has && m == n })
+		out[name] = n
 		covered += j - i
 		i = j
 	}

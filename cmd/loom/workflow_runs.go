@@ -235,7 +235,7 @@ func (c *WorkflowsInputCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.JSON {
-		return writeJSON(c.Stdout, workflowLine{ID: w.ID(), Title: w.Title(), Status: w.Status(), Round: w.Round(), Version: w.Version(), SubThreads: w.SubThreadKeys()})
+		return writeJSON(c.Stdout, lineOf(w))
 	}
 	fmt.Fprintf(c.Stdout, "input given to %s of workflow %s (now %s): loom workflows resume %s runs it on\n", pos[1], w.ID(), w.Status(), w.ID())
 	return nil
@@ -316,7 +316,7 @@ func (c *WorkflowsEditCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.JSON {
-		return writeJSON(c.Stdout, workflowLine{ID: w.ID(), Title: w.Title(), Status: w.Status(), Round: w.Round(), Version: w.Version(), SubThreads: w.SubThreadKeys()})
+		return writeJSON(c.Stdout, lineOf(w))
 	}
 	fmt.Fprintf(c.Stdout, "edited workflow %s by %s (now %s at version %d): loom workflows resume %s runs it on\n", w.ID(), c.By, w.Status(), w.Version(), w.ID())
 	return nil

@@ -59,6 +59,11 @@ type workflowLine struct {
 	Stalled *stalledJSON `json:"stalled,omitzero"`
 }
 
+// lineOf is w as a workflowLine, as its handle has it.
+func lineOf(w *workflow.Workflow) workflowLine {
+	return workflowLine{ID: w.ID(), Title: w.Title(), Status: w.Status(), Round: w.Round(), Version: w.Version(), SubThreads: w.SubThreadKeys()}
+}
+
 // stalledJSON is the "stalled" object of a workflow whose status says
 // running but that no live runner holds (workflow.Workflow.Stalled), as
 // the HTTP API has it: Since is the time of its last commit, which a live
