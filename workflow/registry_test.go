@@ -162,7 +162,7 @@ func TestRunnerStartsAndResumes(t *testing.T) {
 // waiting, as soon as the workflow says so, and a resume runs on from it.
 // (Runner.Update waits for its own run to let the workflow go rather than
 // answer ErrBusy; that window is too short for this test to hit at will.)
-func TestRunnerUpdateWaitsForItsRun(t *testing.T) {
+func TestRunnerUpdateAnswersAWaitingStep(t *testing.T) {
 	ctx := t.Context()
 	db := openDB(t, "memory://")
 	reg := workflow.NewRegistry()
